@@ -1,0 +1,56 @@
+"""What one attack run reports."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def performance_drop_rate(clean: float, adversarial: float) -> float:
+    """PDR = 1 - adversarial / clean.
+
+    A clean score of 0 leaves nothing to drop, so the PDR is defined as 0.0
+    there (the paper's formula is undefined at 0). Negative values mean the
+    "attacked" prompt did better than the clean one (possible for Semantic).
+    """
+    if clean == 0:
+        return 0.0
+    return 1.0 - adversarial / clean
+
+
+@dataclass(frozen=True)
+class AttackOutcome:
+    """The result of attacking one prompt against one scorer.
+
+    ``queries`` counts candidate prompts submitted to the scorer (the clean
+    prompt's own evaluation is not a candidate and is not counted, so
+    ``queries <= budget``). ``pruned`` counts candidate scores that came back
+    incomplete (abandoned by exact early stopping). ``samples_evaluated`` sums
+    the per-candidate sample counts the scorer reported, clean prompt included.
+    The engine adds model requests, cache hits and model/dataset ids.
+    """
+
+    attack: str
+    clean_prompt: str
+    clean_score: float
+    adversarial_prompt: str
+    adversarial_score: float
+    pdr: float
+    queries: int
+    pruned: int
+    samples_evaluated: int
+    wall_time_s: float
+    seed: int
+    budget: int | None
+    budget_exhausted: bool = False
+    perturbed_words: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the attack lowered the score at all."""
+        return self.adversarial_score < self.clean_score
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSONL/Parquet records."""
+        return asdict(self)

@@ -1,0 +1,242 @@
+"""Search strategies: which candidate prompts to score, and which to keep.
+
+All three talk to the model through a ``TrackedScorer`` (a PromptScorer plus
+the query budget and the counters an ``AttackOutcome`` reports):
+
+* ``greedy_word_search``: rank words by importance (all variants in one
+  call), then at each word score every allowed replacement in one call with
+  ``to_beat`` = the current score and keep the best if strictly lower.
+* ``brute_force_search``: score a fixed candidate list in one call.
+* ``prompt_set_search``: score a given set of prompts; report the worst.
+
+Choosing "the first complete candidate with the minimum score" is, by the
+PromptScorer contract, the same choice as scoring everything exhaustively.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from attacks.base import CandidateScore, Constraint, PromptScorer, WordSite, WordTransformation
+from attacks.errors import ScorerContractError
+from attacks.words import STOPWORDS, has_letter, is_protected, mentions_protected, tokenize, word_indices
+
+ImportanceMode = Literal["delete", "unk"]
+
+
+class TrackedScorer:
+    """A PromptScorer with a query budget and counters.
+
+    ``queries`` counts candidate prompts sent for scoring (each distinct
+    prompt once, even when re-scored); the clean prompt's evaluation is not a
+    candidate and is not counted. ``budget=None`` means unlimited.
+    """
+
+    def __init__(self, scorer: PromptScorer, budget: int | None) -> None:
+        if budget is not None and budget < 0:
+            raise ValueError(f"query budget must be >= 0 or None, got {budget}")
+        self._scorer = scorer
+        self.budget = budget
+        self.queries = 0
+        self.pruned = 0
+        self.samples_evaluated = 0
+        self.calls = 0
+        self.budget_exhausted = False
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else max(0, self.budget - self.queries)
+
+    def take(self, candidates: list[str]) -> list[str]:
+        """The candidates the budget still allows (in order); notes exhaustion."""
+        left = self.remaining
+        if left is not None and len(candidates) > left:
+            self.budget_exhausted = True
+            return candidates[:left]
+        return candidates
+
+    async def _call(self, prompts: list[str], to_beat: float | None) -> list[CandidateScore]:
+        self.calls += 1
+        results = list(await self._scorer(prompts, to_beat=to_beat))
+        if len(results) != len(prompts):
+            raise ScorerContractError(f"scorer returned {len(results)} scores for {len(prompts)} prompts")
+        for prompt, res in zip(prompts, results):
+            if res.prompt != prompt:
+                raise ScorerContractError("scorer returned scores out of order (CandidateScore.prompt mismatch)")
+            self.samples_evaluated += res.samples_evaluated
+        return results
+
+    async def score_clean(self, prompt: str) -> float:
+        """The exact score of the prompt under attack (not a counted query)."""
+        (res,) = await self._call([prompt], None)
+        if not res.complete:
+            raise ScorerContractError("scorer left the only candidate incomplete; a lone prompt must be scored fully")
+        return res.score
+
+    async def score(self, prompts: list[str], to_beat: float | None) -> list[CandidateScore]:
+        """Score candidates (caller has applied ``take``); counts them."""
+        if not prompts:
+            return []
+        results = await self._call(prompts, to_beat)
+        self.queries += len(prompts)
+        self.pruned += sum(not r.complete for r in results)
+        return results
+
+    async def score_exact(self, prompts: list[str]) -> list[float]:
+        """Exact scores for every prompt: one batched call, then each pruned
+        one alone (a lone prompt must come back complete; with the engine's
+        cache that costs only the samples it had not reached)."""
+        results = await self.score(prompts, None)
+        redo = [i for i, r in enumerate(results) if not r.complete]
+        if redo:
+            again = await asyncio.gather(*(self._call([prompts[i]], None) for i in redo))
+            for i, (res,) in zip(redo, again):
+                if not res.complete:
+                    raise ScorerContractError("scorer left a lone prompt incomplete")
+                results[i] = res
+        return [r.score for r in results]
+
+
+def best_complete(results: Sequence[CandidateScore], to_beat: float | None) -> CandidateScore | None:
+    """The first complete candidate with the lowest score strictly below ``to_beat``."""
+    best: CandidateScore | None = None
+    for r in results:
+        if not r.complete or (to_beat is not None and r.score >= to_beat):
+            continue
+        if best is None or r.score < best.score:
+            best = r
+    return best
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    prompt: str
+    score: float
+    perturbed_words: int = 0
+
+
+def attackable_words(tokens: tuple[str, ...], protected: frozenset[str], *, skip_stopwords: bool) -> list[int]:
+    """Indices of the words an attack may change, in prompt order."""
+    out = []
+    for i in word_indices(tokens):
+        w = tokens[i]
+        if not w or not has_letter(w) or is_protected(w, protected):
+            continue
+        if skip_stopwords and w.lower() in STOPWORDS:
+            continue
+        out.append(i)
+    return out
+
+
+async def rank_words(
+    tokens: tuple[str, ...],
+    indices: list[int],
+    tracker: TrackedScorer,
+    *,
+    mode: ImportanceMode,
+    unk_token: str = "[UNK]",
+) -> list[int]:
+    """Word indices, most important first: the lower the score without the
+    word (deleted, or replaced by ``unk_token``), the more it matters. Ties
+    keep prompt order. All variants go to the scorer in one call; words the
+    budget does not cover follow, in prompt order."""
+    filler = "" if mode == "delete" else unk_token
+    variants = [WordSite(tokens, i).with_word(filler) for i in indices]
+    scored = tracker.take(variants)
+    scores = await tracker.score_exact(scored) if scored else []
+    ranked = sorted(range(len(scores)), key=lambda j: (scores[j], j))
+    return [indices[j] for j in ranked] + indices[len(scores) :]
+
+
+def _filter(constraints: Sequence[Constraint], clean: str, current: str, candidates: list[str]) -> list[str]:
+    for c in constraints:
+        if not candidates:
+            break
+        ref = clean if getattr(c, "reference", "clean") == "clean" else current
+        keep = c.allowed(ref, candidates)
+        candidates = [cand for cand, ok in zip(candidates, keep) if ok]
+    return candidates
+
+
+async def greedy_word_search(
+    clean_prompt: str,
+    clean_score: float,
+    tracker: TrackedScorer,
+    *,
+    transformation: WordTransformation,
+    constraints: Sequence[Constraint],
+    protected: frozenset[str],
+    importance: ImportanceMode = "delete",
+    unk_token: str = "[UNK]",
+    skip_stopwords: bool = True,
+) -> SearchResult:
+    """Greedy word-importance search (TextBugger, DeepWordBug, TextFooler,
+    BertAttack). Each word is changed at most once; positions are tracked in
+    the clean prompt's tokenisation, so an edit that adds a space inside a
+    word does not shift later words."""
+    tokens = list(tokenize(clean_prompt))
+    current, current_score, changed = clean_prompt, clean_score, 0
+    indices = attackable_words(tuple(tokens), protected, skip_stopwords=skip_stopwords)
+    if not indices or current_score <= 0.0:
+        return SearchResult(current, current_score)
+    order = await rank_words(tuple(tokens), indices, tracker, mode=importance, unk_token=unk_token)
+    for i in order:
+        if current_score <= 0.0 or tracker.remaining == 0:
+            if tracker.remaining == 0 and tracker.budget is not None:
+                tracker.budget_exhausted = True
+            break
+        site = WordSite(tuple(tokens), i)
+        seen: set[str] = {current}
+        candidates: list[str] = []
+        for new in transformation.replacements(site):
+            if not new or new.isspace() or mentions_protected(new, protected):
+                continue
+            cand = site.with_word(new)
+            if cand not in seen:
+                seen.add(cand)
+                candidates.append(cand)
+        candidates = _filter(constraints, clean_prompt, current, candidates)
+        candidates = tracker.take(candidates)
+        if not candidates:
+            continue
+        best = best_complete(await tracker.score(candidates, current_score), current_score)
+        if best is not None:
+            tokens[i] = _replacement_of(site, best.prompt)
+            current, current_score = best.prompt, best.score
+            changed += 1
+    return SearchResult(current, current_score, changed)
+
+
+def _replacement_of(site: WordSite, prompt: str) -> str:
+    """Recover the replacement word from a candidate built by ``site.with_word``."""
+    before = "".join(site.tokens[: site.index])
+    after = "".join(site.tokens[site.index + 1 :])
+    return prompt[len(before) : len(prompt) - len(after)]
+
+
+async def brute_force_search(
+    clean_prompt: str, clean_score: float, tracker: TrackedScorer, candidates: Sequence[str]
+) -> SearchResult:
+    """Score every candidate in one call; keep the best if it beats the clean prompt."""
+    todo = tracker.take([c for c in dict.fromkeys(candidates) if c != clean_prompt])
+    if not todo or clean_score <= 0.0:
+        return SearchResult(clean_prompt, clean_score)
+    best = best_complete(await tracker.score(todo, clean_score), clean_score)
+    if best is None:
+        return SearchResult(clean_prompt, clean_score)
+    return SearchResult(best.prompt, best.score)
+
+
+async def prompt_set_search(tracker: TrackedScorer, prompts: Sequence[str]) -> SearchResult:
+    """The lowest-scoring prompt of a set (Semantic attack), whether or not it
+    is below the clean prompt's score."""
+    todo = tracker.take(list(dict.fromkeys(prompts)))
+    if not todo:
+        raise ValueError("the query budget allows no prompt of the set; raise --budget")
+    best = best_complete(await tracker.score(todo, None), None)
+    if best is None:
+        raise ScorerContractError("scorer returned no complete score for a prompt set scored with to_beat=None")
+    return SearchResult(best.prompt, best.score)

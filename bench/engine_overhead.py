@@ -1,0 +1,130 @@
+"""What the engine costs on top of the backend.
+
+The same score requests are answered (a) through the evaluator and the
+scheduler (request building, cache lookups and writes in a fresh SQLite file,
+micro-batching, answer interpretation) and (b) straight by the backend's
+``complete_batch`` in the same batches the scheduler would form. Both run in
+one process, interleaved (a, b, a, b, ...), and the ratio of their throughputs
+is printed: the target is (a)/(b) >= 0.9.
+
+    python bench/engine_overhead.py [--samples 256] [--repeats 3] [--batch-size 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.cache import ScoreCache  # noqa: E402
+from engine.evaluator import Evaluator  # noqa: E402
+from engine.registry import build_backend, resolve_model  # noqa: E402
+from engine.scheduler import Scheduler  # noqa: E402
+from tasks.prompt_sets import load_prompts  # noqa: E402
+from tasks.registry import get_task  # noqa: E402
+
+
+async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_file: Path) -> float:  # noqa: ANN001
+    sched.cache = ScoreCache(cache_file)  # fresh file: every request is a miss and a write
+    ev = Evaluator(sched, task, samples, mode="choices")
+    t0 = time.perf_counter()
+    await ev.evaluate(prompt)
+    elapsed = time.perf_counter() - t0
+    sched.cache.close()
+    sched.cache = None
+    return elapsed
+
+
+async def straight(backend, task, samples, prompt: str, batch_size: int) -> float:  # noqa: ANN001
+    """The same requests, sorted by length as the scheduler sorts them, in batches, with nothing around."""
+    builder = _Builder(task, backend.is_chat)
+    requests = [Evaluator.build_request(builder, prompt, s) for s in samples]  # type: ignore[arg-type]
+    requests.sort(key=lambda r: len(r.input_text()))
+    t0 = time.perf_counter()
+    for start in range(0, len(requests), batch_size):
+        await backend.complete_batch(requests[start : start + batch_size])
+    return time.perf_counter() - t0
+
+
+class _Builder:
+    """Just enough of an Evaluator for ``Evaluator.build_request``."""
+
+    def __init__(self, task, chat: bool) -> None:  # noqa: ANN001
+        from engine.types import Decoding
+
+        self.task = task
+        self.chat = chat
+        self.examples = []
+        self.mode = "choices"
+        self._decoding = Decoding(max_tokens=task.max_tokens, stop=tuple(task.stop))
+        words = task.choices()
+        self._choices = tuple(words) if chat else tuple(" " + w for w in words)
+
+    def render(self, prompt, sample):  # noqa: ANN001, ANN201
+        return self.task.render(prompt, sample, self.examples)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--dataset", default="rotten_tomatoes")
+    ap.add_argument("--samples", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "engine_overhead.md"))
+    args = ap.parse_args()
+
+    task = get_task(args.dataset)
+    samples = task.load(limit=args.samples, seed=0)
+    prompts = load_prompts(task.name, types=["task"])
+    backend = build_backend(resolve_model(args.model))
+    sched = Scheduler(backend, batch_size=args.batch_size, max_wait_ms=5)
+    await sched.start()  # loads the model once
+    # Warm-up (first-call costs in torch) outside the measurement.
+    await straight(backend, task, samples[:32], prompts[0].text, args.batch_size)
+
+    engine_times, direct_times = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            prompt = prompts[r % len(prompts)].text  # a new prompt each round: no cache hits anywhere
+            e = await through_engine(sched, task, samples, prompt, Path(tmp) / f"round{r}.sqlite")
+            d = await straight(backend, task, samples, prompt, args.batch_size)
+            engine_times.append(e)
+            direct_times.append(d)
+    n = len(samples)
+    e_rate = n / statistics.median(engine_times)
+    d_rate = n / statistics.median(direct_times)
+    ratio = e_rate / d_rate
+    lines = [
+        "# Engine overhead",
+        "",
+        f"Command: `python bench/engine_overhead.py --samples {args.samples} --repeats {args.repeats} --batch-size {args.batch_size}`",
+        f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
+        f"model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
+        f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file).",
+        "",
+        "| path | median seconds | requests/s |",
+        "|---|---:|---:|",
+        f"| (a) evaluator + scheduler + SQLite cache | {statistics.median(engine_times):.3f} | {e_rate:.1f} |",
+        f"| (b) backend.complete_batch, same batches | {statistics.median(direct_times):.3f} | {d_rate:.1f} |",
+        "",
+        f"Throughput ratio (a)/(b): **{ratio:.3f}** (target >= 0.9)",
+        "",
+        f"Rounds (a): {', '.join(f'{t:.3f}' for t in engine_times)}; rounds (b): {', '.join(f'{t:.3f}' for t in direct_times)}",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    await sched.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

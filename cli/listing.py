@@ -1,0 +1,82 @@
+"""`pre list`: what models, datasets, prompts and attacks exist."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cli.errors import UserError
+
+HELP = "list models, datasets, prompts or attacks"
+
+
+def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    p = sub.add_parser(
+        "list",
+        help=HELP,
+        description=HELP,
+        formatter_class=formatter,
+        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --type role\n",
+    )
+    p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
+    p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
+    p.add_argument("--type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    {"models": _models, "datasets": _datasets, "prompts": _prompts, "attacks": _attacks}[args.what](args)
+    return 0
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header, *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+
+
+def _models(args: argparse.Namespace) -> None:
+    from engine.registry import REGISTRY
+
+    rows = []
+    for spec in REGISTRY.values():
+        tags = ",".join(t for t, on in (("embedded", spec.embedded), ("paper", spec.paper), ("base", spec.base_model)) if on)
+        rows.append((spec.name, spec.backend, spec.model if not spec.embedded else "(bundled)", tags, spec.description))
+    _table(rows, ("name", "backend", "model", "tags", "description"))
+    print("\nAny other model: hf:ORG/NAME, vllm:ORG/NAME or a local folder, openai:MODEL --model-args base_url=URL")
+
+
+def _datasets(args: argparse.Namespace) -> None:
+    from tasks import task_info
+
+    rows = [
+        (t.name, str(t.sample_size), t.metric, "/".join(t.labels) if t.labels else "(open)", t.description)
+        for t in task_info()
+    ]
+    _table(rows, ("name", "samples", "metric", "labels", "description"))
+
+
+def _prompts(args: argparse.Namespace) -> None:
+    from tasks.prompt_sets import load_prompts
+    from tasks.registry import get_task
+
+    if not args.dataset:
+        raise UserError("`pre list prompts` needs --dataset NAME (see `pre list datasets`)")
+    task = get_task(args.dataset)
+    prompts = load_prompts(task.name, types=[args.type] if args.type else None)
+    _table([(p.id, p.type, p.language, p.text) for p in prompts], ("id", "type", "lang", "text"))
+
+
+def _attacks(args: argparse.Namespace) -> None:
+    try:
+        from attacks.registry import list_attacks
+    except ImportError:
+        print("no attacks are installed")
+        return
+    rows = []
+    for item in list_attacks():
+        if isinstance(item, tuple):
+            rows.append(tuple(str(x) for x in item))
+        else:
+            rows.append((str(item), ""))
+    _table(rows, ("name", "description")[: len(rows[0])] if rows else ("name",))

@@ -1,0 +1,88 @@
+"""`pre`: measure how robust an LLM is to adversarial prompts.
+
+Every subcommand lives in its own module; this one only builds the parser
+and turns user errors into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from cli.errors import EXIT_USAGE, fail, one_line, user_error_types
+
+DESCRIPTION = """\
+pre measures how robust a large language model is to adversarial prompts
+(the PromptRobust benchmark): it scores prompts on a dataset, attacks them,
+and reports the performance drop rate (PDR = 1 - attacked / clean).
+
+Every model answer is cached in one SQLite file, so nothing is computed twice.
+
+examples:
+  pre run                                   # embedded SmolLM2 on Rotten Tomatoes, offline
+  pre run --dataset sst2 --limit 200 --mode generate
+  pre run --model openai:gpt-4o-mini --concurrency 64 --rpm 500 --dataset sst2
+  pre run --model hf:Qwen/Qwen2.5-0.5B-Instruct --model-args dtype=bfloat16,batch_size=32
+  pre list models | datasets | prompts --dataset sst2 | attacks
+"""
+
+
+#: Subcommands in modules of their own, registered in this order.
+OPTIONAL_COMMANDS = (
+    "cli.sweep",
+    "cli.report",
+    "cli.eval_cmd",
+    "cli.transfer",
+    "cli.defend",
+    "cli.attention_cmd",
+    "cli.bench",
+)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cli import listing, run
+
+    parser = argparse.ArgumentParser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run.add_parser(sub, _Formatter)
+    listing.add_parser(sub, _Formatter)
+    for module_name in OPTIONAL_COMMANDS:
+        if importlib.util.find_spec(module_name) is None:
+            continue  # a command whose module is not part of this install
+        module = importlib.import_module(module_name)
+        module.add_parser(sub, _Formatter)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not args_list:
+        parser.print_help()
+        return 0
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # argparse already printed its one line
+        return int(exc.code or 0) and EXIT_USAGE
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_USAGE
+    errors = user_error_types()
+    try:
+        return int(args.handler(args) or 0)
+    except errors as exc:
+        return fail(one_line(exc))
+    except KeyboardInterrupt:
+        print("pre: interrupted; finished answers are in the cache, rerun to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Run folders that are either complete or absent.
+
+A run writes into ``<output-dir>/.<name>.partial`` and renames it to
+``<output-dir>/<name>`` only when every file is written, so a crash or an
+error never leaves a folder that looks like a finished run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from cli.errors import UserError
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
+
+
+class RunFolder:
+    def __init__(self, output_dir: str | os.PathLike[str], name_parts: list[str]) -> None:
+        root = Path(output_dir)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".pre-probe-", delete=True)
+            probe.close()
+        except OSError as exc:
+            raise UserError(
+                f"output folder {root} is not writable ({exc.strerror}); pass --output-dir to a writable folder"
+            ) from None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = "_".join([stamp, *(_slug(p) for p in name_parts)])
+        final = root / name
+        n = 1
+        while final.exists():
+            n += 1
+            final = root / f"{name}-{n}"
+        self.final = final
+        self.partial = root / f".{final.name}.partial"
+        self.partial.mkdir()
+
+    def path(self, name: str) -> Path:
+        return self.partial / name
+
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.path(name)
+        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_default))
+        return path
+
+    def commit(self) -> Path:
+        os.replace(self.partial, self.final)
+        return self.final
+
+    def discard(self) -> None:
+        shutil.rmtree(self.partial, ignore_errors=True)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return str(obj)

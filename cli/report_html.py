@@ -1,0 +1,163 @@
+"""One self-contained HTML page: inline CSS, PNGs as data URIs, no scripts.
+
+Every piece of text from the results (prompts, model and dataset names,
+paths) goes through ``html.escape``; adversarial prompts are shown next to
+their clean originals with a word-level diff (difflib): words the attack
+removed or changed are wrapped in <del>, words it added or changed in <ins>.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+import polars as pl
+
+from cli.report_tables import ALL, Table
+
+_TOKEN = re.compile(r"\S+|\s+")
+
+CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#1d2430;background:#f6f7f9;margin:0}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-height:100vh}
+h1{font-size:26px;margin:4px 0 4px}
+h2{font-size:20px;margin:32px 0 10px;padding-bottom:4px;border-bottom:2px solid #e3e6eb}
+h3{font-size:16px;margin:20px 0 6px}
+p.meta{color:#5b6472;margin:2px 0;font-size:13px}
+table{border-collapse:collapse;margin:6px 0 4px;font-size:13px}
+th,td{border:1px solid #d9dde3;padding:4px 9px;vertical-align:top}
+th{background:#eef1f5;text-align:center}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr:nth-child(even) td{background:#fafbfc}
+p.note{color:#5b6472;font-size:12px;font-style:italic;margin:2px 0 10px}
+.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px;align-items:start}
+figure{margin:0;border:1px solid #e3e6eb;border-radius:6px;padding:8px;background:#fff}
+figure img{max-width:100%;height:auto;display:block;margin:0 auto}
+figcaption{font-size:12px;color:#5b6472;text-align:center;margin-top:4px}
+table.diff{width:100%;table-layout:fixed}
+table.diff td.prompt{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;line-height:1.5;word-wrap:break-word;overflow-wrap:anywhere}
+table.diff col.rank{width:34px}table.diff col.info{width:190px}
+del{background:#fde2e1;color:#9b1c1c;text-decoration:line-through;border-radius:3px;padding:0 2px}
+ins{background:#dcf5dd;color:#14532d;text-decoration:none;font-weight:600;border-radius:3px;padding:0 2px}
+.skip{color:#8a5a00;background:#fff7e0;border:1px solid #f1d48a;padding:6px 10px;border-radius:4px;font-size:13px}
+.words{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
+.words>div{flex:1 1 420px;min-width:0}
+tbody th{text-align:left;font-weight:600}
+td.all,th.all{background:#f3f5f8;font-weight:600}
+"""
+
+
+@dataclass
+class Page:
+    """What the page shows; sections with no content are left out or explained."""
+
+    title: str
+    meta: list[str]
+    clean: list[Table] = field(default_factory=list)
+    apdr: list[Table] = field(default_factory=list)
+    cost: list[Table] = field(default_factory=list)
+    plots: list[tuple[str, bytes]] = field(default_factory=list)  # (caption, png)
+    worst: pl.DataFrame | None = None
+    words: list[Table] = field(default_factory=list)
+    words_plot: bytes | None = None
+    notes: list[str] = field(default_factory=list)  # why a section is missing
+
+
+def word_diff(clean: str, adversarial: str) -> tuple[str, str]:
+    """Escaped HTML of both prompts with removed words in <del> and added words in <ins>."""
+    a, b = _TOKEN.findall(clean), _TOKEN.findall(adversarial)
+    left: list[str] = []
+    right: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            left.append(escape("".join(a[i1:i2])))
+            right.append(escape("".join(b[j1:j2])))
+            continue
+        if op in ("delete", "replace"):
+            left.append(_mark("del", a[i1:i2]))
+        if op in ("insert", "replace"):
+            right.append(_mark("ins", b[j1:j2]))
+    return "".join(left), "".join(right)
+
+
+def _mark(tag: str, tokens: Sequence[str]) -> str:
+    """Wrap each word (not the whitespace between) so highlights stay word-shaped."""
+    return "".join(escape(t) if t.isspace() else f"<{tag}>{escape(t)}</{tag}>" for t in tokens)
+
+
+def data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def table_html(t: Table) -> str:
+    marg = [h == ALL for h in t.header]
+    head = "".join(f'<th class="all">{escape(h)}</th>' if m else f"<th>{escape(h)}</th>" for h, m in zip(t.header, marg))
+    body = []
+    for row in t.rows:
+        cells = [f"<th>{escape(row[0])}</th>"]
+        cells += [f'<td class="num{" all" if m else ""}">{escape(c)}</td>' for c, m in zip(row[1:], marg[1:])]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="note">{escape(t.note)}</p>' if t.note else ""
+    return f"<h3>{escape(t.title)}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+
+
+def figure_html(caption: str, png: bytes) -> str:
+    return f'<figure><img src="{data_uri(png)}" alt="{escape(caption)}"><figcaption>{escape(caption)}</figcaption></figure>'
+
+
+def worst_html(worst: pl.DataFrame) -> str:
+    rows = []
+    for rank, r in enumerate(worst.iter_rows(named=True), 1):
+        left, right = word_diff(r["clean_prompt"], r["adversarial_prompt"])
+        info = (
+            f"<b>PDR {r['pdr']:.3f}</b><br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"
+            f"{escape(str(r['dataset']))} / {escape(str(r['prompt_id']))}<br>"
+            f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}"
+        )
+        rows.append(f'<tr><td class="num">{rank}</td><td>{info}</td><td class="prompt">{left}</td><td class="prompt">{right}</td></tr>')
+    return (
+        '<table class="diff"><colgroup><col class="rank"><col class="info"><col><col></colgroup>'
+        "<thead><tr><th>#</th><th>attack / model / prompt</th><th>clean prompt</th><th>adversarial prompt</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def render(page: Page) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(page.title)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{escape(page.title)}</h1>",
+        *(f'<p class="meta">{escape(m)}</p>' for m in page.meta),
+    ]
+    if page.notes:
+        parts += [f'<p class="skip">{escape(n)}</p>' for n in page.notes]
+    if page.clean:
+        parts.append("<h2>Clean scores</h2>")
+        parts += [table_html(t) for t in page.clean]
+    if page.apdr:
+        parts.append("<h2>Average performance drop rate (APDR)</h2>")
+        parts += [table_html(t) for t in page.apdr]
+    if page.plots:
+        parts.append('<h2>Pictures</h2><div class="plots">')
+        parts += [figure_html(c, png) for c, png in page.plots]
+        parts.append("</div>")
+    if page.cost:
+        parts.append("<h2>Cost</h2>")
+        parts += [table_html(t) for t in page.cost]
+    if page.worst is not None and page.worst.height:
+        parts.append(f"<h2>Most damaging adversarial prompts (top {page.worst.height} by PDR)</h2>")
+        parts.append(worst_html(page.worst))
+    if page.words:
+        parts.append('<h2>Word frequency: robust vs vulnerable prompts</h2><div class="words">')
+        parts += [f"<div>{table_html(t)}</div>" for t in page.words]
+        parts.append("</div>")
+        if page.words_plot is not None:
+            parts.append(f'<div class="plots">{figure_html("Relative frequency difference per word", page.words_plot)}</div>')
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,74 @@
+"""The one interface every backend implements.
+
+Backends know nothing of tasks or attacks: they turn Requests into
+Completions. The scheduler decides how requests reach them: in-process
+backends (``batching = True``) receive micro-batches through
+``complete_batch``; HTTP backends (``batching = False``) receive one request
+at a time through ``complete`` under a concurrency and rate limit, with
+retries driven by the errors below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from engine.types import Completion, ModelIdentity, Request
+
+
+class BackendError(Exception):
+    """A failure that retrying will not fix (bad request, missing model...)."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend cannot be reached or started at all (unreachable endpoint,
+    missing package, missing API key). The CLI turns it into exit code 2."""
+
+
+class TransientBackendError(Exception):
+    """A failure worth retrying: 429, 5xx, timeouts, dropped connections.
+
+    ``retry_after`` is the server's own wait hint in seconds, when it gave one.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class Backend(ABC):
+    """A model that answers Requests."""
+
+    #: "hf", "openai", "vllm", ... (part of the cache key through ``identity``)
+    kind: str = ""
+    #: True: the scheduler sends micro-batches; False: single concurrent requests.
+    batching: bool = True
+    #: Largest batch the backend wants at once (only used when ``batching``).
+    max_batch_size: int = 16
+
+    @property
+    @abstractmethod
+    def identity(self) -> ModelIdentity:
+        """Model identity including weights revision; keys the cache."""
+
+    @property
+    def is_chat(self) -> bool:
+        """Whether inputs should be given as chat messages (model has a chat template)."""
+        return False
+
+    async def start(self) -> None:
+        """Load weights / open clients. Called once before the first request."""
+
+    async def close(self) -> None:
+        """Release resources."""
+
+    async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        """Answer a batch; default: answer each request concurrently."""
+        return list(await asyncio.gather(*(self.complete(r) for r in requests)))
+
+    async def complete(self, request: Request) -> Completion:
+        """Answer one request; default: a batch of one."""
+        (out,) = await self.complete_batch([request])
+        return out

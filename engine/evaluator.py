@@ -1,0 +1,216 @@
+"""Prompts x samples -> requests -> per-sample scores -> a metric per prompt.
+
+The evaluator is the bridge between tasks and the scheduler, and it is the
+``PromptScorer`` the attacks talk to: ``await evaluator(prompts, to_beat=x)``
+scores all candidates of a search step as one stream of requests, evaluates
+them over the data in chunks, and stops candidates that can no longer win
+(``engine.early_stop``), which keeps the attack's result identical to
+exhaustive evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from attacks.base import CandidateScore
+from engine.early_stop import CandidateProgress, prune
+from engine.scheduler import JobCounters, Scheduler
+from tasks.base import ParserName, Sample, Task
+
+from engine.types import ChatMessage, Completion, Decoding, Request
+
+Mode = Literal["choices", "generate"]
+
+
+@dataclass
+class SampleRecord:
+    """What happened on one sample (for ``--log-samples``)."""
+
+    sample_id: str
+    input: str
+    target: Any
+    answer: str | None
+    choice_logprobs: list[float] | None
+    prediction: Any
+    score: float
+
+
+@dataclass
+class PromptEvaluation:
+    prompt: str
+    score: float
+    samples: int
+    unparseable: int
+    records: list[SampleRecord] = field(default_factory=list)
+
+
+@dataclass
+class EvaluatorCost:
+    """What the attack's queries cost; copied into result records."""
+
+    candidate_evaluations: int = 0  # distinct candidate prompts scored
+    duplicate_candidates: int = 0  # identical candidates answered once
+    samples_evaluated: int = 0  # (candidate, sample) pairs actually scored
+    saved_by_early_stopping: int = 0  # (candidate, sample) pairs never requested
+    pruned_candidates: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class Evaluator:
+    """Scores prompts on one task's samples through one model's scheduler."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        task: Task,
+        samples: Sequence[Sample],
+        *,
+        mode: Mode = "choices",
+        parser: ParserName = "last_word",
+        chat: bool | None = None,
+        examples: Sequence[Sample] = (),
+        chunk_size: int = 32,
+        early_stopping: bool = True,
+        max_tokens: int | None = None,
+    ) -> None:
+        if mode not in ("choices", "generate"):
+            raise ValueError(f"unknown mode {mode!r}: use 'choices' or 'generate'")
+        if mode == "choices" and not task.supports_choices:
+            raise ValueError(
+                f"task {task.name} has no fixed label set, so --mode choices cannot score it; use --mode generate"
+            )
+        if not samples:
+            raise ValueError(f"task {task.name} has no samples to evaluate")
+        self.scheduler = scheduler
+        self.task = task
+        self.samples = list(samples)
+        self.mode: Mode = mode
+        self.parser: ParserName = parser
+        self.chat = scheduler.backend.is_chat if chat is None else chat
+        self.examples = list(examples)
+        self.chunk_size = max(1, chunk_size)
+        self.early_stopping = early_stopping
+        self.cost = EvaluatorCost()
+        self.requests = JobCounters()
+        self.unparseable = 0
+        self._decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
+        words = task.choices() if mode == "choices" else ()
+        # After a chat template's assistant header the answer starts bare; after
+        # a completion cue such as "Answer:" it starts with a space.
+        self._choices = tuple(words) if self.chat else tuple(" " + w for w in words)
+
+    # -- requests ----------------------------------------------------------------
+    def render(self, prompt: str, sample: Sample) -> str:
+        return self.task.render(prompt, sample, self.examples)
+
+    def build_request(self, prompt: str, sample: Sample) -> Request:
+        text = self.render(prompt, sample)
+        payload: dict[str, Any] = (
+            {"messages": (ChatMessage("user", text),)} if self.chat else {"prompt": text}
+        )
+        if self.mode == "choices":
+            return Request(kind="score_choices", choices=self._choices, decoding=self._decoding, **payload)
+        return Request(kind="generate", decoding=self._decoding, **payload)
+
+    def interpret(self, completion: Completion) -> tuple[Any, str | None]:
+        """The prediction read from a completion, and the answer text if any."""
+        if completion.choice_logprobs is not None:
+            logprobs = completion.choice_logprobs
+            best = max(range(len(logprobs)), key=lambda k: logprobs[k])
+            return self.task.labels[best], None
+        text = completion.text or ""
+        return self.task.parse(text, self.parser), text
+
+    def _sample_score(self, completion: Completion, sample: Sample) -> tuple[float, Any, str | None]:
+        prediction, text = self.interpret(completion)
+        if prediction is None:
+            self.unparseable += 1
+        return float(self.task.metric.sample_score(prediction, sample)), prediction, text
+
+    # -- one prompt, all samples ---------------------------------------------------
+    async def evaluate(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
+        """Score one prompt on every sample (no early stopping)."""
+        requests = [self.build_request(prompt, s) for s in self.samples]
+        completions = await self.scheduler.submit_many(requests, counters=self.requests)
+        predictions: list[Any] = []
+        scores: list[float] = []
+        records: list[SampleRecord] = []
+        unparseable = 0
+        for request, completion, sample in zip(requests, completions, self.samples):
+            prediction, text = self.interpret(completion)
+            unparseable += prediction is None
+            predictions.append(prediction)
+            score = float(self.task.metric.sample_score(prediction, sample))
+            scores.append(score)
+            if keep_records:
+                records.append(
+                    SampleRecord(
+                        sample_id=sample.id,
+                        input=request.input_text(),
+                        target=sample.target,
+                        answer=text,
+                        choice_logprobs=list(completion.choice_logprobs) if completion.choice_logprobs else None,
+                        prediction=prediction,
+                        score=score,
+                    )
+                )
+        self.unparseable += unparseable
+        self.cost.candidate_evaluations += 1
+        self.cost.samples_evaluated += len(self.samples)
+        if self.task.metric.decomposable:
+            total = math.fsum(scores) / len(scores)
+        else:
+            total = float(self.task.metric.corpus_score(predictions, self.samples))
+        return PromptEvaluation(prompt, total, len(self.samples), unparseable, records)
+
+    # -- many candidates: the PromptScorer -------------------------------------------
+    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+        """Score candidate prompts; see ``attacks.base.PromptScorer`` for the contract.
+
+        With ``to_beat=None`` every candidate is scored exactly (the search needs
+        full scores, e.g. to rank word importance). Otherwise candidates that
+        cannot end strictly below ``to_beat`` and below every earlier candidate
+        are stopped early.
+        """
+        unique = list(dict.fromkeys(prompts))
+        self.cost.duplicate_candidates += len(prompts) - len(unique)
+        self.cost.candidate_evaluations += len(unique)
+        if not self.task.metric.decomposable:
+            exact = {p: (await self._evaluate_quiet(p)) for p in unique}
+            return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
+
+        n = len(self.samples)
+        progress = [CandidateProgress(total=n) for _ in unique]
+        may_stop = self.early_stopping and to_beat is not None
+        for start in range(0, n, self.chunk_size):
+            chunk = self.samples[start : start + self.chunk_size]
+            active = [i for i, c in enumerate(progress) if not c.stopped]
+            if not active:
+                break
+            requests = [self.build_request(unique[i], s) for i in active for s in chunk]
+            completions = await self.scheduler.submit_many(requests, counters=self.requests)
+            self.cost.samples_evaluated += len(requests)
+            it = iter(completions)
+            for i in active:
+                for sample in chunk:
+                    score, _, _ = self._sample_score(next(it), sample)
+                    progress[i].scores.append(score)
+            if may_stop:
+                for i in prune(progress, to_beat):
+                    self.cost.pruned_candidates += 1
+                    self.cost.saved_by_early_stopping += n - progress[i].seen
+
+        by_prompt = {
+            p: CandidateScore(p, c.lower(), c.complete, c.seen) for p, c in zip(unique, progress)
+        }
+        return [by_prompt[p] for p in prompts]
+
+    async def _evaluate_quiet(self, prompt: str) -> float:
+        result = await self.evaluate(prompt)
+        self.cost.candidate_evaluations -= 1  # already counted by the caller
+        return result.score

@@ -1,0 +1,342 @@
+"""One scheduler per model, shared by every job in the process.
+
+A request's path: cache lookup -> join an identical in-flight request ->
+bounded queue -> a worker -> the backend -> cache write -> every waiter.
+
+* In-process backends (``backend.batching``) get micro-batches: the batch
+  worker waits for the first request, keeps collecting until the batch size or
+  ``max_wait_ms``, sorts what it has by input length and cuts it into batches
+  of similar length (less padding).
+* HTTP-like backends get ``concurrency`` workers, each sending one request at
+  a time through the RPM/TPM limiter and the retry policy. vLLM's AsyncLLM is
+  in this group too: it batches continuously by itself, it only needs enough
+  requests in flight.
+
+The queue is bounded (``max_pending``), workers are a fixed set of tasks, and
+``submit_many`` keeps a bounded window of requests outstanding, so 100k
+pending requests cost neither 100k tasks nor unbounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from engine.backends.base import Backend
+from engine.cache import ScoreCache
+from engine.ratelimit import RateLimiter
+from engine.retry import RetryPolicy, call_with_retries
+from engine.types import Completion, Request, request_key
+
+
+@dataclass
+class SchedulerStats:
+    """Counters read by progress displays and result records."""
+
+    submitted: int = 0  # requests asked of this scheduler
+    completed: int = 0  # requests answered (any source)
+    cache_hits: int = 0  # answered from the persistent cache
+    deduplicated: int = 0  # joined an identical request already in flight
+    backend_requests: int = 0  # requests that reached the backend
+    batches: int = 0  # backend calls (a batch counts once)
+    retries: int = 0
+    failures: int = 0
+    backend_seconds: float = 0.0  # time spent inside backend calls
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def saved(self) -> int:
+        """Backend calls avoided by the cache and by in-flight deduplication."""
+        return self.cache_hits + self.deduplicated
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "submitted": self.submitted,
+            "completed": self.completed,
+            "cache_hits": self.cache_hits,
+            "deduplicated": self.deduplicated,
+            "backend_requests": self.backend_requests,
+            "batches": self.batches,
+            "retries": self.retries,
+            "failures": self.failures,
+            "backend_seconds": round(self.backend_seconds, 3),
+        }
+
+
+@dataclass
+class JobCounters:
+    """What one job's requests cost; schedulers are shared, so each job keeps its own."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    sent: int = 0  # requests this job put on the backend's queue
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Job:
+    key: str
+    request: Request
+    future: asyncio.Future[Completion]
+
+
+class Scheduler:
+    """Routes requests for one model to its backend, with cache and limits."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: ScoreCache | None = None,
+        batch_size: int | None = None,
+        max_wait_ms: float = 5.0,
+        concurrency: int = 64,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        retry_policy: RetryPolicy | None = None,
+        max_pending: int = 4096,
+        seed: int = 0,
+        sleep: Callable[[float], object] | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch size must be at least 1")
+        self.backend = backend
+        self.cache = cache
+        self.batch_size = batch_size or backend.max_batch_size
+        self.max_wait = max_wait_ms / 1000.0
+        self.concurrency = concurrency
+        self.max_pending = max_pending
+        self.stats = SchedulerStats()
+        self._identity = None
+        self._model_tag = ""
+        self._limiter = limiter or (RateLimiter(rpm=rpm, tpm=tpm) if (rpm or tpm) else None)
+        self._retry = retry_policy or RetryPolicy()
+        self._rng = random.Random(seed)
+        self._sleep = sleep or asyncio.sleep
+        self._queue: asyncio.Queue[_Job] | None = None
+        self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self._started = False
+        self._start_lock: asyncio.Lock | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self) -> None:
+        """Start the backend and the workers (idempotent)."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            await self.backend.start()
+            self._identity = self.backend.identity
+            self._model_tag = f"{self._identity.backend}:{self._identity.name}"
+            self._queue = asyncio.Queue(maxsize=self.max_pending)
+            if self.backend.batching:
+                self._workers = [asyncio.create_task(self._batch_worker(), name="pre-batch-worker")]
+            else:
+                self._workers = [
+                    asyncio.create_task(self._single_worker(), name=f"pre-worker-{i}")
+                    for i in range(self.concurrency)
+                ]
+            self.stats.started = time.monotonic()
+            self._started = True
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._workers = []
+        if self._started:
+            await self.backend.close()
+        self._started = False
+
+    async def __aenter__(self) -> "Scheduler":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- submitting ------------------------------------------------------------
+    async def submit(self, request: Request) -> Completion:
+        """Answer one request (from cache, a joined in-flight twin, or the backend)."""
+        (out,) = await self.submit_many([request])
+        return out
+
+    async def submit_many(
+        self, requests: Sequence[Request], *, window: int | None = None, counters: JobCounters | None = None
+    ) -> list[Completion]:
+        """Answer many requests, keeping at most ``window`` of them outstanding.
+
+        Cache lookups are done in chunks (one SQL query per chunk). Results come
+        back in request order. The first backend error is raised after the
+        outstanding requests of this call have settled.
+        """
+        await self.start()
+        assert self._identity is not None
+        window = window or self.max_pending
+        results: list[Completion | None] = [None] * len(requests)
+        outstanding: deque[tuple[int, asyncio.Future[Completion]]] = deque()
+        chunk = 512
+        first_error: BaseException | None = None
+
+        async def settle_oldest() -> None:
+            nonlocal first_error
+            index, fut = outstanding.popleft()
+            try:
+                results[index] = await fut
+                self.stats.completed += 1
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest settle
+                if first_error is None:
+                    first_error = exc
+
+        for start in range(0, len(requests), chunk):
+            part = requests[start : start + chunk]
+            keys = [request_key(self._identity, r) for r in part]
+            hits = self.cache.get_many(keys) if self.cache is not None else {}
+            for offset, (key, request) in enumerate(zip(keys, part)):
+                index = start + offset
+                self.stats.submitted += 1
+                if counters is not None:
+                    counters.requests += 1
+                hit = hits.get(key)
+                if hit is not None:
+                    self.stats.cache_hits += 1
+                    if counters is not None:
+                        counters.cache_hits += 1
+                    self.stats.completed += 1
+                    results[index] = hit
+                    continue
+                fut = self._inflight.get(key)
+                if fut is not None:
+                    self.stats.deduplicated += 1
+                    if counters is not None:
+                        counters.deduplicated += 1
+                else:
+                    if counters is not None:
+                        counters.sent += 1
+                    fut = asyncio.get_running_loop().create_future()
+                    self._inflight[key] = fut
+                    assert self._queue is not None
+                    await self._queue.put(_Job(key, request, fut))
+                outstanding.append((index, fut))
+                while len(outstanding) >= window:
+                    await settle_oldest()
+        while outstanding:
+            await settle_oldest()
+        if first_error is not None:
+            raise first_error
+        return results  # type: ignore[return-value]
+
+    # -- workers -----------------------------------------------------------------
+    async def _collect(self) -> list[_Job]:
+        """Wait for one job, then gather more until the batch window closes."""
+        assert self._queue is not None
+        jobs = [await self._queue.get()]
+        # Look ahead a few batches so requests of similar length can be grouped.
+        limit = self.batch_size * 4
+        deadline = time.monotonic() + self.max_wait
+        while len(jobs) < limit:
+            try:
+                jobs.append(self._queue.get_nowait())
+                continue
+            except asyncio.QueueEmpty:
+                pass
+            if len(jobs) >= self.batch_size:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                jobs.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        return jobs
+
+    async def _batch_worker(self) -> None:
+        while True:
+            jobs = await self._collect()
+            jobs.sort(key=lambda j: len(j.request.input_text()))
+            for start in range(0, len(jobs), self.batch_size):
+                await self._run_batch(jobs[start : start + self.batch_size])
+
+    async def _run_batch(self, jobs: list[_Job]) -> None:
+        requests = [j.request for j in jobs]
+
+        async def call() -> list[Completion]:
+            return await self.backend.complete_batch(requests)
+
+        await self._dispatch(jobs, call)
+
+    async def _single_worker(self) -> None:
+        assert self._queue is not None
+        while True:
+            job = await self._queue.get()
+
+            async def call(request: Request = job.request) -> list[Completion]:
+                # Every attempt, retries included, takes its place under the limits.
+                if self._limiter is not None:
+                    await self._limiter.acquire(request.estimated_tokens())
+                return [await self.backend.complete(request)]
+
+            await self._dispatch([job], call)
+
+    async def _dispatch(self, jobs: list[_Job], call: Callable[[], object]) -> None:
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            self.stats.retries += 1
+
+        started = time.monotonic()
+        try:
+            completions = await call_with_retries(
+                call, self._retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry  # type: ignore[arg-type]
+            )
+        except asyncio.CancelledError:
+            for job in jobs:
+                self._finish(job, exc=asyncio.CancelledError())
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to every waiter
+            self.stats.failures += len(jobs)
+            for job in jobs:
+                self._finish(job, exc=exc)
+            return
+        finally:
+            self.stats.backend_seconds += time.monotonic() - started
+        self.stats.batches += 1
+        self.stats.backend_requests += len(jobs)
+        if len(completions) != len(jobs):  # type: ignore[arg-type]
+            exc = RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")  # type: ignore[arg-type]
+            for job in jobs:
+                self._finish(job, exc=exc)
+            return
+        if self.cache is not None:
+            try:
+                self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))  # type: ignore[call-overload]
+            except Exception as exc:  # noqa: BLE001 - a cache failure must reach the caller, not kill the worker
+                for job in jobs:
+                    self._finish(job, exc=exc)
+                return
+        for job, completion in zip(jobs, completions):
+            self._finish(job, result=completion)
+
+    def _finish(self, job: _Job, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
+        self._inflight.pop(job.key, None)
+        if job.future.done():
+            return
+        if exc is not None:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)  # type: ignore[arg-type]

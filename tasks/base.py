@@ -1,0 +1,111 @@
+"""What a task is: samples, how a prompt and a sample become model input,
+how an answer is read, and how it is scored.
+
+The engine and the attacks use tasks only through this module's types, so a
+new dataset is a new ``Task`` and nothing else changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PromptType = Literal["task", "role", "semantic"]
+Shot = Literal["zero", "few"]
+ParserName = Literal["last_word", "robust"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One dataset item. ``fields`` are the input fields by name (e.g.
+    ``{"sentence": ...}`` or ``{"question": ..., "context": ...}``); ``target``
+    is what the metric compares against (a label string, a list of reference
+    answers, a reference translation, a number as a string...)."""
+
+    id: str
+    fields: Mapping[str, str]
+    target: Any
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """An instruction that is combined with every sample of a dataset."""
+
+    id: str
+    dataset: str
+    type: PromptType
+    text: str
+    language: str = "en"
+
+
+class Metric(ABC):
+    """A score on the 0..1 scale (higher is better).
+
+    ``decomposable`` metrics are the mean of per-sample scores in [0, 1]
+    (accuracy, F1, exact match). Only those allow exact early stopping,
+    because a partial sum bounds the final score. Corpus BLEU is not.
+    """
+
+    name: str = ""
+    decomposable: bool = True
+
+    @abstractmethod
+    def sample_score(self, prediction: Any, sample: Sample) -> float:
+        """Score of one prediction (None = unparseable answer) in [0, 1]."""
+
+    def corpus_score(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> float:
+        if not samples:
+            return 0.0
+        return sum(self.sample_score(p, s) for p, s in zip(predictions, samples)) / len(samples)
+
+
+@dataclass
+class Task(ABC):
+    """A dataset plus everything needed to query a model on it and score it."""
+
+    name: str
+    #: Canonical label strings; empty for open-ended generation tasks.
+    labels: tuple[str, ...] = ()
+    #: label -> the word the model is asked to answer with (used for label scoring).
+    verbalizers: Mapping[str, str] = field(default_factory=dict)
+    #: Words no attack may modify: label words and template words.
+    protected_words: frozenset[str] = frozenset()
+    #: Generation length for generate mode, and stop sequences.
+    max_tokens: int = 8
+    stop: tuple[str, ...] = ("\n",)
+    #: Whether label scoring (``--mode choices``) applies.
+    supports_choices: bool = True
+
+    @property
+    @abstractmethod
+    def metric(self) -> Metric: ...
+
+    @abstractmethod
+    def load(
+        self,
+        *,
+        limit: int | None = None,
+        seed: int = 0,
+        data_dir: str | None = None,
+        data_file: str | None = None,
+    ) -> list[Sample]:
+        """Evaluation samples (the paper's sample size by default, drawn with ``seed``)."""
+
+    @abstractmethod
+    def few_shot_pool(self, *, seed: int = 0, data_dir: str | None = None) -> list[Sample]:
+        """Samples the few-shot examples are drawn from (never the evaluation samples)."""
+
+    @abstractmethod
+    def render(self, instruction: str, sample: Sample, examples: Sequence[Sample] = ()) -> str:
+        """Model input text: instruction, optional worked examples, then the sample.
+        Must never use ``str.format`` on data: braces in a sample stay braces."""
+
+    @abstractmethod
+    def parse(self, answer: str, parser: ParserName = "last_word") -> Any:
+        """Read a prediction from a generated answer; None when unparseable."""
+
+    def choices(self) -> tuple[str, ...]:
+        """The verbaliser words, in label order, for label scoring."""
+        return tuple(self.verbalizers[label] for label in self.labels)

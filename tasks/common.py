@@ -1,0 +1,257 @@
+"""What every dataset task shares: where rows come from, seeded selection,
+the few-shot pool, and rendering by concatenation.
+
+A concrete task says which Hugging Face splits or local files hold its data
+(``Source``), turns one row into a ``Sample`` (``row_to_sample``), lays out a
+sample's fields (``fields_block``) and the answer a worked example shows
+(``answer_text``), and parses answers.
+
+Rendered input, zero-shot::
+
+    <instruction>
+
+    Sentence: <sample text>
+    Answer:
+
+Few-shot puts each worked example (same layout, answer filled in) between the
+instruction and the sample, separated by blank lines. Nothing here calls
+``str.format`` on data, so braces, quotes and newlines in a sample or prompt
+are copied through unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tasks.base import Sample, Task
+from tasks.datafiles import find_split_file, missing_split_error, read_rows, require_dir
+from tasks.errors import TaskDataError
+from tasks.hf_data import load_hf_rows
+from tasks.sampling import seeded_subset
+
+ANSWER_CUE = "Answer:"
+
+
+@dataclass(frozen=True)
+class HFSplit:
+    """One Hugging Face split: ``load_dataset(path, config, split=split)``."""
+
+    path: str
+    config: str | None
+    split: str
+    #: Stream only the first rows of a huge split.
+    take: int | None = None
+    #: A tag the rows get (e.g. the translation direction), passed to row_to_sample.
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class LocalSplit:
+    """Local files for one split: the first of ``names`` found in ``data_dir``."""
+
+    names: tuple[str, ...]
+    tag: str = ""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a task's evaluation rows and few-shot pool come from."""
+
+    hf_eval: tuple[HFSplit, ...] = ()
+    hf_pool: tuple[HFSplit, ...] = ()
+    #: Groups of local split files; every group found is read (MNLI: matched + mismatched).
+    local_eval: tuple[LocalSplit, ...] = ()
+    local_pool: tuple[LocalSplit, ...] = (LocalSplit(("train",)),)
+
+
+Rows = list[tuple[dict[str, Any], str, str]]  # (row, origin for messages, tag)
+
+
+def column(row: dict[str, Any], names: Sequence[str], origin: str) -> Any:
+    """The value of the first of ``names`` present in ``row``; a clear error otherwise."""
+    for name in names:
+        if name in row:
+            return row[name]
+    also = f" (also accepted: {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
+    found = ", ".join(repr(k) for k in list(row)[:12])
+    raise TaskDataError(
+        f"{origin}: missing column {names[0]!r}{also}; found {found}; rename the column to {names[0]!r}"
+    )
+
+
+def text_value(value: Any, name: str, origin: str) -> str:
+    if value is None:
+        raise TaskDataError(f"{origin}: empty value in column {name!r}; fill it or drop the row")
+    return value if isinstance(value, str) else str(value)
+
+
+@dataclass
+class DatasetTask(Task):
+    """A Task whose samples come from rows (hub or local files)."""
+
+    description: str = ""
+    #: The paper's sample size (the default number of evaluation samples).
+    sample_size: int | None = None
+    #: Name of the prompt set (tasks/prompts/<prompt_dataset>.toml); default ``name``.
+    prompt_dataset: str = ""
+    source: Source = field(default_factory=Source)
+    headerless_tsv_columns: tuple[str, ...] = ()
+
+    # -- rows ----------------------------------------------------------------
+
+    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+        raise NotImplementedError
+
+    def _read_local(self, path: Path, tag: str) -> Rows:
+        rows = read_rows(path, headerless_tsv_columns=self.headerless_tsv_columns)
+        return [(r, f"{path} row {i + 1}", tag) for i, r in enumerate(rows)]
+
+    def _read_hf(self, splits: Sequence[HFSplit]) -> Rows:
+        out: Rows = []
+        for s in splits:
+            rows = load_hf_rows(s.path, s.config, s.split, take=s.take)
+            where = f"{s.path}" + (f"/{s.config}" if s.config else "") + f":{s.split}"
+            out.extend((r, f"{where} row {i + 1}", s.tag) for i, r in enumerate(rows))
+        return out
+
+    def _local_group_rows(self, data_dir: str, groups: Sequence[LocalSplit], what: str) -> Rows | None:
+        d = require_dir(data_dir)
+        out: Rows = []
+        found = False
+        for g in groups:
+            path = find_split_file(d, g.names)
+            if path is not None:
+                found = True
+                out.extend(self._read_local(path, g.tag))
+        return out if found else None
+
+    def eval_rows(self, data_dir: str | None, data_file: str | None, *, seed: int = 0) -> Rows:
+        """All candidate evaluation rows (``seed`` matters only to generated data)."""
+        if data_file is not None:
+            return self._read_local(Path(data_file), "")
+        if data_dir is not None:
+            rows = self._local_group_rows(data_dir, self.source.local_eval, "evaluation")
+            if rows is None:
+                names = tuple(n for g in self.source.local_eval for n in g.names)
+                raise missing_split_error(data_dir, names, f"{self.name} evaluation")
+            return rows
+        return self._read_hf(self.source.hf_eval)
+
+    def to_samples(self, rows: Rows) -> list[Sample]:
+        samples = []
+        seen: set[str] = set()
+        for i, (row, origin, tag) in enumerate(rows):
+            s = self.row_to_sample(row, i, origin, tag)
+            if s.id in seen:
+                raise TaskDataError(f"{origin}: duplicate sample id {s.id!r}; ids must be unique")
+            seen.add(s.id)
+            samples.append(s)
+        return samples
+
+    # -- selection -------------------------------------------------------------
+
+    def select(self, samples: list[Sample], seed: int) -> list[Sample]:
+        """The paper's sample size, drawn with ``seed``; subclasses stratify."""
+        return seeded_subset(samples, self.sample_size, seed)
+
+    def load(
+        self,
+        *,
+        limit: int | None = None,
+        seed: int = 0,
+        data_dir: str | None = None,
+        data_file: str | None = None,
+    ) -> list[Sample]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        samples = self.select(self.to_samples(self.eval_rows(data_dir, data_file, seed=seed)), seed)
+        if not samples:
+            raise TaskDataError(f"{data_file or data_dir or self.name}: no samples; the data is empty")
+        return samples if limit is None else samples[:limit]
+
+    def few_shot_pool(
+        self, *, seed: int = 0, data_dir: str | None = None, data_file: str | None = None
+    ) -> list[Sample]:
+        """The training split; without one, the rows that ``load`` with the same
+        seed leaves out (so the pool never holds evaluation samples)."""
+        if data_dir is not None:
+            rows = self._local_group_rows(data_dir, self.source.local_pool, "training")
+            if rows is not None:
+                return self._exclude_eval(self.to_samples(rows), seed, data_dir, data_file)
+        if data_dir is None and data_file is None and self.source.hf_pool:
+            return self.to_samples(self._read_hf(self.source.hf_pool))
+        return self.held_out(seed, data_dir=data_dir, data_file=data_file)
+
+    def held_out(self, seed: int, *, data_dir: str | None, data_file: str | None) -> list[Sample]:
+        everything = self.to_samples(self.eval_rows(data_dir, data_file, seed=seed))
+        chosen = {s.id for s in self.select(everything, seed)}
+        return [s for s in everything if s.id not in chosen]
+
+    def _exclude_eval(self, pool: list[Sample], seed: int, data_dir: str | None, data_file: str | None) -> list[Sample]:
+        """Drop pool items whose input equals an evaluation sample's (files can overlap)."""
+        try:
+            evals = self.load(seed=seed, data_dir=data_dir, data_file=data_file)
+        except TaskDataError:
+            return pool
+        keys = {tuple(sorted(s.fields.items())) for s in evals}
+        return [s for s in pool if tuple(sorted(s.fields.items())) not in keys]
+
+    # -- rendering --------------------------------------------------------------
+
+    def fields_block(self, sample: Sample) -> list[str]:
+        """The sample's lines, e.g. ``["Sentence: ..."]``."""
+        raise NotImplementedError
+
+    def answer_text(self, sample: Sample) -> str:
+        """The answer a worked example shows."""
+        raise NotImplementedError
+
+    def render(self, instruction: str, sample: Sample, examples: Sequence[Sample] = ()) -> str:
+        parts: list[str] = []
+        if instruction:
+            parts.append(instruction)
+        for ex in examples:
+            parts.append("\n".join(self.fields_block(ex)) + "\n" + ANSWER_CUE + " " + self.answer_text(ex))
+        parts.append("\n".join(self.fields_block(sample)) + "\n" + ANSWER_CUE)
+        return "\n\n".join(parts)
+
+
+def few_shot_examples(
+    task: Task,
+    seed: int,
+    k: int = 3,
+    *,
+    data_dir: str | None = None,
+    data_file: str | None = None,
+) -> list[Sample]:
+    """``k`` worked examples drawn with ``seed`` from the task's few-shot pool."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if k == 0:
+        return []
+    if isinstance(task, DatasetTask):
+        pool = task.few_shot_pool(seed=seed, data_dir=data_dir, data_file=data_file)
+    else:
+        pool = task.few_shot_pool(seed=seed, data_dir=data_dir)
+    if len(pool) < k:
+        raise TaskDataError(
+            f"{task.name}: the few-shot pool has {len(pool)} samples, {k} needed; "
+            "add a train file to --data-dir or use zero-shot"
+        )
+    return random.Random(seed).sample(pool, k)
+
+
+def label_words(*groups: Sequence[str]) -> frozenset[str]:
+    """Lowercased words of template labels and answer words, for ``protected_words``."""
+    out: set[str] = set()
+    for group in groups:
+        for phrase in group:
+            for w in phrase.replace(":", " ").split():
+                if not w.isdigit():
+                    out.add(w.lower())
+    return frozenset(out)
+

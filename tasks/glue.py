@@ -1,0 +1,114 @@
+"""The eight GLUE tasks of the paper, on their validation splits.
+
+Columns are accepted under their Hugging Face names and under GLUE's own TSV
+names (``#1 String``, ``gold_label``, ``is_duplicate``...), so the HF export,
+a Parquet/JSONL/CSV copy and the original GLUE ``dev.tsv`` all load.
+"""
+
+from __future__ import annotations
+
+from tasks.classification import ClassificationTask, Field, binary_labels, field_displays
+from tasks.common import HFSplit, LocalSplit, Source, label_words
+
+GLUE_HF = "nyu-mll/glue"
+_DEV = LocalSplit(("validation", "dev"))
+_STOP = ("\n",)
+
+
+def _glue_source(config: str, splits: tuple[str, ...] = ("validation",), local: tuple[LocalSplit, ...] = (_DEV,)) -> Source:
+    return Source(
+        hf_eval=tuple(HFSplit(GLUE_HF, config, s, tag=s if len(splits) > 1 else "") for s in splits),
+        hf_pool=(HFSplit(GLUE_HF, config, "train"),),
+        local_eval=local,
+    )
+
+
+def _task(name, description, size, fields, labels, raw, synonyms=None, *, label_columns=("label",),
+          source=None, max_tokens=4, headerless=()) -> ClassificationTask:
+    verbalizers = {lab: lab for lab in labels}
+    return ClassificationTask(
+        name=name,
+        labels=labels,
+        verbalizers=verbalizers,
+        protected_words=label_words(labels, field_displays(fields), ["Answer"]),
+        max_tokens=max_tokens,
+        stop=_STOP,
+        description=description,
+        sample_size=size,
+        source=source or _glue_source(name),
+        fields=fields,
+        label_columns=label_columns,
+        raw_labels=raw,
+        synonyms=synonyms or {},
+        headerless_tsv_columns=headerless,
+    )
+
+
+_NOT_ENT = {"not_entailment": ("not entailment", "non-entailment", "no entailment")}
+_NOT_EQ = {"not_equivalent": ("not equivalent", "non-equivalent", "nonequivalent", "not_duplicate", "not duplicate")}
+
+
+def sst2() -> ClassificationTask:
+    return _task("sst2", "SST-2 sentiment of movie-review sentences (GLUE validation)", 872,
+                 (Field("sentence", "Sentence", ("sentence", "text")),),
+                 ("negative", "positive"), binary_labels("negative", "positive"), max_tokens=3)
+
+
+def cola() -> ClassificationTask:
+    return _task("cola", "CoLA grammatical acceptability (GLUE validation)", 1000,
+                 (Field("sentence", "Sentence", ("sentence",)),),
+                 ("unacceptable", "acceptable"), binary_labels("unacceptable", "acceptable"),
+                 {"unacceptable": ("not acceptable",)}, max_tokens=4,
+                 headerless=("source", "label", "original_label", "sentence"))
+
+
+def qqp() -> ClassificationTask:
+    return _task("qqp", "QQP duplicate Quora questions (GLUE validation)", 1000,
+                 (Field("question1", "Question 1", ("question1",)), Field("question2", "Question 2", ("question2",))),
+                 ("not_equivalent", "equivalent"), binary_labels("not_equivalent", "equivalent"), _NOT_EQ,
+                 label_columns=("label", "is_duplicate"), max_tokens=6)
+
+
+def mrpc() -> ClassificationTask:
+    return _task("mrpc", "MRPC paraphrase of news sentences (GLUE validation)", 408,
+                 (Field("sentence1", "Sentence 1", ("sentence1", "#1 String")),
+                  Field("sentence2", "Sentence 2", ("sentence2", "#2 String"))),
+                 ("not_equivalent", "equivalent"), binary_labels("not_equivalent", "equivalent"), _NOT_EQ,
+                 label_columns=("label", "Quality"), max_tokens=6)
+
+
+def mnli() -> ClassificationTask:
+    source = _glue_source(
+        "mnli",
+        ("validation_matched", "validation_mismatched"),
+        (LocalSplit(("validation_matched", "dev_matched"), "matched"),
+         LocalSplit(("validation_mismatched", "dev_mismatched"), "mismatched"),
+         LocalSplit(("validation", "dev"))),
+    )
+    return _task("mnli", "MNLI entailment (GLUE validation, matched + mismatched)", 1000,
+                 (Field("premise", "Premise", ("premise", "sentence1")),
+                  Field("hypothesis", "Hypothesis", ("hypothesis", "sentence2"))),
+                 ("entailment", "neutral", "contradiction"),
+                 {"0": "entailment", "1": "neutral", "2": "contradiction"},
+                 label_columns=("label", "gold_label"), source=source, max_tokens=4)
+
+
+def qnli() -> ClassificationTask:
+    return _task("qnli", "QNLI: does the context sentence answer the question (GLUE validation)", 1000,
+                 (Field("question", "Question", ("question",)), Field("sentence", "Context", ("sentence",))),
+                 ("entailment", "not_entailment"), binary_labels("entailment", "not_entailment"), _NOT_ENT,
+                 max_tokens=6)
+
+
+def rte() -> ClassificationTask:
+    return _task("rte", "RTE textual entailment (GLUE validation)", 277,
+                 (Field("sentence1", "Sentence 1", ("sentence1",)), Field("sentence2", "Sentence 2", ("sentence2",))),
+                 ("entailment", "not_entailment"), binary_labels("entailment", "not_entailment"), _NOT_ENT,
+                 max_tokens=6)
+
+
+def wnli() -> ClassificationTask:
+    return _task("wnli", "WNLI pronoun-resolution entailment (GLUE validation)", 71,
+                 (Field("sentence1", "Sentence 1", ("sentence1",)), Field("sentence2", "Sentence 2", ("sentence2",))),
+                 ("entailment", "not_entailment"), binary_labels("not_entailment", "entailment"), _NOT_ENT,
+                 max_tokens=6)

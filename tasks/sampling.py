@@ -1,0 +1,58 @@
+"""Seeded selection of evaluation samples.
+
+Selections keep the data's own order, so a larger ``limit`` only appends and
+the same seed gives the same samples on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def seeded_subset(items: Sequence[T], k: int | None, seed: int) -> list[T]:
+    """``k`` items drawn with ``seed`` (all when ``k`` is None or too large), in original order."""
+    if k is None or k >= len(items):
+        return list(items)
+    chosen = sorted(random.Random(seed).sample(range(len(items)), k))
+    return [items[i] for i in chosen]
+
+
+def stratified_subset(
+    items: Sequence[T],
+    key: Callable[[T], Hashable],
+    total: int | None,
+    seed: int,
+    *,
+    per_group_cap: int | None = None,
+) -> list[T]:
+    """``total`` items spread as evenly as possible over the groups ``key`` defines.
+
+    Groups that are too small give their share to the others; ``per_group_cap``
+    bounds every group (MMLU: at most 10 per subject). Original order is kept.
+    """
+    groups: dict[Hashable, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(key(item), []).append(i)
+    order = sorted(groups, key=repr)
+    rng = random.Random(seed)
+    caps = {g: len(groups[g]) if per_group_cap is None else min(per_group_cap, len(groups[g])) for g in order}
+    want = sum(caps.values()) if total is None else min(total, sum(caps.values()))
+    quota = {g: 0 for g in order}
+    remaining = want
+    open_groups = [g for g in order if caps[g] > 0]
+    while remaining > 0 and open_groups:
+        share, extra = divmod(remaining, len(open_groups))
+        lucky = set(rng.sample(open_groups, extra)) if extra else set()
+        for g in open_groups:
+            add = min(share + (1 if g in lucky else 0), caps[g] - quota[g])
+            quota[g] += add
+            remaining -= add
+        open_groups = [g for g in open_groups if quota[g] < caps[g]]
+    chosen: list[int] = []
+    for g in order:
+        chosen.extend(rng.sample(groups[g], quota[g]))
+    return [items[i] for i in sorted(chosen)]

@@ -1,0 +1,75 @@
+"""BertAttack plumbing on a tiny masked LM built in the test (no English MLM ships offline)."""
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from attacks import AttackResourceError, get_attack  # noqa: E402
+from attacks.base import WordSite  # noqa: E402
+from attacks.masked_lm import MaskedLM, MaskedLMSwap  # noqa: E402
+from attacks.sentence import CachedEncoder  # noqa: E402
+from attacks.testing import SyntheticScorer, build_tiny_masked_lm  # noqa: E402
+from attacks.words import tokenize  # noqa: E402
+
+WORDS = (
+    "the of and a to is this tone statement analyze respond either or positive negative good bad mood "
+    "review sentence answer judge feeling text movie film ##ing ##s , . : ' incorrect correct"
+).split()
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory):
+    path = build_tiny_masked_lm(str(tmp_path_factory.mktemp("mlm")), WORDS)
+    return MaskedLM(path)
+
+
+def test_loads_by_local_path_and_fills_masks(tiny_mlm):
+    texts = [f"analyze the {tiny_mlm.mask_token} of this statement", f"{tiny_mlm.mask_token} review"]
+    top = tiny_mlm.top_tokens(texts, 8)
+    assert len(top) == 2 and all(len(t) == 8 for t in top)
+    vocab = set(WORDS) | {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+    assert all(tok in vocab for row in top for tok in row)
+    assert top == tiny_mlm.top_tokens(texts, 8), "deterministic"
+
+
+def test_swap_proposes_single_whole_words_in_the_original_case(tiny_mlm):
+    swap = MaskedLMSwap(tiny_mlm, k=40)
+    site = WordSite(tokenize("Analyze the Tone of this statement"), 5)
+    reps = swap.replacements(site)
+    assert reps, "the tiny model proposes something"
+    for r in reps:
+        assert r.isalpha() and r == r.lower().capitalize()
+        assert r.lower() in WORDS and r.lower() != "tone"
+    assert all(not r.startswith("#") for r in reps)
+    # antonyms of the word are dropped
+    assert "Incorrect" not in MaskedLMSwap(tiny_mlm, k=40).replacements(WordSite(tokenize("Correct answer"), 1))
+
+
+class FlatEncoder:
+    def encode(self, texts):
+        import numpy as np
+
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_bertattack_end_to_end_on_tiny_model(tiny_mlm):
+    prompt = "Judge the tone of this movie review: positive or negative?"
+    clean_words = set(tokenize(prompt)[1::2])
+
+    def fn(p, i):  # every changed word costs one sample
+        changed = len(clean_words - set(tokenize(p)[1::2]))
+        return 0.0 if i < changed else 1.0
+
+    attack = get_attack("bertattack", mlm=tiny_mlm, encoder=CachedEncoder(FlatEncoder()))
+    out = asyncio.run(attack.run(prompt, SyntheticScorer(fn, 10), protected=frozenset({"positive", "negative"}), seed=0, budget=None))
+    assert out.perturbed_words >= 1 and out.adversarial_score < out.clean_score
+    assert "positive or negative?" in out.adversarial_prompt
+    assert out.settings["candidates"] == 48 and out.settings["similarity"] == 0.8
+
+
+def test_missing_model_gives_a_clear_error(tmp_path):
+    with pytest.raises(AttackResourceError, match="mlm=PATH"):
+        MaskedLM(str(tmp_path / "no-such-model")).mask_token

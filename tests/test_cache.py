@@ -1,0 +1,88 @@
+"""The score cache: persistence across processes, corruption, counters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from engine.cache import CacheError, ScoreCache
+from engine.types import Completion
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = textwrap.dedent(
+    """
+    import asyncio, sys
+    sys.path.insert(0, {root!r})
+    from engine.cache import ScoreCache
+    from engine.scheduler import Scheduler
+    from engine.types import Request
+    from tests.fakes import CountingBackend
+
+    async def main():
+        backend = CountingBackend(batching=True)
+        cache = ScoreCache(sys.argv[1])
+        async with Scheduler(backend, cache=cache) as sched:
+            out = await sched.submit_many([Request(kind="generate", prompt=f"q{{i}}") for i in range(20)])
+        print(backend.calls, sched.stats.cache_hits, out[3].text)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _run_child(cache_file: Path) -> list[str]:
+    code = _CHILD.format(root=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code, str(cache_file)], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_cache_survives_a_process_restart(tmp_path: Path) -> None:
+    cache_file = tmp_path / "scores.sqlite"
+    calls, hits, answer = _run_child(cache_file)
+    assert (calls, hits) == ("20", "0")
+    calls, hits, answer_again = _run_child(cache_file)
+    assert (calls, hits) == ("0", "20")  # a new process: every answer came from the file
+    assert answer_again == answer
+
+
+def test_corrupt_cache_file_gives_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "scores.sqlite"
+    bad.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(CacheError) as info:
+        ScoreCache(bad)
+    message = str(info.value)
+    assert "\n" not in message and "delete it or pass --cache PATH" in message
+
+
+def test_unwritable_cache_folder_is_reported(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CacheError, match="pass --cache PATH"):
+        ScoreCache(blocker / "sub" / "scores.sqlite")
+
+
+def test_counts_hits_and_misses(tmp_path: Path) -> None:
+    with ScoreCache(tmp_path / "c.sqlite") as cache:
+        cache.put("k1", "m", Completion(text="a"))
+        found = cache.get_many(["k1", "k2", "k1"])
+        assert found == {"k1": Completion(text="a")}
+        assert cache.stats.hits == 1 and cache.stats.misses == 1
+        assert cache.count() == 1 and cache.count("m") == 1
+
+
+def test_wal_mode_is_on(tmp_path: Path) -> None:
+    with ScoreCache(tmp_path / "c.sqlite") as cache:
+        assert cache._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_completion_roundtrip_keeps_logprobs(tmp_path: Path) -> None:
+    with ScoreCache(tmp_path / "c.sqlite") as cache:
+        c = Completion(choice_logprobs=(-0.5, -2.25), prompt_tokens=7, note="n")
+        cache.put("k", "m", c)
+    with ScoreCache(tmp_path / "c.sqlite") as cache:
+        assert cache.get("k") == c

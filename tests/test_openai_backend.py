@@ -1,0 +1,308 @@
+"""OpenAIBackend against a real HTTP server on 127.0.0.1 (tests/http_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import logging
+import random
+import socket
+
+import pytest
+
+from engine.backends.base import BackendError, BackendUnavailable, TransientBackendError
+from engine.backends.openai_backend import FALLBACK_NOTE, OpenAIBackend, clean_url
+from engine.retry import RetryPolicy, call_with_retries
+from engine.types import ChatMessage, Decoding, Request
+from tests.http_server import FakeOpenAIServer
+
+SECRET = "sk-test-Abc123SECRETxyz789"
+FAST = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05, jitter=0.0)
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(model="fake-model") as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("PRE_TEST_KEY", raising=False)
+
+
+async def started(url: str | list[str], **kw) -> OpenAIBackend:
+    urls = [url] if isinstance(url, str) else url
+    b = OpenAIBackend("fake-model", base_urls=urls, **kw)
+    await b.start()
+    return b
+
+
+def chat(text: str) -> tuple[ChatMessage, ...]:
+    return (ChatMessage("system", "Classify the sentiment."), ChatMessage("user", f"Sentence:\n{text}"))
+
+
+class Sleeps:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, s: float) -> None:
+        self.waits.append(s)
+
+
+# -- retries against real failures ------------------------------------------------
+
+async def test_429_with_retry_after_is_retried_and_honoured(server):
+    b = await started(server.url)
+    server.script("429:2")
+    sleeps = Sleeps()
+    req = Request("generate", messages=chat("a good film"))
+    policy = RetryPolicy(base_delay=0.01, max_delay=5.0, jitter=0.0)
+    out = await call_with_retries(lambda: b.complete(req), policy, sleep=sleeps, rng=random.Random(0))
+    assert out.text == "positive"
+    assert sleeps.waits == [2.0]  # Retry-After is a floor even though backoff is 0.01 s
+    assert server.count("/v1/chat/completions") == 2
+    await b.close()
+
+
+async def test_retry_after_as_http_date_is_parsed(server):
+    b = await started(server.url)
+    server.script("503:date:30")
+    with pytest.raises(TransientBackendError) as err:
+        await b.complete(Request("generate", prompt="x"))
+    assert err.value.status == 503
+    assert 25.0 <= err.value.retry_after <= 31.0
+    await b.close()
+
+
+async def test_500_slow_and_dropped_connection_are_all_retried(server):
+    b = await started(server.url, timeout=0.3)
+    server.script("500", "slow:2", "drop", "502")
+    errors: list[str] = []
+    req = Request("generate", prompt="Sentence:\nwhat a great day")
+    out = await call_with_retries(
+        lambda: b.complete(req), FAST, on_retry=lambda a, e, d: errors.append(str(e)),
+    )
+    assert out.text == "positive"
+    assert server.count("/v1/completions") == 5  # 4 failures + the success, nothing more
+    assert "HTTP 500" in errors[0]
+    assert "timed out after 0.3s" in errors[1]
+    assert "RemoteProtocolError" in errors[2] or "disconnected" in errors[2]
+    assert "HTTP 502" in errors[3]
+    await b.close()
+
+
+async def test_retries_give_up_after_max_attempts(server):
+    b = await started(server.url)
+    server.script(*["500"] * 10)
+    with pytest.raises(TransientBackendError, match="HTTP 500"):
+        await call_with_retries(lambda: b.complete(Request("generate", prompt="x")),
+                                RetryPolicy(max_attempts=3, base_delay=0, jitter=0))
+    assert server.count("/v1/completions") == 3
+    await b.close()
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+async def test_client_errors_are_permanent_and_not_retried(server, status):
+    b = await started(server.url)
+    server.script(str(status))
+    with pytest.raises(BackendError, match=f"HTTP {status}") as err:
+        await call_with_retries(lambda: b.complete(Request("generate", prompt="x")), FAST)
+    assert not isinstance(err.value, TransientBackendError)
+    assert server.count("/v1/completions") == 1
+    await b.close()
+
+
+async def test_server_rpm_limit_answers_429_with_retry_after():
+    with FakeOpenAIServer(model="fake-model", rpm=3, window=60) as srv:
+        b = await started(srv.url)
+        for _ in range(3):
+            await b.complete(Request("generate", prompt="x"))
+        with pytest.raises(TransientBackendError) as err:
+            await b.complete(Request("generate", prompt="x"))
+        assert err.value.status == 429 and 55 <= err.value.retry_after <= 60
+        await b.close()
+
+
+# -- start(), keys and errors ---------------------------------------------------------
+
+def test_missing_key_for_official_api_is_a_clear_unavailable():
+    with pytest.raises(BackendUnavailable, match="set OPENAI_API_KEY") as err:
+        OpenAIBackend("gpt-4o-mini")
+    assert "\n" not in str(err.value)
+
+
+async def test_local_server_needs_no_key(server):
+    b = await started(server.url)
+    await b.complete(Request("generate", prompt="x"))
+    await b.close()
+
+
+async def test_key_is_sent_but_never_leaks(monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    with FakeOpenAIServer(model="fake-model", api_key="sk-right-key-0000000000") as srv:
+        monkeypatch.setenv("PRE_TEST_KEY", SECRET)
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api_key_env="PRE_TEST_KEY")
+        assert SECRET not in repr(b) and SECRET not in str(b.identity)
+        with pytest.raises(BackendUnavailable, match="rejected the API key") as err:
+            await b.start()
+        assert "PRE_TEST_KEY" in str(err.value)
+        # The server echoes a fragment of the wrong key on every request, like OpenAI does.
+        with pytest.raises(BackendError) as err2:
+            await b.complete(Request("generate", prompt="x"))
+        await b.close()
+        for text in (str(err.value), str(err2.value), repr(err2.value), caplog.text):
+            assert SECRET not in text and SECRET[:8] not in text and SECRET[-4:] not in text
+        assert "HTTP 401" in str(err2.value)
+
+        monkeypatch.setenv("PRE_TEST_KEY", "sk-right-key-0000000000")
+        good = await started(srv.url, api_key_env="PRE_TEST_KEY")
+        assert (await good.complete(Request("generate", prompt="Sentence:\ngood"))).text == "positive"
+        await good.close()
+
+
+async def test_unreachable_endpoint_is_unavailable():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens here now
+    b = OpenAIBackend("fake-model", base_urls=[f"http://user:pw@127.0.0.1:{port}/v1"])
+    with pytest.raises(BackendUnavailable, match="is the server running") as err:
+        await b.start()
+    msg = str(err.value)
+    assert f"cannot reach http://127.0.0.1:{port}/v1" in msg and "pw" not in msg and "\n" not in msg
+    await b.close()
+
+
+async def test_model_not_served_is_unavailable(server):
+    b = OpenAIBackend("other-model", base_urls=[server.url])
+    with pytest.raises(BackendUnavailable, match=r"not served .*it serves: fake-model"):
+        await b.start()
+    await b.close()
+
+
+@pytest.mark.parametrize(
+    "kw,msg",
+    [({"api": "rest"}, "api must be"), ({"timeout": 0}, "timeout"), ({"base_urls": ["ftp://x"]}, "http"),
+     ({"max_connections": 0}, "max_connections")],
+)
+def test_bad_arguments_raise_clear_errors(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        OpenAIBackend("m", **({"base_urls": ["http://127.0.0.1:1/v1"]} | kw))
+
+
+def test_identity_is_model_and_first_url_without_credentials():
+    b = OpenAIBackend("m", base_urls=["http://u:p@10.0.0.1:8000/v1/?k=v", "http://10.0.0.2:8000/v1"])
+    ident = b.identity
+    assert ident.backend == "openai" and ident.name == "m"
+    assert ident.extra == (("base_url", "http://10.0.0.1:8000/v1"),)
+    assert clean_url("https://a:b@h.example/v1?api-key=zz#f") == "https://h.example/v1"
+
+
+# -- requests ---------------------------------------------------------------------------
+
+async def test_generate_sends_greedy_settings_and_stop(server):
+    b = await started(server.url)
+    d = Decoding(max_tokens=3, stop=("\n",))
+    out = await b.complete(Request("generate", messages=chat("I loved it"), decoding=d))
+    assert out.text == "positive" and out.completion_tokens == 1 and out.prompt_tokens > 0
+    path, body = server.bodies[-1]
+    assert path == "/v1/chat/completions"
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 3 and body["stop"] == ["\n"]
+    assert body["messages"][0] == {"role": "system", "content": "Classify the sentiment."}
+    await b.close()
+
+
+async def test_api_modes_route_prompts_and_messages(server):
+    b = await started(server.url, api="chat")
+    await b.complete(Request("generate", prompt="Sentence:\ngood"))
+    assert server.bodies[-1][0] == "/v1/chat/completions"
+    assert server.bodies[-1][1]["messages"] == [{"role": "user", "content": "Sentence:\ngood"}]
+    await b.close()
+    c = await started(server.url, api="completions")
+    assert not c.is_chat
+    with pytest.raises(BackendError, match="use api=chat"):
+        await c.complete(Request("generate", messages=chat("good")))
+    await c.close()
+
+
+@pytest.mark.parametrize("use_chat", [True, False])
+async def test_score_choices_from_logprobs_picks_the_right_label(server, use_chat):
+    b = await started(server.url)
+    texts = {"a good film": 0, "a dull film": 1, "great acting": 0, "boring and long": 1}
+    for text, want in texts.items():
+        req = (Request("score_choices", messages=chat(text), choices=("positive", "negative")) if use_chat
+               else Request("score_choices", prompt=f"Sentence:\n{text}", choices=("positive", "negative")))
+        out = await b.complete(req)
+        assert out.note is None and out.text is None
+        lp = out.choice_logprobs
+        assert lp is not None and len(lp) == 2
+        assert max(range(2), key=lambda i: lp[i]) == want
+        assert lp[want] == pytest.approx(math.log(0.85))  # "x", " x", "X" summed
+    _, body = server.bodies[-1]
+    assert body["max_tokens"] == 1
+    if use_chat:
+        assert body["logprobs"] is True and body["top_logprobs"] == 20
+    else:
+        assert body["logprobs"] == 20
+    await b.close()
+
+
+async def test_score_choices_falls_back_to_generation_without_logprobs(caplog):
+    caplog.set_level(logging.WARNING)
+    with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
+        b = await started(srv.url)
+        req = Request("score_choices", messages=chat("a good film"), choices=("positive", "negative"))
+        first = await b.complete(req)
+        assert first.choice_logprobs is None and first.text == "positive" and first.note == FALLBACK_NOTE
+        assert srv.count("/v1/chat/completions") == 2  # the logprobs attempt, then generation
+        second = await b.complete(req)
+        assert second.note == FALLBACK_NOTE
+        assert srv.count("/v1/chat/completions") == 3  # it learnt: straight to generation
+        assert caplog.text.count("fell back to generation") == 1
+        await b.close()
+
+        strict = await started(srv.url, logprobs=True)
+        with pytest.raises(BackendError, match="returned no logprobs"):
+            await strict.complete(req)
+        await strict.close()
+
+
+async def test_logprobs_false_never_asks_for_them(server):
+    b = await started(server.url, logprobs=False)
+    out = await b.complete(Request("score_choices", prompt="Sentence:\ngood", choices=("positive", "negative")))
+    assert out.text == "positive" and out.choice_logprobs is None and "logprobs disabled" in out.note
+    assert "logprobs" not in server.bodies[-1][1]
+    await b.close()
+
+
+async def test_two_base_urls_share_the_load():
+    with FakeOpenAIServer(model="fake-model") as a, FakeOpenAIServer(model="fake-model", latency=0.02) as c:
+        b = await started([a.url, c.url])
+        a.reset_counts(), c.reset_counts()
+        outs = await asyncio.gather(*(b.complete(Request("generate", prompt=f"Sentence:\ngood {i}"))
+                                      for i in range(40)))
+        assert all(o.text == "positive" for o in outs)
+        assert a.count() + c.count() == 40
+        assert a.count() >= 10 and c.count() >= 10
+        assert sum(b.endpoint_counts.values()) == 40
+        assert b.identity.extra == (("base_url", a.url),)
+        await b.close()
+
+
+async def test_scheduler_with_limits_against_rate_limited_server():
+    """End to end: the lead's Scheduler + our limiter/retries vs a server enforcing its own rpm."""
+    from engine.scheduler import Scheduler
+
+    with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url])
+        sched = Scheduler(b, concurrency=8, retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
+        async with sched:
+            reqs = [Request("score_choices", prompt=f"Sentence:\n{'good' if i % 2 else 'bad'} movie {i}",
+                            choices=("positive", "negative")) for i in range(30)]
+            outs = await sched.submit_many(reqs)
+        picks = [max(range(2), key=lambda k: o.choice_logprobs[k]) for o in outs]
+        assert picks == [0 if i % 2 else 1 for i in range(30)]
+        assert srv.count("/v1/completions") > 30  # some were refused with 429 and retried
+        assert sched.stats.retries == srv.count("/v1/completions") - 30

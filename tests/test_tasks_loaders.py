@@ -1,0 +1,229 @@
+"""Loading tasks from local files in every supported format, from the hub
+(with a recording stand-in for the ``datasets`` package), and rendering."""
+
+import sys
+import types
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from tasks import few_shot_examples, get_task
+from tasks.base import Sample
+from tasks.errors import TaskDataError, UnknownTaskError
+
+FIX = Path(__file__).parent / "fixtures" / "tasks"
+
+SST2_ROWS = [
+    {"sentence": "it is a {charming} journey", "label": 1},
+    {"sentence": "unflinchingly bleak", "label": 0},
+    {"sentence": 'the "movie" is\nfun', "label": 1},
+]
+QQP_ROWS = [
+    {"question1": "How do I cook rice?", "question2": "What is the way to cook rice?", "label": 1, "idx": 7},
+    {"question1": "Who is the president?", "question2": "What is rice?", "label": 0, "idx": 9},
+]
+
+
+def _write(rows, path: Path) -> Path:
+    ext = path.suffix
+    if ext == ".parquet":
+        pl.DataFrame(rows).write_parquet(path)
+    elif ext == ".jsonl":
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    elif ext == ".csv":
+        pl.DataFrame(rows).write_csv(path)
+    return path
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".jsonl", ".csv"])
+def test_sst2_and_qqp_from_local_formats(tmp_path, ext):
+    sst2 = get_task("sst2").load(data_file=str(_write(SST2_ROWS, tmp_path / f"sst2{ext}")))
+    assert [s.target for s in sst2] == ["positive", "negative", "positive"]
+    assert sst2[2].fields["sentence"] == 'the "movie" is\nfun'
+    qqp = get_task("qqp").load(data_file=str(_write(QQP_ROWS, tmp_path / f"qqp{ext}")))
+    assert [s.target for s in qqp] == ["equivalent", "not_equivalent"]
+    assert qqp[0].fields == {"question1": "How do I cook rice?", "question2": "What is the way to cook rice?"}
+    assert qqp[0].id == "qqp:7"
+
+
+def test_glue_tsv_layouts(tmp_path):
+    d = tmp_path / "SST-2"
+    d.mkdir()
+    (d / "dev.tsv").write_bytes((FIX / "sst2_dev.tsv").read_bytes())
+    (d / "train.tsv").write_bytes((FIX / "sst2_train.tsv").read_bytes())
+    samples = get_task("sst2").load(data_dir=str(d))
+    assert len(samples) == 5
+    assert samples[0].fields["sentence"].startswith("it is a {charming}")
+    assert samples[2].fields["sentence"] == '"the movie" is \\"fun\\"'  # GLUE TSV: quotes are data
+    pool = get_task("sst2").few_shot_pool(data_dir=str(d))
+    assert [s.target for s in pool] == ["negative", "positive", "negative", "positive"]
+
+    m = tmp_path / "MNLI"
+    m.mkdir()
+    (m / "dev_matched.tsv").write_bytes((FIX / "mnli_dev_matched.tsv").read_bytes())
+    mnli = get_task("mnli").load(data_dir=str(m))
+    assert [s.target for s in mnli] == ["entailment", "neutral", "contradiction"]
+    assert mnli[1].fields == {"premise": "He went home early.", "hypothesis": "He was tired."}
+
+    c = tmp_path / "CoLA"
+    c.mkdir()
+    (c / "dev.tsv").write_bytes((FIX / "cola_dev.tsv").read_bytes())  # no header row
+    cola = get_task("cola").load(data_dir=str(c))
+    assert [s.target for s in cola] == ["acceptable", "unacceptable"]
+
+
+def test_squad_v2_official_json_and_jsonl(tmp_path):
+    t = get_task("squad_v2")
+    samples = t.load(data_file=str(FIX / "squad_dev.json"))
+    assert [s.target for s in samples] == [["France", "France."], []]
+    rows = [{"id": "a", "context": "C {x}", "question": "Q?", "answers": {"text": ["C"], "answer_start": [0]}},
+            {"id": "b", "context": "D", "question": "R?", "answers": {"text": [], "answer_start": []}}]
+    for ext in (".jsonl", ".parquet"):
+        got = t.load(data_file=str(_write(rows, tmp_path / f"squad{ext}")))
+        assert [s.target for s in got] == [["C"], []]
+    csv_rows = [{**r, "answers": orjson.dumps(r["answers"]).decode()} for r in rows]
+    got = t.load(data_file=str(_write(csv_rows, tmp_path / "squad.csv")))
+    assert [s.target for s in got] == [["C"], []]
+
+
+def test_sample_size_and_limit_are_seeded_prefixes(tmp_path):
+    rows = [{"sentence": f"s{i}", "label": i % 2} for i in range(2000)]
+    f = _write(rows, tmp_path / "big.parquet")
+    t = get_task("sst2")
+    a = t.load(data_file=str(f), seed=1)
+    assert len(a) == 872  # the paper's SST-2 size
+    assert a == t.load(data_file=str(f), seed=1)
+    assert a != t.load(data_file=str(f), seed=2)
+    assert t.load(data_file=str(f), seed=1, limit=10) == a[:10]
+    pool_ids = {s.id for s in t.few_shot_pool(seed=1, data_file=str(f))}
+    assert len(pool_ids) == 2000 - 872 and not pool_ids & {s.id for s in a}
+
+
+class _RecordingDatasets(types.ModuleType):
+    def __init__(self, rows_for):
+        super().__init__("datasets")
+        self.calls = []
+        self._rows_for = rows_for
+
+    def load_dataset(self, path, name=None, *, split, streaming=False):
+        self.calls.append((path, name, split, streaming))
+        return self._rows_for(path, name, split)
+
+
+def test_hf_path_builds_the_right_load_dataset_calls(monkeypatch):
+    fake = _RecordingDatasets(lambda p, n, s: [{"premise": f"{s} p", "hypothesis": "h", "label": 2, "idx": 0}])
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    samples = get_task("mnli").load()
+    assert fake.calls == [("nyu-mll/glue", "mnli", "validation_matched", False),
+                          ("nyu-mll/glue", "mnli", "validation_mismatched", False)]
+    assert [s.target for s in samples] == ["contradiction", "contradiction"]
+    assert len({s.id for s in samples}) == 2
+
+    fake2 = _RecordingDatasets(lambda p, n, s: [{"sentence": "x", "label": 1, "idx": 0}])
+    monkeypatch.setitem(sys.modules, "datasets", fake2)
+    get_task("sst2").load()
+    get_task("sst2").few_shot_pool()
+    assert fake2.calls == [("nyu-mll/glue", "sst2", "validation", False), ("nyu-mll/glue", "sst2", "train", False)]
+
+    fake3 = _RecordingDatasets(lambda p, n, s: [{"id": "q", "context": "c", "question": "q", "answers": {"text": []}}])
+    monkeypatch.setitem(sys.modules, "datasets", fake3)
+    get_task("squad_v2").load()
+    assert fake3.calls == [("rajpurkar/squad_v2", None, "validation", False)]
+
+    fake4 = _RecordingDatasets(lambda p, n, s: [{"translation": {"en": "hi", "fr": "salut", "es": "hola"}, "id": i} for i in range(3)])
+    monkeypatch.setitem(sys.modules, "datasets", fake4)
+    un = get_task("un_multi").load()
+    assert fake4.calls[0] == ("Helsinki-NLP/un_multi", "en-fr", "train", True)  # streamed
+    assert {s.fields["target_language"] for s in un} == {"French", "English", "Spanish"}
+
+
+def test_hf_mmlu_stratified_ten_per_subject(monkeypatch):
+    def rows(p, n, s):
+        return [{"question": f"{sub} q{i}", "subject": sub, "choices": ["w", "x", "y", "z"], "answer": i % 4}
+                for sub in (f"subj{k:02d}" for k in range(57)) for i in range(30)]
+    fake = _RecordingDatasets(rows)
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    samples = get_task("mmlu").load(seed=3)
+    assert fake.calls == [("cais/mmlu", "all", "test", False)]
+    assert len(samples) == 564
+    per = {}
+    for s in samples:
+        per[s.fields["subject"]] = per.get(s.fields["subject"], 0) + 1
+    assert len(per) == 57 and max(per.values()) == 10 and min(per.values()) >= 9
+
+
+def test_hf_missing_package_says_how_to_go_offline(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
+    with pytest.raises(TaskDataError, match="pip install datasets.*--data-dir"):
+        get_task("rte").load()
+
+
+@pytest.mark.parametrize("name", ["sst2", "mnli", "mmlu", "squad_v2", "iwslt", "math"])
+def test_render_is_concatenation_and_data_cannot_break_it(name):
+    t = get_task(name)
+    nasty = 'x {0} {{y}} %s \\n "q" \'r\'\nline2 — ünïcödé 中文 {name}'
+    fields = {"sentence": nasty, "premise": nasty, "hypothesis": nasty, "question": nasty, "context": nasty,
+              "subject": "s", "A": nasty, "B": "b", "C": "c", "D": "d", "text": nasty,
+              "source_language": "English", "target_language": "German", "module": "m"}
+    target = {"sst2": "positive", "mnli": "neutral", "mmlu": "A", "squad_v2": [], "iwslt": "ref {x}", "math": "3"}[name]
+    s = Sample("id", fields, target)
+    instruction = "Classify {content} carefully: {}"
+    out = t.render(instruction, s)
+    assert out.startswith(instruction + "\n\n")
+    assert out.endswith("\nAnswer:")
+    assert nasty in out
+    few = t.render(instruction, s, [s, s, s])
+    assert few.count("\nAnswer: ") == 3 and few.endswith("\nAnswer:")
+    assert few.startswith(instruction + "\n\n") and few.endswith(out[len(instruction) + 2:])
+
+
+def test_sst2_render_exact_layout():
+    t = get_task("sst2")
+    ex = Sample("e", {"sentence": "great"}, "positive")
+    s = Sample("s", {"sentence": "bad {x}"}, "negative")
+    assert t.render("Rate it.", s, [ex]) == "Rate it.\n\nSentence: great\nAnswer: positive\n\nSentence: bad {x}\nAnswer:"
+
+
+def test_errors_name_file_and_column(tmp_path):
+    bad_col = _write([{"text_x": "a", "label": 1}], tmp_path / "x.jsonl")
+    with pytest.raises(TaskDataError, match=r"x\.jsonl row 1: missing column 'sentence'"):
+        get_task("sst2").load(data_file=str(bad_col))
+    bad_label = _write([{"sentence": "a", "label": 7}], tmp_path / "y.jsonl")
+    with pytest.raises(TaskDataError, match="unknown label 7"):
+        get_task("sst2").load(data_file=str(bad_label))
+    broken = tmp_path / "z.jsonl"
+    broken.write_text('{"sentence": "a", "label": 1}\n{oops\n')
+    with pytest.raises(TaskDataError, match="line 2 is not valid JSON"):
+        get_task("sst2").load(data_file=str(broken))
+    with pytest.raises(TaskDataError, match="not found"):
+        get_task("sst2").load(data_file=str(tmp_path / "nope.csv"))
+    with pytest.raises(TaskDataError, match="unsupported data file type .xlsx"):
+        (tmp_path / "a.xlsx").write_text("x")
+        get_task("sst2").load(data_file=str(tmp_path / "a.xlsx"))
+    with pytest.raises(TaskDataError, match="no sst2 evaluation file"):
+        get_task("sst2").load(data_dir=str(tmp_path))
+
+
+def test_unknown_dataset_and_aliases():
+    assert get_task("SST-2").name == "sst2"
+    assert get_task("squad-v2").name == "squad_v2"
+    assert get_task("Rotten_Tomatoes").name == "rotten_tomatoes"
+    with pytest.raises(UnknownTaskError, match="unknown dataset 'glue9'; valid names: sst2, cola"):
+        get_task("glue9")
+    assert isinstance(UnknownTaskError("x"), ValueError)
+
+
+def test_few_shot_examples_seeded_and_from_pool(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "dev.tsv").write_bytes((FIX / "sst2_dev.tsv").read_bytes())
+    (d / "train.tsv").write_bytes((FIX / "sst2_train.tsv").read_bytes())
+    t = get_task("sst2")
+    ex = few_shot_examples(t, seed=5, data_dir=str(d))
+    assert len(ex) == 3 and ex == few_shot_examples(t, seed=5, data_dir=str(d))
+    train = {s.fields["sentence"] for s in t.few_shot_pool(data_dir=str(d))}
+    assert all(e.fields["sentence"] in train for e in ex)
+    with pytest.raises(TaskDataError, match="few-shot pool has 4 samples, 5 needed"):
+        few_shot_examples(t, seed=0, k=5, data_dir=str(d))
