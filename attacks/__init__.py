@@ -6,7 +6,12 @@ returns an ``AttackOutcome``. Importing this package loads no model or
 word-vector resource.
 """
 
-from attacks.errors import AttackError, AttackOptionError, AttackResourceError, UnknownAttackError
+from attacks.errors import (
+    AttackError,
+    AttackOptionError,
+    AttackResourceError,
+    UnknownAttackError,
+)
 from attacks.recipes import Attack
 from attacks.registry import attack_options, get_attack, is_word_attack, list_attacks
 from attacks.result import AttackOutcome, performance_drop_rate

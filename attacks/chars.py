@@ -18,16 +18,47 @@ _LETTERS = string.ascii_lowercase
 # Visually similar characters. ASCII ones first; the Unicode entries are
 # Cyrillic/Greek letters that render like the Latin ones.
 HOMOGLYPHS_ASCII: dict[str, str] = {
-    "a": "@", "b": "6", "e": "3", "g": "9", "i": "1", "l": "1", "o": "0",
-    "s": "5", "t": "7", "z": "2", "A": "4", "B": "8", "E": "3", "I": "1",
-    "O": "0", "S": "5", "Z": "2",
+    "a": "@",
+    "b": "6",
+    "e": "3",
+    "g": "9",
+    "i": "1",
+    "l": "1",
+    "o": "0",
+    "s": "5",
+    "t": "7",
+    "z": "2",
+    "A": "4",
+    "B": "8",
+    "E": "3",
+    "I": "1",
+    "O": "0",
+    "S": "5",
+    "Z": "2",
 }
 HOMOGLYPHS_UNICODE: dict[str, str] = {
-    "a": "\u0430", "c": "\u0441", "e": "\u0435", "i": "\u0456", "j": "\u0458",
-    "o": "\u043e", "p": "\u0440", "s": "\u0455", "x": "\u0445", "y": "\u0443",
-    "A": "\u0391", "B": "\u0392", "C": "\u0421", "E": "\u0395", "H": "\u0397",
-    "K": "\u039a", "M": "\u039c", "N": "\u039d", "O": "\u039f", "P": "\u03a1",
-    "T": "\u03a4", "X": "\u03a7",
+    "a": "\u0430",
+    "c": "\u0441",
+    "e": "\u0435",
+    "i": "\u0456",
+    "j": "\u0458",
+    "o": "\u043e",
+    "p": "\u0440",
+    "s": "\u0455",
+    "x": "\u0445",
+    "y": "\u0443",
+    "A": "\u0391",
+    "B": "\u0392",
+    "C": "\u0421",
+    "E": "\u0395",
+    "H": "\u0397",
+    "K": "\u039a",
+    "M": "\u039c",
+    "N": "\u039d",
+    "O": "\u039f",
+    "P": "\u03a1",
+    "T": "\u03a4",
+    "X": "\u03a7",
 }
 
 
@@ -117,4 +148,9 @@ def homoglyph_table(unicode: bool) -> dict[str, str]:
 
 
 TEXTBUGGER_EDITS: tuple[CharEdit, ...] = (insert_space, delete_inner, swap_inner)
-DEEPWORDBUG_EDITS: tuple[CharEdit, ...] = (swap_adjacent, substitute_random, delete_random, insert_random)
+DEEPWORDBUG_EDITS: tuple[CharEdit, ...] = (
+    swap_adjacent,
+    substitute_random,
+    delete_random,
+    insert_random,
+)

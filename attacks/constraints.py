@@ -48,8 +48,7 @@ def levenshtein(a: str, b: str, limit: int | None = None) -> int:
             cost = 0 if ca == b[j - 1] else 1
             v = min(prev[j - 1] + cost, prev[j] + 1, cur[j - 1] + 1)
             cur[j] = v
-            if v < best:
-                best = v
+            best = min(best, v)
         if limit is not None and best > limit:
             return limit + 1
         prev = cur
@@ -91,7 +90,9 @@ class SentenceSimilarity:
         loader: Callable[[], CachedEncoder] = load_use,
     ) -> None:
         if not -1.0 <= threshold <= 1.0:
-            raise ValueError(f"similarity threshold must be in [-1, 1], got {threshold}")
+            raise ValueError(
+                f"similarity threshold must be in [-1, 1], got {threshold}"
+            )
         self.threshold = threshold
         self.metric = metric
         self._encoder = encoder

@@ -77,19 +77,34 @@ class WordEmbedding:
     any word in the table can be looked up.
     """
 
-    def __init__(self, words: Sequence[str], vectors: np.ndarray, *, candidate_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        words: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        candidate_rows: int | None = None,
+    ) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(words):
-            raise ValueError(f"need one vector per word: {len(words)} words, vectors of shape {vectors.shape}")
+            raise ValueError(
+                f"need one vector per word: {len(words)} words, vectors of shape {vectors.shape}"
+            )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         self._unit = vectors / norms
         self._words = list(words)
         self._row = {w: i for i, w in reversed(list(enumerate(self._words)))}
-        n = len(self._words) if candidate_rows is None else min(candidate_rows, len(self._words))
+        n = (
+            len(self._words)
+            if candidate_rows is None
+            else min(candidate_rows, len(self._words))
+        )
         alpha = np.fromiter((w.isalpha() for w in self._words[:n]), dtype=bool, count=n)
         self._candidates = np.flatnonzero(alpha)
         self._cand_unit = self._unit[self._candidates]
+        self._memo: dict[
+            tuple[str, int, float | None], tuple[tuple[str, float], ...]
+        ] = {}
 
     def __contains__(self, word: str) -> bool:
         return word.lower() in self._row
@@ -104,10 +119,22 @@ class WordEmbedding:
             return None
         return float(self._unit[ia] @ self._unit[ib])
 
-    @functools.lru_cache(maxsize=8192)
-    def neighbours(self, word: str, k: int, min_cos: float | None = None) -> tuple[tuple[str, float], ...]:
+    def neighbours(
+        self, word: str, k: int, min_cos: float | None = None
+    ) -> tuple[tuple[str, float], ...]:
         """Up to ``k`` nearest words by cosine (most similar first), the word
-        itself excluded; only purely alphabetic words are proposed."""
+        itself excluded; only purely alphabetic words are proposed. Memoised."""
+        key = (word.lower(), k, min_cos)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._neighbours(*key)
+            if len(self._memo) > 8192:
+                self._memo.pop(next(iter(self._memo)))
+        return hit
+
+    def _neighbours(
+        self, word: str, k: int, min_cos: float | None
+    ) -> tuple[tuple[str, float], ...]:
         row = self._row.get(word.lower())
         if row is None or k <= 0 or len(self._candidates) == 0:
             return ()

@@ -24,7 +24,13 @@ from attacks.words import match_case
 class MaskedLM:
     """A masked LM and its tokenizer; ``top_tokens`` fills masks in batches."""
 
-    def __init__(self, model: str = "bert-base-uncased", *, device: str = "cpu", max_length: int = 256) -> None:
+    def __init__(
+        self,
+        model: str = "bert-base-uncased",
+        *,
+        device: str = "cpu",
+        max_length: int = 256,
+    ) -> None:
         self.model_id = model
         self.device = device
         self.max_length = max_length
@@ -38,18 +44,35 @@ class MaskedLM:
             import torch  # noqa: F401
             from transformers import AutoModelForMaskedLM, AutoTokenizer
         except ImportError as exc:
-            raise AttackResourceError("BertAttack needs torch and transformers: pip install torch transformers") from exc
+            raise AttackResourceError(
+                "BertAttack needs torch and transformers: pip install torch transformers"
+            ) from exc
         try:
-            tok = AutoTokenizer.from_pretrained(self.model_id)
-            model = AutoModelForMaskedLM.from_pretrained(self.model_id)
+            try:  # a local directory or the local HF cache first: no network
+                tok = AutoTokenizer.from_pretrained(
+                    self.model_id, local_files_only=True
+                )
+                model = AutoModelForMaskedLM.from_pretrained(
+                    self.model_id, local_files_only=True
+                )
+            except (OSError, ValueError):
+                # the hub (retries for about a minute when offline; HF_HUB_OFFLINE=1 fails at once)
+                tok = AutoTokenizer.from_pretrained(self.model_id)
+                model = AutoModelForMaskedLM.from_pretrained(self.model_id)
         except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = (
+                str(exc).strip().splitlines()[0]
+                if str(exc).strip()
+                else type(exc).__name__
+            )
             raise AttackResourceError(
                 f"cannot load masked LM {self.model_id!r} ({first}); "
                 "pass a local model directory with the attack option mlm=PATH"
             ) from exc
         if tok.mask_token is None:
-            raise AttackResourceError(f"{self.model_id!r} has no mask token; use a masked LM such as bert-base-uncased")
+            raise AttackResourceError(
+                f"{self.model_id!r} has no mask token; use a masked LM such as bert-base-uncased"
+            )
         model.eval()
         model.to(self.device)
         self._tok, self._model = tok, model
@@ -75,7 +98,13 @@ class MaskedLM:
         import torch
 
         tok, model = self._tok, self._model
-        batch = tok(list(masked_texts), return_tensors="pt", padding=True, truncation=True, max_length=self.max_length)
+        batch = tok(
+            list(masked_texts),
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+        )
         batch = {name: t.to(self.device) for name, t in batch.items()}
         with torch.inference_mode():
             logits = model(**batch).logits
@@ -86,7 +115,9 @@ class MaskedLM:
             if len(where) == 0:  # the mask fell beyond max_length
                 out.append([])
                 continue
-            top = torch.topk(logits[row, where[0]], min(k, logits.shape[-1])).indices.tolist()
+            top = torch.topk(
+                logits[row, where[0]], min(k, logits.shape[-1])
+            ).indices.tolist()
             out.append(tok.convert_ids_to_tokens(top))
         return out
 
@@ -100,9 +131,18 @@ class MaskedLMSwap:
     """Replacement words proposed by a masked LM for the word's position
     (BertAttack: the top 48)."""
 
-    def __init__(self, mlm: MaskedLM, *, k: int = 48, filter_antonyms: bool = True, name: str = "masked_lm") -> None:
+    def __init__(
+        self,
+        mlm: MaskedLM,
+        *,
+        k: int = 48,
+        filter_antonyms: bool = True,
+        name: str = "masked_lm",
+    ) -> None:
         if k <= 0:
-            raise ValueError(f"number of masked-LM candidates must be positive, got {k}")
+            raise ValueError(
+                f"number of masked-LM candidates must be positive, got {k}"
+            )
         self.mlm = mlm
         self.k = k
         self.filter_antonyms = filter_antonyms

@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from attacks.base import Constraint, PromptScorer, WordTransformation
-from attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS, homoglyph_table, make_homoglyph_edit
+from attacks.chars import (
+    DEEPWORDBUG_EDITS,
+    TEXTBUGGER_EDITS,
+    homoglyph_table,
+    make_homoglyph_edit,
+)
 from attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
 from attacks.embeddings import WordEmbedding
 from attacks.masked_lm import MaskedLM, MaskedLMSwap, load_masked_lm
@@ -113,10 +118,10 @@ class GreedyWordAttack(Attack):
     """Word-importance ranking + greedy replacement, one word at a time."""
 
     importance: ImportanceMode = "delete"
+    unk_token: str = "[UNK]"
 
-    def __init__(self, *, skip_stopwords: bool = True, unk_token: str = "[UNK]") -> None:
+    def __init__(self, *, skip_stopwords: bool = True) -> None:
         self.skip_stopwords = skip_stopwords
-        self.unk_token = unk_token
 
     @abstractmethod
     def transformation(self, seed: int) -> WordTransformation: ...
@@ -125,12 +130,17 @@ class GreedyWordAttack(Attack):
     def constraints(self) -> list[Constraint]: ...
 
     def settings(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"importance": self.importance, "skip_stopwords": self.skip_stopwords}
+        out: dict[str, Any] = {
+            "importance": self.importance,
+            "skip_stopwords": self.skip_stopwords,
+        }
         if self.importance == "unk":
             out["unk_token"] = self.unk_token
         return out
 
-    async def _search(self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts):
+    async def _search(
+        self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
+    ):
         return await greedy_word_search(
             clean_prompt,
             clean_score,
@@ -162,12 +172,20 @@ class TextBugger(GreedyWordAttack):
         self.neighbours = neighbours
         self.similarity = similarity
         self.unicode_homoglyphs = unicode_homoglyphs
-        self._words = EmbeddingNeighbours(k=neighbours, embedding=embedding, name="textbugger_words")
+        self._words = EmbeddingNeighbours(
+            k=neighbours, embedding=embedding, name="textbugger_words"
+        )
         self._similarity = SentenceSimilarity(similarity, encoder=encoder)
 
     def transformation(self, seed: int) -> WordTransformation:
-        edits = (*TEXTBUGGER_EDITS, make_homoglyph_edit(homoglyph_table(self.unicode_homoglyphs)))
-        return Combined([CharacterEdits(edits, seed=seed, name="textbugger_chars"), self._words], name=self.name)
+        edits = (
+            *TEXTBUGGER_EDITS,
+            make_homoglyph_edit(homoglyph_table(self.unicode_homoglyphs)),
+        )
+        return Combined(
+            [CharacterEdits(edits, seed=seed, name="textbugger_chars"), self._words],
+            name=self.name,
+        )
 
     def constraints(self) -> list[Constraint]:
         return [self._similarity]
@@ -186,8 +204,13 @@ class DeepWordBug(GreedyWordAttack):
     description = "swap/substitute/delete/insert one character; importance via [UNK]; Levenshtein <= 30"
     importance = "unk"
 
-    def __init__(self, *, max_edit_distance: int = 30, **kw: Any) -> None:
+    def __init__(
+        self, *, max_edit_distance: int = 30, unk_token: str = "[UNK]", **kw: Any
+    ) -> None:
         super().__init__(**kw)
+        if not unk_token.strip():
+            raise ValueError("unk_token must be a visible placeholder such as [UNK]")
+        self.unk_token = unk_token
         self.max_edit_distance = max_edit_distance
         self._levenshtein = MaxLevenshtein(max_edit_distance)
 
@@ -220,8 +243,13 @@ class TextFooler(GreedyWordAttack):
         self.neighbours = neighbours
         self.min_word_cos = min_word_cos
         self.similarity = similarity
-        self._words = EmbeddingNeighbours(k=neighbours, min_cos=min_word_cos, embedding=embedding, name=self.name)
-        self._constraints: list[Constraint] = [PartOfSpeechMatch(tagger=tagger), SentenceSimilarity(similarity, encoder=encoder)]
+        self._words = EmbeddingNeighbours(
+            k=neighbours, min_cos=min_word_cos, embedding=embedding, name=self.name
+        )
+        self._constraints: list[Constraint] = [
+            PartOfSpeechMatch(tagger=tagger),
+            SentenceSimilarity(similarity, encoder=encoder),
+        ]
 
     def transformation(self, seed: int) -> WordTransformation:
         return self._words
@@ -255,6 +283,8 @@ class BertAttack(GreedyWordAttack):
         super().__init__(**kw)
         self.mlm_id = mlm.model_id if isinstance(mlm, MaskedLM) else mlm
         self._mlm = mlm if isinstance(mlm, MaskedLM) else None
+        if candidates <= 0:
+            raise ValueError(f"candidates must be positive, got {candidates}")
         self.device = device
         self.candidates = candidates
         self.similarity = similarity
@@ -269,7 +299,12 @@ class BertAttack(GreedyWordAttack):
         return [self._similarity]
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "mlm": self.mlm_id, "candidates": self.candidates, "similarity": self.similarity}
+        return {
+            **super().settings(),
+            "mlm": self.mlm_id,
+            "candidates": self.candidates,
+            "similarity": self.similarity,
+        }
 
 
 class SuffixAttack(Attack):
@@ -278,9 +313,14 @@ class SuffixAttack(Attack):
     def suffixes(self) -> list[str]:
         raise NotImplementedError
 
-    async def _search(self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts):
+    async def _search(
+        self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
+    ):
         return await brute_force_search(
-            clean_prompt, clean_score, tracker, [clean_prompt + s for s in self.suffixes()]
+            clean_prompt,
+            clean_score,
+            tracker,
+            [clean_prompt + s for s in self.suffixes()],
         )
 
 
@@ -300,16 +340,26 @@ class CheckList(SuffixAttack):
     name = "checklist"
     description = "append one of 50 random 10-character alphanumeric strings (fixed seed); brute force"
 
-    def __init__(self, *, count: int = 50, length: int = 10, strings_seed: int = 2306) -> None:
+    def __init__(
+        self, *, count: int = 50, length: int = 10, strings_seed: int = 2306
+    ) -> None:
         if count <= 0 or length <= 0:
-            raise ValueError(f"count and length must be positive, got count={count}, length={length}")
+            raise ValueError(
+                f"count and length must be positive, got count={count}, length={length}"
+            )
         self.count, self.length, self.strings_seed = count, length, strings_seed
 
     def suffixes(self) -> list[str]:
-        return [" " + s for s in random_strings(self.count, self.length, self.strings_seed)]
+        return [
+            " " + s for s in random_strings(self.count, self.length, self.strings_seed)
+        ]
 
     def settings(self) -> dict[str, Any]:
-        return {"count": self.count, "length": self.length, "strings_seed": self.strings_seed}
+        return {
+            "count": self.count,
+            "length": self.length,
+            "strings_seed": self.strings_seed,
+        }
 
 
 STRESS_SUFFIXES: tuple[str, ...] = (
@@ -336,12 +386,20 @@ class Semantic(Attack):
 
     def _check(self, semantic_prompts: Sequence[str]) -> None:
         if isinstance(semantic_prompts, str):
-            raise ValueError("semantic_prompts must be a list of prompts, not one string")
+            raise TypeError(
+                "semantic_prompts must be a list of prompts, not one string"
+            )
         if not [p for p in semantic_prompts if p and p.strip()]:
-            raise ValueError("the semantic attack needs the task's semantic prompts; this task has none to score")
+            raise ValueError(
+                "the semantic attack needs the task's semantic prompts; this task has none to score"
+            )
 
     def settings(self) -> dict[str, Any]:
         return {}
 
-    async def _search(self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts):
-        return await prompt_set_search(tracker, [p for p in semantic_prompts if p and p.strip()])
+    async def _search(
+        self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
+    ):
+        return await prompt_set_search(
+            tracker, [p for p in semantic_prompts if p and p.strip()]
+        )

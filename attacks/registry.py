@@ -19,7 +19,16 @@ from attacks.recipes import (
 )
 
 _ATTACKS: dict[str, type[Attack]] = {
-    cls.name: cls for cls in (TextBugger, DeepWordBug, TextFooler, BertAttack, CheckList, StressTest, Semantic)
+    cls.name: cls
+    for cls in (
+        TextBugger,
+        DeepWordBug,
+        TextFooler,
+        BertAttack,
+        CheckList,
+        StressTest,
+        Semantic,
+    )
 }
 
 
@@ -28,23 +37,30 @@ def list_attacks() -> list[tuple[str, str]]:
     return [(name, cls.description) for name, cls in _ATTACKS.items()]
 
 
-def attack_options(name: str) -> dict[str, Any]:
-    """The options an attack accepts, with their defaults."""
+def attack_options(name: str, *, cli_only: bool = False) -> dict[str, Any]:
+    """The options an attack accepts, with their defaults. ``cli_only`` keeps
+    those settable from the command line (str/int/float/bool defaults), not
+    the injectable resource objects (embedding, encoder, tagger)."""
     cls = _attack_class(name)
     out: dict[str, Any] = {}
     for klass in cls.__mro__:
         if klass in (Attack, object) or "__init__" not in vars(klass):
             continue
         for p in inspect.signature(klass.__init__).parameters.values():
-            if p.kind is p.KEYWORD_ONLY and p.name not in out:
-                out[p.name] = p.default
+            if p.kind is not p.KEYWORD_ONLY or p.name in out:
+                continue
+            if cli_only and not isinstance(p.default, (str, int, float, bool)):
+                continue
+            out[p.name] = p.default
     return out
 
 
 def _attack_class(name: str) -> type[Attack]:
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in _ATTACKS:
-        raise UnknownAttackError(f"unknown attack {name!r}; choose one of: {', '.join(_ATTACKS)}")
+        raise UnknownAttackError(
+            f"unknown attack {name!r}; choose one of: {', '.join(_ATTACKS)}"
+        )
     return _ATTACKS[key]
 
 
@@ -78,7 +94,9 @@ def get_attack(name: str, **options: Any) -> Attack:
     unknown = sorted(set(options) - set(known))
     if unknown:
         valid = ", ".join(sorted(known)) or "none"
-        raise AttackOptionError(f"attack {cls.name} has no option {', '.join(unknown)}; valid options: {valid}")
+        raise AttackOptionError(
+            f"attack {cls.name} has no option {', '.join(unknown)}; valid options: {valid}"
+        )
     typed = {k: _coerce(cls.name, k, v, known[k]) for k, v in options.items()}
     try:
         return cls(**typed)

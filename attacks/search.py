@@ -16,13 +16,27 @@ PromptScorer contract, the same choice as scoring everything exhaustively.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from attacks.base import CandidateScore, Constraint, PromptScorer, WordSite, WordTransformation
+from attacks.base import (
+    CandidateScore,
+    Constraint,
+    PromptScorer,
+    WordSite,
+    WordTransformation,
+)
 from attacks.errors import ScorerContractError
-from attacks.words import STOPWORDS, has_letter, is_protected, mentions_protected, tokenize, word_indices
+from attacks.words import (
+    STOPWORDS,
+    has_letter,
+    is_protected,
+    mentions_protected,
+    tokenize,
+    word_indices,
+)
 
 ImportanceMode = Literal["delete", "unk"]
 
@@ -58,14 +72,20 @@ class TrackedScorer:
             return candidates[:left]
         return candidates
 
-    async def _call(self, prompts: list[str], to_beat: float | None) -> list[CandidateScore]:
+    async def _call(
+        self, prompts: list[str], to_beat: float | None
+    ) -> list[CandidateScore]:
         self.calls += 1
         results = list(await self._scorer(prompts, to_beat=to_beat))
         if len(results) != len(prompts):
-            raise ScorerContractError(f"scorer returned {len(results)} scores for {len(prompts)} prompts")
+            raise ScorerContractError(
+                f"scorer returned {len(results)} scores for {len(prompts)} prompts"
+            )
         for prompt, res in zip(prompts, results):
             if res.prompt != prompt:
-                raise ScorerContractError("scorer returned scores out of order (CandidateScore.prompt mismatch)")
+                raise ScorerContractError(
+                    "scorer returned scores out of order (CandidateScore.prompt mismatch)"
+                )
             self.samples_evaluated += res.samples_evaluated
         return results
 
@@ -73,10 +93,14 @@ class TrackedScorer:
         """The exact score of the prompt under attack (not a counted query)."""
         (res,) = await self._call([prompt], None)
         if not res.complete:
-            raise ScorerContractError("scorer left the only candidate incomplete; a lone prompt must be scored fully")
+            raise ScorerContractError(
+                "scorer left the only candidate incomplete; a lone prompt must be scored fully"
+            )
         return res.score
 
-    async def score(self, prompts: list[str], to_beat: float | None) -> list[CandidateScore]:
+    async def score(
+        self, prompts: list[str], to_beat: float | None
+    ) -> list[CandidateScore]:
         """Score candidates (caller has applied ``take``); counts them."""
         if not prompts:
             return []
@@ -92,7 +116,9 @@ class TrackedScorer:
         results = await self.score(prompts, None)
         redo = [i for i, r in enumerate(results) if not r.complete]
         if redo:
-            again = await asyncio.gather(*(self._call([prompts[i]], None) for i in redo))
+            again = await asyncio.gather(
+                *(self._call([prompts[i]], None) for i in redo)
+            )
             for i, (res,) in zip(redo, again):
                 if not res.complete:
                     raise ScorerContractError("scorer left a lone prompt incomplete")
@@ -100,7 +126,9 @@ class TrackedScorer:
         return [r.score for r in results]
 
 
-def best_complete(results: Sequence[CandidateScore], to_beat: float | None) -> CandidateScore | None:
+def best_complete(
+    results: Sequence[CandidateScore], to_beat: float | None
+) -> CandidateScore | None:
     """The first complete candidate with the lowest score strictly below ``to_beat``."""
     best: CandidateScore | None = None
     for r in results:
@@ -118,7 +146,9 @@ class SearchResult:
     perturbed_words: int = 0
 
 
-def attackable_words(tokens: tuple[str, ...], protected: frozenset[str], *, skip_stopwords: bool) -> list[int]:
+def attackable_words(
+    tokens: tuple[str, ...], protected: frozenset[str], *, skip_stopwords: bool
+) -> list[int]:
     """Indices of the words an attack may change, in prompt order."""
     out = []
     for i in word_indices(tokens):
@@ -151,7 +181,36 @@ async def rank_words(
     return [indices[j] for j in ranked] + indices[len(scores) :]
 
 
-def _filter(constraints: Sequence[Constraint], clean: str, current: str, candidates: list[str]) -> list[str]:
+# One attack at a time computes candidates: the shared resources (encoder
+# memo, tagger, masked LM) are not written for concurrent threads.
+_CPU_LOCK = threading.Lock()
+
+
+def _candidates_for(
+    site: WordSite,
+    transformation: WordTransformation,
+    constraints: Sequence[Constraint],
+    protected: frozenset[str],
+    clean: str,
+    current: str,
+) -> list[str]:
+    """The allowed candidate prompts for one word, in proposal order."""
+    with _CPU_LOCK:
+        seen: set[str] = {current}
+        candidates: list[str] = []
+        for new in transformation.replacements(site):
+            if not new or new.isspace() or mentions_protected(new, protected):
+                continue
+            cand = site.with_word(new)
+            if cand not in seen:
+                seen.add(cand)
+                candidates.append(cand)
+        return _filter(constraints, clean, current, candidates)
+
+
+def _filter(
+    constraints: Sequence[Constraint], clean: str, current: str, candidates: list[str]
+) -> list[str]:
     for c in constraints:
         if not candidates:
             break
@@ -182,27 +241,32 @@ async def greedy_word_search(
     indices = attackable_words(tuple(tokens), protected, skip_stopwords=skip_stopwords)
     if not indices or current_score <= 0.0:
         return SearchResult(current, current_score)
-    order = await rank_words(tuple(tokens), indices, tracker, mode=importance, unk_token=unk_token)
+    order = await rank_words(
+        tuple(tokens), indices, tracker, mode=importance, unk_token=unk_token
+    )
     for i in order:
         if current_score <= 0.0 or tracker.remaining == 0:
             if tracker.remaining == 0 and tracker.budget is not None:
                 tracker.budget_exhausted = True
             break
         site = WordSite(tuple(tokens), i)
-        seen: set[str] = {current}
-        candidates: list[str] = []
-        for new in transformation.replacements(site):
-            if not new or new.isspace() or mentions_protected(new, protected):
-                continue
-            cand = site.with_word(new)
-            if cand not in seen:
-                seen.add(cand)
-                candidates.append(cand)
-        candidates = _filter(constraints, clean_prompt, current, candidates)
+        # CPU work (word vectors, masked LM, encoders, tagger) runs off the
+        # event loop so a shared scheduler keeps feeding the model meanwhile.
+        candidates = await asyncio.to_thread(
+            _candidates_for,
+            site,
+            transformation,
+            constraints,
+            protected,
+            clean_prompt,
+            current,
+        )
         candidates = tracker.take(candidates)
         if not candidates:
             continue
-        best = best_complete(await tracker.score(candidates, current_score), current_score)
+        best = best_complete(
+            await tracker.score(candidates, current_score), current_score
+        )
         if best is not None:
             tokens[i] = _replacement_of(site, best.prompt)
             current, current_score = best.prompt, best.score
@@ -218,7 +282,10 @@ def _replacement_of(site: WordSite, prompt: str) -> str:
 
 
 async def brute_force_search(
-    clean_prompt: str, clean_score: float, tracker: TrackedScorer, candidates: Sequence[str]
+    clean_prompt: str,
+    clean_score: float,
+    tracker: TrackedScorer,
+    candidates: Sequence[str],
 ) -> SearchResult:
     """Score every candidate in one call; keep the best if it beats the clean prompt."""
     todo = tracker.take([c for c in dict.fromkeys(candidates) if c != clean_prompt])
@@ -230,7 +297,9 @@ async def brute_force_search(
     return SearchResult(best.prompt, best.score)
 
 
-async def prompt_set_search(tracker: TrackedScorer, prompts: Sequence[str]) -> SearchResult:
+async def prompt_set_search(
+    tracker: TrackedScorer, prompts: Sequence[str]
+) -> SearchResult:
     """The lowest-scoring prompt of a set (Semantic attack), whether or not it
     is below the clean prompt's score."""
     todo = tracker.take(list(dict.fromkeys(prompts)))
@@ -238,5 +307,7 @@ async def prompt_set_search(tracker: TrackedScorer, prompts: Sequence[str]) -> S
         raise ValueError("the query budget allows no prompt of the set; raise --budget")
     best = best_complete(await tracker.score(todo, None), None)
     if best is None:
-        raise ScorerContractError("scorer returned no complete score for a prompt set scored with to_beat=None")
+        raise ScorerContractError(
+            "scorer returned no complete score for a prompt set scored with to_beat=None"
+        )
     return SearchResult(best.prompt, best.score)

@@ -7,11 +7,11 @@ torch, ~150-1000 prompts/s on CPU, loaded once per process on first use (~2 s).
 
 What the thresholds mean here: the similarity of two prompts is the cosine of
 their L2-normalised 512-d USE embeddings, computed on the whole prompts (the
-original clean prompt against the candidate). Measured with this encoder: a
-one-letter typo in a 14-word instruction keeps ~0.97; a paraphrase of the same
-instruction with different words lands near 0.8; an unrelated sentence is
-near 0.0. So 0.8 (TextBugger, BertAttack) admits light rewording and 0.84
-(TextFooler) a little less. The paper's tooling (TextAttack) measured USE on a
+original clean prompt against the candidate). Measured with this encoder on
+a 14-word sentiment instruction: a one-letter typo keeps ~0.97; appending
+"and true is true" ~0.91; paraphrases of the same instruction land between
+~0.75 and ~0.89; an unrelated sentence is near 0.0. So 0.8 (TextBugger,
+BertAttack) admits light rewording and 0.84 (TextFooler) a little less. The paper's tooling (TextAttack) measured USE on a
 window around the changed word and, for TextFooler, as angular similarity;
 ``metric="angular"`` (1 - arccos(cos)/pi) is available for that comparison.
 """
@@ -48,7 +48,9 @@ class CachedEncoder:
         if missing:
             rows = np.asarray(self._encoder.encode(missing), dtype=np.float32)
             if rows.ndim != 2 or rows.shape[0] != len(missing):
-                raise ValueError(f"sentence encoder returned shape {rows.shape} for {len(missing)} texts")
+                raise ValueError(
+                    f"sentence encoder returned shape {rows.shape} for {len(missing)} texts"
+                )
             norms = np.linalg.norm(rows, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
             for text, row in zip(missing, rows / norms):
@@ -61,7 +63,9 @@ class CachedEncoder:
             self._memo.popitem(last=False)
         return np.stack(out) if out else np.zeros((0, 1), dtype=np.float32)
 
-    def similarities(self, reference: str, texts: Sequence[str], metric: str = "cosine") -> np.ndarray:
+    def similarities(
+        self, reference: str, texts: Sequence[str], metric: str = "cosine"
+    ) -> np.ndarray:
         """Similarity of each text to ``reference``."""
         emb = self.encode([reference, *texts])
         cos = np.clip(emb[1:] @ emb[0], -1.0, 1.0)
@@ -69,7 +73,9 @@ class CachedEncoder:
             return cos
         if metric == "angular":
             return 1.0 - np.arccos(cos) / np.pi
-        raise ValueError(f"unknown similarity metric {metric!r}; use 'cosine' or 'angular'")
+        raise ValueError(
+            f"unknown similarity metric {metric!r}; use 'cosine' or 'angular'"
+        )
 
 
 class _UseAdapter:

@@ -27,7 +27,9 @@ class SyntheticScorer:
     ``calls`` records (prompts, to_beat) of every call.
     """
 
-    def __init__(self, sample_fn: SampleFn, n_samples: int, *, prune: bool = True) -> None:
+    def __init__(
+        self, sample_fn: SampleFn, n_samples: int, *, prune: bool = True
+    ) -> None:
         if n_samples <= 0:
             raise ValueError("n_samples must be positive")
         self.sample_fn = sample_fn
@@ -44,7 +46,9 @@ class SyntheticScorer:
             raise ValueError(f"sample scores must lie in [0, 1], got {v}")
         return v
 
-    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+    async def __call__(
+        self, prompts: Sequence[str], *, to_beat: float | None = None
+    ) -> list[CandidateScore]:
         self.calls.append((list(prompts), to_beat))
         bar = math.inf if to_beat is None else to_beat
         out: list[CandidateScore] = []
@@ -86,9 +90,13 @@ def contract_violations(
         if r.complete and abs(r.score - e) > tol:
             problems.append(f"result {i} complete but score {r.score} != exact {e}")
         if not r.complete and r.score > e + tol:
-            problems.append(f"result {i} incomplete with score {r.score} above exact {e}")
+            problems.append(
+                f"result {i} incomplete with score {r.score} above exact {e}"
+            )
         if e < bar and not r.complete:
-            problems.append(f"result {i} (exact {e}) beats everything before it but is incomplete")
+            problems.append(
+                f"result {i} (exact {e}) beats everything before it but is incomplete"
+            )
         bar = min(bar, e)
     return problems
 

@@ -25,7 +25,9 @@ def site_rng(seed: int, name: str, site: WordSite) -> random.Random:
 class CharacterEdits:
     """Applies each character edit once to the word (one random draw each)."""
 
-    def __init__(self, edits: Sequence[CharEdit], *, seed: int = 0, name: str = "char_edits") -> None:
+    def __init__(
+        self, edits: Sequence[CharEdit], *, seed: int = 0, name: str = "char_edits"
+    ) -> None:
         if not edits:
             raise ValueError("CharacterEdits needs at least one edit")
         self.edits = tuple(edits)

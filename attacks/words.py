@@ -50,7 +50,9 @@ def normalize_protected(words: Iterable[str]) -> frozenset[str]:
     out: set[str] = set()
     for raw in words:
         if not isinstance(raw, str):
-            raise TypeError(f"protected words must be strings, got {type(raw).__name__}; pass a set of str")
+            raise TypeError(
+                f"protected words must be strings, got {type(raw).__name__}; pass a set of str"
+            )
         low = raw.strip().lower()
         if not low:
             continue
@@ -84,7 +86,9 @@ def has_letter(word: str) -> bool:
 def protected_sequence(text: str, protected: frozenset[str]) -> list[str]:
     """The protected word tokens of ``text`` in order, exactly as written.
     Used to check that an attack left them all alone."""
-    return [m.group() for m in _WORD.finditer(text) if is_protected(m.group(), protected)]
+    return [
+        m.group() for m in _WORD.finditer(text) if is_protected(m.group(), protected)
+    ]
 
 
 def match_case(template: str, word: str) -> str:
@@ -100,14 +104,128 @@ def match_case(template: str, word: str) -> str:
 # Function words that the greedy attacks never spend queries on (the usual
 # stop-word rule of TextFooler-style attacks). Written for this project.
 STOPWORDS: frozenset[str] = frozenset(
-    """
-    a an the and or but nor so yet if then else than that this these those
-    of to in on at by for with from into onto over under about as via per
-    is are was were be been being am do does did done has have had having
-    i me my we us our you your he him his she her it its they them their
-    what which who whom whose when where why how there here
-    not no all any both each few more most other some such only own same
-    too very can will just should would could may might must shall
-    s t d ll m o re ve y also up down out off again once
-    """.split()
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "nor",
+        "so",
+        "yet",
+        "if",
+        "then",
+        "else",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "about",
+        "as",
+        "via",
+        "per",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "done",
+        "has",
+        "have",
+        "had",
+        "having",
+        "i",
+        "me",
+        "my",
+        "we",
+        "us",
+        "our",
+        "you",
+        "your",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "it",
+        "its",
+        "they",
+        "them",
+        "their",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "there",
+        "here",
+        "not",
+        "no",
+        "all",
+        "any",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "only",
+        "own",
+        "same",
+        "too",
+        "very",
+        "can",
+        "will",
+        "just",
+        "should",
+        "would",
+        "could",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "m",
+        "o",
+        "re",
+        "ve",
+        "y",
+        "also",
+        "up",
+        "down",
+        "out",
+        "off",
+        "again",
+        "once",
+    ]
 )

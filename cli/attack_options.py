@@ -31,6 +31,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="exact: stop candidates that can no longer win (same result as exhaustive); off: score every candidate fully",
     )
     g.add_argument("--chunk-size", type=int, default=32, help="samples per early-stopping round")
+    g.add_argument(
+        "--attack-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="attack setting, repeatable (e.g. mlm=/models/bert-base-uncased for bertattack); see `pre list attacks`",
+    )
+
+
+def options_for(names: list[str], items: list[str]) -> dict[str, dict[str, str]]:
+    """Split --attack-option KEY=VALUE items among the chosen attacks that take KEY."""
+    from attacks.registry import attack_options
+
+    per_attack: dict[str, dict[str, str]] = {n: {} for n in names}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(f"--attack-option {item!r} is not KEY=VALUE (example: --attack-option mlm=/models/bert)")
+        takers = [n for n in names if key in attack_options(n)]
+        if not takers:
+            raise UserError(f"--attack-option {key}: none of {', '.join(names)} takes it; see `pre list attacks`")
+        for n in takers:
+            per_attack[n][key] = value.strip()
+    return per_attack
 
 
 def attack_names(spec: str) -> list[str]:
@@ -54,6 +79,7 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
     if args.budget < 1:
         raise UserError(f"--budget must be at least 1 (got {args.budget})")
     names = attack_names(args.attack)
+    per_attack_options = options_for(names, args.attack_option)
     scheduler = evaluator.scheduler
     started = time.monotonic()
 
@@ -85,6 +111,7 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
                 early_stopping=args.early_stopping,
                 chunk_size=args.chunk_size,
                 semantic_prompts=semantic,
+                attack_options=per_attack_options[name],
             )
             records.append(rec.to_dict())
             append_jsonl(jsonl_path, [rec])

@@ -27,6 +27,8 @@ def user_error_types() -> tuple[type[BaseException], ...]:
         ("tasks.registry", ("UnknownTaskError",)),
         ("tasks.prompt_sets", ("UnknownPromptError", "PromptFileError")),
         ("attacks.registry", ("UnknownAttackError",)),
+        ("attacks.errors", ("AttackError",)),
+        ("engine.sweep", ("SweepConfigError",)),
     ):
         try:
             mod = __import__(module, fromlist=list(names))

@@ -73,10 +73,10 @@ def _attacks(args: argparse.Namespace) -> None:
     except ImportError:
         print("no attacks are installed")
         return
+    from attacks.registry import attack_options
+
     rows = []
-    for item in list_attacks():
-        if isinstance(item, tuple):
-            rows.append(tuple(str(x) for x in item))
-        else:
-            rows.append((str(item), ""))
-    _table(rows, ("name", "description")[: len(rows[0])] if rows else ("name",))
+    for name, description in list_attacks():
+        opts = attack_options(name, cli_only=True)
+        rows.append((name, description, " ".join(f"{k}={v}" for k, v in opts.items())))
+    _table(rows, ("name", "description", "options (--attack-option KEY=VALUE)"))

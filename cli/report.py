@@ -47,15 +47,16 @@ _REQUIRED = ("model", "dataset", "attack", "pdr", "clean_prompt", "adversarial_p
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("report", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders, sweep folders or results files (searched recursively)")
-    p.add_argument("--output", default=None, help="folder for the report files (default: <first RUN_DIR>/report)")
-    p.add_argument("--format", default=",".join(FORMATS), help="comma-separated outputs among md, csv, png, html")
-    p.add_argument("--top", type=int, default=10, help="adversarial prompts shown in the HTML page (highest PDR first)")
-    p.add_argument("--words", type=int, default=15, help="words listed each way in the word-frequency analysis")
+    p.add_argument("--output", default=None, metavar="DIR", help="folder for the report files (None: <first RUN_DIR>/report)")
+    p.add_argument("--format", default=",".join(FORMATS), metavar="LIST", help="comma-separated outputs among md, csv, png, html")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="most damaging adversarial prompts listed in report.html and worst_prompts.csv")
+    p.add_argument("--words", type=int, default=15, metavar="N", help="words listed each way in the word-frequency analysis")
     p.add_argument(
         "--word-threshold",
         type=float,
+        metavar="PDR",
         default=None,
-        help="PDR that splits robust (<=) from vulnerable (>) prompts in the word-frequency analysis (default: the median)",
+        help="PDR that splits robust (<=) from vulnerable (>) prompts in the word-frequency analysis (None: the median)",
     )
     p.add_argument("--quiet", action="store_true", help="do not print the Markdown tables to stdout")
     p.set_defaults(handler=handle)
@@ -171,7 +172,7 @@ def load_runs(paths: list[str]) -> RunData:
         rec_frame = rec_frame.with_columns(
             pl.col("pdr").cast(pl.Float64),
             *[pl.col(c).cast(pl.Utf8) for c in ("model", "dataset", "attack", "clean_prompt", "adversarial_prompt")],
-        )
+        ).filter(pl.col("pdr").is_not_null() & pl.col("pdr").is_not_nan())
     clean_schema = {"model": pl.Utf8, "dataset": pl.Utf8, "shots": pl.Int64, "source": pl.Utf8, "prompt_id": pl.Utf8, "score": pl.Float64}
     clean_frame = pl.DataFrame(clean, schema=clean_schema)
     return RunData(rec_frame, clean_frame, files)
@@ -212,6 +213,8 @@ def build(data: RunData, *, top: int = 10, words: int = 15, word_threshold: floa
     out["apdr"] = rt.apdr_tables(data.records)
     out["cost"].append(rt.cost_table(data.records))
     out["worst"] = rt.worst_prompts(data.records, top)
+    if out["worst"].height == 0:
+        out["notes"].append("no attack lowered a score (every PDR <= 0): no adversarial prompts to show")
     try:
         wf = wfq.analyse(data.records, threshold=word_threshold, top=words)
     except ValueError as exc:
@@ -220,7 +223,12 @@ def build(data: RunData, *, top: int = 10, words: int = 15, word_threshold: floa
     if wf is not None:
         out["words"] = wfq.tables(wf)
     if plots:
-        from cli import report_plots as rp
+        try:
+            from cli import report_plots as rp
+        except ModuleNotFoundError as exc:
+            if exc.name != "matplotlib":
+                raise
+            raise UserError("matplotlib is not installed: pip install matplotlib, or pass --format md,csv") from None
 
         by_attack, by_model, _, model_attack = out["apdr"]
         out["plots"] = [

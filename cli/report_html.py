@@ -34,8 +34,9 @@ th{background:#eef1f5;text-align:center}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr:nth-child(even) td{background:#fafbfc}
 p.note{color:#5b6472;font-size:12px;font-style:italic;margin:2px 0 10px}
-.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px;align-items:start}
-figure{margin:0;border:1px solid #e3e6eb;border-radius:6px;padding:8px;background:#fff}
+.plots{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+.scroll{overflow-x:auto;max-width:100%}
+figure{margin:0;border:1px solid #e3e6eb;border-radius:6px;padding:8px;background:#fff;flex:0 1 auto;max-width:100%;box-sizing:border-box}
 figure img{max-width:100%;height:auto;display:block;margin:0 auto}
 figcaption{font-size:12px;color:#5b6472;text-align:center;margin-top:4px}
 table.diff{width:100%;table-layout:fixed}
@@ -46,7 +47,7 @@ ins{background:#dcf5dd;color:#14532d;text-decoration:none;font-weight:600;border
 .skip{color:#8a5a00;background:#fff7e0;border:1px solid #f1d48a;padding:6px 10px;border-radius:4px;font-size:13px}
 .words{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
 .words>div{flex:1 1 420px;min-width:0}
-tbody th{text-align:left;font-weight:600}
+tbody th{text-align:left;font-weight:600;white-space:nowrap}
 td.all,th.all{background:#f3f5f8;font-weight:600}
 """
 
@@ -102,7 +103,7 @@ def table_html(t: Table) -> str:
         cells += [f'<td class="num{" all" if m else ""}">{escape(c)}</td>' for c, m in zip(row[1:], marg[1:])]
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{escape(t.note)}</p>' if t.note else ""
-    return f"<h3>{escape(t.title)}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+    return f'<h3>{escape(t.title)}</h3><div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}'
 
 
 def figure_html(caption: str, png: bytes) -> str:

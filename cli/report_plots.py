@@ -12,19 +12,26 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
+import matplotlib.pyplot as plt
+import polars as pl
 
-from cli.report_tables import ALL, Table  # noqa: E402
+from cli.report_tables import ALL, Table
 
 _DPI = 110
 
 
-def _png(fig) -> bytes:  # noqa: ANN001 - matplotlib Figure
+def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
+
+
+def _xticks(ax, labels: list[str]) -> None:
+    """Tick labels, slanted when there are many or they are long, so they never overlap."""
+    slant = len(labels) > 4 or max((len(x) for x in labels), default=0) > 14
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30 if slant else 0, ha="right" if slant else "center", rotation_mode="anchor")
 
 
 def apdr_bars(table: Table, what: str) -> bytes:
@@ -36,18 +43,18 @@ def apdr_bars(table: Table, what: str) -> bytes:
     means = data["mean"].to_list()
     stds = [0.0 if s is None or math.isnan(s) else s for s in data["std"].to_list()]
     counts = data["count"].to_list()
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2), 4.0))
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.75 * len(labels) + 1.5), 4.0))
     bars = ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color="#4c78a8", edgecolor="#2b4a6f", ecolor="#333333")
-    for b, m, s, n in zip(bars, means, stds, counts):
-        top = max(m + s, m, 0.0)
-        ax.annotate(f"{m:.2f} (n={n})", (b.get_x() + b.get_width() / 2, top), xytext=(0, 4), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=9, color="#222222")
-    ax.margins(y=0.12)
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=30 if len(labels) > 4 else 0, ha="right" if len(labels) > 4 else "center")
+    for b, m, s in zip(bars, means, stds):
+        ax.annotate(f"{m:.2f}", (b.get_x() + b.get_width() / 2, max(m + s, m, 0.0)), xytext=(0, 3),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8, color="#222222")
+    lo = min([0.0, *(m - s for m, s in zip(means, stds))])
+    hi = max([0.05, *(m + s for m, s in zip(means, stds))])
+    ax.set_ylim(lo * 1.15, hi * 1.15)  # room for the labels; start at 0 unless a PDR is negative
+    _xticks(ax, [f"{label} ({n})" for label, n in zip(labels, counts)])
     ax.set_ylabel("APDR (mean PDR)")
     ax.set_xlabel(what)
-    ax.set_title(f"APDR by {what} (error bars: sample std)")
+    ax.set_title(f"APDR by {what} (error bars: sample std; records in brackets)", fontsize=10)
     ax.axhline(0, color="#888888", linewidth=0.8)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
@@ -64,17 +71,16 @@ def heatmap(table: Table, row_label: str, col_label: str) -> bytes:
     lo = min(0.0, *flat) if flat else 0.0
     hi = max(max(flat) if flat else 1.0, lo + 1e-6, 0.05)
     grid = [[math.nan if v is None else v for v in line] for line in values]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(cols) + 2.5), max(2.5, 0.55 * len(rows) + 1.5)))
-    cmap = matplotlib.colormaps["OrRd"].copy()
-    cmap.set_bad("#eeeeee")
+    label_room = 0.075 * max((len(r) for r in rows), default=0)
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.75 * len(cols) + 1.8 + label_room), max(2.5, 0.45 * len(rows) + 1.6)))
+    cmap = matplotlib.colormaps["OrRd"].with_extremes(bad="#eeeeee")
     im = ax.imshow(grid, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
     for i, line in enumerate(values):
         for j, v in enumerate(line):
             text = "–" if v is None else f"{v:.2f}"
             dark = v is not None and (v - lo) / (hi - lo) > 0.6
             ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "#222222")
-    ax.set_xticks(range(len(cols)))
-    ax.set_xticklabels(cols, rotation=30 if len(cols) > 4 else 0, ha="right" if len(cols) > 4 else "center")
+    _xticks(ax, cols)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(rows)
     ax.set_xlabel(col_label)

@@ -47,11 +47,14 @@ class Table:
     numeric: dict[str, list[float | None]] = field(default_factory=dict)
 
     def markdown(self) -> str:
-        widths = [max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h) for i, h in enumerate(self.header)]
+        """GitHub-style table: first column left-aligned, numbers right-aligned, padded for terminals."""
+        header = [_md(h) for h in self.header]
+        rows = [[_md(c) for c in r] for r in self.rows]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
         lines = [f"### {self.title}", ""]
-        lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(self.header, widths)) + " |")
+        lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
         lines.append("|" + "|".join((":" + "-" * (w + 1)) if i == 0 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
-        for row in self.rows:
+        for row in rows:
             cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("| " + " | ".join(cells) + " |")
         if self.note:
@@ -62,6 +65,11 @@ class Table:
         path = os.path.join(folder, f"{self.name}.csv")
         self.frame.write_csv(path)
         return path
+
+
+def _md(text: str) -> str:
+    """A Markdown table cell: a '|' inside a name must not end the cell."""
+    return text.replace("|", "\\|")
 
 
 def cell(mean: float | None, std: float | None, count: int, digits: int = 2) -> str:
@@ -205,9 +213,9 @@ def cost_table(records: pl.DataFrame) -> Table:
 
 
 def worst_prompts(records: pl.DataFrame, top: int) -> pl.DataFrame:
-    """The ``top`` records with the highest PDR whose prompt the attack changed."""
+    """The ``top`` records with the highest PDR among attacks that lowered the score (PDR > 0)."""
     cols = ["pdr", "model", "dataset", "attack", "prompt_id", "clean_score", "adversarial_score", "clean_prompt", "adversarial_prompt"]
-    changed = records.filter(pl.col("adversarial_prompt") != pl.col("clean_prompt"))
+    changed = records.filter((pl.col("adversarial_prompt") != pl.col("clean_prompt")) & (pl.col("pdr") > 0))
     return changed.sort(
         ["pdr", "model", "dataset", "attack", "prompt_id"], descending=[True, False, False, False, False]
     ).head(top).select([c for c in cols if c in records.columns])

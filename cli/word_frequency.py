@@ -25,18 +25,17 @@ import polars as pl
 from cli.errors import UserError
 from cli.report_tables import Table
 
-STOPWORDS = frozenset(
-    """
+_STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being below
     between both but by can could did do does doing down during each either else few for from further had has
     have having he her here hers herself him himself his how i if in into is it its itself just let me more most
-    my myself neither no nor not of off on once only or other our ours ourselves out over own please same she
+    my myself neither no nor not of off on once only or other our ours ourselves out over own same she
     should so some such than that the their theirs them themselves then there these they this those through to
     too under until up upon us very via was we were what when where whether which while who whom whose why will
-    with would you your yours yourself yourselves shall may might must one ones given based using use whereas
+    with would you your yours yourself yourselves shall may might must one ones whereas
     thus therefore s t
-    """.split()
-)
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 
 

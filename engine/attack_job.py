@@ -92,5 +92,8 @@ async def attack_prompt(
         input_format="chat" if evaluator.chat else "completion",
         budget=budget,
         metric=task.metric.name,
+        samples_evaluated=outcome.samples_evaluated,
+        budget_exhausted=outcome.budget_exhausted,
+        perturbed_words=outcome.perturbed_words,
         settings=dict(outcome.settings),
     )

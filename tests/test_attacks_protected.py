@@ -14,9 +14,40 @@ from attacks.sentence import CachedEncoder
 from attacks.testing import SyntheticScorer
 from attacks.words import normalize_protected, protected_sequence, tokenize
 
-PROTECTED = normalize_protected({"positive", "negative", "answer", "question", "sentence", "entailment", "not_entailment"})
-FILLER = ["good", "nice", "tone", "mood", "review", "judge", "film", "sad", "text", "label"]
-DRESSED = ["'positive'", "negative.", "Answer:", "POSITIVE", '"Negative"', "not_entailment", "(entailment)", "Question?", "sentence,"]
+PROTECTED = normalize_protected(
+    {
+        "positive",
+        "negative",
+        "answer",
+        "question",
+        "sentence",
+        "entailment",
+        "not_entailment",
+    }
+)
+FILLER = [
+    "good",
+    "nice",
+    "tone",
+    "mood",
+    "review",
+    "judge",
+    "film",
+    "sad",
+    "text",
+    "label",
+]
+DRESSED = [
+    "'positive'",
+    "negative.",
+    "Answer:",
+    "POSITIVE",
+    '"Negative"',
+    "not_entailment",
+    "(entailment)",
+    "Question?",
+    "sentence,",
+]
 
 # The tiny table makes label words the nearest neighbours of ordinary words,
 # the worst case for protection.
@@ -48,7 +79,9 @@ def attacks(tmp_path_factory):
     built = {
         "textbugger": get_attack("textbugger", embedding=emb, encoder=enc),
         "deepwordbug": get_attack("deepwordbug", max_edit_distance=1000),
-        "textfooler": get_attack("textfooler", embedding=emb, encoder=enc, tagger=AllTag(), min_word_cos=-1.0),
+        "textfooler": get_attack(
+            "textfooler", embedding=emb, encoder=enc, tagger=AllTag(), min_word_cos=-1.0
+        ),
         "checklist": get_attack("checklist"),
         "stresstest": get_attack("stresstest"),
     }
@@ -56,8 +89,12 @@ def attacks(tmp_path_factory):
         from attacks.masked_lm import MaskedLM
         from attacks.testing import build_tiny_masked_lm
 
-        path = build_tiny_masked_lm(str(tmp_path_factory.mktemp("mlm")), VOCAB + ["##s", "."])
-        built["bertattack"] = get_attack("bertattack", mlm=MaskedLM(path), encoder=enc, candidates=20)
+        path = build_tiny_masked_lm(
+            str(tmp_path_factory.mktemp("mlm")), VOCAB + ["##s", "."]
+        )
+        built["bertattack"] = get_attack(
+            "bertattack", mlm=MaskedLM(path), encoder=enc, candidates=20
+        )
     except ImportError:  # torch/transformers absent: the other attacks still run
         pass
     return built
@@ -74,15 +111,29 @@ def erosion_scorer(prompt: str) -> SyntheticScorer:
     return SyntheticScorer(fn, len(words))
 
 
-prompts = st.lists(st.sampled_from(FILLER + DRESSED), min_size=2, max_size=9).map(" ".join)
+prompts = st.lists(st.sampled_from(FILLER + DRESSED), min_size=2, max_size=9).map(
+    " ".join
+)
 
 
 @given(prompt=prompts, seed=st.integers(0, 2**16))
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 def test_protected_words_survive_every_attack(attacks, prompt, seed):
     want = protected_sequence(prompt, PROTECTED)
     for name, attack in attacks.items():
-        out = asyncio.run(attack.run(prompt, erosion_scorer(prompt), protected=PROTECTED, seed=seed, budget=None))
+        out = asyncio.run(
+            attack.run(
+                prompt,
+                erosion_scorer(prompt),
+                protected=PROTECTED,
+                seed=seed,
+                budget=None,
+            )
+        )
         adv = out.adversarial_prompt
         if name in ("checklist", "stresstest"):
             assert adv.startswith(prompt), name
@@ -95,7 +146,13 @@ def test_protected_words_survive_every_attack(attacks, prompt, seed):
 def test_word_attacks_do_change_the_unprotected_words(attacks):
     prompt = "judge the tone of this review: 'positive' or negative. Answer:"
     for name in ("textbugger", "deepwordbug", "textfooler"):
-        out = asyncio.run(attacks[name].run(prompt, erosion_scorer(prompt), protected=PROTECTED, seed=1, budget=None))
+        out = asyncio.run(
+            attacks[name].run(
+                prompt, erosion_scorer(prompt), protected=PROTECTED, seed=1, budget=None
+            )
+        )
         # judge, tone, review (TextFooler's tiny vocabulary may turn one into another prompt word)
-        assert out.perturbed_words == (3 if name != "textfooler" else out.perturbed_words) >= 2, (name, out.adversarial_prompt)
+        assert out.perturbed_words >= 2, (name, out.adversarial_prompt)
+        if name != "textfooler":
+            assert out.perturbed_words == 3, (name, out.adversarial_prompt)
         assert out.adversarial_prompt.endswith("'positive' or negative. Answer:")

@@ -7,11 +7,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attacks import AttackOptionError, UnknownAttackError, get_attack, list_attacks, performance_drop_rate
+from attacks import (
+    AttackOptionError,
+    UnknownAttackError,
+    get_attack,
+    list_attacks,
+    performance_drop_rate,
+)
 from attacks.base import CandidateScore
 from attacks.errors import ScorerContractError
-from attacks.recipes import STRESS_SUFFIXES, CheckList, GreedyWordAttack, Semantic, StressTest, random_strings
-from attacks.search import TrackedScorer, greedy_word_search, rank_words
+from attacks.recipes import (
+    STRESS_SUFFIXES,
+    CheckList,
+    GreedyWordAttack,
+    Semantic,
+    StressTest,
+    random_strings,
+)
+from attacks.search import TrackedScorer, rank_words
 from attacks.testing import SyntheticScorer, contract_violations
 from attacks.words import tokenize
 
@@ -44,8 +57,20 @@ class TableAttack(GreedyWordAttack):
 
 # Replacement word -> the samples it breaks. Sets of different positions are
 # disjoint, so the objective is additive and greedy finds the optimum.
-KILLS = {"a1": {0}, "a2": {0, 1, 2}, "b1": {3, 4}, "d1": {5}, "d2": {5, 6}, "d3": {5, 6}}
-TABLE = {"alpha": ["a1", "a2"], "bravo": ["b1"], "charlie": ["c1"], "delta": ["d2", "d1", "d3"]}
+KILLS = {
+    "a1": {0},
+    "a2": {0, 1, 2},
+    "b1": {3, 4},
+    "d1": {5},
+    "d2": {5, 6},
+    "d3": {5, 6},
+}
+TABLE = {
+    "alpha": ["a1", "a2"],
+    "bravo": ["b1"],
+    "charlie": ["c1"],
+    "delta": ["d2", "d1", "d3"],
+}
 CLEAN = "alpha bravo, charlie delta: 'positive'"
 
 
@@ -61,7 +86,11 @@ def run(coro):
 @pytest.mark.parametrize("prune", [False, True])
 def test_greedy_finds_the_known_optimum(prune):
     scorer = SyntheticScorer(killer, 20, prune=prune)
-    out = run(TableAttack(TABLE).run(CLEAN, scorer, protected=frozenset({"positive"}), seed=0, budget=None))
+    out = run(
+        TableAttack(TABLE).run(
+            CLEAN, scorer, protected=frozenset({"positive"}), seed=0, budget=None
+        )
+    )
     assert out.adversarial_prompt == "a2 b1, charlie d2: 'positive'"
     assert out.adversarial_score == pytest.approx(13 / 20)
     assert out.clean_score == 1.0 and out.pdr == pytest.approx(7 / 20)
@@ -100,11 +129,18 @@ def test_importance_ranking_order_and_rescoring_of_pruned_variants():
 
 
 def test_budget_is_respected_and_reported():
-    for budget in range(0, 13):
+    for budget in range(13):
         scorer = SyntheticScorer(killer, 20)
-        out = run(TableAttack(TABLE).run(CLEAN, scorer, protected=frozenset({"positive"}), seed=0, budget=budget))
+        out = run(
+            TableAttack(TABLE).run(
+                CLEAN, scorer, protected=frozenset({"positive"}), seed=0, budget=budget
+            )
+        )
         sent = sum(len(p) for p, _ in scorer.calls[1:])
-        assert out.queries <= budget and len({p for ps, _ in scorer.calls[1:] for p in ps}) <= budget
+        assert (
+            out.queries <= budget
+            and len({p for ps, _ in scorer.calls[1:] for p in ps}) <= budget
+        )
         assert sent >= out.queries
         assert out.budget_exhausted == (budget < 11)
     assert out.adversarial_prompt == "a2 b1, charlie d2: 'positive'"
@@ -117,7 +153,11 @@ def test_constraints_filter_candidates():
         def allowed(self, original, candidates):
             return ["d2" not in c for c in candidates]
 
-    out = run(TableAttack(TABLE, [NoD2()]).run(CLEAN, SyntheticScorer(killer, 20), seed=0, budget=None))
+    out = run(
+        TableAttack(TABLE, [NoD2()]).run(
+            CLEAN, SyntheticScorer(killer, 20), seed=0, budget=None
+        )
+    )
     assert out.adversarial_prompt == "a2 b1, charlie d3: 'positive'"
 
 
@@ -136,13 +176,25 @@ class LooseBounds:
 
     async def __call__(self, prompts, *, to_beat=None):
         res = await self.inner(prompts, to_beat=to_beat)
-        return [r if r.complete else CandidateScore(r.prompt, 0.0, False, r.samples_evaluated) for r in res]
+        return [
+            r
+            if r.complete
+            else CandidateScore(r.prompt, 0.0, False, r.samples_evaluated)
+            for r in res
+        ]
 
 
-@given(salt=st.integers(0, 10_000), n=st.integers(1, 25), budget=st.one_of(st.none(), st.integers(0, 15)))
+@given(
+    salt=st.integers(0, 10_000),
+    n=st.integers(1, 25),
+    budget=st.one_of(st.none(), st.integers(0, 15)),
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_pruning_scorer_gives_the_exhaustive_result(salt, n, budget):
-    table = {w: [w + s for s in ("x", "y", "z", "q")] for w in ("alpha", "bravo", "charlie", "delta", "echo")}
+    table = {
+        w: [w + s for s in ("x", "y", "z", "q")]
+        for w in ("alpha", "bravo", "charlie", "delta", "echo")
+    }
     clean = "alpha bravo charlie delta echo"
     results = []
     for scorer in (
@@ -150,21 +202,35 @@ def test_pruning_scorer_gives_the_exhaustive_result(salt, n, budget):
         SyntheticScorer(hashed(salt), n, prune=True),
         LooseBounds(SyntheticScorer(hashed(salt), n, prune=True)),
     ):
-        results.append(run(TableAttack(table).run(clean, scorer, seed=salt, budget=budget)))
+        results.append(
+            run(TableAttack(table).run(clean, scorer, seed=salt, budget=budget))
+        )
     full, pruned, loose = results
-    assert (pruned.adversarial_prompt, pruned.adversarial_score) == (full.adversarial_prompt, full.adversarial_score)
-    assert (loose.adversarial_prompt, loose.adversarial_score) == (full.adversarial_prompt, full.adversarial_score)
+    assert (pruned.adversarial_prompt, pruned.adversarial_score) == (
+        full.adversarial_prompt,
+        full.adversarial_score,
+    )
+    assert (loose.adversarial_prompt, loose.adversarial_score) == (
+        full.adversarial_prompt,
+        full.adversarial_score,
+    )
     assert pruned.queries == full.queries
     assert pruned.samples_evaluated <= full.samples_evaluated + n * pruned.pruned
 
 
-@given(salt=st.integers(0, 10_000), k=st.integers(1, 8), bar=st.one_of(st.none(), st.floats(0, 1)))
+@given(
+    salt=st.integers(0, 10_000),
+    k=st.integers(1, 8),
+    bar=st.one_of(st.none(), st.floats(0, 1)),
+)
 @settings(max_examples=100, deadline=None)
 def test_synthetic_scorer_keeps_the_contract(salt, k, bar):
     scorer = SyntheticScorer(hashed(salt), 9)
     prompts = [f"p{j}" for j in range(k)]
     res = run(scorer(prompts, to_beat=bar))
-    assert contract_violations(res, prompts, [scorer.exact(p) for p in prompts], bar) == []
+    assert (
+        contract_violations(res, prompts, [scorer.exact(p) for p in prompts], bar) == []
+    )
 
 
 def test_contract_checker_catches_a_bad_scorer():
@@ -173,7 +239,7 @@ def test_contract_checker_catches_a_bad_scorer():
 
 
 def test_same_seed_same_result_with_random_edits():
-    scorer = lambda: SyntheticScorer(hashed(5), 12)  # noqa: E731
+    scorer = lambda: SyntheticScorer(hashed(5), 12)
     prompt = "Determine whether the movie review expresses happiness or sadness overall"
     a = run(get_attack("deepwordbug").run(prompt, scorer(), seed=42, budget=60))
     b = run(get_attack("deepwordbug").run(prompt, scorer(), seed=42, budget=60))
@@ -186,12 +252,18 @@ def test_same_seed_same_result_with_random_edits():
 def test_deepwordbug_ranks_with_unk_and_keeps_edit_distance():
     scorer = SyntheticScorer(hashed(9), 12)
     prompt = "Determine whether the movie review expresses happiness or sadness overall"
-    out = run(get_attack("deepwordbug", max_edit_distance=2).run(prompt, scorer, seed=1, budget=None))
+    out = run(
+        get_attack("deepwordbug", max_edit_distance=2).run(
+            prompt, scorer, seed=1, budget=None
+        )
+    )
     assert any("[UNK]" in p for ps, _ in scorer.calls for p in ps)
     from attacks.constraints import levenshtein
 
     assert levenshtein(prompt, out.adversarial_prompt) <= 2
-    assert out.settings["max_edit_distance"] == 2 and out.settings["importance"] == "unk"
+    assert (
+        out.settings["max_edit_distance"] == 2 and out.settings["importance"] == "unk"
+    )
 
 
 def test_checklist_and_stresstest_brute_force_in_one_call():
@@ -199,26 +271,44 @@ def test_checklist_and_stresstest_brute_force_in_one_call():
     target = prompt + STRESS_SUFFIXES[1]
     scorer = SyntheticScorer(lambda p, i: 0.0 if p == target and i < 3 else 1.0, 10)
     out = run(StressTest().run(prompt, scorer, seed=0, budget=None))
-    assert out.adversarial_prompt == target and out.adversarial_score == pytest.approx(0.7)
-    assert len(scorer.calls) == 2 and len(scorer.calls[1][0]) == 3 and scorer.calls[1][1] == 1.0
+    assert out.adversarial_prompt == target and out.adversarial_score == pytest.approx(
+        0.7
+    )
+    assert (
+        len(scorer.calls) == 2
+        and len(scorer.calls[1][0]) == 3
+        and scorer.calls[1][1] == 1.0
+    )
     assert STRESS_SUFFIXES[2] == " and true is true" * 5
 
     strings = random_strings(50, 10, 2306)
-    assert len(set(strings)) == 50 and all(len(s) == 10 and s.isalnum() for s in strings)
+    assert len(set(strings)) == 50 and all(
+        len(s) == 10 and s.isalnum() for s in strings
+    )
     assert strings == random_strings(50, 10, 2306)
     scorer = SyntheticScorer(lambda p, i: 0.5 if p.endswith(strings[17]) else 1.0, 4)
     out = run(CheckList().run(prompt, scorer, seed=0, budget=None))
     assert out.adversarial_prompt == f"{prompt} {strings[17]}" and out.queries == 50
-    out = run(CheckList().run(prompt, SyntheticScorer(lambda p, i: 1.0, 4), seed=0, budget=None))
-    assert out.adversarial_prompt == prompt and out.pdr == 0.0, "no candidate beats the clean prompt"
+    out = run(
+        CheckList().run(
+            prompt, SyntheticScorer(lambda p, i: 1.0, 4), seed=0, budget=None
+        )
+    )
+    assert out.adversarial_prompt == prompt and out.pdr == 0.0, (
+        "no candidate beats the clean prompt"
+    )
 
 
 def test_semantic_reports_the_worst_prompt():
     sem = ["Tell me the feeling.", "What emotion is here?", "Sentiment please."]
     scores = {sem[0]: 0.8, sem[1]: 0.3, sem[2]: 0.9, "Clean.": 0.6}
     scorer = SyntheticScorer(lambda p, i: 1.0 if i < scores[p] * 10 else 0.0, 10)
-    out = run(Semantic().run("Clean.", scorer, seed=0, budget=None, semantic_prompts=sem))
-    assert out.adversarial_prompt == sem[1] and out.adversarial_score == pytest.approx(0.3)
+    out = run(
+        Semantic().run("Clean.", scorer, seed=0, budget=None, semantic_prompts=sem)
+    )
+    assert out.adversarial_prompt == sem[1] and out.adversarial_score == pytest.approx(
+        0.3
+    )
     assert out.pdr == pytest.approx(0.5)
     with pytest.raises(ValueError, match="semantic prompts"):
         run(Semantic().run("Clean.", scorer, seed=0, budget=None))
@@ -226,7 +316,15 @@ def test_semantic_reports_the_worst_prompt():
 
 def test_registry_names_options_and_errors():
     names = [n for n, _ in list_attacks()]
-    assert names == ["textbugger", "deepwordbug", "textfooler", "bertattack", "checklist", "stresstest", "semantic"]
+    assert names == [
+        "textbugger",
+        "deepwordbug",
+        "textfooler",
+        "bertattack",
+        "checklist",
+        "stresstest",
+        "semantic",
+    ]
     with pytest.raises(UnknownAttackError, match="textbugger, deepwordbug"):
         get_attack("textbuger")
     with pytest.raises(ValueError):  # a ValueError subclass, mapped to exit 2
@@ -235,6 +333,15 @@ def test_registry_names_options_and_errors():
         get_attack("checklist", colour="red")
     with pytest.raises(AttackOptionError, match="should be a int"):
         get_attack("checklist", count="many")
+    for name, bad in [
+        ("textfooler", {"similarity": "2"}),
+        ("bertattack", {"candidates": 0}),
+        ("deepwordbug", {"max_edit_distance": -1}),
+    ]:
+        with pytest.raises(AttackOptionError, match=name):
+            get_attack(name, **bad)
+    with pytest.raises(ValueError, match="budget"):
+        run(StressTest().run("x y", SyntheticScorer(lambda p, i: 1.0, 2), budget=-1))
     assert get_attack("checklist", count="5").count == 5
     assert get_attack("TextFooler", similarity="0.9").similarity == 0.9
 
@@ -264,3 +371,39 @@ def test_a_scorer_breaking_the_contract_is_reported():
 def test_empty_prompt_rejected():
     with pytest.raises(ValueError, match="empty"):
         run(StressTest().run("  ", SyntheticScorer(lambda p, i: 1.0, 2), seed=0))
+
+
+def test_candidate_generation_does_not_block_the_event_loop():
+    import time
+
+    class SlowSwap(TableSwap):
+        def replacements(self, site):
+            time.sleep(0.2)  # stands in for encoder / tagger / masked-LM work
+            return super().replacements(site)
+
+    class SlowAttack(TableAttack):
+        def transformation(self, seed):
+            return SlowSwap(TABLE)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        out = await SlowAttack(TABLE).run(
+            CLEAN,
+            SyntheticScorer(killer, 20),
+            protected=frozenset({"positive"}),
+            budget=None,
+        )
+        task.cancel()
+        return out, ticks
+
+    out, ticks = run(main())
+    assert out.adversarial_prompt == "a2 b1, charlie d2: 'positive'"
+    assert ticks >= 20, "the loop kept running while candidates were computed"

@@ -1,7 +1,9 @@
 """Character edits, embedding neighbours and the cheap constraints, on fixed inputs."""
 
+import itertools
 import random
 import zlib
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -21,7 +23,12 @@ from attacks.chars import (
     swap_adjacent,
     swap_inner,
 )
-from attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity, levenshtein
+from attacks.constraints import (
+    MaxLevenshtein,
+    PartOfSpeechMatch,
+    SentenceSimilarity,
+    levenshtein,
+)
 from attacks.embeddings import WordEmbedding, is_antonym
 from attacks.sentence import CachedEncoder
 from attacks.transformations import CharacterEdits, EmbeddingNeighbours
@@ -50,7 +57,12 @@ def test_delete_inner_keeps_first_and_last():
 def test_swap_inner_swaps_two_different_inner_letters():
     out = _one(swap_inner)
     diff = [i for i, (a, b) in enumerate(zip(WORD, out)) if a != b]
-    assert len(diff) == 2 and diff[1] == diff[0] + 1 and 0 < diff[0] and diff[1] < len(WORD) - 1
+    assert (
+        len(diff) == 2
+        and diff[1] == diff[0] + 1
+        and 0 < diff[0]
+        and diff[1] < len(WORD) - 1
+    )
     assert sorted(out) == sorted(WORD)
     assert swap_inner("aaaa", random.Random(0)) == [], "nothing to swap"
 
@@ -61,12 +73,25 @@ def test_deepwordbug_edits():
     assert len(sub) == len(WORD) and sum(a != b for a, b in zip(sub, WORD)) == 1
     assert len(_one(delete_random)) == len(WORD) - 1
     ins = _one(insert_random)
-    assert len(ins) == len(WORD) + 1 and any(ins[:i] + ins[i + 1 :] == WORD for i in range(len(ins)))
-    assert delete_random("a", random.Random(0)) == [] and insert_space("a", random.Random(0)) == []
+    assert len(ins) == len(WORD) + 1 and any(
+        ins[:i] + ins[i + 1 :] == WORD for i in range(len(ins))
+    )
+    assert (
+        delete_random("a", random.Random(0)) == []
+        and insert_space("a", random.Random(0)) == []
+    )
 
 
 def test_edits_are_deterministic_in_the_seed():
-    for edit in (insert_space, delete_inner, swap_inner, swap_adjacent, substitute_random, delete_random, insert_random):
+    for edit in (
+        insert_space,
+        delete_inner,
+        swap_inner,
+        swap_adjacent,
+        substitute_random,
+        delete_random,
+        insert_random,
+    ):
         assert _one(edit, seed=11) == _one(edit, seed=11)
     seen = {_one(substitute_random, seed=s) for s in range(20)}
     assert len(seen) > 5, "different seeds give different edits"
@@ -75,17 +100,30 @@ def test_edits_are_deterministic_in_the_seed():
 def test_homoglyph_edit_uses_the_table():
     edit = make_homoglyph_edit(HOMOGLYPHS_ASCII, max_candidates=10)
     assert edit("tool", random.Random(0)) == ["7ool", "t0ol", "to0l", "too1"]
-    uni = make_homoglyph_edit(homoglyph_table(unicode=True), max_candidates=10)("a", random.Random(0))
+    uni = make_homoglyph_edit(homoglyph_table(unicode=True), max_candidates=10)(
+        "a", random.Random(0)
+    )
     assert uni == ["\u0430"]
-    assert len(make_homoglyph_edit(HOMOGLYPHS_ASCII, max_candidates=2)("tool", random.Random(0))) == 2
+    assert (
+        len(
+            make_homoglyph_edit(HOMOGLYPHS_ASCII, max_candidates=2)(
+                "tool", random.Random(0)
+            )
+        )
+        == 2
+    )
 
 
 def test_character_edits_depend_only_on_seed_and_site():
     tokens = tokenize("Analyze the statement carefully")
     site = WordSite(tokens, 5)
-    make = lambda seed: CharacterEdits((insert_space, delete_inner, swap_inner), seed=seed)  # noqa: E731
+    make = lambda seed: CharacterEdits(
+        (insert_space, delete_inner, swap_inner), seed=seed
+    )
     first = make(7).replacements(site)
-    make(7).replacements(WordSite(tokens, 1))  # visiting another word first changes nothing
+    make(7).replacements(
+        WordSite(tokens, 1)
+    )  # visiting another word first changes nothing
     assert make(7).replacements(site) == first
     assert len(first) == 3 and all(c != "statement" for c in first)
 
@@ -112,15 +150,26 @@ def test_embedding_neighbours_sorted_filtered_and_cased():
     emb = _tiny_embedding()
     near = emb.neighbours("good", 3)
     assert [w for w, _ in near] == ["bad", "great", "positive"]
-    assert all(a[1] >= b[1] for a, b in zip(near, near[1:]))
-    assert [w for w, _ in emb.neighbours("good", 10, 0.9)] == ["bad", "great", "positive", "fine"]
+    assert all(a[1] >= b[1] for a, b in itertools.pairwise(near))
+    assert [w for w, _ in emb.neighbours("good", 10, 0.9)] == [
+        "bad",
+        "great",
+        "positive",
+        "fine",
+    ]
     swap = EmbeddingNeighbours(k=3, embedding=emb)
-    assert swap.replacements(WordSite(("", "Good", ""), 1)) == ["Great", "Positive"], "antonym 'bad' dropped"
+    assert swap.replacements(WordSite(("", "Good", ""), 1)) == ["Great", "Positive"], (
+        "antonym 'bad' dropped"
+    )
     assert swap.replacements(WordSite(("", "unknownword", ""), 1)) == []
 
 
 def test_antonyms():
-    assert is_antonym("positive", "negative") and is_antonym("Correct", "incorrect") and is_antonym("like", "dislike")
+    assert (
+        is_antonym("positive", "negative")
+        and is_antonym("Correct", "incorrect")
+        and is_antonym("like", "dislike")
+    )
     assert not is_antonym("good", "great")
 
 
@@ -168,7 +217,13 @@ def test_sentence_similarity_with_injected_encoder():
 class TableTagger:
     """Tags whitespace tokens from a fixed table (NOUN otherwise)."""
 
-    TAGS = {"quick": "ADJ", "fast": "ADJ", "quickly": "ADV", "run": "VERB", "the": "DET"}
+    TAGS: ClassVar[dict[str, str]] = {
+        "quick": "ADJ",
+        "fast": "ADJ",
+        "quickly": "ADV",
+        "run": "VERB",
+        "the": "DET",
+    }
 
     def tag(self, texts):
         out = []
@@ -183,7 +238,10 @@ class TableTagger:
 
 def test_part_of_speech_compares_the_changed_word():
     c = PartOfSpeechMatch(tagger=TableTagger())
-    assert c.allowed("the quick dog", ["the fast dog", "the quickly dog", "the quick cat", "the run dog"]) == [
+    assert c.allowed(
+        "the quick dog",
+        ["the fast dog", "the quickly dog", "the quick cat", "the run dog"],
+    ) == [
         True,
         False,
         True,

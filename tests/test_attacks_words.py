@@ -14,7 +14,9 @@ from attacks.words import (
     word_indices,
 )
 
-PROTECTED = normalize_protected({"positive", "Negative", "Answer:", "'Sentence'", "not_entailment", "entailment"})
+PROTECTED = normalize_protected(
+    {"positive", "Negative", "Answer:", "'Sentence'", "not_entailment", "entailment"}
+)
 
 
 @given(st.text(max_size=200))
@@ -31,20 +33,42 @@ def test_tokens_join_back_and_alternate(text):
 
 def test_tokenize_keeps_punctuation_and_quotes_apart():
     tokens = tokenize("Is it 'positive' or negative? Answer:")
-    assert [tokens[i] for i in word_indices(tokens)] == ["Is", "it", "positive", "or", "negative", "Answer"]
+    assert [tokens[i] for i in word_indices(tokens)] == [
+        "Is",
+        "it",
+        "positive",
+        "or",
+        "negative",
+        "Answer",
+    ]
     assert tokens[0] == "" and tokens[-1] == ":"
-    assert tokenize("don't re-read not_entailment")[1::2] == ("don't", "re-read", "not_entailment")
+    assert tokenize("don't re-read not_entailment")[1::2] == (
+        "don't",
+        "re-read",
+        "not_entailment",
+    )
 
 
 def test_normalize_protected_lowercases_and_strips_punctuation():
-    assert PROTECTED == frozenset({"positive", "negative", "answer", "sentence", "not_entailment", "entailment"})
+    assert PROTECTED == frozenset(
+        {"positive", "negative", "answer", "sentence", "not_entailment", "entailment"}
+    )
 
 
 def test_protected_words_recognised_in_any_dress():
     text = "Reply 'POSITIVE', \"negative.\" Answer: Sentence; Negative's not_entailment"
-    assert protected_sequence(text, PROTECTED) == ["POSITIVE", "negative", "Answer", "Sentence", "Negative's", "not_entailment"]
+    assert protected_sequence(text, PROTECTED) == [
+        "POSITIVE",
+        "negative",
+        "Answer",
+        "Sentence",
+        "Negative's",
+        "not_entailment",
+    ]
     assert not is_protected("tone", PROTECTED)
-    assert not is_protected("positively", PROTECTED), "only whole words (or their parts) are protected"
+    assert not is_protected("positively", PROTECTED), (
+        "only whole words (or their parts) are protected"
+    )
     assert is_protected("non-positive", PROTECTED)
 
 

@@ -269,6 +269,16 @@ async def test_score_choices_falls_back_to_generation_without_logprobs(caplog):
         await strict.close()
 
 
+async def test_server_refusing_logprobs_falls_back_instead_of_retrying():
+    with FakeOpenAIServer(model="fake-model", logprobs_error=500) as srv:
+        b = await started(srv.url)
+        req = Request("score_choices", prompt="Sentence:\nso good", choices=("positive", "negative"))
+        out = await call_with_retries(lambda: b.complete(req), FAST)
+        assert out.text == "positive" and out.note == FALLBACK_NOTE
+        assert srv.count("/v1/completions") == 2  # one refusal, one generation: no retry storm
+        await b.close()
+
+
 async def test_logprobs_false_never_asks_for_them(server):
     b = await started(server.url, logprobs=False)
     out = await b.complete(Request("score_choices", prompt="Sentence:\ngood", choices=("positive", "negative")))

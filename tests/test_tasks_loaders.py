@@ -26,6 +26,16 @@ QQP_ROWS = [
 ]
 
 
+
+def file_order(samples):
+    """Samples come in a seeded random order; these checks are about file contents, so restore file order."""
+
+    def row(sample):
+        tail = sample.id.rsplit(":", 1)[-1]
+        return (0, int(tail), "") if tail.isdigit() else (1, 0, sample.id)
+
+    return sorted(samples, key=row)
+
 def _write(rows, path: Path) -> Path:
     ext = path.suffix
     if ext == ".parquet":
@@ -39,10 +49,10 @@ def _write(rows, path: Path) -> Path:
 
 @pytest.mark.parametrize("ext", [".parquet", ".jsonl", ".csv"])
 def test_sst2_and_qqp_from_local_formats(tmp_path, ext):
-    sst2 = get_task("sst2").load(data_file=str(_write(SST2_ROWS, tmp_path / f"sst2{ext}")))
+    sst2 = file_order(get_task("sst2").load(data_file=str(_write(SST2_ROWS, tmp_path / f"sst2{ext}"))))
     assert [s.target for s in sst2] == ["positive", "negative", "positive"]
     assert sst2[2].fields["sentence"] == 'the "movie" is\nfun'
-    qqp = get_task("qqp").load(data_file=str(_write(QQP_ROWS, tmp_path / f"qqp{ext}")))
+    qqp = file_order(get_task("qqp").load(data_file=str(_write(QQP_ROWS, tmp_path / f"qqp{ext}"))))
     assert [s.target for s in qqp] == ["equivalent", "not_equivalent"]
     assert qqp[0].fields == {"question1": "How do I cook rice?", "question2": "What is the way to cook rice?"}
     assert qqp[0].id == "qqp:7"
@@ -53,38 +63,38 @@ def test_glue_tsv_layouts(tmp_path):
     d.mkdir()
     (d / "dev.tsv").write_bytes((FIX / "sst2_dev.tsv").read_bytes())
     (d / "train.tsv").write_bytes((FIX / "sst2_train.tsv").read_bytes())
-    samples = get_task("sst2").load(data_dir=str(d))
+    samples = file_order(get_task("sst2").load(data_dir=str(d)))
     assert len(samples) == 5
     assert samples[0].fields["sentence"].startswith("it is a {charming}")
     assert samples[2].fields["sentence"] == '"the movie" is \\"fun\\"'  # GLUE TSV: quotes are data
-    pool = get_task("sst2").few_shot_pool(data_dir=str(d))
+    pool = file_order(get_task("sst2").few_shot_pool(data_dir=str(d)))
     assert [s.target for s in pool] == ["negative", "positive", "negative", "positive"]
 
     m = tmp_path / "MNLI"
     m.mkdir()
     (m / "dev_matched.tsv").write_bytes((FIX / "mnli_dev_matched.tsv").read_bytes())
-    mnli = get_task("mnli").load(data_dir=str(m))
+    mnli = file_order(get_task("mnli").load(data_dir=str(m)))
     assert [s.target for s in mnli] == ["entailment", "neutral", "contradiction"]
     assert mnli[1].fields == {"premise": "He went home early.", "hypothesis": "He was tired."}
 
     c = tmp_path / "CoLA"
     c.mkdir()
     (c / "dev.tsv").write_bytes((FIX / "cola_dev.tsv").read_bytes())  # no header row
-    cola = get_task("cola").load(data_dir=str(c))
+    cola = file_order(get_task("cola").load(data_dir=str(c)))
     assert [s.target for s in cola] == ["acceptable", "unacceptable"]
 
 
 def test_squad_v2_official_json_and_jsonl(tmp_path):
     t = get_task("squad_v2")
-    samples = t.load(data_file=str(FIX / "squad_dev.json"))
+    samples = file_order(t.load(data_file=str(FIX / "squad_dev.json")))
     assert [s.target for s in samples] == [["France", "France."], []]
     rows = [{"id": "a", "context": "C {x}", "question": "Q?", "answers": {"text": ["C"], "answer_start": [0]}},
             {"id": "b", "context": "D", "question": "R?", "answers": {"text": [], "answer_start": []}}]
     for ext in (".jsonl", ".parquet"):
-        got = t.load(data_file=str(_write(rows, tmp_path / f"squad{ext}")))
+        got = file_order(t.load(data_file=str(_write(rows, tmp_path / f"squad{ext}"))))
         assert [s.target for s in got] == [["C"], []]
     csv_rows = [{**r, "answers": orjson.dumps(r["answers"]).decode()} for r in rows]
-    got = t.load(data_file=str(_write(csv_rows, tmp_path / "squad.csv")))
+    got = file_order(t.load(data_file=str(_write(csv_rows, tmp_path / "squad.csv"))))
     assert [s.target for s in got] == [["C"], []]
 
 

@@ -21,6 +21,7 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +30,20 @@ from typing import Any
 from engine.backends.base import Backend, BackendError, BackendUnavailable
 from engine.types import Completion, ModelIdentity, Request
 
+# With OpenMP's default (active, spinning) wait policy, torch on a CPU shared
+# with other busy processes slows down 10-20x (2 threads spin-waiting on each
+# other while descheduled; measured 16 s vs 0.85 s for one SmolLM2 forward).
+# The policy is read when OpenMP starts, so this only helps when this module is
+# imported before torch; the CLI should set it before anything imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".jinja", ".txt", ".tiktoken")
+
+
+def _hub_offline() -> bool:
+    """HF_HUB_OFFLINE as set now (huggingface_hub reads it only once, at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _first_line(err: BaseException) -> str:
@@ -149,9 +162,26 @@ class HFBackend(Backend):
     def is_chat(self) -> bool:
         if self._chat_override is not None:
             return self._chat_override
-        if self._tok is None:
+        if self._tok is not None:
+            return bool(getattr(self._tok, "chat_template", None))
+        peeked = self._peek_chat_template()
+        if peeked is None:
             raise BackendError("hf backend: is_chat is known after start(); call start() first")
-        return bool(getattr(self._tok, "chat_template", None))
+        return peeked
+
+    def _peek_chat_template(self) -> bool | None:
+        """Whether a local model dir ships a chat template, without loading it (None: cannot tell)."""
+        local = Path(self.model_ref).expanduser()
+        if not local.is_dir() or self.gguf_file:
+            return None
+        if (local / "chat_template.jinja").is_file() or (local / "chat_template.json").is_file():
+            return True
+        try:
+            import orjson
+
+            return bool(orjson.loads((local / "tokenizer_config.json").read_bytes()).get("chat_template"))
+        except (OSError, ValueError):
+            return None
 
     async def start(self) -> None:
         if self._model is None:
@@ -163,7 +193,12 @@ class HFBackend(Backend):
 
     def _load(self) -> None:
         import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForSeq2SeqLM,
+            AutoTokenizer,
+        )
 
         ref = self.model_ref
         local = Path(ref).expanduser()
@@ -179,6 +214,8 @@ class HFBackend(Backend):
             kw["revision"] = self.revision
         if self.gguf_file:
             kw["gguf_file"] = self.gguf_file
+        if not local.is_dir() and _hub_offline():
+            kw["local_files_only"] = True
         device = self._pick_device()
         dtype_name = self._planned_dtype()
         try:
@@ -409,8 +446,6 @@ class HFBackend(Backend):
 
     def _continuation_logprobs(self, inputs: list[list[int]], conts: list[list[int]]) -> list[float]:
         """Sum of log p(continuation tokens | input) for each (input, continuation) pair."""
-        import torch
-
         if self._encdec:
             enc, enc_mask = self._pad_right(inputs)
             start = self._decoder_start()
@@ -418,21 +453,36 @@ class HFBackend(Backend):
             logits = self._model(
                 input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec, decoder_attention_mask=dec_mask, use_cache=False
             ).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            return [float(sum(logp[row, t, tok] for t, tok in enumerate(c))) for row, c in enumerate(conts)]
+            return _sum_gathered(logits, conts, right_aligned=False)
         seqs = [a + c for a, c in zip(inputs, conts)]
         ids, mask, pos = self._pad_left(seqs)
         longest = max(len(c) for c in conts)
         # Left padding puts every sequence's end in the last column: the logits
         # predicting a continuation of n tokens are at columns -n-1 .. -2.
         logits = self._forward_logits(ids, mask, pos, longest + 1)
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        out = []
-        for row, c in enumerate(conts):
-            n = len(c)
-            cols = range(longest - n, longest)  # within the kept window of width longest+1
-            out.append(float(sum(logp[row, col, tok] for col, tok in zip(cols, c))))
-        return out
+        return _sum_gathered(logits[:, :longest, :], conts, right_aligned=True)
+
+
+def _sum_gathered(logits, conts: list[list[int]], *, right_aligned: bool) -> list[float]:
+    """Sum over each row of log p(token) for its continuation tokens.
+
+    ``logits[row, k]`` predicts the k-th column of a (B, width) target grid; a
+    row's tokens sit at the right end of it (left-padded decoder-only) or the
+    left end (encoder-decoder decoder).
+    """
+    import torch
+
+    width = logits.shape[1]
+    targets = torch.zeros((len(conts), width), dtype=torch.long)
+    mask = torch.zeros((len(conts), width), dtype=torch.bool)
+    for row, c in enumerate(conts):
+        cols = slice(width - len(c), width) if right_aligned else slice(0, len(c))
+        targets[row, cols] = torch.tensor(c, dtype=torch.long)
+        mask[row, cols] = True
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    picked = logp.gather(-1, targets.to(logp.device).unsqueeze(-1)).squeeze(-1)
+    sums = torch.where(mask.to(logp.device), picked, torch.zeros_like(picked)).sum(-1)
+    return [float(x) for x in sums.cpu()]
 
 
 @functools.cache

@@ -228,9 +228,11 @@ class OpenAIBackend(Backend):
         except ImportError:
             raise BackendUnavailable("the openai backend needs the openai package: pip install openai") from None
         self._ensure_clients()
-        revisions = []
-        for ep in self._endpoints:
-            revisions.append(await self._probe(ep))
+        try:
+            revisions = [await self._probe(ep) for ep in self._endpoints]
+        except BaseException:
+            await self.close()  # a failed start leaves no open connections behind
+            raise
         self._revision = revisions[0]
 
     async def _probe(self, ep: _Endpoint) -> str:
@@ -383,8 +385,13 @@ class OpenAIBackend(Backend):
             return await self._generate(ep, request, note=DISABLED_NOTE)
         if self._server_logprobs is False and self.logprobs is None:
             return await self._generate(ep, request, note=FALLBACK_NOTE)
-        resp, chat = await self._call(ep, request, max_tokens=1, stop=(), want_logprobs=True)
-        top = self._top_logprobs(resp, chat)
+        try:
+            resp, chat = await self._call(ep, request, max_tokens=1, stop=(), want_logprobs=True)
+            top = self._top_logprobs(resp, chat)
+        except Exception as exc:
+            if not self._rejects_logprobs(exc):
+                raise
+            top = []  # e.g. llama-cpp-python without --logits_all: HTTP 500 "logprobs is not supported"
         if top:
             self._server_logprobs = True
             prompt_tokens, completion_tokens = self._usage(resp)
@@ -399,6 +406,14 @@ class OpenAIBackend(Backend):
             self._warned_fallback = True
             log.warning("%s for %s at %s", FALLBACK_NOTE, self.model, ep.shown)
         return await self._generate(ep, request, note=FALLBACK_NOTE)
+
+    def _rejects_logprobs(self, exc: BaseException) -> bool:
+        """An error answer that refuses the logprobs option itself (retrying cannot help)."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError) or exc.status_code == 429:
+            return False
+        return exc.status_code < 600 and "logprob" in self._detail(exc).lower()
 
     # -- errors --------------------------------------------------------------------
     def _redact(self, text: str) -> str:

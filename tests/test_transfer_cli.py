@@ -1,0 +1,106 @@
+"""`pre transfer` on a fixture source run, with a fake target model at the
+backend boundary (scheduler, cache, evaluator and task are real)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+
+import orjson
+import pytest
+
+from cli import transfer
+from tests.fixtures.analysis.fake_model import (
+    REVIEWS,
+    SOURCE_RUN,
+    patch_backend,
+    rt_samples,
+)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pre")
+    sub = parser.add_subparsers(dest="command")
+    transfer.add_parser(sub, argparse.HelpFormatter)
+    return parser.parse_args(["transfer", "--data-file", str(REVIEWS), *argv])
+
+
+def only_run(out_dir):
+    runs = [p for p in out_dir.iterdir() if not p.name.startswith(".")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_transfer_pdr_matches_hand_computation(tmp_path, monkeypatch, capsys):
+    samples = rt_samples(8, seed=0)
+    positives = sum(s.target == "positive" for s in samples)
+    assert positives == 3
+    built = patch_backend(monkeypatch, samples)
+    args = parse(["--source", str(SOURCE_RUN), "--model", "hf:fake-target", "--cache", str(tmp_path / "c.sqlite"),
+                  "--output-dir", str(tmp_path / "out")])
+    assert args.handler(args) == 0
+    assert len(built) == 1
+
+    run = only_run(tmp_path / "out")
+    rows = [orjson.loads(line) for line in (run / "results.jsonl").read_bytes().splitlines()]
+    by_attack = {r["attack"]: r for r in rows}
+    assert set(by_attack) == {"textbugger", "textfooler", "checklist"}
+    triggered = positives / 8  # the fake model answers "positive" to every sample
+    for name in ("textbugger", "textfooler"):
+        r = by_attack[name]
+        assert r["model"] == "hf:fake-target"
+        assert r["clean_score"] == 1.0
+        assert r["adversarial_score"] == pytest.approx(triggered)
+        assert r["pdr"] == pytest.approx(1 - positives / 8)
+        assert r["samples"] == 8 and r["seed"] == 0
+        assert r["settings"]["source_model"] == "fake-source"
+        assert r["settings"]["source_pdr"] == 0.5
+    assert by_attack["checklist"]["pdr"] == 0.0
+
+    # APDR per (source -> target, attack): one record each here, so std 0.
+    with open(run / "transfer.csv", newline="") as fh:
+        table = {row["attack"]: row for row in csv.DictReader(fh)}
+    assert float(table["textbugger"]["pdr_mean"]) == pytest.approx(1 - positives / 8)
+    assert float(table["textbugger"]["pdr_std"]) == 0.0
+    assert table["checklist"]["source_model"] == "fake-source"
+    assert table["checklist"]["target_model"] == "hf:fake-target"
+    assert "fake-source" in (run / "transfer.md").read_text()
+    assert (run / "results.parquet").is_file()
+    out = capsys.readouterr().out
+    assert "APDR fake-source -> hf:fake-target [textbugger]" in out
+
+
+def test_transfer_apdr_is_mean_and_std_over_records(tmp_path, monkeypatch):
+    # Two source runs: the same textbugger pair plus a harmless one -> PDRs {x, 0}.
+    samples = rt_samples(8, seed=0)
+    positives = sum(s.target == "positive" for s in samples)
+    patch_backend(monkeypatch, samples)
+    second = tmp_path / "src2"
+    shutil.copytree(SOURCE_RUN, second)
+    rows = [orjson.loads(x) for x in (second / "results.jsonl").read_bytes().splitlines()]
+    rows[0]["adversarial_prompt"] = rows[0]["clean_prompt"] + " ok"
+    (second / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    args = parse(["--source", str(SOURCE_RUN), str(second), "--attack", "textbugger", "--model", "hf:fake-target",
+                  "--no-cache", "--output-dir", str(tmp_path / "out")])
+    assert args.handler(args) == 0
+    run = only_run(tmp_path / "out")
+    with open(run / "transfer.csv", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    x = 1 - positives / 8
+    assert int(row["n"]) == 2
+    assert float(row["pdr_mean"]) == pytest.approx(x / 2)
+    assert float(row["pdr_std"]) == pytest.approx(x / 2)  # population std of {x, 0}
+
+
+def test_transfer_bad_input_is_a_user_error(tmp_path):
+    from cli.errors import UserError
+
+    with pytest.raises(UserError, match="does not exist"):
+        transfer.handle(parse(["--source", str(tmp_path / "nope"), "--model", "hf:x"]))
+    with pytest.raises(UserError, match="no results.jsonl"):
+        transfer.handle(parse(["--source", str(tmp_path), "--model", "hf:x"]))
+    with pytest.raises(UserError, match="--model TARGET"):
+        transfer.handle(parse(["--source", str(SOURCE_RUN)]))
+    with pytest.raises(UserError, match="no source record is on dataset"):
+        transfer.handle(parse(["--source", str(SOURCE_RUN), "--model", "hf:x", "--dataset", "sst2"]))
