@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import sys
@@ -21,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.cache import ScoreCache  # noqa: E402
@@ -77,7 +79,7 @@ async def main() -> None:
     ap.add_argument("--dataset", default="rotten_tomatoes")
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "engine_overhead.md"))
     args = ap.parse_args()
 
@@ -85,8 +87,9 @@ async def main() -> None:
     samples = task.load(limit=args.samples, seed=0)
     prompts = load_prompts(task.name, types=["task"])
     backend = build_backend(resolve_model(args.model))
-    sched = Scheduler(backend, batch_size=args.batch_size, max_wait_ms=5)
-    await sched.start()  # loads the model once
+    await backend.start()  # loaded once, shared by both paths
+    sched = Scheduler(backend, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+    await sched.start()
     # Warm-up (first-call costs in torch) outside the measurement.
     await straight(backend, task, samples[:32], prompts[0].text, args.batch_size)
 
@@ -124,6 +127,7 @@ async def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     await sched.close()
+    await backend.close()
 
 
 if __name__ == "__main__":

@@ -105,12 +105,15 @@ class Scheduler:
         seed: int = 0,
         sleep: Callable[[float], object] | None = None,
         limiter: RateLimiter | None = None,
+        owns_backend: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch size must be at least 1")
         self.backend = backend
+        #: False when the caller starts and closes the backend (one backend, several schedulers).
+        self.owns_backend = owns_backend
         self.cache = cache
         self.batch_size = batch_size or backend.max_batch_size
         self.max_wait = max_wait_ms / 1000.0
@@ -137,7 +140,8 @@ class Scheduler:
         async with self._start_lock:
             if self._started:
                 return
-            await self.backend.start()
+            if self.owns_backend:
+                await self.backend.start()
             self._identity = self.backend.identity
             self._model_tag = f"{self._identity.backend}:{self._identity.name}"
             self._queue = asyncio.Queue(maxsize=self.max_pending)
@@ -160,7 +164,7 @@ class Scheduler:
             except (asyncio.CancelledError, Exception):
                 pass
         self._workers = []
-        if self._started:
+        if self._started and self.owns_backend:
             await self.backend.close()
         self._started = False
 

@@ -105,6 +105,12 @@ def _expect(cond: bool, message: str) -> None:
         raise SweepConfigError(message)
 
 
+def _reject_unknown(table: dict[str, Any], allowed: set[str], message: str, prefix: str) -> None:
+    bad = sorted(set(table) - allowed)
+    if bad:
+        raise SweepConfigError(f"{message}{prefix}{bad[0]} (allowed: {', '.join(sorted(allowed))})")
+
+
 def _names(value: Any, where: str) -> list[str]:
     if isinstance(value, str):
         value = [value]
@@ -122,14 +128,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SweepConfigError(f"{p} is not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - _TOP_KEYS)
-    _expect(not unknown, f"{p}: unknown section or key {unknown[0]!r} (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    _reject_unknown(data, _TOP_KEYS, f"{p}: unknown section or key ", "")
     sweep = data.get("sweep", {})
     grid = data.get("grid")
     _expect(isinstance(grid, dict), f"{p}: missing [grid] section with models, datasets and attacks")
     for section, allowed, table in (("sweep", _SWEEP_KEYS, sweep), ("grid", _GRID_KEYS, grid)):
-        bad = sorted(set(table) - allowed)
-        _expect(not bad, f"{p}: unknown key {section}.{bad[0]} (allowed: {', '.join(sorted(allowed))})")
+        _reject_unknown(table, allowed, f"{p}: unknown key ", f"{section}.")
     for key in ("models", "datasets", "attacks"):
         _expect(key in grid, f"{p}: grid.{key} is missing")
 
@@ -174,8 +178,8 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     _expect(isinstance(options, dict), "[models] must be a table of per-model options")
     for name, opts in options.items():
         _expect(name in models, f"models.{name}: not in grid.models")
-        bad = sorted(set(opts) - _MODEL_KEYS)
-        _expect(not bad, f"models.{name}.{bad[0] if bad else ''}: unknown key (allowed: {', '.join(sorted(_MODEL_KEYS))})")
+        _expect(isinstance(opts, dict), f"models.{name} must be a table of options")
+        _reject_unknown(opts, _MODEL_KEYS, "unknown key ", f"models.{name}.")
 
     cfg = SweepConfig(
         name=str(sweep.get("name") or p.stem),

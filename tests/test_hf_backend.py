@@ -214,10 +214,14 @@ def t5_manual(backend: HFBackend, prompt: str, choice: str) -> float:
     return float(sum(logp[k, t] for k, t in enumerate(cont)))
 
 
-def test_t5_is_encoder_decoder_and_not_chat(tiny_t5: HFBackend) -> None:
+def test_t5_is_encoder_decoder_and_not_chat(
+    tiny_t5: HFBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PRE_MODEL_STORE", str(tmp_path))  # the file-hash record goes here
     assert tiny_t5._encdec and not tiny_t5.is_chat
     rev = tiny_t5.identity.revision
     assert rev.startswith("sha256:") and tiny_t5.identity.revision == rev  # stable
+    assert list((tmp_path / ".hashes").glob("*.json"))
     with pytest.raises(BackendError, match="no chat template"):
         run(tiny_t5.complete_batch([sentiment("Fine.")]))
 

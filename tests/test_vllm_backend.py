@@ -45,7 +45,9 @@ def test_start_without_vllm_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(BackendUnavailable) as info:
         asyncio.run(backend.start())
     assert str(info.value) == MISSING_VLLM
-    assert "scripts/install_vllm_cpu.sh" in str(info.value) and "promptrobust[vllm]" in str(info.value)
+    assert "scripts/install_vllm_cpu.sh" in str(
+        info.value
+    ) and "promptrobust[vllm]" in str(info.value)
     assert "\n" not in str(info.value)
 
 
@@ -84,7 +86,9 @@ def test_unknown_engine_kwarg_is_reported_as_bad_input() -> None:
         disable_log_stats: bool = False
 
     ok = VLLMBackend("m", engine_kwargs={"seed": 7})._engine_args(Args)
-    assert ok.seed == 7 and ok.enable_prefix_caching is True and ok.max_model_len == 2048
+    assert (
+        ok.seed == 7 and ok.enable_prefix_caching is True and ok.max_model_len == 2048
+    )
     with pytest.raises(ValueError, match="engine_kwargs"):
         VLLMBackend("m", engine_kwargs={"no_such_option": 1})._engine_args(Args)
 
@@ -179,7 +183,11 @@ def test_position_logprobs_missing_token_is_an_error() -> None:
 
 def test_choice_logprobs_sum_over_tokens() -> None:
     choices = [(10,), (10, 11), (20, 21)]
-    nodes = {(): {10: math.log(0.5), 20: math.log(0.25)}, (10,): {11: math.log(0.1)}, (20,): {21: math.log(0.8)}}
+    nodes = {
+        (): {10: math.log(0.5), 20: math.log(0.25)},
+        (10,): {11: math.log(0.1)},
+        (20,): {21: math.log(0.8)},
+    }
     got = sum_choice_logprobs(choices, nodes)
     assert got == pytest.approx((math.log(0.5), math.log(0.05), math.log(0.2)))
     assert sum_choice_logprobs([()], {}) == (0.0,)  # an empty continuation is certain
@@ -196,15 +204,24 @@ def smol_tokenizer():
         from engine.model_store import ensure_embedded
 
         path = ensure_embedded("smollm2-135m-instruct").path
-    except Exception as exc:  # package missing or conversion impossible here
+    except (
+        BackendError,
+        ImportError,
+        OSError,
+    ) as exc:  # package missing or conversion impossible here
         pytest.skip(f"embedded SmolLM2 not available: {exc}")
     return transformers.AutoTokenizer.from_pretrained(str(path))
 
 
 def test_choice_tokens_on_real_tokenizer(smol_tokenizer) -> None:
     tok = smol_tokenizer
-    enc = lambda s, special=False: tok.encode(s, add_special_tokens=special)  # noqa: E731
-    messages = [{"role": "user", "content": "Is this review positive or negative? Great fun."}]
+
+    def enc(s: str) -> list[int]:
+        return tok.encode(s, add_special_tokens=False)
+
+    messages = [
+        {"role": "user", "content": "Is this review positive or negative? Great fun."}
+    ]
     text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     ctx = enc(text)
     for choice in ("positive", "negative", "very positive"):
@@ -221,7 +238,9 @@ def test_request_kinds_are_routed(smol_tokenizer) -> None:
     """_render applies the chat template to messages and leaves plain prompts alone."""
     backend = VLLMBackend("unused")
     backend._tokenizer = smol_tokenizer
-    text, special = backend._render(Request("generate", messages=(ChatMessage("user", "Hello"),)))
+    text, special = backend._render(
+        Request("generate", messages=(ChatMessage("user", "Hello"),))
+    )
     assert text.rstrip().endswith("assistant") and "Hello" in text and special is False
     assert backend._render(Request("generate", prompt="plain")) == ("plain", True)
     backend._tokenizer = type("NoTemplate", (), {"chat_template": None})()

@@ -20,12 +20,20 @@ node (the prompt followed by a shared choice prefix) is one 1-token request
 that reads the log-probs of all children of that node. The requests of one
 ``score_choices`` call share the prompt, so the prefix cache makes the extra
 nodes cheap. The common case (all choices single tokens) is one request.
+
+Prompts are tokenised here (chat messages through the tokenizer's chat
+template with ``add_generation_prompt=True``) and sent as token ids, so the
+ids that reach vLLM's prefix cache are exactly the ones choices are split
+against.
+
+vLLM's engine runs in child processes; on CPU it always uses the ``spawn``
+start method, which re-imports ``__main__``: scripts that start this backend
+need an ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import hashlib
 import itertools
 import json
@@ -56,7 +64,9 @@ TokenIds = tuple[int, ...]
 # --------------------------------------------------------------------------
 
 
-def continuation_ids(context_ids: Sequence[int], full_ids: Sequence[int], isolated_ids: Sequence[int]) -> TokenIds:
+def continuation_ids(
+    context_ids: Sequence[int], full_ids: Sequence[int], isolated_ids: Sequence[int]
+) -> TokenIds:
     """Token ids of a choice as a continuation of the context.
 
     ``full_ids`` is the tokenisation of context+choice. When the context's own
@@ -94,21 +104,29 @@ def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, floa
     ``logprob_token_ids`` vLLM must return every one of them.
     """
     if position is None:
-        raise BackendError("vLLM returned no log-probs for the scored position (was logprob_token_ids ignored?)")
+        raise BackendError(
+            "vLLM returned no log-probs for the scored position (was logprob_token_ids ignored?)"
+        )
     out: dict[int, float] = {}
     for tok in token_ids:
         if tok not in position:
-            raise BackendError(f"vLLM did not return a log-prob for token id {tok}; cannot score this choice")
+            raise BackendError(
+                f"vLLM did not return a log-prob for token id {tok}; cannot score this choice"
+            )
         entry = position[tok]
         out[tok] = float(getattr(entry, "logprob", entry))
     return out
 
 
-def sum_choice_logprobs(choices: Sequence[TokenIds], node_logprobs: Mapping[TokenIds, Mapping[int, float]]) -> tuple[float, ...]:
+def sum_choice_logprobs(
+    choices: Sequence[TokenIds], node_logprobs: Mapping[TokenIds, Mapping[int, float]]
+) -> tuple[float, ...]:
     """Each choice's log-probability: the sum over its tokens of log p(token | prompt, earlier tokens)."""
     totals = []
     for ids in choices:
-        totals.append(sum(node_logprobs[tuple(ids[:i])][tok] for i, tok in enumerate(ids)))
+        totals.append(
+            sum(node_logprobs[tuple(ids[:i])][tok] for i, tok in enumerate(ids))
+        )
     return tuple(float(t) for t in totals)
 
 
@@ -119,9 +137,15 @@ def weights_digest(model_dir: str | os.PathLike[str]) -> str:
     to skip it for very large models whose revision you already know.
     """
     root = Path(model_dir)
-    files = sorted(p for p in root.rglob("*") if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name == "config.json"))
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name == "config.json")
+    )
     if not files:
-        raise BackendError(f"no weight files (*.safetensors, *.bin, ...) under {root}: point model= at a model directory")
+        raise BackendError(
+            f"no weight files (*.safetensors, *.bin, ...) under {root}: point model= at a model directory"
+        )
     h = hashlib.sha256()
     for path in files:
         h.update(str(path.relative_to(root)).encode())
@@ -133,12 +157,16 @@ def weights_digest(model_dir: str | os.PathLike[str]) -> str:
 
 
 def _has_chat_template(model_dir: Path) -> bool:
-    if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
+    if (model_dir / "chat_template.jinja").is_file() or (
+        model_dir / "chat_template.json"
+    ).is_file():
         return True
     cfg = model_dir / "tokenizer_config.json"
     if cfg.is_file():
         try:
-            return bool(json.loads(cfg.read_text(encoding="utf-8")).get("chat_template"))
+            return bool(
+                json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+            )
         except (OSError, ValueError):
             return False
     return False
@@ -171,13 +199,21 @@ class VLLMBackend(Backend):
         chat: bool | None = None,
     ) -> None:
         if not model or not str(model).strip():
-            raise ValueError("vllm backend needs a model: pass a Hugging Face name or a local model directory")
+            raise ValueError(
+                "vllm backend needs a model: pass a Hugging Face name or a local model directory"
+            )
         if max_model_len is not None and max_model_len <= 0:
-            raise ValueError(f"max_model_len must be positive (got {max_model_len}); use None for the model's own limit")
+            raise ValueError(
+                f"max_model_len must be positive (got {max_model_len}); use None for the model's own limit"
+            )
         if not 0.0 < gpu_memory_utilization <= 1.0:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
+            )
         if tensor_parallel_size < 1:
-            raise ValueError(f"tensor_parallel_size must be at least 1 (got {tensor_parallel_size})")
+            raise ValueError(
+                f"tensor_parallel_size must be at least 1 (got {tensor_parallel_size})"
+            )
         self.model = str(model)
         self.revision = revision
         self.dtype = dtype
@@ -204,10 +240,23 @@ class VLLMBackend(Backend):
             revision = self.identity_revision or self.revision
             if not revision and os.path.isdir(self.model):
                 revision = weights_digest(self.model)
-            extra = [("dtype", str(self.dtype)), ("max_model_len", str(self.max_model_len))]
+            extra = [
+                ("dtype", str(self.dtype)),
+                ("max_model_len", str(self.max_model_len)),
+            ]
             if self.engine_kwargs:
-                extra.append(("engine_kwargs", json.dumps(self.engine_kwargs, sort_keys=True, default=str)))
-            self._identity = ModelIdentity(backend=self.kind, name=self.model, revision=revision or "", extra=tuple(extra))
+                extra.append(
+                    (
+                        "engine_kwargs",
+                        json.dumps(self.engine_kwargs, sort_keys=True, default=str),
+                    )
+                )
+            self._identity = ModelIdentity(
+                backend=self.kind,
+                name=self.model,
+                revision=revision or "",
+                extra=tuple(extra),
+            )
         return self._identity
 
     @property
@@ -221,22 +270,24 @@ class VLLMBackend(Backend):
     # ----- lifecycle ------------------------------------------------------
 
     def _engine_args(self, engine_args_cls: type) -> Any:
-        kwargs: dict[str, Any] = dict(
-            model=self.model,
-            revision=self.revision,
-            dtype=self.dtype,
-            max_model_len=self.max_model_len,
-            gpu_memory_utilization=self.gpu_memory_utilization,
-            tensor_parallel_size=self.tensor_parallel_size,
-            enable_prefix_caching=self.enable_prefix_caching,
-            seed=self.seed,
-            disable_log_stats=True,
-        )
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "revision": self.revision,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "seed": self.seed,
+            "disable_log_stats": True,
+        }
         kwargs.update(self.engine_kwargs)
         try:
             return engine_args_cls(**kwargs)
         except TypeError as exc:
-            raise ValueError(f"bad vLLM engine argument ({exc}); check engine_kwargs against vllm.AsyncEngineArgs") from exc
+            raise ValueError(
+                f"bad vLLM engine argument ({exc}); check engine_kwargs against vllm.AsyncEngineArgs"
+            ) from exc
 
     async def start(self) -> None:
         if self._engine is not None:
@@ -254,8 +305,14 @@ class VLLMBackend(Backend):
         try:
             engine = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except Exception as exc:  # vLLM raises many types here; keep one line
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise BackendUnavailable(f"vLLM could not start {self.model!r}: {first}") from exc
+            first = (
+                str(exc).strip().splitlines()[0]
+                if str(exc).strip()
+                else type(exc).__name__
+            )
+            raise BackendUnavailable(
+                f"vLLM could not start {self.model!r}: {first}"
+            ) from exc
         tokenizer = engine.get_tokenizer()
         if asyncio.iscoroutine(tokenizer):  # older releases made it async
             tokenizer = await tokenizer
@@ -268,10 +325,11 @@ class VLLMBackend(Backend):
         if engine is None:
             return
         engine.shutdown()
-        # AsyncLLM.__del__ shuts down again; let it run now, while vLLM's
-        # modules are alive, rather than at interpreter exit (noisy TypeError).
-        del engine
-        gc.collect()
+        # AsyncLLM.__del__ calls shutdown() again; the object can outlive us
+        # until interpreter exit, when vLLM's module globals are already gone
+        # and that second call prints a TypeError. It is shut down: make the
+        # repeat a no-op on this instance.
+        engine.shutdown = lambda *args, **kwargs: None
 
     # ----- rendering ------------------------------------------------------
 
@@ -280,9 +338,13 @@ class VLLMBackend(Backend):
         if request.messages is None:
             return request.prompt or "", True
         if not getattr(self._tokenizer, "chat_template", None):
-            raise BackendError(f"{self.model} has no chat template: send prompt= requests, not messages=")
+            raise BackendError(
+                f"{self.model} has no chat template: send prompt= requests, not messages="
+            )
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = self._tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
         # The template already carries BOS and role markers.
         return text, False
 
@@ -293,7 +355,9 @@ class VLLMBackend(Backend):
 
     def _require_started(self) -> None:
         if self._engine is None:
-            raise BackendError("vllm backend used before start(): await backend.start() first")
+            raise BackendError(
+                "vllm backend used before start(): await backend.start() first"
+            )
 
     async def _engine_input(self, prompt_ids: list[int]) -> Any:
         """Token ids as vLLM's engine input (rendered, as AsyncLLM.generate asks)."""
@@ -319,8 +383,14 @@ class VLLMBackend(Backend):
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             cause = exc.__cause__
             if not msg and cause is not None:
-                msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            raise BackendError(f"vLLM request failed: {type(exc).__name__}: {msg or 'no message'}") from exc
+                msg = (
+                    str(cause).strip().splitlines()[0]
+                    if str(cause).strip()
+                    else type(cause).__name__
+                )
+            raise BackendError(
+                f"vLLM request failed: {type(exc).__name__}: {msg or 'no message'}"
+            ) from exc
         if final is None or not final.outputs:
             raise BackendError("vLLM finished a request without output")
         return final
@@ -350,12 +420,16 @@ class VLLMBackend(Backend):
             completion_tokens=len(out.token_ids),
         )
 
-    def _choice_ids(self, text: str, special: bool, prompt_ids: list[int], choice: str) -> TokenIds:
+    def _choice_ids(
+        self, text: str, special: bool, prompt_ids: list[int], choice: str
+    ) -> TokenIds:
         full = self._encode(text + choice, special)
         isolated = self._encode(choice, False)
         return continuation_ids(prompt_ids, full, isolated)
 
-    async def _read_node(self, prompt_ids: list[int], prefix: TokenIds, token_ids: tuple[int, ...]) -> dict[int, float]:
+    async def _read_node(
+        self, prompt_ids: list[int], prefix: TokenIds, token_ids: tuple[int, ...]
+    ) -> dict[int, float]:
         sampling_params, output_kind = self._vllm
         found: dict[int, float] = {}
         for start in range(0, len(token_ids), MAX_IDS_PER_REQUEST):
@@ -369,15 +443,23 @@ class VLLMBackend(Backend):
             )
             out = (await self._run(prompt_ids + list(prefix), params)).outputs[0]
             if not out.logprobs:
-                raise BackendError("vLLM returned no sample log-probs; this vLLM release may not support logprob_token_ids")
+                raise BackendError(
+                    "vLLM returned no sample log-probs; this vLLM release may not support logprob_token_ids"
+                )
             found.update(position_logprobs(out.logprobs[0], chunk))
         return found
 
-    async def _score(self, text: str, special: bool, prompt_ids: list[int], request: Request) -> Completion:
-        choices = [self._choice_ids(text, special, prompt_ids, c) for c in request.choices]
+    async def _score(
+        self, text: str, special: bool, prompt_ids: list[int], request: Request
+    ) -> Completion:
+        choices = [
+            self._choice_ids(text, special, prompt_ids, c) for c in request.choices
+        ]
         nodes = trie_queries(choices)
         prefixes = list(nodes)
-        results = await asyncio.gather(*(self._read_node(prompt_ids, p, nodes[p]) for p in prefixes))
+        results = await asyncio.gather(
+            *(self._read_node(prompt_ids, p, nodes[p]) for p in prefixes)
+        )
         node_logprobs = dict(zip(prefixes, results))
         return Completion(
             choice_logprobs=sum_choice_logprobs(choices, node_logprobs),

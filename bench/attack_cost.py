@@ -1,0 +1,177 @@
+"""What each attack costs: our engine versus exhaustive and reference scoring.
+
+For every attack, on the same model, data, seed and search, in one process:
+
+* ``reference``   promptbench's loop (engine.reference): one generate call per
+                  (candidate, sample), sequential, no cache, no early stopping,
+                  last-word parsing;
+* ``exhaustive``  our batched evaluator, every candidate on every sample, no
+                  cache (what an engine without our two levers would do);
+* ``engine-gen``  our engine in generation mode: batching, cache, exact early stopping;
+* ``engine``      our engine in label-scoring mode (one forward pass per request).
+
+Variants run in the order given, each with a fresh cache file, so none
+profits from another's answers; ratios are computed within the run.
+
+    python bench/attack_cost.py --variants exhaustive,engine --limit 24 --budget 12
+    python bench/attack_cost.py --variants reference,engine-gen,engine --attacks stresstest,deepwordbug
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from attacks.registry import get_attack, list_attacks  # noqa: E402
+from engine.attack_job import protected_words  # noqa: E402
+from engine.cache import ScoreCache  # noqa: E402
+from engine.evaluator import Evaluator  # noqa: E402
+from engine.reference import ReferenceScorer  # noqa: E402
+from engine.registry import build_backend, resolve_model  # noqa: E402
+from engine.scheduler import Scheduler  # noqa: E402
+from tasks import get_task, load_prompts  # noqa: E402
+
+VARIANTS = ("reference", "exhaustive", "engine-gen", "engine")
+
+
+@dataclass
+class Measurement:
+    attack: str
+    variant: str
+    seconds: float
+    requests_sent: int
+    cache_hits: int
+    saved_by_early_stopping: int
+    candidates: int
+    clean_score: float
+    adversarial_score: float
+    adversarial_prompt: str
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.requests_sent / self.seconds if self.seconds else 0.0
+
+
+async def measure(variant: str, attack_name: str, backend: Any, task: Any, samples: list, prompt: str,
+                  *, budget: int, seed: int, cache_dir: Path, batch_size: int) -> Measurement:
+    attack = get_attack(attack_name)
+    semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if attack_name == "semantic" else []
+    cache = None
+    if variant == "reference":
+        scorer: Any = ReferenceScorer(backend, task, samples)
+        sched = None
+    else:
+        cache = ScoreCache(cache_dir / f"{attack_name}-{variant}.sqlite") if variant != "exhaustive" else None
+        sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
+        await sched.start()
+        scorer = Evaluator(
+            sched, task, samples,
+            mode="generate" if variant in ("exhaustive-gen", "engine-gen") else ("choices" if task.supports_choices else "generate"),
+            early_stopping=variant != "exhaustive",
+        )
+    t0 = time.perf_counter()
+    outcome = await attack.run(prompt, scorer, protected=protected_words(task), seed=seed, budget=budget,
+                               semantic_prompts=semantic)
+    seconds = time.perf_counter() - t0
+    if variant == "reference":
+        sent, hits, saved = scorer.cost.model_calls, 0, 0
+    else:
+        sent, hits, saved = scorer.requests.sent, scorer.requests.cache_hits, scorer.cost.saved_by_early_stopping
+        await sched.close()
+    if cache is not None:
+        cache.close()
+    return Measurement(attack_name, variant, seconds, sent, hits, saved, outcome.queries, outcome.clean_score,
+                       outcome.adversarial_score, outcome.adversarial_prompt)
+
+
+def table(rows: list[Measurement], base: str, variants: list[str]) -> list[str]:
+    out = [
+        "| attack | variant | seconds | requests sent | samples/s | cache hits | saved by early stopping | candidates | clean | attacked | time vs " + base + " | requests vs " + base + " | same prompt as " + base + " |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    by_attack: dict[str, dict[str, Measurement]] = {}
+    for m in rows:
+        by_attack.setdefault(m.attack, {})[m.variant] = m
+    for attack, ms in by_attack.items():
+        ref = ms.get(base)
+        for v in variants:
+            m = ms.get(v)
+            if m is None:
+                continue
+            speed = f"{ref.seconds / m.seconds:.2f}x faster" if ref and m.seconds else "-"
+            reqs = f"{m.requests_sent / ref.requests_sent:.3f}" if ref and ref.requests_sent else "-"
+            same = ("yes" if m.adversarial_prompt == ref.adversarial_prompt else "NO") if ref else "-"
+            out.append(
+                f"| {attack} | {v} | {m.seconds:.1f} | {m.requests_sent} | {m.samples_per_second:.1f} | {m.cache_hits} | "
+                f"{m.saved_by_early_stopping} | {m.candidates} | {m.clean_score:.3f} | {m.adversarial_score:.3f} | "
+                f"{speed if v != base else '1.00x'} | {reqs if v != base else '1.000'} | {same if v != base else '-'} |"
+            )
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--dataset", default="rotten_tomatoes")
+    ap.add_argument("--prompt", default=None, help="prompt id (default: the set's first task prompt)")
+    ap.add_argument("--attacks", default="all")
+    ap.add_argument("--variants", default="exhaustive,engine")
+    ap.add_argument("--limit", type=int, default=24)
+    ap.add_argument("--budget", type=int, default=12)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write the Markdown table here too")
+    args = ap.parse_args()
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        if v not in VARIANTS:
+            ap.error(f"unknown variant {v!r}: choose from {', '.join(VARIANTS)}")
+    names = [a for a, _ in list_attacks()] if args.attacks == "all" else [a.strip() for a in args.attacks.split(",")]
+    task = get_task(args.dataset)
+    samples = task.load(limit=args.limit, seed=args.seed)
+    prompts = load_prompts(task.name, types=["task"])
+    prompt = next(p for p in prompts if p.id == args.prompt) if args.prompt else prompts[0]
+    backend = build_backend(resolve_model(args.model))
+    await backend.start()
+    rows: list[Measurement] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            for v in variants:
+                m = await measure(v, name, backend, task, samples, prompt.text, budget=args.budget, seed=args.seed,
+                                  cache_dir=Path(tmp), batch_size=args.batch_size)
+                rows.append(m)
+                print(f"# {name:<12} {v:<11} {m.seconds:7.1f}s sent {m.requests_sent:6d} saved {m.saved_by_early_stopping:6d} "
+                      f"clean {m.clean_score:.3f} -> {m.adversarial_score:.3f}", file=sys.stderr, flush=True)
+    await backend.close()
+    cmd = "python bench/attack_cost.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# Attack cost",
+        "",
+        f"Command: `{cmd}`",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; model {args.model}; "
+        f"dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; seed {args.seed}.",
+        "",
+        *table(rows, variants[0], variants),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
