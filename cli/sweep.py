@@ -67,10 +67,14 @@ def handle(args: argparse.Namespace) -> int:
     if args.dry_run:
         plan = describe_plan(cfg)
         total_clean = total_attack = 0
+        cells: set[tuple] = set()
         print(f"sweep {cfg.name}: {len(plan)} jobs -> {cfg.folder}")
         for row in plan:
             job = row["job"]
-            total_clean += row["clean"]
+            cell = (job.model, job.dataset, job.shots, job.prompt_type)
+            if cell not in cells:  # every attack of a cell shares its clean scoring
+                cells.add(cell)
+                total_clean += row["clean"]
             total_attack += row["attack_max"]
             done = f" ({row['finished_prompts']} prompts already done)" if row["finished_prompts"] else ""
             print(
@@ -79,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
             )
         print(
             f"estimated model requests before cache and early stopping: clean {total_clean} "
-            f"(shared by the attacks of a cell), attacks <= {total_attack}"
+            f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
         )
         return 0
     _ensure_uvloop()
@@ -93,4 +97,9 @@ def handle(args: argparse.Namespace) -> int:
         f"sweep {cfg.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
         f"{progress.skipped} already done -> {cfg.folder}"
     )
+    for label, reason in progress.failed:
+        print(f"pre: job failed: {label}: {reason}", file=sys.stderr)
+    if progress.failed:
+        print(f"pre: {len(progress.failed)} jobs failed (see errors.jsonl); rerun the sweep after fixing them", file=sys.stderr)
+        return 1
     return 0

