@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from cli.errors import UserError
+from cli.errors import UserError, one_line, user_error_types
 from engine.attack_job import attack_prompt
 from engine.records import append_jsonl, consolidate_parquet
 
@@ -90,29 +90,38 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
     semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if "semantic" in names else []
 
     records: list[dict[str, Any]] = []
+    failures: list[str] = []
+    user_errors = user_error_types()
     jsonl_path = folder.path("results.jsonl")
     for prompt, clean_score in ranked:
         for name in names:
             print(f"pre: {name} on {prompt.id} (clean {clean_score:.4f})", file=sys.stderr)
-            rec = await attack_prompt(
-                attack_name=name,
-                prompt=prompt,
-                scheduler=scheduler,
-                task=task,
-                samples=samples,
-                examples=evaluator.examples,
-                model_name=spec.name,
-                backend_kind=spec.backend,
-                mode=args.mode,
-                parser=args.parser,
-                shots=args.shots,
-                seed=args.seed,
-                budget=args.budget,
-                early_stopping=args.early_stopping,
-                chunk_size=args.chunk_size,
-                semantic_prompts=semantic,
-                attack_options=per_attack_options[name],
-            )
+            try:
+                rec = await attack_prompt(
+                    attack_name=name,
+                    prompt=prompt,
+                    scheduler=scheduler,
+                    task=task,
+                    samples=samples,
+                    examples=evaluator.examples,
+                    model_name=spec.name,
+                    backend_kind=spec.backend,
+                    mode=args.mode,
+                    parser=args.parser,
+                    shots=args.shots,
+                    seed=args.seed,
+                    budget=args.budget,
+                    early_stopping=args.early_stopping,
+                    chunk_size=args.chunk_size,
+                    semantic_prompts=semantic,
+                    attack_options=per_attack_options[name],
+                )
+            except user_errors as exc:
+                # A missing resource (e.g. no masked LM offline) stops this attack, not the run:
+                # finished records stay, and the exit code says something failed.
+                failures.append(f"{name} on {prompt.id}: {one_line(exc)}")
+                print(f"pre: error: {failures[-1]}", file=sys.stderr)
+                continue
             records.append(rec.to_dict())
             append_jsonl(jsonl_path, [rec])
     consolidate_parquet(jsonl_path, folder.path("results.parquet"))
@@ -127,12 +136,17 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
             "dataset": task.name,
             "clean_scores": {p.id: s for p, s in clean},
             "attacked": records,
+            "failures": failures,
             "wall_seconds": round(time.monotonic() - started, 3),
             "scheduler": scheduler.stats.snapshot(),
             "cache": session.cache.summary() if session.cache is not None else None,
         },
     )
-    print_pdr_table(records)
+    if records:
+        print_pdr_table(records)
+    if failures:
+        print(f"pre: {len(failures)} attack runs failed; the other results are in the run folder", file=sys.stderr)
+        return 1
     return 0
 
 

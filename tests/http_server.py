@@ -79,6 +79,7 @@ class Action:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # the default backlog of 5 refuses bursts of concurrent clients
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Dropped connections are deliberate here; keep test output clean.

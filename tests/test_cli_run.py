@@ -1,0 +1,119 @@
+"""`pre run` end to end against a real local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cli.main import main
+from tests.http_server import FakeOpenAIServer
+
+
+def _oracle() -> dict[str, str]:
+    from tasks import get_task
+
+    return {s.fields["sentence"]: s.target for s in get_task("rotten_tomatoes").load(limit=12, seed=0)}
+
+
+LABELS = _oracle()
+
+
+def _answer(text: str) -> str:
+    """A 'model' that knows every label, unless StressTest's tautology derails it."""
+    if "true is true" in text.lower():
+        return "negative"
+    sentence = text.rsplit("Sentence: ", 1)[-1].split("\nAnswer:", 1)[0]
+    return LABELS.get(sentence, "negative")
+
+
+@pytest.fixture()
+def server():
+    with FakeOpenAIServer(answer=_answer) as srv:
+        yield srv
+
+
+def _run(tmp_path: Path, srv: FakeOpenAIServer, *extra: str) -> Path:
+    out = tmp_path / "runs"
+    before = set(out.iterdir()) if out.exists() else set()
+    code = main(
+        [
+            "run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}",
+            "--limit", "12", "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(out), "--no-progress", *extra,
+        ]
+    )
+    assert code == 0
+    (folder,) = set(out.iterdir()) - before
+    assert not folder.name.startswith(".")  # committed, not partial
+    return folder
+
+
+def test_run_writes_config_results_and_samples(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    folder = _run(tmp_path, server, "--prompt", "sst2-task-01,sst2-role-02", "--log-samples", "--seed", "3")
+    config = orjson.loads((folder / "config.json").read_bytes())
+    assert config["seed"] == 3 and config["limit"] == 12 and config["model"] == "openai:fake-model"
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert [p["prompt_id"] for p in results["prompts"]] == ["sst2-task-01", "sst2-role-02"]
+    assert results["mode"] == "choices" and results["input_format"] in ("chat", "completion")
+    lines = (folder / "samples.jsonl").read_bytes().splitlines()
+    assert len(lines) == 2 * 12
+    first = orjson.loads(lines[0])
+    assert {"prompt_id", "sample_id", "input", "target", "prediction", "score"} <= set(first)
+    # The printed score is the mean of the logged per-sample scores.
+    per_prompt = [orjson.loads(x)["score"] for x in lines[:12]]
+    assert results["prompts"][0]["score"] == pytest.approx(sum(per_prompt) / 12)
+    assert "sst2-task-01" in capsys.readouterr().out
+
+
+def test_second_run_is_answered_from_the_cache(tmp_path, server) -> None:  # noqa: ANN001
+    _run(tmp_path, server, "--prompt", "sst2-task-01")
+    sent_first = server.count("/v1/chat/completions") + server.count("/v1/completions")
+    server.reset_counts()
+    folder = _run(tmp_path, server, "--prompt", "sst2-task-01")
+    assert server.count("/v1/chat/completions") + server.count("/v1/completions") == 0
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert results["scheduler"]["cache_hits"] == 12 == sent_first
+
+
+def test_generate_mode_records_parser(tmp_path, server) -> None:  # noqa: ANN001
+    folder = _run(tmp_path, server, "--prompt", "sst2-task-01", "--mode", "generate", "--parser", "robust")
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert results["mode"] == "generate" and results["parser"] == "robust"
+
+
+def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: ANN001
+    from tasks import get_prompt, get_task
+
+    folder = _run(tmp_path, server, "--prompt", "sst2-task-01", "--attack", "stresstest", "--budget", "10")
+    records = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    (rec,) = records
+    assert rec["attack"] == "stresstest" and rec["prompt_id"] == "sst2-task-01"
+    # Worked out by hand: the clean prompt is right where _answer is right; any
+    # tautology suffix makes every answer "negative", so only negatives stay right.
+    task = get_task("rotten_tomatoes")
+    samples = task.load(limit=12, seed=0)
+    prompt = get_prompt("rotten_tomatoes", "sst2-task-01").text
+    clean = sum(_answer(task.render(prompt, s)) == s.target for s in samples) / 12
+    assert clean == 1.0
+    attacked = sum(s.target == "negative" for s in samples) / 12
+    assert rec["clean_score"] == pytest.approx(clean)
+    assert rec["adversarial_score"] == pytest.approx(attacked)
+    assert rec["pdr"] == pytest.approx(1 - attacked / clean)
+    assert "true is true" in rec["adversarial_prompt"]
+    assert rec["candidate_evaluations"] == 3  # StressTest's three suffixes
+    assert rec["model_requests"] == rec["requests_sent"] + rec["cache_hits"] + rec["deduplicated"]
+    assert (folder / "results.parquet").exists()
+    summary = orjson.loads((folder / "results.json").read_bytes())
+    assert summary["attacked"][0]["adversarial_prompt"] == rec["adversarial_prompt"]
+
+
+def test_identity_of_the_cache_key_material_is_stable() -> None:
+    # Guard against accidental changes of the key scheme (they would orphan every cache).
+    from engine.types import Decoding, ModelIdentity, Request, request_key
+
+    key = request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
+    assert key == request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
+    assert key != request_key(ModelIdentity("hf", "m", "r2"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
+    assert len(key) == len(hashlib.sha256().hexdigest())
