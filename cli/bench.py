@@ -1,0 +1,156 @@
+"""`pre bench`: the benchmarks.
+
+``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost`` and
+``engine-overhead`` are the scripts in the repository's bench/ folder, run
+with this Python and the remaining arguments; they need a source checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import cli
+from cli.errors import UserError
+
+#: The repository's bench/ folder (absent when the package is installed without the checkout).
+REPO_BENCH_DIR = Path(cli.__file__).resolve().parents[1] / "bench"
+
+#: Benchmarks that are scripts in bench/: subcommand -> (file, one-line help).
+SCRIPTS = {
+    "attack-cost": ("attack_cost.py", "what each attack costs: reference loop vs batched vs our engine"),
+    "engine-overhead": ("engine_overhead.py", "what evaluator, scheduler and cache cost on top of the backend"),
+}
+
+DESCRIPTION = """\
+Benchmarks. Each compares its contenders in one run, on the same machine,
+and prints a Markdown table with the command and settings that produced it.
+"""
+
+API_EPILOG = """\
+what it measures:
+  A local OpenAI-compatible server on 127.0.0.1 enforces a requests-per-minute
+  limit over a sliding window (429 + Retry-After, like a provider) and answers
+  after --latency seconds. Two clients send the same distinct requests, each
+  against its own fresh server, one after the other:
+    scheduler (ours)  Scheduler(rpm=RPM, concurrency=N) over the openai
+                      backend, default retries (8 attempts, Retry-After honoured)
+    plain semaphore   asyncio.Semaphore(N) around AsyncOpenAI calls, no rate
+                      limiting, the SDK's own retries (--baseline-retries,
+                      default 2 as in the SDK); what still fails is lost
+  Reported per client: requests, succeeded, lost, requests the server saw
+  (429s included), 429s, retries, wall time, and the sustained fraction of the
+  limit: accepted requests per minute in the whole windows after the first,
+  (t0 + W, t0 + K*W], divided by RPM. The first window is left out: a sliding
+  window lets any client spend a whole window's allowance there at once.
+
+time scale:
+  A provider's window is 60 s. Here the server's window is --window-s seconds
+  holding RPM * window / 60 requests: the same rate, less room for bursts.
+  Our limiter keeps RPM and scales its burst to window/60 s (its default 1 s
+  at a 60 s window). --window-s 60 runs in real provider time (minutes).
+
+examples:
+  pre bench api                                  # 600 rpm, 6 s window, ~2 min
+  pre bench api --out bench/results              # also writes api.md and api.json
+  pre bench api --rpm 600 --window-s 1 --requests 40 --concurrency 16
+  pre bench attack-cost --variants exhaustive,engine --limit 24 --budget 12
+  pre bench engine-overhead --samples 256 --batch-size 16
+"""
+
+
+def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    """Register `pre bench` and its benchmarks."""
+    bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead",
+                           description=DESCRIPTION, formatter_class=formatter)
+    kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    bench.set_defaults(handler=lambda args, _p=bench: _usage(_p))
+
+    api = kinds.add_parser("api", help="openai backend under a provider's rate limit: our scheduler vs a plain client",
+                           description="Our scheduler versus a plain semaphore client against a rate-limited local "
+                                       "OpenAI-compatible server.",
+                           epilog=API_EPILOG, formatter_class=formatter)
+    api.add_argument("--rpm", type=float, default=600.0, help="the server's limit, requests per minute")
+    api.add_argument("--window-s", type=float, default=6.0,
+                     help="the server's sliding window in seconds (60 = real provider time)")
+    api.add_argument("--latency", type=float, default=0.05, help="seconds the server takes per answer")
+    api.add_argument("--concurrency", type=int, default=64, help="requests in flight, both clients")
+    api.add_argument("--requests", type=int, default=None,
+                     help="requests per client (default: as many as --duration-s takes at the limit)")
+    api.add_argument("--duration-s", type=float, default=60.0,
+                     help="seconds each client should need at the limit; sets --requests when absent")
+    api.add_argument("--baseline-retries", type=int, default=2,
+                     help="the plain client's SDK max_retries (the openai SDK's default)")
+    api.add_argument("--out", default=None, metavar="DIR", help="also write DIR/api.md and DIR/api.json")
+    api.set_defaults(handler=run_api)
+
+    for name, (script, text) in SCRIPTS.items():
+        # No options of our own: everything after the name goes to the script, --help included.
+        sp = kinds.add_parser(name, help=f"{text} (bench/{script}; --help for its options)", add_help=False,
+                              prefix_chars="+", description=f"Runs bench/{script} with the arguments given.")
+        sp.add_argument("script_args", nargs=argparse.REMAINDER, help=f"arguments for bench/{script}")
+        sp.set_defaults(handler=run_script, script=script)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def run_script(args: argparse.Namespace) -> int:
+    """Run a bench/ script with this Python; its exit status is ours."""
+    script = REPO_BENCH_DIR / args.script
+    if not script.is_file():
+        raise UserError(
+            f"`pre bench {args.benchmark}` runs bench/{args.script} from a source checkout and {script} is missing: "
+            "run it from a clone of the promptrobust repository"
+        )
+    rest = list(args.script_args)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    return subprocess.run([sys.executable, str(script), *rest], check=False).returncode
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from engine.benchmarks.api import ApiBenchConfig
+
+    cfg = ApiBenchConfig(rpm=args.rpm, window_s=args.window_s, latency=args.latency, concurrency=args.concurrency,
+                         requests=args.requests, duration_s=args.duration_s, baseline_retries=args.baseline_retries)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return cfg
+
+
+def _command(cfg: Any) -> str:
+    """The full command, every setting explicit, so the result can be reproduced."""
+    return (f"pre bench api --rpm {cfg.rpm:g} --window-s {cfg.window_s:g} --latency {cfg.latency:g} "
+            f"--concurrency {cfg.concurrency} --requests {cfg.total_requests} "
+            f"--baseline-retries {cfg.baseline_retries}")
+
+
+def run_api(args: argparse.Namespace) -> int:
+    from engine.benchmarks import api
+
+    cfg = _config(args)
+    out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file: give a directory for api.md and api.json")
+    print(f"# {cfg.total_requests} requests per client at {cfg.rpm:g} rpm ({cfg.per_window} per {cfg.window_s:g} s "
+          f"window): about {cfg.expected_seconds:.0f} s each", file=sys.stderr, flush=True)
+    results = asyncio.run(api.run_api_bench(cfg))
+    command = _command(cfg)
+    text = api.markdown(cfg, results, command)
+    print(text)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "api.md").write_text(text)
+        (out_dir / "api.json").write_text(json.dumps(api.to_json(cfg, results, command), indent=2) + "\n")
+        print(f"# wrote {out_dir / 'api.md'} and {out_dir / 'api.json'}", file=sys.stderr)
+    return 0
