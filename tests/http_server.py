@@ -4,5 +4,11 @@ The code lives in ``engine/benchmarks/fake_openai.py`` so `pre bench api` can
 start it from an installed package; tests keep importing it from here.
 """
 
-from engine.benchmarks.fake_openai import *  # noqa: F401,F403
-from engine.benchmarks.fake_openai import POSITIVE_WORDS, Action, FakeOpenAIServer, sentiment_answer  # noqa: F401
+from engine.benchmarks.fake_openai import (
+    POSITIVE_WORDS,
+    Action,
+    FakeOpenAIServer,
+    sentiment_answer,
+)
+
+__all__ = ["POSITIVE_WORDS", "Action", "FakeOpenAIServer", "sentiment_answer"]

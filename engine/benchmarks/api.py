@@ -73,11 +73,11 @@ class ApiBenchConfig:
     @property
     def per_window(self) -> int:
         """Requests the server accepts in any window."""
-        return int(round(self.rpm * self.window_s / 60.0))
+        return round(self.rpm * self.window_s / 60.0)
 
     @property
     def total_requests(self) -> int:
-        return self.requests if self.requests is not None else int(math.ceil(self.rpm * self.duration_s / 60.0))
+        return self.requests if self.requests is not None else math.ceil(self.rpm * self.duration_s / 60.0)
 
     @property
     def expected_seconds(self) -> float:
