@@ -64,7 +64,7 @@ class Measurement:
 
 
 async def measure(variant: str, attack_name: str, backend: Any, task: Any, samples: list, prompt: str,
-                  *, budget: int, seed: int, cache_dir: Path, batch_size: int) -> Measurement:
+                  *, budget: int, seed: int, cache_dir: Path, batch_size: int, chunk_size: int = 8) -> Measurement:
     attack = get_attack(attack_name)
     semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if attack_name == "semantic" else []
     cache = None
@@ -79,6 +79,7 @@ async def measure(variant: str, attack_name: str, backend: Any, task: Any, sampl
             sched, task, samples,
             mode="generate" if variant in ("exhaustive-gen", "engine-gen") else ("choices" if task.supports_choices else "generate"),
             early_stopping=variant != "exhaustive",
+            chunk_size=chunk_size,
         )
     t0 = time.perf_counter()
     outcome = await attack.run(prompt, scorer, protected=protected_words(task), seed=seed, budget=budget,
@@ -131,6 +132,7 @@ async def main() -> None:
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chunk-size", type=int, default=8, help="samples per early-stopping round")
     ap.add_argument("--out", default=None, help="write the Markdown table here too")
     args = ap.parse_args()
 
@@ -150,7 +152,7 @@ async def main() -> None:
         for name in names:
             for v in variants:
                 m = await measure(v, name, backend, task, samples, prompt.text, budget=args.budget, seed=args.seed,
-                                  cache_dir=Path(tmp), batch_size=args.batch_size)
+                                  cache_dir=Path(tmp), batch_size=args.batch_size, chunk_size=args.chunk_size)
                 rows.append(m)
                 print(f"# {name:<12} {v:<11} {m.seconds:7.1f}s sent {m.requests_sent:6d} saved {m.saved_by_early_stopping:6d} "
                       f"clean {m.clean_score:.3f} -> {m.adversarial_score:.3f}", file=sys.stderr, flush=True)
@@ -161,7 +163,8 @@ async def main() -> None:
         "",
         f"Command: `{cmd}`",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; model {args.model}; "
-        f"dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; seed {args.seed}.",
+        f"dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
+        f"early-stopping chunk {args.chunk_size} samples; seed {args.seed}.",
         "",
         *table(rows, variants[0], variants),
         "",

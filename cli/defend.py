@@ -70,8 +70,7 @@ async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
     by_model: dict[str, list[Any]] = {}
     for s in sources:
         by_model.setdefault(args.model or s.record.model, []).append(s)
-    folder = RunFolder(args.output_dir, ["defend", *sorted(by_model)[:2]])
-    try:
+    with RunFolder(args.output_dir, ["defend", *sorted(by_model)[:2]]) as folder:
         session = session_for(args)
         records: list[Any] = []
         try:
@@ -87,10 +86,7 @@ async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
         summary = write_defense_outputs(folder, records)
         folder.write_json("config.json", config_of(args))
         folder.write_json("results.json", {"defense": "spellcheck", "summary": summary, "cache": cache})
-        final = folder.commit()
-    except BaseException:
-        folder.discard()
-        raise
+    final = folder.final
     print_defense(records, summary)
     print(f"pre: results in {final}", file=sys.stderr)
     return 0

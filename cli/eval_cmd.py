@@ -229,8 +229,7 @@ async def _run(args: argparse.Namespace, items: list[PromptItem]) -> int:
         args.shots = 3
     samples = task.load(limit=args.limit, seed=args.seed, data_dir=args.data_dir, data_file=args.data_file)
     examples = few_shot(task, args.shots, seed=args.seed, data_dir=args.data_dir)
-    folder = RunFolder(args.output_dir, ["eval", spec.name, task.name])
-    try:
+    with RunFolder(args.output_dir, ["eval", spec.name, task.name]) as folder:
         session = session_for(args)
         try:
             scheduler = await session.scheduler(spec)
@@ -244,10 +243,7 @@ async def _run(args: argparse.Namespace, items: list[PromptItem]) -> int:
             await session.close()
         folder.write_json("config.json", config_of(args))
         folder.write_json("results.json", summary)
-        final = folder.commit()
-    except BaseException:
-        folder.discard()
-        raise
+    final = folder.final
     print(f"pre: results in {final}", file=sys.stderr)
     return 0
 

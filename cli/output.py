@@ -2,7 +2,11 @@
 
 A run writes into ``<output-dir>/.<name>.partial`` and renames it to
 ``<output-dir>/<name>`` only when every file is written, so a crash or an
-error never leaves a folder that looks like a finished run.
+error never leaves a folder that looks like a finished run::
+
+    with RunFolder(output_dir, [model, dataset]) as folder:
+        folder.write_json("results.json", ...)
+    print(folder.final)
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ class RunFolder:
         path = self.path(name)
         path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_default))
         return path
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Commit when the block finished, discard on any exception (Ctrl-C included)."""
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
 
     def commit(self) -> Path:
         os.replace(self.partial, self.final)

@@ -128,18 +128,14 @@ async def _run(args: argparse.Namespace) -> int:
         args.shots = 3
     samples = task.load(limit=args.limit, seed=args.seed, data_dir=args.data_dir, data_file=args.data_file)
     examples = few_shot(task, args.shots, seed=args.seed, data_dir=args.data_dir)
-    folder = RunFolder(args.output_dir, [spec.name, task.name])
     settings = SchedulerSettings(concurrency=args.concurrency, batch_size=args.batch_size, rpm=args.rpm, tpm=args.tpm)
-    try:
+    with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
         session = Session(cache=args.cache, settings=settings, use_cache=not args.no_cache)
         try:
             code = await _evaluate_and_write(args, session, spec, task, samples, examples, prompts, folder)
         finally:
             await session.close()
-        final = folder.commit()
-    except BaseException:
-        folder.discard()
-        raise
+    final = folder.final
     print(f"pre: results in {final}", file=sys.stderr)
     return code
 

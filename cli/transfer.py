@@ -114,8 +114,7 @@ async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
 
     spec = resolve_spec(args.model, args.model_args)
     datasets = sorted({s.record.dataset for s in sources})
-    folder = RunFolder(args.output_dir, ["transfer", spec.name, *datasets[:2]])
-    try:
+    with RunFolder(args.output_dir, ["transfer", spec.name, *datasets[:2]]) as folder:
         session = session_for(args)
         try:
             scheduler = await session.scheduler(spec)
@@ -127,10 +126,7 @@ async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
         summary = write_transfer_outputs(folder, records)
         folder.write_json("config.json", config_of(args))
         folder.write_json("results.json", {"target_model": spec.name, "apdr": summary, "scheduler": stats, "cache": cache})
-        final = folder.commit()
-    except BaseException:
-        folder.discard()
-        raise
+    final = folder.final
     print_transfer(records, summary)
     print(f"pre: results in {final}", file=sys.stderr)
     return 0
