@@ -37,6 +37,11 @@ class MaskedLM:
         self._tok = None
         self._model = None
 
+    def ensure_loaded(self) -> None:
+        """Load now (not at the first replacement), so a missing model fails
+        before any budget is spent, never silently after it."""
+        self._load()
+
     def _load(self) -> None:
         if self._model is not None:
             return

@@ -293,6 +293,7 @@ class BertAttack(GreedyWordAttack):
     def transformation(self, seed: int) -> WordTransformation:
         if self._mlm is None:
             self._mlm = load_masked_lm(self.mlm_id, self.device)
+        self._mlm.ensure_loaded()
         return MaskedLMSwap(self._mlm, k=self.candidates, name=self.name)
 
     def constraints(self) -> list[Constraint]:
