@@ -132,6 +132,25 @@ def clean_rows(path: Path) -> list[dict[str, Any]]:
     return []
 
 
+def sweep_clean_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Clean scores a sweep keeps inside its records ("clean_scores": every prompt of the cell), once per cell."""
+    seen: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    for r in records:
+        scores = r.get("clean_scores")
+        if not isinstance(scores, dict):
+            continue
+        for prompt_id, score in scores.items():
+            key = (r["model"], r["dataset"], r.get("shots"), prompt_id, r["source"])
+            if key in seen or not isinstance(score, (int, float)):
+                continue
+            seen.add(key)
+            shots = r.get("shots")
+            out.append({"model": str(r["model"]), "dataset": str(r["dataset"]), "shots": shots if isinstance(shots, int) else None,
+                        "source": r["source"], "prompt_id": str(prompt_id), "score": float(score)})
+    return out
+
+
 def record_rows(path: Path, sibling_jsonl: set[Path]) -> list[dict[str, Any]]:
     """Attack records of a results.jsonl, or of results.json's "attacked" when its JSONL is gone."""
     from engine.records import read_jsonl
@@ -161,9 +180,12 @@ def load_runs(paths: list[str]) -> RunData:
     records: list[dict[str, Any]] = []
     clean: list[dict[str, Any]] = []
     for f in files:
-        records += record_rows(f, jsonls)
+        rows = record_rows(f, jsonls)
+        records += rows
         if f.name == "results.json":
             clean += clean_rows(f)
+        else:
+            clean += sweep_clean_rows(rows)
     if not records and not clean:
         where = ", ".join(paths)
         raise UserError(f"no results.jsonl or results.json under {where}: run `pre run --attack ...` or `pre sweep` first")
