@@ -187,18 +187,17 @@ class Evaluator:
         n = len(self.samples)
         progress = [CandidateProgress(total=n) for _ in unique]
         may_stop = self.early_stopping and to_beat is not None
-        for start in range(0, n, self.chunk_size):
-            chunk = self.samples[start : start + self.chunk_size]
-            active = [i for i, c in enumerate(progress) if not c.stopped]
-            if not active:
+        while True:
+            plan = self._next_round(progress, leader_first=may_stop)
+            if not plan:
                 break
-            requests = [self.build_request(unique[i], s) for i in active for s in chunk]
+            requests = [self.build_request(unique[i], self.samples[j]) for i, js in plan for j in js]
             completions = await self.scheduler.submit_many(requests, counters=self.requests)
             self.cost.samples_evaluated += len(requests)
             it = iter(completions)
-            for i in active:
-                for sample in chunk:
-                    score, _, _ = self._sample_score(next(it), sample)
+            for i, js in plan:
+                for j in js:
+                    score, _, _ = self._sample_score(next(it), self.samples[j])
                     progress[i].scores.append(score)
             if may_stop:
                 for i in prune(progress, to_beat):
@@ -209,6 +208,28 @@ class Evaluator:
             p: CandidateScore(p, c.lower(), c.complete, c.seen) for p, c in zip(unique, progress)
         }
         return [by_prompt[p] for p in prompts]
+
+    def _next_round(self, progress: list[CandidateProgress], *, leader_first: bool) -> list[tuple[int, range]]:
+        """Which samples each unfinished candidate is scored on next, as one batch.
+
+        Every candidate advances by one chunk. With early stopping, after the
+        first chunk the candidate that looks best so far (lowest mean) is also
+        finished in the same batch: its exact score is then a tight bound that
+        the others can be stopped against long before the data runs out (in
+        lockstep, nobody finishes before the last chunk). Which candidates are
+        stopped stays decided by ``prune`` alone, so the order of evaluation
+        never changes the result, only how early losers stop.
+        """
+        n = len(self.samples)
+        active = [i for i, c in enumerate(progress) if not c.stopped and not c.complete]
+        if not active:
+            return []
+        plan = {i: range(progress[i].seen, min(n, progress[i].seen + self.chunk_size)) for i in active}
+        started = all(progress[i].seen > 0 for i in active)
+        if leader_first and started and len(active) > 1:
+            leader = min(active, key=lambda i: (math.fsum(progress[i].scores) / progress[i].seen, i))
+            plan[leader] = range(progress[leader].seen, n)
+        return [(i, plan[i]) for i in active]
 
     async def _evaluate_quiet(self, prompt: str) -> float:
         result = await self.evaluate(prompt)

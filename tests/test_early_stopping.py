@@ -96,3 +96,18 @@ def test_duplicate_candidates_are_scored_once() -> None:
     out, calls, cost = asyncio.run(_score(table, ["x", "y", "x"], n, None, 5, True))
     assert calls == 2 * n and cost.duplicate_candidates == 1
     assert [o[0] for o in out] == ["x", "y", "x"]
+
+
+def test_the_leader_is_finished_first_so_harmless_candidates_stop_early() -> None:
+    # "a" halves the metric; b, c, d do not hurt at all (nobody beats to_beat=1.01 by to_beat alone).
+    n = 24
+    prompts = ["a", "b", "c", "d"]
+    table = {("a", str(j)): float(j % 2) for j in range(n)}
+    table.update({(p, str(j)): 1.0 for p in prompts[1:] for j in range(n)})
+    out, calls, cost = asyncio.run(_score(table, prompts, n, 1.01, 6, True))
+    assert winner(out, 1.01) == ("a", 0.5)
+    # Round 1: everyone sees 6 samples; round 2: "a" (lowest mean) is finished while
+    # the others see 6 more; then b, c, d (12/24 at best = a's exact 0.5, and a comes
+    # first) stop. In lockstep they would have run to 18 samples.
+    assert calls == n + 3 * 12
+    assert cost.saved_by_early_stopping == 3 * 12
