@@ -117,3 +117,19 @@ def test_identity_of_the_cache_key_material_is_stable() -> None:
     assert key == request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
     assert key != request_key(ModelIdentity("hf", "m", "r2"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
     assert len(key) == len(hashlib.sha256().hexdigest())
+
+
+def test_python_api_without_the_cli(tmp_path, server) -> None:  # noqa: ANN001
+    from engine.session import evaluate_sync
+
+    result = evaluate_sync(
+        model="openai:fake-model",
+        model_args={"base_url": server.url},
+        dataset="rotten_tomatoes",
+        limit=12,
+        cache=tmp_path / "api.sqlite",
+    )
+    assert len(result.scores) == 10 and result.samples == 12
+    # The oracle 'model' knows every label: every prompt scores 1.0.
+    assert set(result.scores.values()) == {1.0}
+    assert result.scheduler["backend_requests"] == 10 * 12
