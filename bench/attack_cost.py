@@ -174,6 +174,20 @@ async def main() -> None:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n")
+        write_json(Path(args.out).with_suffix(".json"), cmd, rows)
+
+
+def write_json(path: Path, command: str, rows: list[Measurement]) -> None:
+    """The same rows as JSON (with the command and machine) for tools that compare runs."""
+    import orjson
+    from dataclasses import asdict
+
+    payload = {
+        "command": command,
+        "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "rows": [{**asdict(m), "samples_per_second": m.samples_per_second} for m in rows],
+    }
+    path.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
 
 
 if __name__ == "__main__":
