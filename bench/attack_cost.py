@@ -34,7 +34,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks.registry import get_attack, list_attacks  # noqa: E402
-from engine.attack_job import protected_words  # noqa: E402
+from engine.attack_job import protected_words, semantic_prompts_for  # noqa: E402
 from engine.cache import ScoreCache  # noqa: E402
 from engine.evaluator import Evaluator  # noqa: E402
 from engine.reference import ReferenceScorer  # noqa: E402
@@ -66,7 +66,7 @@ class Measurement:
 async def measure(variant: str, attack_name: str, backend: Any, task: Any, samples: list, prompt: str,
                   *, budget: int, seed: int, cache_dir: Path, batch_size: int, chunk_size: int = 8) -> Measurement:
     attack = get_attack(attack_name)
-    semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if attack_name == "semantic" else []
+    semantic = semantic_prompts_for(task, attack_name)
     cache = None
     if variant == "reference":
         scorer: Any = ReferenceScorer(backend, task, samples)

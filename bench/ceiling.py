@@ -23,23 +23,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.registry import build_backend, resolve_model  # noqa: E402
-from engine.types import ChatMessage, Decoding, Request  # noqa: E402
+from engine.requests import RequestBuilder  # noqa: E402
+from engine.types import Request  # noqa: E402
 from tasks import get_task, load_prompts  # noqa: E402
 
 
 def requests_for(task, samples, prompt: str, chat: bool, kind: str) -> list[Request]:  # noqa: ANN001
-    decoding = Decoding(max_tokens=task.max_tokens, stop=tuple(task.stop))
-    out = []
-    for s in samples:
-        text = task.render(prompt, s)
-        payload = {"messages": (ChatMessage("user", text),)} if chat else {"prompt": text}
-        if kind == "score_choices":
-            words = task.choices()
-            choices = tuple(words) if chat else tuple(" " + w for w in words)
-            out.append(Request(kind="score_choices", choices=choices, decoding=decoding, **payload))
-        else:
-            out.append(Request(kind="generate", decoding=decoding, **payload))
-    return sorted(out, key=lambda r: len(r.input_text()))  # as the scheduler groups them
+    builder = RequestBuilder(task, mode="choices" if kind == "score_choices" else "generate", chat=chat)
+    return sorted((builder.build(prompt, s) for s in samples), key=lambda r: len(r.input_text()))  # as the scheduler groups them
 
 
 async def main() -> None:

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.cache import ScoreCache  # noqa: E402
 from engine.evaluator import Evaluator  # noqa: E402
 from engine.registry import build_backend, resolve_model  # noqa: E402
+from engine.requests import RequestBuilder  # noqa: E402
 from engine.scheduler import Scheduler  # noqa: E402
 from tasks.prompt_sets import load_prompts  # noqa: E402
 from tasks.registry import get_task  # noqa: E402
@@ -46,31 +47,13 @@ async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_fil
 
 async def straight(backend, task, samples, prompt: str, batch_size: int) -> float:  # noqa: ANN001
     """The same requests, sorted by length as the scheduler sorts them, in batches, with nothing around."""
-    builder = _Builder(task, backend.is_chat)
-    requests = [Evaluator.build_request(builder, prompt, s) for s in samples]  # type: ignore[arg-type]
+    builder = RequestBuilder(task, mode="choices", chat=backend.is_chat)
+    requests = [builder.build(prompt, s) for s in samples]
     requests.sort(key=lambda r: len(r.input_text()))
     t0 = time.perf_counter()
     for start in range(0, len(requests), batch_size):
         await backend.complete_batch(requests[start : start + batch_size])
     return time.perf_counter() - t0
-
-
-class _Builder:
-    """Just enough of an Evaluator for ``Evaluator.build_request``."""
-
-    def __init__(self, task, chat: bool) -> None:  # noqa: ANN001
-        from engine.types import Decoding
-
-        self.task = task
-        self.chat = chat
-        self.examples = []
-        self.mode = "choices"
-        self._decoding = Decoding(max_tokens=task.max_tokens, stop=tuple(task.stop))
-        words = task.choices()
-        self._choices = tuple(words) if chat else tuple(" " + w for w in words)
-
-    def render(self, prompt, sample):  # noqa: ANN001, ANN201
-        return self.task.render(prompt, sample, self.examples)
 
 
 async def main() -> None:

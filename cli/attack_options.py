@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from cli.errors import UserError, one_line, user_error_types
-from engine.attack_job import attack_prompt
+from engine.attack_job import attack_prompt, rank_prompts
 from engine.records import append_jsonl, consolidate_parquet
 
 ALL = "all"
@@ -61,7 +61,7 @@ def options_for(names: list[str], items: list[str]) -> dict[str, dict[str, str]]
 def attack_names(spec: str) -> list[str]:
     from attacks.registry import list_attacks
 
-    known = [a[0] if isinstance(a, tuple) else str(a) for a in list_attacks()]
+    known = [name for name, _ in list_attacks()]
     if spec.strip().lower() == ALL:
         return known
     names = [n.strip().lower() for n in spec.split(",") if n.strip()]
@@ -72,8 +72,6 @@ def attack_names(spec: str) -> list[str]:
 
 
 async def run_attacks(args, session, spec, task, samples, evaluator, prompts, folder) -> int:  # noqa: ANN001
-    from tasks.prompt_sets import load_prompts
-
     if args.top_k < 1:
         raise UserError(f"--top-k must be at least 1 (got {args.top_k})")
     if args.budget < 1:
@@ -85,9 +83,8 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
 
     # 1. Clean scores of the whole prompt set, then the top k.
     print(f"pre: scoring {len(prompts)} prompts on {len(samples)} samples", file=sys.stderr)
-    clean = [(p, (await evaluator.evaluate(p.text)).score) for p in prompts]
-    ranked = sorted(clean, key=lambda pc: -pc[1])[: args.top_k]
-    semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if "semantic" in names else []
+    clean = await rank_prompts(evaluator, prompts)
+    ranked = clean[: args.top_k]
 
     records: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -113,7 +110,6 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
                     budget=args.budget,
                     early_stopping=args.early_stopping,
                     chunk_size=args.chunk_size,
-                    semantic_prompts=semantic,
                     attack_options=per_attack_options[name],
                 )
             except user_errors as exc:

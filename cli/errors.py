@@ -14,31 +14,19 @@ class UserError(Exception):
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Every exception type that means 'bad input or environment', not a bug.
 
-    Imported lazily so `pre --help` stays fast and optional modules may be absent.
+    Imported when needed so that `pre --help` does not pay for them.
     """
-    types: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError]
+    from attacks.errors import AttackError
     from engine.backends.base import BackendUnavailable
     from engine.cache import CacheError
     from engine.registry import ModelArgsError, UnknownModelError
+    from engine.sweep import SweepConfigError
+    from tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
-    types += [BackendUnavailable, CacheError, ModelArgsError, UnknownModelError]
-    for module, names in (
-        ("tasks.errors", ("TaskError", "TaskDataError", "UnknownTaskError", "UnknownPromptError", "PromptFileError")),
-        ("tasks.registry", ("UnknownTaskError",)),
-        ("tasks.prompt_sets", ("UnknownPromptError", "PromptFileError")),
-        ("attacks.registry", ("UnknownAttackError",)),
-        ("attacks.errors", ("AttackError",)),
-        ("engine.sweep", ("SweepConfigError",)),
-    ):
-        try:
-            mod = __import__(module, fromlist=list(names))
-        except ImportError:
-            continue
-        for name in names:
-            exc = getattr(mod, name, None)
-            if isinstance(exc, type) and issubclass(exc, BaseException):
-                types.append(exc)
-    return tuple(dict.fromkeys(types))
+    return (
+        UserError, FileNotFoundError, PermissionError, BackendUnavailable, CacheError, ModelArgsError,
+        UnknownModelError, SweepConfigError, TaskError, AttackError,
+    )
 
 
 def one_line(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from cli.errors import UserError
+from cli.run import add_output_arguments, add_scheduler_arguments
 
 NAME = "eval"
 HELP = "score the prompts of a file (or clean/adversarial pairs, with their PDR) on a dataset"
@@ -63,14 +64,9 @@ def add_common_arguments(p: argparse.ArgumentParser, *, from_records: bool = Fal
     g = p.add_argument_group("how to query the model")
     g.add_argument("--mode", default=None if from_records else "choices", choices=["choices", "generate"], help=f"choices: label log-probs; generate: decode and parse{keep}")
     g.add_argument("--parser", default=None if from_records else "last_word", choices=["last_word", "robust"], help=f"answer parser in generate mode{keep}")
-    g.add_argument("--concurrency", type=int, default=64, help="requests in flight at once (HTTP and vLLM backends)")
-    g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends")
-    g.add_argument("--rpm", type=float, default=None, help="requests-per-minute limit (API backends)")
-    g.add_argument("--tpm", type=float, default=None, help="tokens-per-minute limit (API backends)")
+    add_scheduler_arguments(g)
     g = p.add_argument_group("where things go")
-    g.add_argument("--cache", default=None, help="score cache file (default: ~/.cache/promptrobust/scores.sqlite)")
-    g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
-    g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
+    add_output_arguments(g)
 
 
 def validate_common(args: argparse.Namespace) -> None:
@@ -97,9 +93,9 @@ def resolve_spec(name: str, model_args: str) -> Any:
 
 
 def run_async(coro_fn: Any, args: argparse.Namespace) -> int:
-    from engine.session import _ensure_uvloop
+    from engine.session import use_uvloop
 
-    _ensure_uvloop()
+    use_uvloop()
     return asyncio.run(coro_fn(args))
 
 

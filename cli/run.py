@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from cli import attack_options
 from cli.errors import UserError
 from cli.output import RunFolder
 
@@ -46,33 +47,35 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     g = p.add_argument_group("how to query the model")
     g.add_argument("--mode", default="choices", choices=["choices", "generate"], help="choices: score label log-probs (fast, no parse failures); generate: decode and parse the answer")
     g.add_argument("--parser", default="last_word", choices=["last_word", "robust"], help="answer parser in generate mode (last_word is the paper's rule)")
+    add_scheduler_arguments(g)
+    g = p.add_argument_group("where things go")
+    add_output_arguments(g)
+    g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
+    g.add_argument("--no-progress", action="store_true", help="do not draw the progress line")
+    attack_options.add_arguments(p)
+    p.set_defaults(handler=handle)
+
+
+def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
+    """Limits of the model's scheduler (shared by every command that queries a model)."""
     g.add_argument("--concurrency", type=int, default=64, help="requests in flight at once (HTTP and vLLM backends)")
     g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends (default: the backend's)")
     g.add_argument("--rpm", type=float, default=None, help="requests-per-minute limit (API backends)")
     g.add_argument("--tpm", type=float, default=None, help="tokens-per-minute limit (API backends)")
-    g = p.add_argument_group("where things go")
+
+
+def add_output_arguments(g: argparse._ArgumentGroup) -> None:
+    """Where answers and run folders go."""
     g.add_argument("--cache", default=None, help="score cache file (default: ~/.cache/promptrobust/scores.sqlite or $PRE_CACHE_DIR)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
-    g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
-    g.add_argument("--no-progress", action="store_true", help="do not draw the progress line")
-    _add_attack_arguments(p)
-    p.set_defaults(handler=handle)
-
-
-def _add_attack_arguments(p: argparse.ArgumentParser) -> None:
-    try:
-        from cli import attack_options
-    except ImportError:
-        return
-    attack_options.add_arguments(p)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from engine.session import _ensure_uvloop
+    from engine.session import use_uvloop
 
     _validate(args)
-    _ensure_uvloop()
+    use_uvloop()
     return asyncio.run(_run(args))
 
 
@@ -146,10 +149,7 @@ async def _evaluate_and_write(args, session, spec, task, samples, examples, prom
 
     scheduler = await session.scheduler(spec)
     evaluator = Evaluator(scheduler, task, samples, mode=args.mode, parser=args.parser, examples=examples)
-    attack_runner = getattr(args, "attack", None)
-    if attack_runner:
-        from cli import attack_options
-
+    if args.attack:
         return await attack_options.run_attacks(args, session, spec, task, samples, evaluator, prompts, folder)
 
     current = {"i": 0}

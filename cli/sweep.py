@@ -55,7 +55,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from engine.session import _ensure_uvloop
+    from engine.session import use_uvloop
     from engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
 
     try:
@@ -86,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
             f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
         )
         return 0
-    _ensure_uvloop()
+    use_uvloop()
     try:
         cfg.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

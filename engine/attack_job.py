@@ -21,6 +21,21 @@ def protected_words(task: Task) -> frozenset[str]:
     return frozenset(words)
 
 
+def semantic_prompts_for(task: Task, attack_name: str) -> list[str]:
+    """The Semantic attack's candidates (the task's semantic prompt set); nothing for other attacks."""
+    if attack_name != "semantic":
+        return []
+    from tasks.prompt_sets import load_prompts
+
+    return [p.text for p in load_prompts(task.name, types=["semantic"])]
+
+
+async def rank_prompts(evaluator: Evaluator, prompts: Sequence[Prompt]) -> list[tuple[Prompt, float]]:
+    """Clean score of every prompt of a set, best first (the paper attacks the top k)."""
+    scored = [(p, (await evaluator.evaluate(p.text)).score) for p in prompts]
+    return sorted(scored, key=lambda pc: -pc[1])
+
+
 async def attack_prompt(
     *,
     attack_name: str,
@@ -38,7 +53,7 @@ async def attack_prompt(
     budget: int,
     early_stopping: str = "exact",
     chunk_size: int = 32,
-    semantic_prompts: Sequence[str] = (),
+    semantic_prompts: Sequence[str] | None = None,
     attack_options: dict[str, Any] | None = None,
 ) -> AttackRecord:
     from attacks.registry import get_attack
@@ -61,7 +76,7 @@ async def attack_prompt(
         protected=protected_words(task),
         seed=seed,
         budget=budget,
-        semantic_prompts=semantic_prompts,
+        semantic_prompts=semantic_prompts_for(task, attack_name) if semantic_prompts is None else semantic_prompts,
     )
     return AttackRecord(
         model=model_name,

@@ -13,16 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from attacks.base import CandidateScore
 from engine.early_stop import CandidateProgress, prune
+from engine.requests import Mode, RequestBuilder
 from engine.scheduler import JobCounters, Scheduler
+from engine.types import Completion, Request
 from tasks.base import ParserName, Sample, Task
 
-from engine.types import ChatMessage, Completion, Decoding, Request
-
-Mode = Literal["choices", "generate"]
+__all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord"]
 
 
 @dataclass
@@ -89,33 +89,31 @@ class Evaluator:
         self.scheduler = scheduler
         self.task = task
         self.samples = list(samples)
-        self.mode: Mode = mode
         self.parser: ParserName = parser
-        self.chat = scheduler.backend.is_chat if chat is None else chat
-        self.examples = list(examples)
         self.chunk_size = max(1, chunk_size)
         self.early_stopping = early_stopping
         self.cost = EvaluatorCost()
         self.requests = JobCounters()
         self.unparseable = 0
-        self._decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
-        words = task.choices() if mode == "choices" else ()
-        # After a chat template's assistant header the answer starts bare; after
-        # a completion cue such as "Answer:" it starts with a space.
-        self._choices = tuple(words) if self.chat else tuple(" " + w for w in words)
+        chat = scheduler.backend.is_chat if chat is None else chat
+        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens)
+
+    @property
+    def mode(self) -> Mode:
+        return self.builder.mode
+
+    @property
+    def chat(self) -> bool:
+        """Whether inputs go to the model as chat messages (else completion text)."""
+        return self.builder.chat
+
+    @property
+    def examples(self) -> list[Sample]:
+        return self.builder.examples
 
     # -- requests ----------------------------------------------------------------
-    def render(self, prompt: str, sample: Sample) -> str:
-        return self.task.render(prompt, sample, self.examples)
-
     def build_request(self, prompt: str, sample: Sample) -> Request:
-        text = self.render(prompt, sample)
-        payload: dict[str, Any] = (
-            {"messages": (ChatMessage("user", text),)} if self.chat else {"prompt": text}
-        )
-        if self.mode == "choices":
-            return Request(kind="score_choices", choices=self._choices, decoding=self._decoding, **payload)
-        return Request(kind="generate", decoding=self._decoding, **payload)
+        return self.builder.build(prompt, sample)
 
     def interpret(self, completion: Completion) -> tuple[Any, str | None]:
         """The prediction read from a completion, and the answer text if any."""
@@ -135,17 +133,19 @@ class Evaluator:
     # -- one prompt, all samples ---------------------------------------------------
     async def evaluate(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
         """Score one prompt on every sample (no early stopping)."""
+        self.cost.candidate_evaluations += 1
+        return await self._full_pass(prompt, keep_records=keep_records)
+
+    async def _full_pass(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
         requests = [self.build_request(prompt, s) for s in self.samples]
         completions = await self.scheduler.submit_many(requests, counters=self.requests)
+        self.cost.samples_evaluated += len(self.samples)
         predictions: list[Any] = []
         scores: list[float] = []
         records: list[SampleRecord] = []
-        unparseable = 0
         for request, completion, sample in zip(requests, completions, self.samples):
-            prediction, text = self.interpret(completion)
-            unparseable += prediction is None
+            score, prediction, text = self._sample_score(completion, sample)
             predictions.append(prediction)
-            score = float(self.task.metric.sample_score(prediction, sample))
             scores.append(score)
             if keep_records:
                 records.append(
@@ -159,13 +159,11 @@ class Evaluator:
                         score=score,
                     )
                 )
-        self.unparseable += unparseable
-        self.cost.candidate_evaluations += 1
-        self.cost.samples_evaluated += len(self.samples)
         if self.task.metric.decomposable:
             total = math.fsum(scores) / len(scores)
         else:
             total = float(self.task.metric.corpus_score(predictions, self.samples))
+        unparseable = sum(p is None for p in predictions)
         return PromptEvaluation(prompt, total, len(self.samples), unparseable, records)
 
     # -- many candidates: the PromptScorer -------------------------------------------
@@ -181,7 +179,7 @@ class Evaluator:
         self.cost.duplicate_candidates += len(prompts) - len(unique)
         self.cost.candidate_evaluations += len(unique)
         if not self.task.metric.decomposable:
-            exact = {p: (await self._evaluate_quiet(p)) for p in unique}
+            exact = {p: (await self._full_pass(p)).score for p in unique}
             return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
 
         n = len(self.samples)
@@ -230,8 +228,3 @@ class Evaluator:
             leader = min(active, key=lambda i: (math.fsum(progress[i].scores) / progress[i].seen, i))
             plan[leader] = range(progress[leader].seen, n)
         return [(i, plan[i]) for i in active]
-
-    async def _evaluate_quiet(self, prompt: str) -> float:
-        result = await self.evaluate(prompt)
-        self.cost.candidate_evaluations -= 1  # already counted by the caller
-        return result.score

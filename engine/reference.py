@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from attacks.base import CandidateScore
 from engine.backends.base import Backend
-from engine.types import ChatMessage, Decoding, Request
+from engine.requests import RequestBuilder
+from engine.types import Request
 from tasks.base import Sample, Task
 
 
@@ -45,16 +46,12 @@ class ReferenceScorer:
         self.backend = backend
         self.task = task
         self.samples = list(samples)
-        self.examples = list(examples)
         self.chat = backend.is_chat if chat is None else chat
-        self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
+        self.builder = RequestBuilder(task, mode="generate", chat=self.chat, examples=examples, max_tokens=max_tokens)
         self.cost = ReferenceCost()
 
     def request(self, prompt: str, sample: Sample) -> Request:
-        text = self.task.render(prompt, sample, self.examples)
-        if self.chat:
-            return Request(kind="generate", messages=(ChatMessage("user", text),), decoding=self.decoding)
-        return Request(kind="generate", prompt=text, decoding=self.decoding)
+        return self.builder.build(prompt, sample)
 
     async def score(self, prompt: str) -> float:
         predictions = []

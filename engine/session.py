@@ -60,7 +60,7 @@ class EvaluationResult:
         return {p.id: e.score for p, e in zip(self.prompts, self.evaluations)}
 
 
-def _ensure_uvloop() -> None:
+def use_uvloop() -> None:
     """Use uvloop when installed (faster event loop); harmless without."""
     try:
         import uvloop
@@ -88,7 +88,6 @@ class Session:
             self.cache = None
         self.settings = settings or SchedulerSettings()
         self._schedulers: dict[str, Scheduler] = {}
-        self._specs: dict[str, ModelSpec] = {}
 
     async def scheduler(
         self,
@@ -114,7 +113,6 @@ class Session:
                 max_wait_ms=s.max_wait_ms,
             )
             self._schedulers[key] = sched
-            self._specs[key] = spec
         await sched.start()
         return sched
 
@@ -198,5 +196,5 @@ def evaluate_sync(**kwargs: Any) -> EvaluationResult:
         async with Session(cache=cache) as session:
             return await session.evaluate(**kwargs)
 
-    _ensure_uvloop()
+    use_uvloop()
     return asyncio.run(go())

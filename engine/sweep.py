@@ -158,7 +158,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
 
     from attacks.registry import list_attacks
 
-    known_attacks = [a[0] if isinstance(a, tuple) else str(a) for a in list_attacks()]
+    known_attacks = [name for name, _ in list_attacks()]
     attacks_raw = grid["attacks"]
     attacks = known_attacks if attacks_raw == "all" else _names(attacks_raw, "grid.attacks")
     for a in attacks:
@@ -203,7 +203,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     return cfg
 
 
-def estimate_requests(cfg: SweepConfig, job: Job, samples: int, prompts: int) -> dict[str, int]:
+def estimate_requests(cfg: SweepConfig, samples: int, prompts: int) -> dict[str, int]:
     """Upper bounds on model requests for a job, before cache and early stopping."""
     clean = prompts * samples
     attack = cfg.top_k * (cfg.budget + 1) * samples
@@ -244,7 +244,7 @@ async def run_sweep(
     session: Any = None,
 ) -> SweepProgress:
     """Run (or resume) every job of the grid concurrently; returns counters."""
-    from engine.attack_job import attack_prompt
+    from engine.attack_job import attack_prompt, rank_prompts
     from engine.evaluator import Evaluator
     from engine.registry import parse_model_args, resolve_model
     from engine.session import SchedulerSettings, Session, few_shot
@@ -288,24 +288,13 @@ async def run_sweep(
             scheduler = await session.scheduler(spec, settings=model_settings(cfg, job.model))
             mode = cfg.mode if task.supports_choices else "generate"
 
-            def evaluator(early: bool = True) -> Evaluator:
-                return Evaluator(
-                    scheduler, task, samples, mode=mode, parser=cfg.parser, examples=examples,
-                    chunk_size=cfg.chunk_size, early_stopping=early,
-                )
-
             # Every attack of a cell ranks the same prompts: score them once.
             cell = (job.model, job.dataset, job.shots, job.prompt_type)
             if cell not in clean_cache:
-                async def score_all() -> list[tuple[Any, float]]:
-                    ev = evaluator(False)
-                    return [(p, (await ev.evaluate(p.text)).score) for p in prompts]
-
-                clean_cache[cell] = asyncio.ensure_future(score_all())
+                ranker = Evaluator(scheduler, task, samples, mode=mode, parser=cfg.parser, examples=examples)
+                clean_cache[cell] = asyncio.ensure_future(rank_prompts(ranker, prompts))
             clean = await clean_cache[cell]
-            top = sorted(clean, key=lambda pc: -pc[1])[: cfg.top_k]
-            semantic = [p.text for p in load_prompts(task.name, types=["semantic"])] if job.attack == "semantic" else []
-            for prompt, _ in top:
+            for prompt, _ in clean[: cfg.top_k]:
                 if (job.id, prompt.id) in done:
                     progress.skipped += 1
                     continue
@@ -313,7 +302,7 @@ async def run_sweep(
                     attack_name=job.attack, prompt=prompt, scheduler=scheduler, task=task, samples=samples,
                     examples=examples, model_name=spec.name, backend_kind=spec.backend, mode=mode,
                     parser=cfg.parser, shots=shots, seed=cfg.seed, budget=cfg.budget,
-                    early_stopping=cfg.early_stopping, chunk_size=cfg.chunk_size, semantic_prompts=semantic,
+                    early_stopping=cfg.early_stopping, chunk_size=cfg.chunk_size,
                 )
                 record = rec.to_dict()
                 record["prompt_type"] = job.prompt_type
@@ -373,10 +362,10 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
     done = completed_keys(cfg.folder / "results.jsonl")
     for job in cfg.jobs():
         task = get_task(job.dataset)
-        size = getattr(task, "default_size", None) or getattr(task, "sample_size", None)
+        size = getattr(task, "sample_size", None)  # the paper size of dataset tasks
         samples = min(cfg.limit, size) if (cfg.limit and size) else (cfg.limit or size or 0)
         prompts = len(load_prompts(task.name, types=[job.prompt_type]))
-        est = estimate_requests(cfg, job, int(samples), prompts)
+        est = estimate_requests(cfg, int(samples), prompts)
         finished = sum(1 for k in done if k[0] == job.id)
         out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est})
     return out

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from attacks.words import tokenize
+from engine.requests import answer_continuation
 
 METHODS = ("gradient", "deletion")
 
@@ -137,9 +138,7 @@ class _Scorer:
         self.render = render
         self.chat = chat
         self.encdec = bool(getattr(model.config, "is_encoder_decoder", False))
-        # Same rule as the engine's label scoring: bare after a chat template's
-        # assistant header, " word" after a completion cue such as "Answer:".
-        answer = target if chat else " " + target
+        answer = answer_continuation(target, chat)  # the engine's label-scoring rule
         self.target_ids = list(tokenizer(answer, add_special_tokens=False)["input_ids"])
         if not self.target_ids:
             raise AttentionError(f"the answer {target!r} tokenizes to nothing; check the dataset's label words")

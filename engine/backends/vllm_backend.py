@@ -177,6 +177,15 @@ def _has_chat_template(model_dir: Path) -> bool:
 # --------------------------------------------------------------------------
 
 
+def _first_line(exc: BaseException, default: str | None = None) -> str:
+    """The first line of an exception's message (vLLM's can be pages long);
+    ``default`` (the exception's type name unless given) when it has none."""
+    text = str(exc).strip()
+    if text:
+        return text.splitlines()[0]
+    return type(exc).__name__ if default is None else default
+
+
 class VLLMBackend(Backend):
     """A model served by an in-process vLLM ``AsyncLLM``."""
 
@@ -305,13 +314,8 @@ class VLLMBackend(Backend):
         try:
             engine = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except Exception as exc:  # vLLM raises many types here; keep one line
-            first = (
-                str(exc).strip().splitlines()[0]
-                if str(exc).strip()
-                else type(exc).__name__
-            )
             raise BackendUnavailable(
-                f"vLLM could not start {self.model!r}: {first}"
+                f"vLLM could not start {self.model!r}: {_first_line(exc)}"
             ) from exc
         tokenizer = engine.get_tokenizer()
         if asyncio.iscoroutine(tokenizer):  # older releases made it async
@@ -380,14 +384,10 @@ class VLLMBackend(Backend):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            msg = _first_line(exc, default="")
             cause = exc.__cause__
             if not msg and cause is not None:
-                msg = (
-                    str(cause).strip().splitlines()[0]
-                    if str(cause).strip()
-                    else type(cause).__name__
-                )
+                msg = _first_line(cause)
             raise BackendError(
                 f"vLLM request failed: {type(exc).__name__}: {msg or 'no message'}"
             ) from exc

@@ -1,0 +1,55 @@
+"""How a prompt and a sample become a model Request, in one place.
+
+The evaluator, the reference loop, the benchmarks and the attention analysis
+all need the same rendering: the task's text, wrapped as a chat turn for
+instruction-tuned models or left as completion text for base models, and, for
+label scoring, the verbalisers written the way they continue that input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from engine.types import ChatMessage, Decoding, Request
+from tasks.base import Sample, Task
+
+Mode = Literal["choices", "generate"]
+
+
+def answer_continuation(word: str, chat: bool) -> str:
+    """A label word as the model would write it next: bare after a chat
+    template's assistant header, with a leading space after a completion cue
+    such as "Answer:"."""
+    return word if chat else " " + word
+
+
+class RequestBuilder:
+    """Requests for one task, one input format (chat or completion) and one mode."""
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        mode: Mode,
+        chat: bool,
+        examples: Sequence[Sample] = (),
+        max_tokens: int | None = None,
+    ) -> None:
+        self.task = task
+        self.mode: Mode = mode
+        self.chat = chat
+        self.examples = list(examples)
+        self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
+        words = task.choices() if mode == "choices" else ()
+        self.choices = tuple(answer_continuation(w, chat) for w in words)
+
+    def render(self, prompt: str, sample: Sample) -> str:
+        return self.task.render(prompt, sample, self.examples)
+
+    def build(self, prompt: str, sample: Sample) -> Request:
+        text = self.render(prompt, sample)
+        payload: dict[str, Any] = {"messages": (ChatMessage("user", text),)} if self.chat else {"prompt": text}
+        if self.mode == "choices":
+            return Request(kind="score_choices", choices=self.choices, decoding=self.decoding, **payload)
+        return Request(kind="generate", decoding=self.decoding, **payload)
