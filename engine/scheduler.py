@@ -5,8 +5,9 @@ bounded queue -> a worker -> the backend -> cache write -> every waiter.
 
 * In-process backends (``backend.batching``) get micro-batches: the batch
   worker waits for the first request, keeps collecting until the batch size or
-  ``max_wait_ms``, sorts what it has by input length and cuts it into batches
-  of similar length (less padding).
+  ``max_wait_ms``, and lets the backend split what it has into batches
+  (``arrange_batches``: by input length for less padding, or, for the hf
+  backend, by shared prefix when that computes fewer tokens).
 * HTTP-like backends get ``concurrency`` workers, each sending one request at
   a time through the RPM/TPM limiter and the retry policy. vLLM's AsyncLLM is
   in this group too: it batches continuously by itself, it only needs enough
@@ -274,9 +275,9 @@ class Scheduler:
     async def _batch_worker(self) -> None:
         while True:
             jobs = await self._collect()
-            jobs.sort(key=lambda j: len(j.request.input_text()))
-            for start in range(0, len(jobs), self.batch_size):
-                await self._run_batch(jobs[start : start + self.batch_size])
+            plan = self.backend.arrange_batches([j.request for j in jobs], self.batch_size)
+            for batch in plan:
+                await self._run_batch([jobs[i] for i in batch])
 
     async def _run_batch(self, jobs: list[_Job]) -> None:
         requests = [j.request for j in jobs]

@@ -125,6 +125,75 @@ def test_generate_honours_max_tokens_and_stop(smol: HFBackend) -> None:
     assert paris_alone.text == paris.text
 
 
+SHARED = "Read the review and say whether its sentiment is positive or negative. Answer with one word only.\nReview: "
+REVIEWS = ["Great.", "A dull, lifeless film that never finds its footing.", "Charming and funny.",
+           "I walked out after an hour; the plot made no sense at all and the acting was wooden."]
+
+
+def forward_widths(backend: HFBackend):
+    """Record the (rows, columns) of every forward pass the real model runs."""
+    widths: list[tuple[int, int]] = []
+
+    def hook(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            widths.append(tuple(ids.shape))
+
+    return widths, backend._model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def test_shared_prefix_runs_once_and_scores_as_each_request_alone(smol: HFBackend) -> None:
+    reqs = [Request("score_choices", messages=(ChatMessage("user", SHARED + r),), choices=LABELS) for r in REVIEWS]
+    multi = [Request("score_choices", messages=(ChatMessage("user", SHARED + r),), choices=("very positive", "so negative"))
+             for r in REVIEWS]
+    alone = [run(smol.complete_batch([r]))[0].choice_logprobs for r in reqs + multi]
+    encoded = [smol._encode_input(r) for r in reqs]
+    prefix = smol._shared_prefix_length(encoded)
+    assert prefix > 30  # chat template + system turn + the instruction
+    widths, handle = forward_widths(smol)
+    try:
+        together = run(smol.complete_batch(reqs + multi))
+    finally:
+        handle.remove()
+    assert [o.choice_logprobs for o in together] == [pytest.approx(a, abs=2e-4) for a in alone]
+    # The prefix ran once as a single row; no batched pass recomputed it.
+    assert (1, prefix) in widths
+    longest = max(len(e) for e in encoded)
+    assert all(cols < longest for rows, cols in widths if rows > 1)
+
+
+def test_shared_prefix_generation_matches_generation_alone(smol: HFBackend) -> None:
+    reqs = [Request("generate", messages=(ChatMessage("user", SHARED + r),), decoding=Decoding(max_tokens=4)) for r in REVIEWS]
+    alone = [run(smol.complete_batch([r]))[0].text for r in reqs]
+    widths, handle = forward_widths(smol)
+    try:
+        together = run(smol.complete_batch(reqs))
+    finally:
+        handle.remove()
+    assert [o.text for o in together] == alone
+    assert any(rows == 1 for rows, _ in widths)  # the prefix pass
+
+
+def test_arrange_batches_groups_requests_of_one_prompt(smol: HFBackend) -> None:
+    # Two instructions interleaved, with sample lengths that a length sort would mix up.
+    other = "Decide if the following movie review is favourable. Reply positive or negative, nothing else.\nReview: "
+    reqs = []
+    for k, r in enumerate(REVIEWS * 2):
+        reqs.append(Request("score_choices", messages=(ChatMessage("user", (SHARED if k < len(REVIEWS) else other) + r),), choices=LABELS))
+    plan = smol.arrange_batches(reqs, 4)
+    assert sorted(i for b in plan for i in b) == list(range(len(reqs)))
+    assert all(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 1 for b in plan)
+    # Without prefix sharing the default length order is kept.
+    smol.share_prefix = False
+    try:
+        by_length = smol.arrange_batches(reqs, 4)
+    finally:
+        smol.share_prefix = True
+    lengths = [len(reqs[i].input_text()) for b in by_length for i in b]
+    assert lengths == sorted(lengths)
+    assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in by_length)
+
+
 def test_event_loop_stays_responsive_during_a_batch(smol: HFBackend) -> None:
     async def main() -> int:
         ticks = 0

@@ -64,6 +64,14 @@ class Backend(ABC):
     async def close(self) -> None:
         """Release resources."""
 
+    def arrange_batches(self, requests: Sequence[Request], batch_size: int) -> list[list[int]]:
+        """Split requests (indices) into batches of at most ``batch_size``; default: sorted by input length.
+
+        Only used for ``batching`` backends; similar lengths waste the least padding.
+        """
+        order = sorted(range(len(requests)), key=lambda i: len(requests[i].input_text()))
+        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+
     async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Answer a batch; default: answer each request concurrently."""
         return list(await asyncio.gather(*(self.complete(r) for r in requests)))

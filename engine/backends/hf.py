@@ -8,6 +8,14 @@ Batches are sorted by length and padded on the left (decoder-only), with
 position ids derived from the attention mask, so a request scores the same
 alone or inside a batch of longer requests.
 
+Prefix sharing: the requests of one candidate prompt start with the same
+tokens (chat template, system turn, the instruction), often more than half of
+each input. When every input of a decoder-only batch shares such a prefix, it
+is run once, its key/value cache is repeated across the batch, and only each
+input's own tail is computed (vLLM's prefix caching, per batch). The scheduler
+asks ``arrange_batches`` how to group requests so that batches share long
+prefixes when that costs fewer tokens than grouping by length.
+
 Choice scoring tokenises each choice on its own (no special tokens) and
 appends its tokens to the input's tokens. That matches the literal text
 "input + choice" whenever the input ends on a token boundary, which chat
@@ -23,6 +31,7 @@ import hashlib
 import inspect
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +47,10 @@ from engine.types import Completion, ModelIdentity, Request
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: Shorter common prefixes are not worth a separate forward pass.
+MIN_SHARED_PREFIX = 8
+#: Encoded inputs kept between ``arrange_batches`` and the batch that runs them.
+_ENCODED_MEMORY = 4096
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".jinja", ".txt", ".tiktoken")
 
 
@@ -75,6 +88,7 @@ class HFBackend(Backend):
         chat: bool | None = None,
         identity_name: str | None = None,
         identity_revision: str | None = None,
+        share_prefix: bool = True,
     ) -> None:
         if not model:
             raise ValueError("hf backend: model must be a Hugging Face id or a local directory")
@@ -93,6 +107,7 @@ class HFBackend(Backend):
         self._chat_override = chat
         self._identity_name = identity_name or model
         self._identity_revision = identity_revision
+        self.share_prefix = share_prefix
         self._lock = threading.Lock()
         self._model: Any = None
         self._tok: Any = None
@@ -102,6 +117,7 @@ class HFBackend(Backend):
         self._has_logits_to_keep = False
         self._max_len: int | None = None
         self._choice_ids_cache: dict[str, list[int]] = {}
+        self._encoded: OrderedDict[Request, list[int]] = OrderedDict()
 
     # ------------------------------------------------------------------ identity
 
@@ -277,6 +293,16 @@ class HFBackend(Backend):
         return [ordered[k : k + self.batch_size] for k in range(0, len(ordered), self.batch_size)]
 
     def _encode_input(self, r: Request) -> list[int]:
+        """Token ids of a request's input, remembered for a while (``arrange_batches`` encodes them first)."""
+        ids = self._encoded.get(r)
+        if ids is None:
+            ids = self._encode_uncached(r)
+            self._encoded[r] = ids
+            if len(self._encoded) > _ENCODED_MEMORY:
+                self._encoded.popitem(last=False)
+        return ids
+
+    def _encode_uncached(self, r: Request) -> list[int]:
         tok = self._tok
         if r.messages is not None:
             if not getattr(tok, "chat_template", None):
@@ -302,6 +328,68 @@ class HFBackend(Backend):
             ids = list(self._tok(choice, add_special_tokens=False)["input_ids"]) if choice else []
             self._choice_ids_cache[choice] = ids
         return ids
+
+    # ------------------------------------------------------------------ prefix sharing
+
+    def arrange_batches(self, requests: Sequence[Request], batch_size: int) -> list[list[int]]:
+        """Group requests into batches: by length, or by shared prefix when that is cheaper.
+
+        The cost of a plan is the number of token positions it computes: a
+        batch costs its shared prefix once plus its width of padded tails per
+        row. Sorting the token ids puts requests with long common prefixes
+        (one candidate prompt over many samples) next to each other.
+        """
+        by_length = super().arrange_batches(requests, batch_size)
+        if not self._sharing_possible() or len(requests) < 2:
+            return by_length
+        try:
+            encoded = [self._encode_input(r) for r in requests]
+        except BackendError:
+            return by_length  # the batch will report the error itself
+        by_prefix = sorted(range(len(requests)), key=lambda i: encoded[i])
+        by_prefix_plan = [by_prefix[k : k + batch_size] for k in range(0, len(by_prefix), batch_size)]
+
+        def cost(plan: list[list[int]]) -> int:
+            total = 0
+            for batch in plan:
+                seqs = [encoded[i] for i in batch]
+                shared = self._shared_prefix_length(seqs)
+                total += shared + len(seqs) * (max(len(s) for s in seqs) - shared)
+            return total
+
+        return by_prefix_plan if cost(by_prefix_plan) < cost(by_length) else by_length
+
+    def _sharing_possible(self) -> bool:
+        return self.share_prefix and not self._encdec and self._model is not None
+
+    def _shared_prefix_length(self, inputs: Sequence[list[int]]) -> int:
+        """Tokens every input starts with, leaving each input at least one of its own (0: don't share)."""
+        if len(inputs) < 2 or not self._sharing_possible():
+            return 0
+        shared = min(len(os.path.commonprefix(list(inputs))), min(len(s) for s in inputs) - 1)
+        return shared if shared >= MIN_SHARED_PREFIX else 0
+
+    def _prefix_cache(self, prefix: list[int], rows: int) -> Any:
+        """The key/value cache of ``prefix``, computed once and repeated for ``rows`` rows."""
+        import torch
+
+        ids = torch.tensor([prefix], dtype=torch.long, device=self._device)
+        kw: dict[str, Any] = {"logits_to_keep": 1} if self._has_logits_to_keep else {}
+        cache = self._model(input_ids=ids, use_cache=True, **kw).past_key_values
+        cache.batch_repeat_interleave(rows)
+        return cache
+
+    def _decoder_logits(self, seqs: list[list[int]], keep: int, shared: int):
+        """Logits of the last ``keep`` columns of left-padded ``seqs``; the first ``shared`` tokens run once."""
+        import torch
+
+        if not shared:
+            ids, mask, pos = self._pad_left(seqs)
+            return self._forward_logits(ids, mask, pos, keep)
+        cache = self._prefix_cache(seqs[0][:shared], len(seqs))
+        ids, tail_mask, tail_pos = self._pad_left([s[shared:] for s in seqs])
+        mask = torch.cat([torch.ones((len(seqs), shared), dtype=torch.long, device=self._device), tail_mask], dim=1)
+        return self._forward_logits(ids, mask, tail_pos + shared, keep, cache=cache)
 
     # ------------------------------------------------------------------ padding helpers
 
@@ -352,9 +440,8 @@ class HFBackend(Backend):
             model_inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
             prefix = 1  # decoder start token
         else:
-            ids, mask, _pos = self._pad_left(inputs)
-            model_inputs = {"input_ids": ids, "attention_mask": mask}
-            prefix = ids.shape[1]
+            model_inputs = self._generation_inputs(inputs)
+            prefix = model_inputs["input_ids"].shape[1]
         eos = self._eos_ids()
         temp = reqs[0].decoding.temperature
         gcfg = GenerationConfig(
@@ -382,6 +469,27 @@ class HFBackend(Backend):
             text = _cut_at_stop(tok.decode(new[:cut], skip_special_tokens=True), r.decoding.stop)
             out.append(Completion(text=text, prompt_tokens=len(inputs[row]), completion_tokens=cut))
         return out
+
+    def _generation_inputs(self, inputs: list[list[int]]) -> dict[str, Any]:
+        """Left-padded decoder-only inputs for ``generate``, with a shared prefix's cache when there is one.
+
+        With a prefix cache the padding sits between the prefix and each tail;
+        ``generate`` derives position ids from the attention mask, so every row
+        keeps the positions it would have alone.
+        """
+        import torch
+
+        shared = self._shared_prefix_length(inputs)
+        if not shared:
+            ids, mask, _pos = self._pad_left(inputs)
+            return {"input_ids": ids, "attention_mask": mask}
+        tail_ids, tail_mask, _pos = self._pad_left([s[shared:] for s in inputs])
+        prefix = torch.tensor([inputs[0][:shared]], dtype=torch.long, device=self._device).expand(len(inputs), -1)
+        return {
+            "input_ids": torch.cat([prefix, tail_ids], dim=1),
+            "attention_mask": torch.cat([torch.ones_like(prefix), tail_mask], dim=1),
+            "past_key_values": self._prefix_cache(inputs[0][:shared], len(inputs)),
+        }
 
     def _eos_ids(self) -> list[int]:
         ids: set[int] = set()
@@ -424,8 +532,10 @@ class HFBackend(Backend):
             for i in range(len(reqs))
         ]
 
-    def _forward_logits(self, ids, mask, pos, keep: int):
-        kw: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": False}
+    def _forward_logits(self, ids, mask, pos, keep: int, cache: Any = None):
+        kw: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": cache is not None}
+        if cache is not None:
+            kw["past_key_values"] = cache
         if self._has_logits_to_keep:
             kw["logits_to_keep"] = keep
         logits = self._model(**kw).logits
@@ -440,8 +550,7 @@ class HFBackend(Backend):
             dec = torch.full((len(inputs), 1), self._decoder_start(), dtype=torch.long, device=self._device)
             logits = self._model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec, use_cache=False).logits[:, 0, :]
         else:
-            ids, mask, pos = self._pad_left(inputs)
-            logits = self._forward_logits(ids, mask, pos, 1)[:, -1, :]
+            logits = self._decoder_logits(inputs, 1, self._shared_prefix_length(inputs))[:, -1, :]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
 
     def _continuation_logprobs(self, inputs: list[list[int]], conts: list[list[int]]) -> list[float]:
@@ -455,11 +564,12 @@ class HFBackend(Backend):
             ).logits
             return _sum_gathered(logits, conts, right_aligned=False)
         seqs = [a + c for a, c in zip(inputs, conts)]
-        ids, mask, pos = self._pad_left(seqs)
         longest = max(len(c) for c in conts)
         # Left padding puts every sequence's end in the last column: the logits
-        # predicting a continuation of n tokens are at columns -n-1 .. -2.
-        logits = self._forward_logits(ids, mask, pos, longest + 1)
+        # predicting a continuation of n tokens are at columns -n-1 .. -2. The
+        # shared prefix stops at least one token before each input's end, so
+        # those columns always lie in the tails.
+        logits = self._decoder_logits(seqs, longest + 1, self._shared_prefix_length(inputs))
         return _sum_gathered(logits[:, :longest, :], conts, right_aligned=True)
 
 
