@@ -3,7 +3,10 @@ batch sizes, on the same score and generate requests the engine sends.
 
 Every other figure (engine_overhead.py, attack_cost.py) can be read as a
 fraction of the best row here. Batch sizes run interleaved, round after round,
-so load changes on a shared machine hit all of them alike.
+so load changes on a shared machine hit all of them alike. Each batch size
+above 1 runs with the hf backend's prefix sharing off and on (a candidate's
+requests share the chat template and the instruction), which shows what that
+lever is worth on the machine.
 
     python bench/ceiling.py --samples 64 --batch-sizes 1,4,8,16 --rounds 2
 """
@@ -50,15 +53,18 @@ async def main() -> None:
     await backend.start()
     kinds = ["score_choices", "generate"] if task.supports_choices else ["generate"]
     await backend.complete_batch(requests_for(task, samples[:4], prompt, backend.is_chat, kinds[0]))  # warm-up
-    times: dict[tuple[str, int], list[float]] = {}
+    cells = [(s, False) for s in sizes] + [(s, True) for s in sizes if s > 1 and hasattr(backend, "share_prefix")]
+    times: dict[tuple[str, int, bool], list[float]] = {}
     for _ in range(args.rounds):
         for kind in kinds:
             reqs = requests_for(task, samples, prompt, backend.is_chat, kind)
-            for size in sizes:
+            for size, share in cells:
+                if hasattr(backend, "share_prefix"):
+                    backend.share_prefix = share
                 t0 = time.perf_counter()
                 for i in range(0, len(reqs), size):
                     await backend.complete_batch(reqs[i : i + size])
-                times.setdefault((kind, size), []).append(time.perf_counter() - t0)
+                times.setdefault((kind, size, share), []).append(time.perf_counter() - t0)
     await backend.close()
     lines = [
         "# Backend ceiling",
@@ -67,20 +73,31 @@ async def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; model {args.model} "
         f"(hf backend); {len(samples)} {task.name} requests per cell, sorted by length; {args.rounds} interleaved rounds, median.",
         "",
-        "| request kind | batch size | median seconds | requests/s | vs best |",
-        "|---|---:|---:|---:|---:|",
+        "| request kind | batch size | prefix sharing | median seconds | requests/s | vs best | vs batch 1 |",
+        "|---|---:|---|---:|---:|---:|---:|",
     ]
+    rows = []
     for kind in kinds:
-        rates = {s: len(samples) / statistics.median(times[(kind, s)]) for s in sizes}
+        rates = {c: len(samples) / statistics.median(times[(kind, *c)]) for c in cells}
         best = max(rates.values())
-        for s in sizes:
+        for size, share in cells:
+            rate = rates[(size, share)]
+            rows.append({"kind": kind, "batch_size": size, "prefix_sharing": share,
+                         "median_seconds": statistics.median(times[(kind, size, share)]), "requests_per_second": rate})
             lines.append(
-                f"| {kind} | {s} | {statistics.median(times[(kind, s)]):.2f} | {rates[s]:.2f} | {rates[s] / best:.2f} |"
+                f"| {kind} | {size} | {'on' if share else 'off'} | {statistics.median(times[(kind, size, share)]):.2f} | "
+                f"{rate:.2f} | {rate / best:.2f} | {rate / rates[(sizes[0], False)]:.2f} |"
             )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
+        import orjson
+
         Path(args.out).write_text(text)
+        Path(args.out).with_suffix(".json").write_bytes(orjson.dumps(
+            {"command": f"python bench/ceiling.py {' '.join(sys.argv[1:])}", "model": args.model,
+             "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+             "rows": rows}, option=orjson.OPT_INDENT_2))
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
     return spec.with_args(model_args or {})
 
 
-_HF_ARGS = {"device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file"}
+_HF_ARGS = {"device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix"}
 _OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
