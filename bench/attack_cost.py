@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -41,15 +40,16 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attacks.errors import AttackResourceError  # noqa: E402
-from attacks.registry import get_attack, list_attacks  # noqa: E402
-from engine.attack_job import protected_words, semantic_prompts_for  # noqa: E402
-from engine.cache import ScoreCache  # noqa: E402
-from engine.evaluator import Evaluator  # noqa: E402
-from engine.reference import ReferenceScorer  # noqa: E402
-from engine.registry import build_backend, resolve_model  # noqa: E402
-from engine.scheduler import Scheduler  # noqa: E402
-from tasks import get_task, load_prompts  # noqa: E402
+from attacks.errors import AttackResourceError
+from attacks.registry import get_attack, list_attacks
+from engine.attack_job import protected_words, semantic_prompts_for
+from engine.benchmarks.environment import describe, describe_line
+from engine.cache import ScoreCache
+from engine.evaluator import Evaluator
+from engine.reference import ReferenceScorer
+from engine.registry import build_backend, resolve_model
+from engine.scheduler import Scheduler
+from tasks import get_task, load_prompts
 
 VARIANTS = ("reference", "exhaustive", "engine-gen", "engine")
 
@@ -276,8 +276,8 @@ async def main() -> None:
         "# Attack cost",
         "",
         f"Command: `{cmd}`",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; model {args.model}; "
-        f"dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
+        describe_line(),
+        f"Settings: model {args.model}; dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
         f"early-stopping chunk {args.chunk_size} samples; seed {args.seed}.",
         "",
         *table(rows, variants[0], variants),
@@ -305,12 +305,13 @@ async def main() -> None:
 def write_json(path: Path, command: str, rows: list[Measurement], protocol: list[ProtocolOutcome] = (),
                unavailable: dict[str, str] | None = None) -> None:
     """The same rows as JSON (with the command and machine) for tools that compare runs."""
-    import orjson
     from dataclasses import asdict
+
+    import orjson
 
     payload = {
         "command": command,
-        "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": describe(),
         "rows": [{**asdict(m), "samples_per_second": m.samples_per_second} for m in rows],
         "unavailable": unavailable or {},
         "protocol": [

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import sys
 import time
@@ -25,13 +24,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.registry import build_backend, resolve_model  # noqa: E402
-from engine.requests import RequestBuilder  # noqa: E402
-from engine.types import Request  # noqa: E402
-from tasks import get_task, load_prompts  # noqa: E402
+from engine.benchmarks.environment import describe, describe_line
+from engine.registry import build_backend, resolve_model
+from engine.requests import RequestBuilder
+from engine.types import Request
+from tasks import get_task, load_prompts
 
 
-def requests_for(task, samples, prompt: str, chat: bool, kind: str) -> list[Request]:  # noqa: ANN001
+def requests_for(task, samples, prompt: str, chat: bool, kind: str) -> list[Request]:
     builder = RequestBuilder(task, mode="choices" if kind == "score_choices" else "generate", chat=chat)
     return sorted((builder.build(prompt, s) for s in samples), key=lambda r: len(r.input_text()))  # as the scheduler groups them
 
@@ -70,7 +70,8 @@ async def main() -> None:
         "# Backend ceiling",
         "",
         f"Command: `python bench/ceiling.py {' '.join(sys.argv[1:])}`",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; model {args.model} "
+        describe_line(),
+        f"Settings: model {args.model} "
         f"(hf backend); {len(samples)} {task.name} requests per cell, sorted by length; {args.rounds} interleaved rounds, median.",
         "",
         "| request kind | batch size | prefix sharing | median seconds | requests/s | vs best | vs batch 1 |",
@@ -96,7 +97,7 @@ async def main() -> None:
         Path(args.out).write_text(text)
         Path(args.out).with_suffix(".json").write_bytes(orjson.dumps(
             {"command": f"python bench/ceiling.py {' '.join(sys.argv[1:])}", "model": args.model,
-             "machine": {"arch": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+             "machine": describe(),
              "rows": rows}, option=orjson.OPT_INDENT_2))
 
 

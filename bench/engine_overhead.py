@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -25,16 +24,17 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.cache import ScoreCache  # noqa: E402
-from engine.evaluator import Evaluator  # noqa: E402
-from engine.registry import build_backend, resolve_model  # noqa: E402
-from engine.requests import RequestBuilder  # noqa: E402
-from engine.scheduler import Scheduler  # noqa: E402
-from tasks.prompt_sets import load_prompts  # noqa: E402
-from tasks.registry import get_task  # noqa: E402
+from engine.benchmarks.environment import describe_line
+from engine.cache import ScoreCache
+from engine.evaluator import Evaluator
+from engine.registry import build_backend, resolve_model
+from engine.requests import RequestBuilder
+from engine.scheduler import Scheduler
+from tasks.prompt_sets import load_prompts
+from tasks.registry import get_task
 
 
-async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_file: Path) -> float:  # noqa: ANN001
+async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_file: Path) -> float:
     sched.cache = ScoreCache(cache_file)  # fresh file: every request is a miss and a write
     ev = Evaluator(sched, task, samples, mode="choices")
     t0 = time.perf_counter()
@@ -45,14 +45,16 @@ async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_fil
     return elapsed
 
 
-async def straight(backend, task, samples, prompt: str, batch_size: int) -> float:  # noqa: ANN001
-    """The same requests, sorted by length as the scheduler sorts them, in batches, with nothing around."""
+async def straight(backend, task, samples, prompt: str, batch_size: int) -> float:
+    """The same requests in the batches the scheduler forms (windows of 4 batches, arranged by the backend)."""
     builder = RequestBuilder(task, mode="choices", chat=backend.is_chat)
     requests = [builder.build(prompt, s) for s in samples]
-    requests.sort(key=lambda r: len(r.input_text()))
+    window = batch_size * 4
     t0 = time.perf_counter()
-    for start in range(0, len(requests), batch_size):
-        await backend.complete_batch(requests[start : start + batch_size])
+    for start in range(0, len(requests), window):
+        part = requests[start : start + window]
+        for batch in backend.arrange_batches(part, batch_size):
+            await backend.complete_batch([part[i] for i in batch])
     return time.perf_counter() - t0
 
 
@@ -92,8 +94,8 @@ async def main() -> None:
         "# Engine overhead",
         "",
         f"Command: `python bench/engine_overhead.py --samples {args.samples} --repeats {args.repeats} --batch-size {args.batch_size}`",
-        f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}; "
-        f"model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
+        describe_line(),
+        f"Settings: model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
         f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file).",
         "",
         "| path | median seconds | requests/s |",

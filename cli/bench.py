@@ -1,8 +1,9 @@
 """`pre bench`: the benchmarks.
 
-``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost`` and
-``engine-overhead`` are the scripts in the repository's bench/ folder, run
-with this Python and the remaining arguments; they need a source checkout.
+``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost``,
+``engine-overhead``, ``ceiling`` and ``scaling`` are the scripts in the
+repository's bench/ folder, run with this Python and the remaining arguments;
+they need a source checkout.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ REPO_BENCH_DIR = Path(cli.__file__).resolve().parents[1] / "bench"
 SCRIPTS = {
     "attack-cost": ("attack_cost.py", "what each attack costs: reference loop vs batched vs our engine"),
     "engine-overhead": ("engine_overhead.py", "what evaluator, scheduler and cache cost on top of the backend"),
+    "ceiling": ("ceiling.py", "the backend alone at each batch size, prefix sharing off and on"),
+    "scaling": ("scaling.py", "attack cost versus number of samples and prompt length"),
 }
 
 DESCRIPTION = """\
@@ -60,13 +63,16 @@ examples:
   pre bench api --out bench/results              # also writes api.md and api.json
   pre bench api --rpm 600 --window-s 1 --requests 40 --concurrency 16
   pre bench attack-cost --variants exhaustive,engine --limit 24 --budget 12
+  pre bench attack-cost --variants reference,engine-gen,engine --limit 16 --budget 12 --protocol-top-k 3
   pre bench engine-overhead --samples 256 --batch-size 16
+  pre bench ceiling --samples 48 --batch-sizes 1,8,16,32
+  pre bench scaling --sizes 50,100,200,400 --prompt-lengths 0,2,4,8
 """
 
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     """Register `pre bench` and its benchmarks."""
-    bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead",
+    bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead, ceiling, scaling",
                            description=DESCRIPTION, formatter_class=formatter)
     kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     bench.set_defaults(handler=lambda args, _p=bench: _usage(_p))

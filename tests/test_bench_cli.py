@@ -1,4 +1,4 @@
-"""`pre bench attack-cost | engine-overhead`: the repository's bench/ scripts, run as they are."""
+"""`pre bench attack-cost | engine-overhead | ceiling | scaling`: the repository's bench/ scripts, run as they are."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def test_bench_without_a_benchmark_prints_usage_and_exits_2(capsys):
     assert "attack-cost" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name,script", [("attack-cost", "attack_cost.py"), ("engine-overhead", "engine_overhead.py")])
+@pytest.mark.parametrize("name,script", [("attack-cost", "attack_cost.py"), ("engine-overhead", "engine_overhead.py"),
+                                         ("ceiling", "ceiling.py"), ("scaling", "scaling.py")])
 def test_help_is_the_scripts_own(name, script, capfd):
     assert main(["bench", name, "--help"]) == 0
     out = capfd.readouterr().out

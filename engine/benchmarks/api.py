@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
-import platform
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -247,14 +245,9 @@ async def run_api_bench(cfg: ApiBenchConfig) -> list[ClientResult]:
 
 
 def environment() -> dict[str, Any]:
-    import openai
+    from engine.benchmarks.environment import describe
 
-    return {
-        "machine": f"{platform.machine()}, {platform.system()} {platform.release()}",
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "openai": openai.__version__,
-    }
+    return describe()
 
 
 def to_json(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str) -> dict[str, Any]:
@@ -283,6 +276,8 @@ def table(results: Sequence[ClientResult]) -> list[str]:
 
 
 def markdown(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str) -> str:
+    from engine.benchmarks.environment import describe_line
+
     env = environment()
     lost_notes = [f"{r.client}: " + ", ".join(f"{n} x {k}" for k, n in r.lost_reasons.items())
                   for r in results if r.lost_reasons]
@@ -290,7 +285,7 @@ def markdown(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str)
         "# API mode under a rate limit",
         "",
         f"Command: `{command}`",
-        f"Machine: {env['machine']}, {env['cpus']} CPUs, Python {env['python']}, openai {env['openai']}.",
+        describe_line(env),
         f"Server: local OpenAI-compatible server on 127.0.0.1, limit {cfg.rpm:g} requests/min enforced as "
         f"{cfg.per_window} requests per sliding {cfg.window_s:g} s window (429 + Retry-After), "
         f"{cfg.latency * 1000:g} ms latency per answer. Each client: {cfg.total_requests} distinct requests, "

@@ -49,7 +49,7 @@ from typing import Any
 __all__ = ["POSITIVE_WORDS", "Action", "FakeOpenAIServer", "sentiment_answer"]
 
 POSITIVE_WORDS = frozenset(
-    "good great love loved excellent wonderful best fun delightful enjoyable amazing brilliant".split()
+    ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
 )
 
 
@@ -70,7 +70,7 @@ class Action:
     seconds: float = 0.0
 
     @classmethod
-    def parse(cls, text: str) -> "Action":
+    def parse(cls, text: str) -> Action:
         parts = text.strip().lower().split(":")
         head = parts[0]
         if head == "ok":
@@ -135,7 +135,7 @@ class FakeOpenAIServer:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         outer = self
 
         class Handler(_Handler):
@@ -155,7 +155,7 @@ class FakeOpenAIServer:
             self._thread.join(timeout=5)
         self._httpd = None
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -236,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_state: FakeOpenAIServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- plumbing --------------------------------------------------------------
@@ -276,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     # -- endpoints -------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         st = self.server_state
         path = self.path.split("?")[0]
         st._record(path, None)
@@ -289,7 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._error(404, f"no route {path}")
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+    def do_POST(self) -> None:
         st = self.server_state
         self._arrived = time.monotonic()
         path = self.path.split("?")[0].rstrip("/")
