@@ -120,6 +120,8 @@ class ProtocolOutcome:
     cache_hits: int
     saved_by_early_stopping: int
     ranking: list[tuple[str, float]]
+    #: identical requests of concurrent attacks answered by one model call
+    joined_in_flight: int
     #: (attack, prompt id) -> (clean score, attacked score, adversarial prompt)
     results: dict[tuple[str, str], tuple[float, float, str]]
 
@@ -142,7 +144,7 @@ async def run_protocol(variant: str, names: list[str], backend: Any, task: Any, 
         for name in names:  # promptbench: one attack after another, every pass from scratch
             for prompt, _ in ranking[:top_k]:
                 await attack_one(name, prompt, scorer)
-        sent, hits, saved = scorer.cost.model_calls, 0, 0
+        sent, hits, saved, joined = scorer.cost.model_calls, 0, 0, 0
     else:
         cache = ScoreCache(cache_dir / f"protocol-{variant}.sqlite")
         sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
@@ -159,25 +161,27 @@ async def run_protocol(variant: str, names: list[str], backend: Any, task: Any, 
         sent = sum(e.requests.sent for e in evaluators)
         hits = sum(e.requests.cache_hits for e in evaluators)
         saved = sum(e.cost.saved_by_early_stopping for e in evaluators)
+        joined = sum(e.requests.deduplicated for e in evaluators)
         await sched.close()
         cache.close()
     return ProtocolOutcome(variant, time.perf_counter() - t0, sent, hits, saved,
-                           [(p.id, score) for p, score in ranking], results)
+                           [(p.id, score) for p, score in ranking], joined, results)
 
 
 def protocol_table(outcomes: list[ProtocolOutcome], names: list[str]) -> list[str]:
     """Totals per variant against the first, then the mean PDR each variant measured per attack."""
     base = outcomes[0]
     out = [
-        "| variant | seconds | requests sent | samples/s | cache hits | saved by early stopping | time vs " + base.variant
+        "| variant | seconds | requests sent | samples/s | cache hits | joined in flight | saved by early stopping | time vs "
+        + base.variant
         + " | requests vs " + base.variant + " | same adversarial prompts as " + base.variant + " |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for o in outcomes:
         same = sum(o.results.get(k, (0, 0, None))[2] == v[2] for k, v in base.results.items())
         out.append(
             f"| {o.variant} | {o.seconds:.1f} | {o.requests_sent} | {o.requests_sent / o.seconds:.1f} | {o.cache_hits} | "
-            f"{o.saved_by_early_stopping} | {base.seconds / o.seconds:.2f}x | {o.requests_sent / max(1, base.requests_sent):.3f} | "
+            f"{o.joined_in_flight} | {o.saved_by_early_stopping} | {base.seconds / o.seconds:.2f}x | {o.requests_sent / max(1, base.requests_sent):.3f} | "
             f"{same} of {len(base.results)} |"
         )
     out += ["", "Mean PDR over the attacked prompts (clean -> attacked, per attack):", "",
@@ -277,8 +281,8 @@ async def main() -> None:
         "",
         f"Command: `{cmd}`",
         describe_line(),
-        f"Settings: model {args.model}; dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
-        f"early-stopping chunk {args.chunk_size} samples; seed {args.seed}.",
+        (f"Settings: model {args.model}; dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
+        f"early-stopping chunk {args.chunk_size} samples; seed {args.seed}."),
         "",
         *table(rows, variants[0], variants),
         "",
@@ -288,8 +292,8 @@ async def main() -> None:
     if protocol:
         runnable = [n for n in names if n not in unavailable]
         lines += [
-            f"## Paper protocol on {task.name}: rank the {len(prompts)} task prompts, attack the best "
-            f"{args.protocol_top_k} with {', '.join(runnable)}",
+            (f"## Paper protocol on {task.name}: rank the {len(prompts)} task prompts, attack the best "
+            f"{args.protocol_top_k} with {', '.join(runnable)}"),
             "",
             *protocol_table(protocol, runnable),
             "",

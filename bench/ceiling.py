@@ -71,8 +71,8 @@ async def main() -> None:
         "",
         f"Command: `python bench/ceiling.py {' '.join(sys.argv[1:])}`",
         describe_line(),
-        f"Settings: model {args.model} "
-        f"(hf backend); {len(samples)} {task.name} requests per cell, sorted by length; {args.rounds} interleaved rounds, median.",
+        (f"Settings: model {args.model} "
+        f"(hf backend); {len(samples)} {task.name} requests per cell, sorted by length; {args.rounds} interleaved rounds, median."),
         "",
         "| request kind | batch size | prefix sharing | median seconds | requests/s | vs best | vs batch 1 |",
         "|---|---:|---|---:|---:|---:|---:|",

@@ -95,8 +95,8 @@ async def main() -> None:
         "",
         f"Command: `python bench/engine_overhead.py --samples {args.samples} --repeats {args.repeats} --batch-size {args.batch_size}`",
         describe_line(),
-        f"Settings: model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
-        f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file).",
+        (f"Settings: model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
+        f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file)."),
         "",
         "| path | median seconds | requests/s |",
         "|---|---:|---:|",

@@ -131,8 +131,8 @@ async def main() -> None:
         "",
         f"Command: `{cmd}`",
         describe_line(),
-        f"Settings: model {args.model}; "
-        f"{task.name}; prompt {prompt.id}; attack {args.attack}; budget {args.budget}; our engine, label scoring, fresh cache per size.",
+        (f"Settings: model {args.model}; "
+        f"{task.name}; prompt {prompt.id}; attack {args.attack}; budget {args.budget}; our engine, label scoring, fresh cache per size."),
         "",
         "| samples | candidates | requests sent | seconds | requests/s | seconds per 100 samples | clean | attacked |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -147,8 +147,8 @@ async def main() -> None:
             "",
             f"## Cost of one candidate versus prompt length ({args.length_samples} samples, fresh cache)",
             "",
-            "| prompt words | mean input tokens | reference loop s (calls) | our engine s (requests) | engine vs reference "
-            "| words a word-level attack ranks (candidates) |",
+            ("| prompt words | mean input tokens | reference loop s (calls) | our engine s (requests) | engine vs reference "
+            "| words a word-level attack ranks (candidates) |"),
             "|---:|---:|---:|---:|---:|---:|",
         ]
         for r in length_rows:

@@ -262,8 +262,8 @@ def to_json(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str) 
 
 def table(results: Sequence[ClientResult]) -> list[str]:
     lines = [
-        "| client | requests | succeeded | lost | sent to server (incl. 429) | 429s | retries | wall s | "
-        "steady successes/min | fraction of limit | max sent in a window | max accepted in a window | CPU s |",
+        ("| client | requests | succeeded | lost | sent to server (incl. 429) | 429s | retries | wall s | "
+        "steady successes/min | fraction of limit | max sent in a window | max accepted in a window | CPU s |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -286,33 +286,33 @@ def markdown(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str)
         "",
         f"Command: `{command}`",
         describe_line(env),
-        f"Server: local OpenAI-compatible server on 127.0.0.1, limit {cfg.rpm:g} requests/min enforced as "
+        (f"Server: local OpenAI-compatible server on 127.0.0.1, limit {cfg.rpm:g} requests/min enforced as "
         f"{cfg.per_window} requests per sliding {cfg.window_s:g} s window (429 + Retry-After), "
         f"{cfg.latency * 1000:g} ms latency per answer. Each client: {cfg.total_requests} distinct requests, "
-        f"concurrency {cfg.concurrency}, its own fresh server.",
+        f"concurrency {cfg.concurrency}, its own fresh server."),
         "",
         *table(results),
         "",
         *(["Lost requests: " + "; ".join(lost_notes) + ".", ""] if lost_notes else []),
         "How to read it:",
         "",
-        f"- **scheduler (ours)**: `Scheduler(rpm={cfg.rpm:g}, concurrency={cfg.concurrency})` over `OpenAIBackend`, "
-        "default retry policy (8 attempts, exponential backoff with jitter, Retry-After honoured).",
-        f"- **plain semaphore**: `asyncio.Semaphore({cfg.concurrency})` around `AsyncOpenAI.completions.create`, "
+        (f"- **scheduler (ours)**: `Scheduler(rpm={cfg.rpm:g}, concurrency={cfg.concurrency})` over `OpenAIBackend`, "
+        "default retry policy (8 attempts, exponential backoff with jitter, Retry-After honoured)."),
+        (f"- **plain semaphore**: `asyncio.Semaphore({cfg.concurrency})` around `AsyncOpenAI.completions.create`, "
         f"no rate limiting, the openai SDK's own retries (max_retries={cfg.baseline_retries}; it waits out the "
-        "server's Retry-After); a request that fails after them is lost (the lm-evaluation-harness approach).",
+        "server's Retry-After); a request that fails after them is lost (the lm-evaluation-harness approach)."),
         "- *sent to server* counts every POST the server answered; *retries* = sent - requests.",
-        f"- *steady successes/min*: accepted requests (server side, by arrival time) in the whole {cfg.window_s:g} s "
+        (f"- *steady successes/min*: accepted requests (server side, by arrival time) in the whole {cfg.window_s:g} s "
         "windows after the first, (t0 + W, t0 + K*W], per minute; t0 is the client's first request and K the "
         "number of whole windows up to its last accepted request. The first window is excluded because a "
         "sliding window lets any client take a whole window's allowance at once there; whole windows, so that "
         "a client bursting at each window start is not credited with a last burst without the wait after it. "
-        "*fraction of limit* = that rate / rpm.",
-        f"- *max sent / accepted in a window*: most requests arriving in any {cfg.window_s:g} s interval "
-        f"(the server accepts at most {cfg.per_window}).",
-        f"- Time scale: a provider's window is 60 s; here it is {cfg.window_s:g} s holding {cfg.per_window} requests "
+        "*fraction of limit* = that rate / rpm."),
+        (f"- *max sent / accepted in a window*: most requests arriving in any {cfg.window_s:g} s interval "
+        f"(the server accepts at most {cfg.per_window})."),
+        (f"- Time scale: a provider's window is 60 s; here it is {cfg.window_s:g} s holding {cfg.per_window} requests "
         "(the same rate, less room for bursts). Our limiter keeps rpm and scales its burst to window/60 s, the "
-        "proportion its default 1 s burst has at a 60 s window. `--window-s 60` runs in real provider time.",
+        "proportion its default 1 s burst has at a 60 s window. `--window-s 60` runs in real provider time."),
         "",
     ]
     return "\n".join(lines)
