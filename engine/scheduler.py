@@ -275,7 +275,11 @@ class Scheduler:
     async def _batch_worker(self) -> None:
         while True:
             jobs = await self._collect()
-            plan = self.backend.arrange_batches([j.request for j in jobs], self.batch_size)
+            requests = [j.request for j in jobs]
+            try:
+                plan = self.backend.arrange_batches(requests, self.batch_size)
+            except Exception:  # noqa: BLE001 - a planning hint must never stop the worker; the batch reports real errors
+                plan = Backend.arrange_batches(self.backend, requests, self.batch_size)
             for batch in plan:
                 await self._run_batch([jobs[i] for i in batch])
 

@@ -31,6 +31,29 @@ async def test_micro_batches_group_requests_by_length() -> None:
     assert sched.stats.batches == 3 and sched.stats.backend_requests == 20
 
 
+async def test_backend_arrangement_is_used_and_a_failing_one_falls_back_to_length_order() -> None:
+    class Reversed(CountingBackend):
+        def arrange_batches(self, requests, batch_size):  # noqa: ANN001, ANN202
+            order = list(reversed(range(len(requests))))
+            return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+
+    class Broken(CountingBackend):
+        def arrange_batches(self, requests, batch_size):  # noqa: ANN001, ANN202
+            raise RuntimeError("tokenizer exploded")
+
+    texts = ["x" * n for n in (3, 1, 4, 2)]
+    reversed_backend = Reversed(batching=True, max_batch_size=2)
+    async with Scheduler(reversed_backend, max_wait_ms=200) as sched:
+        out = await sched.submit_many([gen(t) for t in texts])
+    assert [[r.prompt for r in b] for b in reversed_backend.batches] == [["xx", "xxxx"], ["x", "xxx"]]  # submission order, reversed
+    assert [c.text for c in out] == texts
+    broken = Broken(batching=True, max_batch_size=2)
+    async with Scheduler(broken, max_wait_ms=200) as sched:
+        out = await sched.submit_many([gen(t) for t in texts])
+    assert [[r.prompt for r in b] for b in broken.batches] == [["x", "xx"], ["xxx", "xxxx"]]
+    assert [c.text for c in out] == texts
+
+
 async def test_batch_worker_does_not_wait_past_max_wait_for_a_full_batch() -> None:
     backend = CountingBackend(batching=True, max_batch_size=64)
     async with Scheduler(backend, max_wait_ms=1) as sched:
