@@ -16,6 +16,7 @@ PromptScorer contract, the same choice as scoring everything exhaustively.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -301,11 +302,16 @@ async def prompt_set_search(
     tracker: TrackedScorer, prompts: Sequence[str]
 ) -> SearchResult:
     """The lowest-scoring prompt of a set (Semantic attack), whether or not it
-    is below the clean prompt's score."""
+    is below the clean prompt's score.
+
+    Only the minimum is needed, so the set is scored against ``to_beat=inf``:
+    nothing is dropped for failing to beat the clean prompt, but a prompt that
+    provably scores above another one stops early (exact early stopping).
+    """
     todo = tracker.take(list(dict.fromkeys(prompts)))
     if not todo:
         raise ValueError("the query budget allows no prompt of the set; raise --budget")
-    best = best_complete(await tracker.score(todo, None), None)
+    best = best_complete(await tracker.score(todo, math.inf), math.inf)
     if best is None:
         raise ScorerContractError(
             "scorer returned no complete score for a prompt set scored with to_beat=None"

@@ -111,3 +111,29 @@ def test_the_leader_is_finished_first_so_harmless_candidates_stop_early() -> Non
     # first) stop. In lockstep they would have run to 18 samples.
     assert calls == n + 3 * 12
     assert cost.saved_by_early_stopping == 3 * 12
+
+
+def test_semantic_set_stops_prompts_that_cannot_be_the_worst() -> None:
+    # The Semantic attack wants the set's lowest score whether or not it beats the clean prompt:
+    # a prompt whose lower bound passes another's exact score cannot be it.
+    from attacks.registry import get_attack
+
+    n = 24
+    clean, worst, harmless = "clean", "worst", ["h1", "h2", "h3"]
+    table = {(clean, str(j)): 0.0 for j in range(n)}  # nothing in the set beats the clean prompt...
+    table.update({(worst, str(j)): float(j % 2) for j in range(n)})  # ...the worst scores 0.5
+    table.update({(p, str(j)): 1.0 for p in harmless for j in range(n)})
+
+    async def attack(early: bool):  # noqa: ANN202
+        task = TableTask(n=n, table=table)
+        backend = CountingBackend(batching=True, max_batch_size=16, answer=table_answer(table))
+        async with Scheduler(backend, max_wait_ms=0) as sched:
+            ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=6, early_stopping=early)
+            outcome = await get_attack("semantic").run(clean, ev, semantic_prompts=[worst, *harmless], budget=10)
+        return outcome, backend.calls, ev.cost
+
+    fast, fast_calls, cost = asyncio.run(attack(True))
+    slow, slow_calls, _ = asyncio.run(attack(False))
+    assert (fast.adversarial_prompt, fast.adversarial_score) == (slow.adversarial_prompt, slow.adversarial_score) == (worst, 0.5)
+    assert slow_calls == n + 4 * n
+    assert cost.saved_by_early_stopping == 3 * 12 and fast_calls == slow_calls - 36
