@@ -33,7 +33,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attacks.errors import AttackResourceError
 from attacks.registry import get_attack, list_attacks
+from bench.report import command_line, header, write_results
 from engine.attack_job import protected_words, semantic_prompts_for
-from engine.benchmarks.environment import describe, describe_line
 from engine.cache import ScoreCache
 from engine.evaluator import Evaluator
 from engine.reference import ReferenceScorer
@@ -275,15 +275,11 @@ async def main() -> None:
                 print(f"# protocol     {v:<11} {o.seconds:7.1f}s sent {o.requests_sent:6d} hits {o.cache_hits:6d}",
                       file=sys.stderr, flush=True)
     await backend.close()
-    cmd = "python bench/attack_cost.py " + " ".join(sys.argv[1:])
+    cmd = command_line("attack_cost.py")
     lines = [
-        "# Attack cost",
-        "",
-        f"Command: `{cmd}`",
-        describe_line(),
-        (f"Settings: model {args.model}; dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; batch size {args.batch_size}; "
-        f"early-stopping chunk {args.chunk_size} samples; seed {args.seed}."),
-        "",
+        *header("Attack cost", cmd,
+                f"model {args.model}; dataset {task.name}, {len(samples)} samples; prompt {prompt.id}; budget {args.budget}; "
+                f"batch size {args.batch_size}; early-stopping chunk {args.chunk_size} samples; seed {args.seed}."),
         *table(rows, variants[0], variants),
         "",
     ]
@@ -301,31 +297,21 @@ async def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-        write_json(Path(args.out).with_suffix(".json"), cmd, rows, protocol, unavailable)
+        write_results(args.out, text, cmd, {
+            "rows": measurement_rows(rows),
+            "unavailable": unavailable,
+            "protocol": [
+                {**{k: v for k, v in asdict(o).items() if k != "results"},
+                 "results": [{"attack": a, "prompt_id": pid, "clean": c, "attacked": adv, "adversarial_prompt": ap}
+                             for (a, pid), (c, adv, ap) in o.results.items()]}
+                for o in protocol
+            ],
+        })
 
 
-def write_json(path: Path, command: str, rows: list[Measurement], protocol: list[ProtocolOutcome] = (),
-               unavailable: dict[str, str] | None = None) -> None:
-    """The same rows as JSON (with the command and machine) for tools that compare runs."""
-    from dataclasses import asdict
-
-    import orjson
-
-    payload = {
-        "command": command,
-        "machine": describe(),
-        "rows": [{**asdict(m), "samples_per_second": m.samples_per_second} for m in rows],
-        "unavailable": unavailable or {},
-        "protocol": [
-            {**{k: v for k, v in asdict(o).items() if k != "results"},
-             "results": [{"attack": a, "prompt_id": pid, "clean": c, "attacked": adv, "adversarial_prompt": ap}
-                         for (a, pid), (c, adv, ap) in o.results.items()]}
-            for o in protocol
-        ],
-    }
-    path.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+def measurement_rows(rows: list[Measurement]) -> list[dict[str, Any]]:
+    """Measurements as JSON rows, samples/s included."""
+    return [{**asdict(m), "samples_per_second": m.samples_per_second} for m in rows]
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.benchmarks.environment import describe, describe_line
+from bench.report import command_line, header, write_results
 from engine.registry import build_backend, resolve_model
 from engine.requests import RequestBuilder
 from engine.types import Request
@@ -67,13 +67,9 @@ async def main() -> None:
                 times.setdefault((kind, size, share), []).append(time.perf_counter() - t0)
     await backend.close()
     lines = [
-        "# Backend ceiling",
-        "",
-        f"Command: `python bench/ceiling.py {' '.join(sys.argv[1:])}`",
-        describe_line(),
-        (f"Settings: model {args.model} "
-        f"(hf backend); {len(samples)} {task.name} requests per cell, sorted by length; {args.rounds} interleaved rounds, median."),
-        "",
+        *header("Backend ceiling", command_line("ceiling.py"),
+                f"model {args.model} (hf backend); {len(samples)} {task.name} requests per cell, sorted by length; "
+                f"{args.rounds} interleaved rounds, median."),
         "| request kind | batch size | prefix sharing | median seconds | requests/s | vs best | vs batch 1 |",
         "|---|---:|---|---:|---:|---:|---:|",
     ]
@@ -92,13 +88,7 @@ async def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        import orjson
-
-        Path(args.out).write_text(text)
-        Path(args.out).with_suffix(".json").write_bytes(orjson.dumps(
-            {"command": f"python bench/ceiling.py {' '.join(sys.argv[1:])}", "model": args.model,
-             "machine": describe(),
-             "rows": rows}, option=orjson.OPT_INDENT_2))
+        write_results(args.out, text, command_line("ceiling.py"), {"model": args.model, "rows": rows})
 
 
 if __name__ == "__main__":

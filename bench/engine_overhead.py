@@ -24,7 +24,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.benchmarks.environment import describe_line
+from bench.report import header
 from engine.cache import ScoreCache
 from engine.evaluator import Evaluator
 from engine.registry import build_backend, resolve_model
@@ -91,13 +91,10 @@ async def main() -> None:
     d_rate = n / statistics.median(direct_times)
     ratio = e_rate / d_rate
     lines = [
-        "# Engine overhead",
-        "",
-        f"Command: `python bench/engine_overhead.py --samples {args.samples} --repeats {args.repeats} --batch-size {args.batch_size}`",
-        describe_line(),
-        (f"Settings: model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
-        f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file)."),
-        "",
+        *header("Engine overhead",
+                f"python bench/engine_overhead.py --samples {args.samples} --repeats {args.repeats} --batch-size {args.batch_size}",
+                f"model {args.model} (hf backend, CPU), dataset {task.name}, {n} score_choices requests per round, "
+                f"batch size {args.batch_size}, {args.repeats} interleaved rounds (a new prompt each round, fresh cache file)."),
         "| path | median seconds | requests/s |",
         "|---|---:|---:|",
         f"| (a) evaluator + scheduler + SQLite cache | {statistics.median(engine_times):.3f} | {e_rate:.1f} |",

@@ -21,17 +21,16 @@ import asyncio
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import time
-
 from attacks.words import is_protected, normalize_protected, tokenize, word_indices
-from bench.attack_cost import evaluator_for, measure, write_json
+from bench.attack_cost import evaluator_for, measure, measurement_rows
+from bench.report import command_line, header, write_results
 from engine.attack_job import protected_words
-from engine.benchmarks.environment import describe_line
 from engine.cache import ScoreCache
 from engine.reference import ReferenceScorer
 from engine.registry import build_backend, resolve_model
@@ -125,15 +124,11 @@ async def main() -> None:
             print(f"# +{extra} sentences: {row['words']} words, reference {row['reference_seconds']:.1f}s, "
                   f"engine {row['engine_seconds']:.1f}s", file=sys.stderr, flush=True)
     await backend.close()
-    cmd = "python bench/scaling.py " + " ".join(sys.argv[1:])
+    cmd = command_line("scaling.py")
     lines = [
-        "# Attack cost versus dataset size",
-        "",
-        f"Command: `{cmd}`",
-        describe_line(),
-        (f"Settings: model {args.model}; "
-        f"{task.name}; prompt {prompt.id}; attack {args.attack}; budget {args.budget}; our engine, label scoring, fresh cache per size."),
-        "",
+        *header("Attack cost versus dataset size", cmd,
+                f"model {args.model}; {task.name}; prompt {prompt.id}; attack {args.attack}; budget {args.budget}; "
+                "our engine, label scoring, fresh cache per size."),
         "| samples | candidates | requests sent | seconds | requests/s | seconds per 100 samples | clean | attacked |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -161,13 +156,7 @@ async def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        import orjson
-
-        Path(args.out).write_text(text)
-        write_json(Path(args.out).with_suffix(".json"), cmd, [m for _, m in rows])
-        payload = orjson.loads(Path(args.out).with_suffix(".json").read_bytes())
-        payload["prompt_length"] = length_rows
-        Path(args.out).with_suffix(".json").write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+        write_results(args.out, text, cmd, {"rows": measurement_rows([m for _, m in rows]), "prompt_length": length_rows})
 
 
 if __name__ == "__main__":

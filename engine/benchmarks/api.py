@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.backends.openai_backend import OpenAIBackend
+from engine.benchmarks.environment import describe, describe_line
 from engine.benchmarks.fake_openai import FakeOpenAIServer
 from engine.ratelimit import RateLimiter
 from engine.retry import RetryPolicy
@@ -244,18 +245,12 @@ async def run_api_bench(cfg: ApiBenchConfig) -> list[ClientResult]:
     return [await run_scheduler(cfg), await run_plain(cfg)]
 
 
-def environment() -> dict[str, Any]:
-    from engine.benchmarks.environment import describe
-
-    return describe()
-
-
 def to_json(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str) -> dict[str, Any]:
     return {
         "benchmark": "api",
         "command": command,
         "settings": {**asdict(cfg), "per_window": cfg.per_window, "total_requests": cfg.total_requests},
-        "environment": environment(),
+        "environment": describe(),
         "results": [asdict(r) for r in results],
     }
 
@@ -276,16 +271,13 @@ def table(results: Sequence[ClientResult]) -> list[str]:
 
 
 def markdown(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str) -> str:
-    from engine.benchmarks.environment import describe_line
-
-    env = environment()
     lost_notes = [f"{r.client}: " + ", ".join(f"{n} x {k}" for k, n in r.lost_reasons.items())
                   for r in results if r.lost_reasons]
     lines = [
         "# API mode under a rate limit",
         "",
         f"Command: `{command}`",
-        describe_line(env),
+        describe_line(),
         (f"Server: local OpenAI-compatible server on 127.0.0.1, limit {cfg.rpm:g} requests/min enforced as "
         f"{cfg.per_window} requests per sliding {cfg.window_s:g} s window (429 + Retry-After), "
         f"{cfg.latency * 1000:g} ms latency per answer. Each client: {cfg.total_requests} distinct requests, "
