@@ -314,6 +314,6 @@ async def prompt_set_search(
     best = best_complete(await tracker.score(todo, math.inf), math.inf)
     if best is None:
         raise ScorerContractError(
-            "scorer returned no complete score for a prompt set scored with to_beat=None"
+            "scorer returned no complete score for a prompt set (the lowest-scoring prompt must be scored fully)"
         )
     return SearchResult(best.prompt, best.score)

@@ -38,6 +38,11 @@ class TransientBackendError(Exception):
         self.status = status
 
 
+def cut_into_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Consecutive runs of at most ``batch_size`` indices, in the given order."""
+    return [list(order[k : k + batch_size]) for k in range(0, len(order), batch_size)]
+
+
 class Backend(ABC):
     """A model that answers Requests."""
 
@@ -69,8 +74,7 @@ class Backend(ABC):
 
         Only used for ``batching`` backends; similar lengths waste the least padding.
         """
-        order = sorted(range(len(requests)), key=lambda i: len(requests[i].input_text()))
-        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+        return cut_into_batches(sorted(range(len(requests)), key=lambda i: len(requests[i].input_text())), batch_size)
 
     async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Answer a batch; default: answer each request concurrently."""

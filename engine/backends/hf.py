@@ -36,7 +36,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import Backend, BackendError, BackendUnavailable
+from engine.backends.base import (
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    cut_into_batches,
+)
 from engine.types import Completion, ModelIdentity, Request
 
 # With OpenMP's default (active, spinning) wait policy, torch on a CPU shared
@@ -289,8 +294,7 @@ class HFBackend(Backend):
         return out  # type: ignore[return-value]
 
     def _chunks(self, idx: list[int], length) -> list[list[int]]:
-        ordered = sorted(idx, key=length)
-        return [ordered[k : k + self.batch_size] for k in range(0, len(ordered), self.batch_size)]
+        return cut_into_batches(sorted(idx, key=length), self.batch_size)
 
     def _encode_input(self, r: Request) -> list[int]:
         """Token ids of a request's input, remembered for a while (``arrange_batches`` encodes them first)."""
@@ -346,8 +350,7 @@ class HFBackend(Backend):
             encoded = [self._encode_input(r) for r in requests]
         except BackendError:
             return by_length  # the batch will report the error itself
-        by_prefix = sorted(range(len(requests)), key=lambda i: encoded[i])
-        by_prefix_plan = [by_prefix[k : k + batch_size] for k in range(0, len(by_prefix), batch_size)]
+        by_prefix_plan = cut_into_batches(sorted(range(len(requests)), key=lambda i: encoded[i]), batch_size)
 
         def cost(plan: list[list[int]]) -> int:
             total = 0
@@ -379,17 +382,27 @@ class HFBackend(Backend):
         cache.batch_repeat_interleave(rows)
         return cache
 
-    def _decoder_logits(self, seqs: list[list[int]], keep: int, shared: int):
-        """Logits of the last ``keep`` columns of left-padded ``seqs``; the first ``shared`` tokens run once."""
+    def _prefixed_tails(self, seqs: list[list[int]], shared: int):
+        """Left-padded tails after a shared prefix of ``shared`` tokens, and the prefix's cache.
+
+        Returns (tail ids, attention mask over prefix + tails, tail position ids,
+        prefix cache): the padding sits between the prefix and each tail, and
+        every row keeps the positions it would have alone.
+        """
         import torch
 
-        if not shared:
-            ids, mask, pos = self._pad_left(seqs)
-            return self._forward_logits(ids, mask, pos, keep)
         cache = self._prefix_cache(seqs[0][:shared], len(seqs))
         ids, tail_mask, tail_pos = self._pad_left([s[shared:] for s in seqs])
         mask = torch.cat([torch.ones((len(seqs), shared), dtype=torch.long, device=self._device), tail_mask], dim=1)
-        return self._forward_logits(ids, mask, tail_pos + shared, keep, cache=cache)
+        return ids, mask, tail_pos + shared, cache
+
+    def _decoder_logits(self, seqs: list[list[int]], keep: int, shared: int):
+        """Logits of the last ``keep`` columns of left-padded ``seqs``; the first ``shared`` tokens run once."""
+        if not shared:
+            ids, mask, pos = self._pad_left(seqs)
+            return self._forward_logits(ids, mask, pos, keep)
+        ids, mask, pos, cache = self._prefixed_tails(seqs, shared)
+        return self._forward_logits(ids, mask, pos, keep, cache=cache)
 
     # ------------------------------------------------------------------ padding helpers
 
@@ -473,9 +486,8 @@ class HFBackend(Backend):
     def _generation_inputs(self, inputs: list[list[int]]) -> dict[str, Any]:
         """Left-padded decoder-only inputs for ``generate``, with a shared prefix's cache when there is one.
 
-        With a prefix cache the padding sits between the prefix and each tail;
-        ``generate`` derives position ids from the attention mask, so every row
-        keeps the positions it would have alone.
+        ``generate`` wants the whole ids (it feeds only those past the cache)
+        and derives position ids from the attention mask.
         """
         import torch
 
@@ -483,13 +495,9 @@ class HFBackend(Backend):
         if not shared:
             ids, mask, _pos = self._pad_left(inputs)
             return {"input_ids": ids, "attention_mask": mask}
-        tail_ids, tail_mask, _pos = self._pad_left([s[shared:] for s in inputs])
+        tail_ids, mask, _pos, cache = self._prefixed_tails(inputs, shared)
         prefix = torch.tensor([inputs[0][:shared]], dtype=torch.long, device=self._device).expand(len(inputs), -1)
-        return {
-            "input_ids": torch.cat([prefix, tail_ids], dim=1),
-            "attention_mask": torch.cat([torch.ones_like(prefix), tail_mask], dim=1),
-            "past_key_values": self._prefix_cache(inputs[0][:shared], len(inputs)),
-        }
+        return {"input_ids": torch.cat([prefix, tail_ids], dim=1), "attention_mask": mask, "past_key_values": cache}
 
     def _eos_ids(self) -> list[int]:
         ids: set[int] = set()
