@@ -6,15 +6,15 @@ returns an ``AttackOutcome``. Importing this package loads no model or
 word-vector resource.
 """
 
-from attacks.errors import (
+from promptrobust.attacks.errors import (
     AttackError,
     AttackOptionError,
     AttackResourceError,
     UnknownAttackError,
 )
-from attacks.recipes import Attack
-from attacks.registry import attack_options, get_attack, is_word_attack, list_attacks
-from attacks.result import AttackOutcome, performance_drop_rate
+from promptrobust.attacks.recipes import Attack
+from promptrobust.attacks.registry import attack_options, get_attack, is_word_attack, list_attacks
+from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
 
 __all__ = [
     "Attack",

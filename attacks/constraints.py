@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from attacks.pos import PosTagger, load_spacy_tagger, tag_at
-from attacks.sentence import CachedEncoder, load_use
+from promptrobust.attacks.pos import PosTagger, load_spacy_tagger, tag_at
+from promptrobust.attacks.sentence import CachedEncoder, load_use
 
 Reference = Literal["clean", "current"]
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from attacks.words import is_protected, match_case, normalize_protected
+from promptrobust.attacks.words import is_protected, match_case, normalize_protected
 
 # Defense words may contain "@" (a look-alike of "a"), so they are cut here,
 # not with attacks.words.tokenize.

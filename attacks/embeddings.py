@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attacks.errors import AttackResourceError
+from promptrobust.attacks.errors import AttackResourceError
 
 # Pairs of opposites that matter for classification prompts. Hand-written.
 _ANTONYM_PAIRS = """

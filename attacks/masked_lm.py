@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from attacks.base import WordSite
-from attacks.embeddings import is_antonym
-from attacks.errors import AttackResourceError
-from attacks.words import match_case
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.embeddings import is_antonym
+from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.words import match_case
 
 
 class MaskedLM:

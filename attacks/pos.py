@@ -12,7 +12,7 @@ import functools
 from collections.abc import Sequence
 from typing import Protocol
 
-from attacks.errors import AttackResourceError
+from promptrobust.attacks.errors import AttackResourceError
 
 #: (start char, end char, universal POS tag) for each token of a text.
 TaggedSpan = tuple[int, int, str]

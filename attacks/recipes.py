@@ -16,19 +16,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from attacks.base import Constraint, PromptScorer, WordTransformation
-from attacks.chars import (
+from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
+from promptrobust.attacks.chars import (
     DEEPWORDBUG_EDITS,
     TEXTBUGGER_EDITS,
     homoglyph_table,
     make_homoglyph_edit,
 )
-from attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
-from attacks.embeddings import WordEmbedding
-from attacks.masked_lm import MaskedLM, MaskedLMSwap, load_masked_lm
-from attacks.pos import PosTagger
-from attacks.result import AttackOutcome, performance_drop_rate
-from attacks.search import (
+from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.attacks.embeddings import WordEmbedding
+from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap, load_masked_lm
+from promptrobust.attacks.pos import PosTagger
+from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
+from promptrobust.attacks.search import (
     ImportanceMode,
     SearchResult,
     TrackedScorer,
@@ -36,9 +36,9 @@ from attacks.search import (
     greedy_word_search,
     prompt_set_search,
 )
-from attacks.sentence import CachedEncoder
-from attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
-from attacks.words import normalize_protected
+from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
+from promptrobust.attacks.words import normalize_protected
 
 DEFAULT_BUDGET = 100
 

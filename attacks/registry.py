@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from attacks.errors import AttackOptionError, UnknownAttackError
-from attacks.recipes import (
+from promptrobust.attacks.errors import AttackOptionError, UnknownAttackError
+from promptrobust.attacks.recipes import (
     Attack,
     BertAttack,
     CheckList,

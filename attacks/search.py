@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from attacks.base import (
+from promptrobust.attacks.base import (
     CandidateScore,
     Constraint,
     PromptScorer,
     WordSite,
     WordTransformation,
 )
-from attacks.errors import ScorerContractError
-from attacks.words import (
+from promptrobust.attacks.errors import ScorerContractError
+from promptrobust.attacks.words import (
     STOPWORDS,
     has_letter,
     is_protected,

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from attacks.errors import AttackResourceError
+from promptrobust.attacks.errors import AttackResourceError
 
 
 class SentenceEncoder(Protocol):

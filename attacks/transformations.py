@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from attacks.base import WordSite
-from attacks.chars import CharEdit
-from attacks.embeddings import WordEmbedding, is_antonym, load_glove
-from attacks.words import match_case
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.chars import CharEdit
+from promptrobust.attacks.embeddings import WordEmbedding, is_antonym, load_glove
+from promptrobust.attacks.words import match_case
 
 
 def site_rng(seed: int, name: str, site: WordSite) -> random.Random:

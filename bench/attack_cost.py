@@ -37,19 +37,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attacks.errors import AttackResourceError
-from attacks.registry import get_attack, list_attacks
+from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.registry import get_attack, list_attacks
 from bench.report import command_line, header, write_results
-from engine.attack_job import protected_words, semantic_prompts_for
-from engine.cache import ScoreCache
-from engine.evaluator import Evaluator
-from engine.reference import ReferenceScorer
-from engine.registry import build_backend, resolve_model
-from engine.scheduler import Scheduler
-from tasks import get_task, load_prompts
+from promptrobust.engine.attack_job import protected_words, semantic_prompts_for
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.evaluator import Evaluator
+from promptrobust.engine.reference import ReferenceScorer
+from promptrobust.engine.registry import build_backend, resolve_model
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks import get_task, load_prompts
 
 VARIANTS = ("reference", "exhaustive", "engine-gen", "engine")
 

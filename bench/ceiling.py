@@ -21,14 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import command_line, header, write_results
-from engine.registry import build_backend, resolve_model
-from engine.requests import RequestBuilder
-from engine.types import Request
-from tasks import get_task, load_prompts
+from promptrobust.engine.registry import build_backend, resolve_model
+from promptrobust.engine.requests import RequestBuilder
+from promptrobust.engine.types import Request
+from promptrobust.tasks import get_task, load_prompts
 
 
 def requests_for(task, samples, prompt: str, chat: bool, kind: str) -> list[Request]:

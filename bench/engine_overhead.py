@@ -21,17 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import header
-from engine.cache import ScoreCache
-from engine.evaluator import Evaluator
-from engine.registry import build_backend, resolve_model
-from engine.requests import RequestBuilder
-from engine.scheduler import Scheduler
-from tasks.prompt_sets import load_prompts
-from tasks.registry import get_task
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.evaluator import Evaluator
+from promptrobust.engine.registry import build_backend, resolve_model
+from promptrobust.engine.requests import RequestBuilder
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.tasks.registry import get_task
 
 
 async def through_engine(sched: Scheduler, task, samples, prompt: str, cache_file: Path) -> float:

@@ -24,18 +24,17 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attacks.words import is_protected, normalize_protected, tokenize, word_indices
+from promptrobust.attacks.words import is_protected, normalize_protected, tokenize, word_indices
 from bench.attack_cost import evaluator_for, measure, measurement_rows
 from bench.report import command_line, header, write_results
-from engine.attack_job import protected_words
-from engine.cache import ScoreCache
-from engine.reference import ReferenceScorer
-from engine.registry import build_backend, resolve_model
-from engine.scheduler import Scheduler
-from tasks import get_task, load_prompts
+from promptrobust.engine.attack_job import protected_words
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.reference import ReferenceScorer
+from promptrobust.engine.registry import build_backend, resolve_model
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks import get_task, load_prompts
 
 #: Extra instruction sentences (ours) that lengthen a sentiment prompt without changing its task.
 EXTRA_SENTENCES = (

@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any
 
-from cli.errors import UserError, one_line, user_error_types
-from engine.attack_job import attack_prompt, rank_prompts
-from engine.records import append_jsonl, consolidate_parquet
+from promptrobust.cli.errors import UserError, one_line, user_error_types
+from promptrobust.engine.attack_job import attack_prompt, rank_prompts
+from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
 ALL = "all"
 
@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def options_for(names: list[str], items: list[str]) -> dict[str, dict[str, str]]:
     """Split --attack-option KEY=VALUE items among the chosen attacks that take KEY."""
-    from attacks.registry import attack_options
+    from promptrobust.attacks.registry import attack_options
 
     per_attack: dict[str, dict[str, str]] = {n: {} for n in names}
     for item in items:
@@ -59,7 +59,7 @@ def options_for(names: list[str], items: list[str]) -> dict[str, dict[str, str]]
 
 
 def attack_names(spec: str) -> list[str]:
-    from attacks.registry import list_attacks
+    from promptrobust.attacks.registry import list_attacks
 
     known = [name for name, _ in list_attacks()]
     if spec.strip().lower() == ALL:
@@ -122,7 +122,7 @@ async def run_attacks(args, session, spec, task, samples, evaluator, prompts, fo
             append_jsonl(jsonl_path, [rec])
     consolidate_parquet(jsonl_path, folder.path("results.parquet"))
 
-    from cli.run import config_of
+    from promptrobust.cli.run import config_of
 
     folder.write_json("config.json", config_of(args))
     folder.write_json(

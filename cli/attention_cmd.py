@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from cli.errors import UserError
+from promptrobust.cli.errors import UserError
 
 NAME = "attention"
 HELP = "show which prompt words a model relies on: clean vs adversarial prompt on one sample (hf models)"
@@ -55,7 +55,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def worst_record(run_dir: str) -> Any:
     """The record with the largest PDR whose adversarial prompt differs from the clean one."""
-    from engine.analysis import AnalysisInputError, load_source_records
+    from promptrobust.engine.analysis import AnalysisInputError, load_source_records
 
     try:
         sources = load_source_records([run_dir])
@@ -87,14 +87,14 @@ def handle(args: argparse.Namespace) -> int:
     methods = ("gradient", "deletion") if args.method == "both" else (args.method,)
     _check_hf(model_name, args.model_args)
 
-    from engine.analysis.attention import (
+    from promptrobust.engine.analysis.attention import (
         AttentionError,
         render_html,
         render_png,
         word_importance,
     )
-    from engine.session import few_shot
-    from tasks.registry import get_task
+    from promptrobust.engine.session import few_shot
+    from promptrobust.tasks.registry import get_task
 
     task = get_task(dataset)
     samples = task.load(seed=seed, data_dir=args.data_dir, data_file=args.data_file)
@@ -149,7 +149,7 @@ def _answer_word(task: Any, sample: Any) -> str:
 
 
 def _check_hf(model_name: str, model_args: str) -> None:
-    from engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.registry import parse_model_args, resolve_model
 
     spec = resolve_model(model_name, parse_model_args(model_args))
     if spec.backend != "hf":
@@ -157,8 +157,8 @@ def _check_hf(model_name: str, model_args: str) -> None:
 
 
 def _load(model_name: str, model_args: str, device: str) -> tuple[Any, Any, bool]:
-    from engine.analysis.attention import AttentionError, load_model
-    from engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.analysis.attention import AttentionError, load_model
+    from promptrobust.engine.registry import parse_model_args, resolve_model
 
     spec = resolve_model(model_name, parse_model_args(model_args))
     if spec.backend != "hf":
@@ -166,7 +166,7 @@ def _load(model_name: str, model_args: str, device: str) -> tuple[Any, Any, bool
     chat = spec.args.get("chat")
     ref: str | Path = spec.model
     if spec.embedded:
-        from engine.model_store import ensure_embedded
+        from promptrobust.engine.model_store import ensure_embedded
 
         emb = ensure_embedded(spec.model)
         ref = emb.path

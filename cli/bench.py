@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import cli
-from cli.errors import UserError
+import promptrobust.cli as cli_package
+from promptrobust.cli.errors import UserError
 
 #: The repository's bench/ folder (absent when the package is installed without the checkout).
-REPO_BENCH_DIR = Path(cli.__file__).resolve().parents[1] / "bench"
+REPO_BENCH_DIR = Path(cli_package.__file__).resolve().parents[1] / "bench"
 
 #: Benchmarks that are scripts in bench/: subcommand -> (file, one-line help).
 SCRIPTS = {
@@ -123,7 +123,7 @@ def run_script(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from engine.benchmarks.api import ApiBenchConfig
+    from promptrobust.engine.benchmarks.api import ApiBenchConfig
 
     cfg = ApiBenchConfig(rpm=args.rpm, window_s=args.window_s, latency=args.latency, concurrency=args.concurrency,
                          requests=args.requests, duration_s=args.duration_s, baseline_retries=args.baseline_retries)
@@ -142,7 +142,7 @@ def _command(cfg: Any) -> str:
 
 
 def run_api(args: argparse.Namespace) -> int:
-    from engine.benchmarks import api
+    from promptrobust.engine.benchmarks import api
 
     cfg = _config(args)
     out_dir = Path(args.out) if args.out else None

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cli.errors import UserError
-from cli.eval_cmd import (
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.eval_cmd import (
     add_common_arguments,
     config_of,
     input_format,
@@ -27,7 +27,7 @@ from cli.eval_cmd import (
     session_for,
     validate_common,
 )
-from cli.transfer import evaluation_setting, group_sources, select_sources
+from promptrobust.cli.transfer import evaluation_setting, group_sources, select_sources
 
 NAME = "defend"
 HELP = "spell-correct adversarial prompts and measure the PDR with and without the defense"
@@ -65,7 +65,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
-    from cli.output import RunFolder
+    from promptrobust.cli.output import RunFolder
 
     by_model: dict[str, list[Any]] = {}
     for s in sources:
@@ -103,8 +103,8 @@ async def defend_records(
 ) -> list[Any]:
     """One AttackRecord per source record whose adversarial prompt is the
     spell-corrected one; the undefended scores are kept in ``settings``."""
-    from attacks.defense import SpellCheckDefense
-    from engine.attack_job import protected_words
+    from promptrobust.attacks.defense import SpellCheckDefense
+    from promptrobust.engine.attack_job import protected_words
 
     out: list[Any] = []
     for key, members in groups.items():
@@ -137,9 +137,9 @@ class _Setting:
 
 
 async def _defend_one(s: Any, g: _Setting) -> Any:
-    from attacks.result import performance_drop_rate
-    from engine.analysis import score_prompts
-    from engine.records import AttackRecord
+    from promptrobust.attacks.result import performance_drop_rate
+    from promptrobust.engine.analysis import score_prompts
+    from promptrobust.engine.records import AttackRecord
 
     r = s.record
     fixed = g.defense.correct(r.adversarial_prompt)
@@ -186,7 +186,7 @@ def defense_rows(records: Sequence[Any]) -> list[dict[str, Any]]:
 def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (model, attack): PDR without and with the defense (mean +- std) and
     the share of the drop the defense recovered."""
-    from engine.analysis import apdr_summary
+    from promptrobust.engine.analysis import apdr_summary
 
     without = apdr_summary(rows, ["model", "attack"], value="pdr_without")
     with_ = apdr_summary(rows, ["model", "attack"], value="pdr_with")
@@ -205,8 +205,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_defense_outputs(folder: Any, records: Sequence[Any]) -> list[dict[str, Any]]:
-    from engine.analysis import markdown_table, write_csv
-    from engine.records import append_jsonl, consolidate_parquet
+    from promptrobust.engine.analysis import markdown_table, write_csv
+    from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
     append_jsonl(folder.path("results.jsonl"), records)
     consolidate_parquet(folder.path("results.jsonl"), folder.path("results.parquet"))

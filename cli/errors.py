@@ -16,12 +16,12 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
     Imported when needed so that `pre --help` does not pay for them.
     """
-    from attacks.errors import AttackError
-    from engine.backends.base import BackendUnavailable
-    from engine.cache import CacheError
-    from engine.registry import ModelArgsError, UnknownModelError
-    from engine.sweep import SweepConfigError
-    from tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
+    from promptrobust.attacks.errors import AttackError
+    from promptrobust.engine.backends.base import BackendUnavailable
+    from promptrobust.engine.cache import CacheError
+    from promptrobust.engine.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.sweep import SweepConfigError
+    from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
     return (
         UserError, FileNotFoundError, PermissionError, BackendUnavailable, CacheError, ModelArgsError,

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from cli.errors import UserError
-from cli.run import add_output_arguments, add_scheduler_arguments
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.run import add_output_arguments, add_scheduler_arguments
 
 NAME = "eval"
 HELP = "score the prompts of a file (or clean/adversarial pairs, with their PDR) on a dataset"
@@ -71,7 +71,7 @@ def add_common_arguments(p: argparse.ArgumentParser, *, from_records: bool = Fal
 
 def validate_common(args: argparse.Namespace) -> None:
     """The checks of `pre run` (reused), tolerating options left to the records."""
-    from cli.run import _validate
+    from promptrobust.cli.run import _validate
 
     filled = argparse.Namespace(**{**vars(args), "shots": args.shots or 0})
     _validate(filled)
@@ -80,20 +80,20 @@ def validate_common(args: argparse.Namespace) -> None:
 
 
 def session_for(args: argparse.Namespace) -> Any:
-    from engine.session import SchedulerSettings, Session
+    from promptrobust.engine.session import SchedulerSettings, Session
 
     settings = SchedulerSettings(concurrency=args.concurrency, batch_size=args.batch_size, rpm=args.rpm, tpm=args.tpm)
     return Session(cache=args.cache, settings=settings, use_cache=not args.no_cache)
 
 
 def resolve_spec(name: str, model_args: str) -> Any:
-    from engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.registry import parse_model_args, resolve_model
 
     return resolve_model(name, parse_model_args(model_args))
 
 
 def run_async(coro_fn: Any, args: argparse.Namespace) -> int:
-    from engine.session import use_uvloop
+    from promptrobust.engine.session import use_uvloop
 
     use_uvloop()
     return asyncio.run(coro_fn(args))
@@ -214,9 +214,9 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, items: list[PromptItem]) -> int:
-    from cli.output import RunFolder
-    from engine.session import few_shot
-    from tasks.registry import get_task
+    from promptrobust.cli.output import RunFolder
+    from promptrobust.engine.session import few_shot
+    from promptrobust.tasks.registry import get_task
 
     spec = resolve_spec(args.model, args.model_args)
     task = get_task(args.dataset)
@@ -261,7 +261,7 @@ def _base_summary(args: argparse.Namespace, spec: Any, task: Any, samples: list[
 
 
 async def _eval_singles(args, spec, task, samples, examples, scheduler, items, folder) -> dict[str, Any]:
-    from engine.analysis import markdown_table, score_prompts, write_csv
+    from promptrobust.engine.analysis import markdown_table, score_prompts, write_csv
 
     started = time.monotonic()
     scores, _ = await score_prompts(
@@ -282,8 +282,8 @@ async def _eval_singles(args, spec, task, samples, examples, scheduler, items, f
 
 
 async def _eval_pairs(args, spec, task, samples, examples, scheduler, items, folder) -> dict[str, Any]:
-    from engine.analysis import apdr_summary, markdown_table, score_pairs, write_csv
-    from engine.records import AttackRecord, append_jsonl, consolidate_parquet
+    from promptrobust.engine.analysis import apdr_summary, markdown_table, score_pairs, write_csv
+    from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet
 
     started = time.monotonic()
     scored = await score_pairs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.errors import UserError
+from promptrobust.cli.errors import UserError
 
 HELP = "list models, datasets, prompts or attacks"
 
@@ -36,7 +36,7 @@ def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
 
 
 def _models(args: argparse.Namespace) -> None:
-    from engine.registry import REGISTRY
+    from promptrobust.engine.registry import REGISTRY
 
     rows = []
     for spec in REGISTRY.values():
@@ -47,7 +47,7 @@ def _models(args: argparse.Namespace) -> None:
 
 
 def _datasets(args: argparse.Namespace) -> None:
-    from tasks import task_info
+    from promptrobust.tasks import task_info
 
     rows = [
         (t.name, str(t.sample_size), t.metric, "/".join(t.labels) if t.labels else "(open)", t.description)
@@ -57,8 +57,8 @@ def _datasets(args: argparse.Namespace) -> None:
 
 
 def _prompts(args: argparse.Namespace) -> None:
-    from tasks.prompt_sets import load_prompts
-    from tasks.registry import get_task
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
 
     if not args.dataset:
         raise UserError("`pre list prompts` needs --dataset NAME (see `pre list datasets`)")
@@ -69,11 +69,11 @@ def _prompts(args: argparse.Namespace) -> None:
 
 def _attacks(args: argparse.Namespace) -> None:
     try:
-        from attacks.registry import list_attacks
+        from promptrobust.attacks.registry import list_attacks
     except ImportError:
         print("no attacks are installed")
         return
-    from attacks.registry import attack_options
+    from promptrobust.attacks.registry import attack_options
 
     rows = []
     for name, description in list_attacks():

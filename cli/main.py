@@ -6,19 +6,13 @@ and turns user errors into one line on stderr and exit code 2.
 
 from __future__ import annotations
 
-import os
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
 
-# torch's OpenMP threads spin-wait by default; on a shared or small CPU that
-# makes a forward pass up to 20x slower. Must be set before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import importlib.util  # noqa: E402
-import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-
-from cli.errors import EXIT_USAGE, fail, one_line, user_error_types
+from promptrobust.cli.errors import EXIT_USAGE, fail, one_line, user_error_types
 
 DESCRIPTION = """\
 pre measures how robust a large language model is to adversarial prompts
@@ -38,13 +32,13 @@ examples:
 
 #: Subcommands in modules of their own, registered in this order.
 OPTIONAL_COMMANDS = (
-    "cli.sweep",
-    "cli.report",
-    "cli.eval_cmd",
-    "cli.transfer",
-    "cli.defend",
-    "cli.attention_cmd",
-    "cli.bench",
+    "promptrobust.cli.sweep",
+    "promptrobust.cli.report",
+    "promptrobust.cli.eval_cmd",
+    "promptrobust.cli.transfer",
+    "promptrobust.cli.defend",
+    "promptrobust.cli.attention_cmd",
+    "promptrobust.cli.bench",
 )
 
 
@@ -58,7 +52,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cli import listing, run
+    from promptrobust.cli import listing, run
 
     parser = argparse.ArgumentParser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

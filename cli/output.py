@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from cli.errors import UserError
+from promptrobust.cli.errors import UserError
 
 
 def _slug(text: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from cli.errors import UserError
+from promptrobust.cli.errors import UserError
 
 HELP = "tables, plots and an HTML page (APDR, clean scores, cost, word frequency) from finished runs"
 
@@ -153,7 +153,7 @@ def sweep_clean_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def record_rows(path: Path, sibling_jsonl: set[Path]) -> list[dict[str, Any]]:
     """Attack records of a results.jsonl, or of results.json's "attacked" when its JSONL is gone."""
-    from engine.records import read_jsonl
+    from promptrobust.engine.records import read_jsonl
 
     if path.name == "results.jsonl":
         rows = read_jsonl(path)
@@ -221,8 +221,8 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 def build(data: RunData, *, top: int = 10, words: int = 15, word_threshold: float | None = None, plots: bool = True) -> dict[str, Any]:
     """All tables (and, with ``plots``, PNG bytes) of a report, in page order."""
-    from cli import report_tables as rt
-    from cli import word_frequency as wfq
+    from promptrobust.cli import report_tables as rt
+    from promptrobust.cli import word_frequency as wfq
 
     out: dict[str, Any] = {"clean": [], "apdr": [], "cost": [], "words": [], "worst": None, "plots": [], "words_plot": None, "notes": []}
     if data.clean.height:
@@ -246,7 +246,7 @@ def build(data: RunData, *, top: int = 10, words: int = 15, word_threshold: floa
         out["words"] = wfq.tables(wf)
     if plots:
         try:
-            from cli import report_plots as rp
+            from promptrobust.cli import report_plots as rp
         except ModuleNotFoundError as exc:
             if exc.name != "matplotlib":
                 raise
@@ -276,7 +276,7 @@ def _meta(data: RunData) -> list[str]:
 
 def write(built: dict[str, Any], data: RunData, folder: Path, formats: set[str]) -> list[Path]:
     """Write the chosen formats into ``folder``; returns the files written."""
-    from cli.report_html import Page, render
+    from promptrobust.cli.report_html import Page, render
 
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from html import escape
 
 import polars as pl
 
-from cli.report_tables import ALL, Table
+from promptrobust.cli.report_tables import ALL, Table
 
 _TOKEN = re.compile(r"\S+|\s+")
 

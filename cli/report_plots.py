@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from cli.report_tables import ALL, Table
+from promptrobust.cli.report_tables import ALL, Table
 
 _DPI = 110
 

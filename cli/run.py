@@ -9,9 +9,9 @@ import sys
 import time
 from typing import Any
 
-from cli import attack_options
-from cli.errors import UserError
-from cli.output import RunFolder
+from promptrobust.cli import attack_options
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.output import RunFolder
 
 HELP = "score prompts on a dataset with a model (and attack them with --attack)"
 
@@ -72,7 +72,7 @@ def add_output_arguments(g: argparse._ArgumentGroup) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from engine.session import use_uvloop
+    from promptrobust.engine.session import use_uvloop
 
     _validate(args)
     use_uvloop()
@@ -99,8 +99,8 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def resolve_prompts(task_name: str, args: argparse.Namespace) -> list[Any]:
-    from tasks.base import Prompt
-    from tasks.prompt_sets import get_prompt, load_prompts
+    from promptrobust.tasks.base import Prompt
+    from promptrobust.tasks.prompt_sets import get_prompt, load_prompts
 
     if args.prompt_text:
         return [Prompt(id="custom", dataset=task_name, type="task", text=args.prompt_text)]
@@ -119,9 +119,9 @@ def config_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from engine.registry import parse_model_args, resolve_model
-    from engine.session import Session, SchedulerSettings, few_shot
-    from tasks.registry import get_task
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.session import Session, SchedulerSettings, few_shot
+    from promptrobust.tasks.registry import get_task
 
     spec = resolve_model(args.model, parse_model_args(args.model_args))
     task = get_task(args.dataset)
@@ -144,8 +144,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _evaluate_and_write(args, session, spec, task, samples, examples, prompts, folder) -> int:  # noqa: ANN001
-    from cli.progress import Progress
-    from engine.evaluator import Evaluator
+    from promptrobust.cli.progress import Progress
+    from promptrobust.engine.evaluator import Evaluator
 
     scheduler = await session.scheduler(spec)
     evaluator = Evaluator(scheduler, task, samples, mode=args.mode, parser=args.parser, examples=examples)

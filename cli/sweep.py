@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from cli.errors import UserError
+from promptrobust.cli.errors import UserError
 
 HELP = "run a grid of models x datasets x prompt types x attacks (resumable)"
 
@@ -55,8 +55,8 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from engine.session import use_uvloop
-    from engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
+    from promptrobust.engine.session import use_uvloop
+    from promptrobust.engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
 
     try:
         cfg = load_config(args.config)

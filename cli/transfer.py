@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cli.errors import UserError
-from cli.eval_cmd import (
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.eval_cmd import (
     add_common_arguments,
     config_of,
     input_format,
@@ -58,7 +58,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def select_sources(args: argparse.Namespace) -> list[Any]:
     """Source records after the --dataset and --attack filters."""
-    from engine.analysis import AnalysisInputError, load_source_records
+    from promptrobust.engine.analysis import AnalysisInputError, load_source_records
 
     try:
         sources = load_source_records(args.source)
@@ -100,8 +100,8 @@ def group_sources(sources: Sequence[Any], args: argparse.Namespace) -> dict[tupl
 
 def evaluation_setting(key: tuple[Any, ...]) -> tuple[Any, list[Any], list[Any]]:
     """(task, samples, few-shot examples) of one group key."""
-    from engine.session import few_shot
-    from tasks.registry import get_task
+    from promptrobust.engine.session import few_shot
+    from promptrobust.tasks.registry import get_task
 
     dataset, limit, seed, shots, _mode, _parser, data_dir, data_file = key
     task = get_task(dataset)
@@ -110,7 +110,7 @@ def evaluation_setting(key: tuple[Any, ...]) -> tuple[Any, list[Any], list[Any]]
 
 
 async def _run(args: argparse.Namespace, sources: list[Any]) -> int:
-    from cli.output import RunFolder
+    from promptrobust.cli.output import RunFolder
 
     spec = resolve_spec(args.model, args.model_args)
     datasets = sorted({s.record.dataset for s in sources})
@@ -140,8 +140,8 @@ async def transfer_records(
     groups: dict[tuple[Any, ...], list[Any]],
 ) -> list[Any]:
     """One target-model AttackRecord per source record (same order as ``groups``)."""
-    from engine.analysis import score_pairs
-    from engine.records import AttackRecord
+    from promptrobust.engine.analysis import score_pairs
+    from promptrobust.engine.records import AttackRecord
 
     out: list[AttackRecord] = []
     for key, members in groups.items():
@@ -182,8 +182,8 @@ async def transfer_records(
 
 def write_transfer_outputs(folder: Any, records: Sequence[Any]) -> list[dict[str, Any]]:
     """results.jsonl/.parquet, records.csv, transfer.md/.csv; returns the APDR rows."""
-    from engine.analysis import apdr_summary, markdown_table, write_csv
-    from engine.records import append_jsonl, consolidate_parquet
+    from promptrobust.engine.analysis import apdr_summary, markdown_table, write_csv
+    from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
     append_jsonl(folder.path("results.jsonl"), records)
     consolidate_parquet(folder.path("results.jsonl"), folder.path("results.parquet"))

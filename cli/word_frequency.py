@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from cli.errors import UserError
-from cli.report_tables import Table
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.report_tables import Table
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being below

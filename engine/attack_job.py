@@ -7,10 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine.evaluator import Evaluator
-from engine.records import AttackRecord
-from engine.scheduler import Scheduler
-from tasks.base import Prompt, Sample, Task
+from promptrobust.engine.evaluator import Evaluator
+from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks.base import Prompt, Sample, Task
 
 
 def protected_words(task: Task) -> frozenset[str]:
@@ -25,7 +25,7 @@ def semantic_prompts_for(task: Task, attack_name: str) -> list[str]:
     """The Semantic attack's candidates (the task's semantic prompt set); nothing for other attacks."""
     if attack_name != "semantic":
         return []
-    from tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.prompt_sets import load_prompts
 
     return [p.text for p in load_prompts(task.name, types=["semantic"])]
 
@@ -56,7 +56,7 @@ async def attack_prompt(
     semantic_prompts: Sequence[str] | None = None,
     attack_options: dict[str, Any] | None = None,
 ) -> AttackRecord:
-    from attacks.registry import get_attack
+    from promptrobust.attacks.registry import get_attack
 
     evaluator = Evaluator(
         scheduler,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.types import Completion
+from promptrobust.engine.types import Completion
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attacks.base import CandidateScore
-from engine.early_stop import CandidateProgress, prune
-from engine.requests import Mode, RequestBuilder
-from engine.scheduler import JobCounters, Scheduler
-from engine.types import Completion, Request
-from tasks.base import ParserName, Sample, Task
+from promptrobust.attacks.base import CandidateScore
+from promptrobust.engine.early_stop import CandidateProgress, prune
+from promptrobust.engine.requests import Mode, RequestBuilder
+from promptrobust.engine.scheduler import JobCounters, Scheduler
+from promptrobust.engine.types import Completion, Request
+from promptrobust.tasks.base import ParserName, Sample, Task
 
 __all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import orjson
 
-from engine.backends.base import BackendError, BackendUnavailable
+from promptrobust.engine.backends.base import BackendError, BackendUnavailable
 
 STORE_ENV = "PRE_MODEL_STORE"
 MARKER = "promptrobust.json"

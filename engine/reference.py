@@ -17,11 +17,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attacks.base import CandidateScore
-from engine.backends.base import Backend
-from engine.requests import RequestBuilder
-from engine.types import Request
-from tasks.base import Sample, Task
+from promptrobust.attacks.base import CandidateScore
+from promptrobust.engine.backends.base import Backend
+from promptrobust.engine.requests import RequestBuilder
+from promptrobust.engine.types import Request
+from promptrobust.tasks.base import Sample, Task
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.backends.base import Backend, BackendUnavailable
+from promptrobust.engine.backends.base import Backend, BackendUnavailable
 
 BACKENDS = ("hf", "openai", "vllm")
 
@@ -166,29 +166,29 @@ def build_backend(spec: ModelSpec) -> Backend:
     """Construct (not start) the backend for a spec. Imports are lazy: a user of
     the API backend never imports torch."""
     if spec.backend == "hf":
-        from engine.backends.hf import HFBackend
+        from promptrobust.engine.backends.hf import HFBackend
 
         args = _check_args(spec, _HF_ARGS)
         if spec.embedded:
-            from engine.model_store import ensure_embedded
+            from promptrobust.engine.model_store import ensure_embedded
 
             emb = ensure_embedded(spec.model)
             args.setdefault("chat", emb.is_chat)
             return HFBackend(str(emb.path), identity_name=spec.name, identity_revision=emb.revision, **args)
         return HFBackend(spec.model, **args)
     if spec.backend == "openai":
-        from engine.backends.openai_backend import OpenAIBackend
+        from promptrobust.engine.backends.openai_backend import OpenAIBackend
 
         args = _check_args(spec, _OPENAI_ARGS)
         base_url = args.pop("base_url", None)
         base_urls = [u for u in str(base_url).split("|") if u] if base_url else None
         return OpenAIBackend(spec.model, base_urls=base_urls, **args)
     if spec.backend == "vllm":
-        from engine.backends.vllm_backend import VLLMBackend
+        from promptrobust.engine.backends.vllm_backend import VLLMBackend
 
         args = _check_args(spec, _VLLM_ARGS)
         if spec.embedded:
-            from engine.model_store import ensure_embedded
+            from promptrobust.engine.model_store import ensure_embedded
 
             emb = ensure_embedded(spec.model)
             args.setdefault("chat", emb.is_chat)

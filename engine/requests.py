@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from engine.types import ChatMessage, Decoding, Request
-from tasks.base import Sample, Task
+from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.tasks.base import Sample, Task
 
 Mode = Literal["choices", "generate"]
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engine.backends.base import TransientBackendError
+from promptrobust.engine.backends.base import TransientBackendError
 
 T = TypeVar("T")
 

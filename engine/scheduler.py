@@ -27,11 +27,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.backends.base import Backend
-from engine.cache import ScoreCache
-from engine.ratelimit import RateLimiter
-from engine.retry import RetryPolicy, call_with_retries
-from engine.types import Completion, Request, request_key
+from promptrobust.engine.backends.base import Backend
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.ratelimit import RateLimiter
+from promptrobust.engine.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.types import Completion, Request, request_key
 
 
 @dataclass

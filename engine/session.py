@@ -2,7 +2,7 @@
 per model, shared by every job (runs, attacks, sweep cells) started from it.
 
     import asyncio
-    from engine.session import Session
+    from promptrobust.engine.session import Session
 
     async def main():
         async with Session() as session:
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.cache import ScoreCache, default_cache_path
-from engine.evaluator import Evaluator, Mode, PromptEvaluation
-from engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
-from engine.scheduler import Scheduler
-from tasks.base import ParserName, Prompt, Sample, Task
+from promptrobust.engine.cache import ScoreCache, default_cache_path
+from promptrobust.engine.evaluator import Evaluator, Mode, PromptEvaluation
+from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks.base import ParserName, Prompt, Sample, Task
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,8 @@ class Session:
         on_prompt_done: Any = None,
     ) -> EvaluationResult:
         """Score prompts (default: the dataset's task-oriented set) on a model."""
-        from tasks.prompt_sets import load_prompts
-        from tasks.registry import get_task
+        from promptrobust.tasks.prompt_sets import load_prompts
+        from promptrobust.tasks.registry import get_task
 
         task = get_task(dataset)
         samples = task.load(limit=limit, seed=seed, data_dir=data_dir, data_file=data_file)
@@ -183,7 +183,7 @@ def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = No
     """``shots`` worked examples from the task's few-shot pool (fixed seed)."""
     if shots <= 0:
         return []
-    from tasks import few_shot_examples
+    from promptrobust.tasks import few_shot_examples
 
     return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from engine.records import append_jsonl, consolidate_parquet, read_jsonl
+from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
 
 
 class SweepConfigError(ValueError):
@@ -137,7 +137,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     for key in ("models", "datasets", "attacks"):
         _expect(key in grid, f"{p}: grid.{key} is missing")
 
-    from engine.registry import resolve_model
+    from promptrobust.engine.registry import resolve_model
 
     models = _names(grid["models"], "grid.models")
     for m in models:
@@ -146,7 +146,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         except ValueError as exc:
             raise SweepConfigError(f"grid.models: {exc}") from None
 
-    from tasks.registry import get_task
+    from promptrobust.tasks.registry import get_task
 
     datasets = _names(grid["datasets"], "grid.datasets")
     canonical = []
@@ -156,7 +156,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         except ValueError as exc:
             raise SweepConfigError(f"grid.datasets: {exc}") from None
 
-    from attacks.registry import list_attacks
+    from promptrobust.attacks.registry import list_attacks
 
     known_attacks = [name for name, _ in list_attacks()]
     attacks_raw = grid["attacks"]
@@ -244,12 +244,12 @@ async def run_sweep(
     session: Any = None,
 ) -> SweepProgress:
     """Run (or resume) every job of the grid concurrently; returns counters."""
-    from engine.attack_job import attack_prompt, rank_prompts
-    from engine.evaluator import Evaluator
-    from engine.registry import parse_model_args, resolve_model
-    from engine.session import SchedulerSettings, Session, few_shot
-    from tasks.prompt_sets import load_prompts
-    from tasks.registry import get_task
+    from promptrobust.engine.attack_job import attack_prompt, rank_prompts
+    from promptrobust.engine.evaluator import Evaluator
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.session import SchedulerSettings, Session, few_shot
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
 
     folder = cfg.folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -336,7 +336,7 @@ async def run_sweep(
 
 def model_settings(cfg: SweepConfig, model: str) -> Any:
     """Scheduler settings for one model: the sweep's, overridden by [models.NAME]."""
-    from engine.session import SchedulerSettings
+    from promptrobust.engine.session import SchedulerSettings
 
     opts = cfg.model_options.get(model, {})
     return SchedulerSettings(
@@ -355,8 +355,8 @@ def _config_dict(cfg: SweepConfig) -> dict[str, Any]:
 
 def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
     """The job list with request estimates (``pre sweep --dry-run``)."""
-    from tasks.prompt_sets import load_prompts
-    from tasks.registry import get_task
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
 
     out = []
     done = completed_keys(cfg.folder / "results.jsonl")

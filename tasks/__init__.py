@@ -5,8 +5,8 @@ Entry points: ``get_task``/``list_tasks``/``task_info`` (tasks.registry),
 ``few_shot_examples`` (tasks.common).
 """
 
-from tasks.common import few_shot_examples
-from tasks.prompt_sets import get_prompt, load_prompts
-from tasks.registry import get_task, list_tasks, task_info
+from promptrobust.tasks.common import few_shot_examples
+from promptrobust.tasks.prompt_sets import get_prompt, load_prompts
+from promptrobust.tasks.registry import get_task, list_tasks, task_info
 
 __all__ = ["few_shot_examples", "get_prompt", "get_task", "list_tasks", "load_prompts", "task_info"]

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tasks.base import Metric, ParserName, Sample
-from tasks.common import DatasetTask, column, text_value
-from tasks.errors import TaskDataError
-from tasks.metrics import Accuracy
-from tasks.parsing import LabelParser
+from promptrobust.tasks.base import Metric, ParserName, Sample
+from promptrobust.tasks.common import DatasetTask, column, text_value
+from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.metrics import Accuracy
+from promptrobust.tasks.parsing import LabelParser
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.base import Sample, Task
-from tasks.datafiles import find_split_file, missing_split_error, read_rows, require_dir
-from tasks.errors import TaskDataError
-from tasks.hf_data import load_hf_rows
-from tasks.sampling import seeded_subset
+from promptrobust.tasks.base import Sample, Task
+from promptrobust.tasks.datafiles import find_split_file, missing_split_error, read_rows, require_dir
+from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.hf_data import load_hf_rows
+from promptrobust.tasks.sampling import seeded_subset
 
 ANSWER_CUE = "Answer:"
 

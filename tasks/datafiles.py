@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tasks.errors import TaskDataError
+from promptrobust.tasks.errors import TaskDataError
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
 

@@ -7,8 +7,8 @@ a Parquet/JSONL/CSV copy and the original GLUE ``dev.tsv`` all load.
 
 from __future__ import annotations
 
-from tasks.classification import ClassificationTask, Field, binary_labels, field_displays
-from tasks.common import HFSplit, LocalSplit, Source, label_words
+from promptrobust.tasks.classification import ClassificationTask, Field, binary_labels, field_displays
+from promptrobust.tasks.common import HFSplit, LocalSplit, Source, label_words
 
 GLUE_HF = "nyu-mll/glue"
 _DEV = LocalSplit(("validation", "dev"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tasks.errors import TaskDataError
+from promptrobust.tasks.errors import TaskDataError
 
 
 def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None = None) -> list[dict[str, Any]]:

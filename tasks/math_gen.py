@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.errors import TaskDataError
+from promptrobust.tasks.errors import TaskDataError
 
 #: The 20 question types of the PromptRobust math set (promptbench's list, with
 #: its misspelt module names corrected); 8 questions each gives the paper's 160.

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tasks.base import Metric, ParserName, Sample
-from tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
-from tasks.math_gen import PAPER_MODULES, generate
-from tasks.metrics import MathExactMatch
-from tasks.sampling import stratified_subset
+from promptrobust.tasks.base import Metric, ParserName, Sample
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
+from promptrobust.tasks.math_gen import PAPER_MODULES, generate
+from promptrobust.tasks.metrics import MathExactMatch
+from promptrobust.tasks.sampling import stratified_subset
 
 PER_MODULE = 8
 POOL_PER_MODULE = 3

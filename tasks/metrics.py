@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from tasks.base import Metric, Sample
+from promptrobust.tasks.base import Metric, Sample
 
 
 class Accuracy(Metric):

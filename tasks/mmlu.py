@@ -14,12 +14,12 @@ from typing import Any
 
 import orjson
 
-from tasks.base import Metric, ParserName, Sample
-from tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
-from tasks.errors import TaskDataError
-from tasks.metrics import Accuracy
-from tasks.parsing import LabelParser
-from tasks.sampling import stratified_subset
+from promptrobust.tasks.base import Metric, ParserName, Sample
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
+from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.metrics import Accuracy
+from promptrobust.tasks.parsing import LabelParser
+from promptrobust.tasks.sampling import stratified_subset
 
 LETTERS = ("A", "B", "C", "D")
 PER_SUBJECT = 10

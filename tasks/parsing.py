@@ -21,7 +21,7 @@ import re
 import string
 from collections.abc import Mapping
 
-from tasks.base import ParserName
+from promptrobust.tasks.base import ParserName
 
 # Punctuation stripped from the ends of a word; underscore belongs to words.
 _EDGE_PUNCT = "".join(c for c in string.punctuation if c != "_") + "\u201c\u201d\u2018\u2019\u00ab\u00bb\u3002\uff0c\uff1a"

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from tasks.base import Prompt
-from tasks.errors import PromptFileError, UnknownPromptError
-from tasks.registry import canonical_name, prompt_dataset
+from promptrobust.tasks.base import Prompt
+from promptrobust.tasks.errors import PromptFileError, UnknownPromptError
+from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
 PROMPT_TYPES = ("task", "role", "semantic")

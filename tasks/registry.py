@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tasks import glue
-from tasks.base import Task
-from tasks.common import DatasetTask
-from tasks.errors import UnknownTaskError
-from tasks.math_task import math
-from tasks.mmlu import mmlu
-from tasks.rotten_tomatoes import rotten_tomatoes
-from tasks.squad import squad_v2
-from tasks.translation import iwslt, un_multi
+from promptrobust.tasks import glue
+from promptrobust.tasks.base import Task
+from promptrobust.tasks.common import DatasetTask
+from promptrobust.tasks.errors import UnknownTaskError
+from promptrobust.tasks.math_task import math
+from promptrobust.tasks.mmlu import mmlu
+from promptrobust.tasks.rotten_tomatoes import rotten_tomatoes
+from promptrobust.tasks.squad import squad_v2
+from promptrobust.tasks.translation import iwslt, un_multi
 
 _FACTORIES: dict[str, Callable[[], Task]] = {
     "sst2": glue.sst2,

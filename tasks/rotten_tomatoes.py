@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tasks.base import Sample
-from tasks.classification import ClassificationTask, Field, binary_labels
-from tasks.common import Rows, Source, label_words
-from tasks.errors import TaskDataError
+from promptrobust.tasks.base import Sample
+from promptrobust.tasks.classification import ClassificationTask, Field, binary_labels
+from promptrobust.tasks.common import Rows, Source, label_words
+from promptrobust.tasks.errors import TaskDataError
 
 POOL_SIZE = 500
 _POOL_SEED = 20_230_606  # fixed: the pool must not move with the run's seed

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from tasks.base import Metric, ParserName, Sample
-from tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
-from tasks.errors import TaskDataError
-from tasks.metrics import SquadF1, squad_normalize
+from promptrobust.tasks.base import Metric, ParserName, Sample
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
+from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.metrics import SquadF1, squad_normalize
 
 UNANSWERABLE = "unanswerable"
 _NO_ANSWER = {"unanswerable", "no answer", "not answerable", "none", "cannot be answered", "n a"}

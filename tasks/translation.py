@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.base import Metric, ParserName, Sample
-from tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
-from tasks.errors import TaskDataError
-from tasks.metrics import CorpusBleu
-from tasks.sampling import stratified_subset
+from promptrobust.tasks.base import Metric, ParserName, Sample
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
+from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.metrics import CorpusBleu
+from promptrobust.tasks.sampling import stratified_subset
 
 LANGUAGES = {
     "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French",

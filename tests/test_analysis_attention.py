@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from engine.analysis.attention import (
+from promptrobust.engine.analysis.attention import (
     AttentionError,
     delete_word,
     prompt_words,
@@ -141,7 +141,7 @@ def test_png_and_html_rendering(tmp_path, tok, llama):
 
 
 def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
-    from cli import attention_cmd
+    from promptrobust.cli import attention_cmd
     from tests.fixtures.analysis.fake_model import REVIEWS
 
     model_dir = tmp_path / "tiny"
@@ -159,7 +159,7 @@ def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
     data = orjson.loads((out / "attention.json").read_bytes())
     assert data["target"] == "negative"  # sample 1 of reviews.tsv is negative
     assert len(data["rows"]["adversarial"]["gradient"]) == 9
-    from cli.errors import UserError
+    from promptrobust.cli.errors import UserError
 
     bad = parser.parse_args(["attention", "--model", "openai:gpt-4", "--clean", "a", "--adversarial", "b", "--output", str(out)])
     with pytest.raises(UserError, match="hf model"):

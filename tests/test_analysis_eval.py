@@ -8,8 +8,8 @@ import argparse
 import orjson
 import pytest
 
-from cli import eval_cmd
-from cli.errors import UserError
+from promptrobust.cli import eval_cmd
+from promptrobust.cli.errors import UserError
 from tests.fixtures.analysis.fake_model import REVIEWS, patch_backend, rt_samples
 
 CLEAN = "Determine the sentiment of this review: positive or negative."

@@ -7,12 +7,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from attacks import AttackResourceError, get_attack
-from attacks.base import WordSite
-from attacks.masked_lm import MaskedLM, MaskedLMSwap
-from attacks.sentence import CachedEncoder
-from attacks.testing import SyntheticScorer, build_tiny_masked_lm
-from attacks.words import tokenize
+from promptrobust.attacks import AttackResourceError, get_attack
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap
+from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.testing.synthetic import SyntheticScorer, build_tiny_masked_lm
+from promptrobust.attacks.words import tokenize
 
 WORDS = [
     "the",

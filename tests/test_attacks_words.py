@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attacks.base import WordSite
-from attacks.words import (
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.words import (
     is_protected,
     match_case,
     mentions_protected,

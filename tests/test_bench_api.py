@@ -8,9 +8,9 @@ from collections import Counter
 import httpx
 import pytest
 
-from cli.main import main
-from engine.benchmarks.api import ApiBenchConfig, max_in_window, summarise
-from engine.benchmarks.fake_openai import FakeOpenAIServer
+from promptrobust.cli.main import main
+from promptrobust.engine.benchmarks.api import ApiBenchConfig, max_in_window, summarise
+from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 
 def test_tiny_run_produces_table_and_ours_stays_within_the_limit(tmp_path, capsys):

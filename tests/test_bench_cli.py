@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import cli.bench
-from cli.errors import UserError
-from cli.main import build_parser, main
+import promptrobust.cli.bench as cli_bench
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.main import build_parser, main
 
 
 def test_bench_without_a_benchmark_prints_usage_and_exits_2(capsys):
@@ -35,7 +35,7 @@ def test_remaining_arguments_reach_the_script_unparsed():
 
 
 def test_missing_bench_folder_is_a_user_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli.bench, "REPO_BENCH_DIR", tmp_path / "not-a-checkout")
+    monkeypatch.setattr(cli_bench, "REPO_BENCH_DIR", tmp_path / "not-a-checkout")
     args = build_parser().parse_args(["bench", "attack-cost", "--limit", "2"])
     with pytest.raises(UserError, match="source checkout"):
         args.handler(args)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cache import CacheError, ScoreCache
-from engine.types import Completion
+from promptrobust.engine.cache import CacheError, ScoreCache
+from promptrobust.engine.types import Completion
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,10 +18,10 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys
     sys.path.insert(0, {root!r})
-    from engine.cache import ScoreCache
-    from engine.scheduler import Scheduler
-    from engine.types import Request
-    from tests.fakes import CountingBackend
+    from promptrobust.engine.cache import ScoreCache
+    from promptrobust.engine.scheduler import Scheduler
+    from promptrobust.engine.types import Request
+    from promptrobust.testing.backends import CountingBackend
 
     async def main():
         backend = CountingBackend(batching=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from promptrobust.cli.main import main
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str]:  # noqa: ANN001

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.main import OPTIONAL_COMMANDS, build_parser, main
+from promptrobust.cli.main import OPTIONAL_COMMANDS, build_parser, main
 
 COMMANDS = ["run", "list", "sweep", "report", "eval", "transfer", "defend", "attention"]
 
@@ -12,7 +12,7 @@ COMMANDS = ["run", "list", "sweep", "report", "eval", "transfer", "defend", "att
 def test_every_command_module_exists() -> None:
     import importlib.util
 
-    missing = [m for m in OPTIONAL_COMMANDS if importlib.util.find_spec(m) is None and m != "cli.bench"]
+    missing = [m for m in OPTIONAL_COMMANDS if importlib.util.find_spec(m) is None and m != "promptrobust.cli.bench"]
     assert not missing
 
 

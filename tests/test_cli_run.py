@@ -8,12 +8,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cli.main import main
-from tests.http_server import FakeOpenAIServer
+from promptrobust.cli.main import main
+from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 
 def _oracle() -> dict[str, str]:
-    from tasks import get_task
+    from promptrobust.tasks import get_task
 
     return {s.fields["sentence"]: s.target for s in get_task("rotten_tomatoes").load(limit=12, seed=0)}
 
@@ -84,7 +84,7 @@ def test_generate_mode_records_parser(tmp_path, server) -> None:  # noqa: ANN001
 
 
 def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: ANN001
-    from tasks import get_prompt, get_task
+    from promptrobust.tasks import get_prompt, get_task
 
     folder = _run(tmp_path, server, "--prompt", "sst2-task-01", "--attack", "stresstest", "--budget", "10")
     records = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
@@ -111,7 +111,7 @@ def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: AN
 
 def test_identity_of_the_cache_key_material_is_stable() -> None:
     # Guard against accidental changes of the key scheme (they would orphan every cache).
-    from engine.types import Decoding, ModelIdentity, Request, request_key
+    from promptrobust.engine.types import Decoding, ModelIdentity, Request, request_key
 
     key = request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
     assert key == request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
@@ -120,7 +120,7 @@ def test_identity_of_the_cache_key_material_is_stable() -> None:
 
 
 def test_python_api_without_the_cli(tmp_path, server) -> None:  # noqa: ANN001
-    from engine.session import evaluate_sync
+    from promptrobust.engine.session import evaluate_sync
 
     result = evaluate_sync(
         model="openai:fake-model",

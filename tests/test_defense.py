@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("spellchecker", reason="pip install pyspellchecker")
 
-from attacks.defense import SpellCheckDefense
-from cli import defend
+from promptrobust.attacks.defense import SpellCheckDefense
+from promptrobust.cli import defend
 from tests.fixtures.analysis.fake_model import (
     REVIEWS,
     SOURCE_RUN,

@@ -7,9 +7,9 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.evaluator import Evaluator
-from engine.scheduler import Scheduler
-from tests.fakes import CountingBackend, TableTask, table_answer
+from promptrobust.engine.evaluator import Evaluator
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
 
 def winner(scores: list[tuple[str, float, bool]], to_beat: float) -> tuple[str, float] | None:
@@ -116,7 +116,7 @@ def test_the_leader_is_finished_first_so_harmless_candidates_stop_early() -> Non
 def test_semantic_set_stops_prompts_that_cannot_be_the_worst() -> None:
     # The Semantic attack wants the set's lowest score whether or not it beats the clean prompt:
     # a prompt whose lower bound passes another's exact score cannot be it.
-    from attacks.registry import get_attack
+    from promptrobust.attacks.registry import get_attack
 
     n = 24
     clean, worst, harmless = "clean", "worst", ["h1", "h2", "h3"]

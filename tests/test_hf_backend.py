@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/backends/hf.py
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from engine.backends.base import BackendError, BackendUnavailable
-from engine.backends.hf import HFBackend, embedded_backend
-from engine.model_store import ModelNotInstalled, ensure_embedded
-from engine.types import ChatMessage, Decoding, Request
+from promptrobust.engine.backends.base import BackendError, BackendUnavailable
+from promptrobust.engine.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.model_store import ModelNotInstalled, ensure_embedded
+from promptrobust.engine.types import ChatMessage, Decoding, Request
 
 pytestmark = pytest.mark.slow  # loads real models
 

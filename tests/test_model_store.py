@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.base import BackendUnavailable
-from engine.model_store import (
+from promptrobust.engine.backends.base import BackendUnavailable
+from promptrobust.engine.model_store import (
     EMBEDDED_MODELS,
     MARKER,
     EmbeddedSpec,
@@ -156,7 +156,7 @@ def test_two_processes_convert_only_once(tmp_path: Path, source: Path) -> None:
             import json, sys, time
             from pathlib import Path
             sys.path.insert(0, {str(REPO)!r})
-            from engine.model_store import EmbeddedSpec, _ensure
+            from promptrobust.engine.model_store import EmbeddedSpec, _ensure
 
             def convert(gguf, out):
                 with open({str(calls)!r}, "a") as f:

@@ -1,4 +1,4 @@
-"""OpenAIBackend against a real HTTP server on 127.0.0.1 (tests/http_server.py)."""
+"""OpenAIBackend against a real HTTP server on 127.0.0.1 (promptrobust.testing.FakeOpenAIServer)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import socket
 
 import pytest
 
-from engine.backends.base import BackendError, BackendUnavailable, TransientBackendError
-from engine.backends.openai_backend import FALLBACK_NOTE, OpenAIBackend, clean_url
-from engine.retry import RetryPolicy, call_with_retries
-from engine.types import ChatMessage, Decoding, Request
-from tests.http_server import FakeOpenAIServer
+from promptrobust.engine.backends.base import BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.backends.openai_backend import FALLBACK_NOTE, OpenAIBackend, clean_url
+from promptrobust.engine.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 SECRET = "sk-test-Abc123SECRETxyz789"
 FAST = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05, jitter=0.0)
@@ -303,7 +303,7 @@ async def test_two_base_urls_share_the_load():
 
 async def test_scheduler_with_limits_against_rate_limited_server():
     """End to end: the lead's Scheduler + our limiter/retries vs a server enforcing its own rpm."""
-    from engine.scheduler import Scheduler
+    from promptrobust.engine.scheduler import Scheduler
 
     with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url])

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine.ratelimit import RateLimiter
+from promptrobust.engine.ratelimit import RateLimiter
 
 
 class FakeTime:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.cache import ScoreCache
-from engine.reference import ReferenceScorer
-from tests.fakes import CountingBackend, TableTask, table_answer
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.reference import ReferenceScorer
+from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
 
 async def test_one_model_call_per_candidate_and_sample_and_no_cache(tmp_path) -> None:  # noqa: ANN001

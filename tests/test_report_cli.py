@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cli.errors import UserError
-from cli.main import main
-from cli.report import load_runs
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.main import main
+from promptrobust.cli.report import load_runs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from cli.report_html import word_diff
+from promptrobust.cli.main import main
+from promptrobust.cli.report_html import word_diff
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "sweep"
 

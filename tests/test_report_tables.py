@@ -15,9 +15,9 @@ import orjson
 import polars as pl
 import pytest
 
-from cli.errors import UserError
-from cli.report import load_runs
-from cli.report_tables import (
+from promptrobust.cli.errors import UserError
+from promptrobust.cli.report import load_runs
+from promptrobust.cli.report_tables import (
     PROMPT_TYPE_ORDER,
     apdr_tables,
     clean_table,

@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cli.report import build, load_runs
-from cli.word_frequency import analyse, prompt_pdr, tables, words
+from promptrobust.cli.report import build, load_runs
+from promptrobust.cli.word_frequency import analyse, prompt_pdr, tables, words
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "sweep"
 

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from engine.cache import ScoreCache
-from engine.ratelimit import RateLimiter
-from engine.scheduler import Scheduler
-from engine.types import Decoding, Request
-from tests.fakes import CountingBackend
+from promptrobust.engine.cache import ScoreCache
+from promptrobust.engine.ratelimit import RateLimiter
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.types import Decoding, Request
+from promptrobust.testing.backends import CountingBackend
 
 
 def gen(text: str) -> Request:
@@ -82,7 +82,7 @@ async def test_rpm_limit_holds_under_a_controlled_clock() -> None:
 
     def answer(request: Request):  # noqa: ANN202
         sent_at.append(clock["now"])
-        from engine.types import Completion
+        from promptrobust.engine.types import Completion
 
         return Completion(text="ok")
 
@@ -151,7 +151,7 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
     calls = {"n": 0}
 
     def answer(request: Request):  # noqa: ANN202
-        from engine.types import Completion
+        from promptrobust.engine.types import Completion
 
         calls["n"] += 1
         if request.prompt == "bad":

@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cli.main import main
-from engine.records import read_jsonl
-from tests.http_server import FakeOpenAIServer
+from promptrobust.cli.main import main
+from promptrobust.engine.records import read_jsonl
+from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +101,7 @@ def _stable(records: list[dict]) -> list[tuple]:
 
 
 def _sweep_cmd(cfg: Path) -> list[str]:
-    return [sys.executable, "-m", "cli.main", "sweep", str(cfg), "--quiet"]
+    return [sys.executable, "-m", "promptrobust.cli.main", "sweep", str(cfg), "--quiet"]
 
 
 def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path) -> None:  # noqa: ANN001

@@ -9,9 +9,9 @@ import orjson
 import polars as pl
 import pytest
 
-from tasks import few_shot_examples, get_task
-from tasks.base import Sample
-from tasks.errors import TaskDataError, UnknownTaskError
+from promptrobust.tasks import few_shot_examples, get_task
+from promptrobust.tasks.base import Sample
+from promptrobust.tasks.errors import TaskDataError, UnknownTaskError
 
 FIX = Path(__file__).parent / "fixtures" / "tasks"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks import few_shot_examples, get_task
-from tasks.math_gen import PAPER_MODULES, available_modules, generate
+from promptrobust.tasks import few_shot_examples, get_task
+from promptrobust.tasks.math_gen import PAPER_MODULES, available_modules, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 

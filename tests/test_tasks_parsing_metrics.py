@@ -3,9 +3,9 @@
 import pytest
 import sacrebleu
 
-from tasks import get_task
-from tasks.base import Sample
-from tasks.metrics import Accuracy, CorpusBleu, MathExactMatch, SquadF1, normalize_math_answer, squad_f1
+from promptrobust.tasks import get_task
+from promptrobust.tasks.base import Sample
+from promptrobust.tasks.metrics import Accuracy, CorpusBleu, MathExactMatch, SquadF1, normalize_math_answer, squad_f1
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import get_prompt, load_prompts
-from tasks.errors import PromptFileError, UnknownPromptError, UnknownTaskError
-from tasks.prompt_sets import PROMPT_DIR, read_prompt_file
+from promptrobust.tasks import get_prompt, load_prompts
+from promptrobust.tasks.errors import PromptFileError, UnknownPromptError, UnknownTaskError
+from promptrobust.tasks.prompt_sets import PROMPT_DIR, read_prompt_file
 
 FIX = Path(__file__).parent / "fixtures" / "tasks"
 

@@ -10,7 +10,7 @@ import shutil
 import orjson
 import pytest
 
-from cli import transfer
+from promptrobust.cli import transfer
 from tests.fixtures.analysis.fake_model import (
     REVIEWS,
     SOURCE_RUN,
@@ -94,7 +94,7 @@ def test_transfer_apdr_is_mean_and_std_over_records(tmp_path, monkeypatch):
 
 
 def test_transfer_bad_input_is_a_user_error(tmp_path):
-    from cli.errors import UserError
+    from promptrobust.cli.errors import UserError
 
     with pytest.raises(UserError, match="does not exist"):
         transfer.handle(parse(["--source", str(tmp_path / "nope"), "--model", "hf:x"]))

@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from attacks.result import performance_drop_rate
-from engine.evaluator import Evaluator, Mode
-from engine.records import AttackRecord, read_jsonl
-from engine.scheduler import Scheduler
-from tasks.base import ParserName, Sample, Task
+from promptrobust.attacks.result import performance_drop_rate
+from promptrobust.engine.evaluator import Evaluator, Mode
+from promptrobust.engine.records import AttackRecord, read_jsonl
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.tasks.base import ParserName, Sample, Task
 
 __all__ = [
     "AnalysisInputError",

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attacks.words import tokenize
-from engine.requests import answer_continuation
+from promptrobust.attacks.words import tokenize
+from promptrobust.engine.requests import answer_continuation
 
 METHODS = ("gradient", "deletion")
 

@@ -14,7 +14,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.types import Completion, ModelIdentity, Request
 
 
 class BackendError(Exception):

@@ -36,20 +36,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import (
+from promptrobust.engine.backends.base import (
     Backend,
     BackendError,
     BackendUnavailable,
     cut_into_batches,
 )
-from engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.types import Completion, ModelIdentity, Request
 
-# With OpenMP's default (active, spinning) wait policy, torch on a CPU shared
-# with other busy processes slows down 10-20x (2 threads spin-waiting on each
-# other while descheduled; measured 16 s vs 0.85 s for one SmolLM2 forward).
-# The policy is read when OpenMP starts, so this only helps when this module is
-# imported before torch; the CLI should set it before anything imports torch.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OMP_WAIT_POLICY=PASSIVE is set once, in promptrobust/__init__.py, before torch loads.
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: Shorter common prefixes are not worth a separate forward pass.
@@ -157,7 +152,7 @@ class HFBackend(Backend):
         """A weights revision: hub commit sha when cached, else a sha256 of the local model files."""
         local = Path(self.model_ref).expanduser()
         if local.is_dir():
-            from engine.model_store import cached_sha256, store_root
+            from promptrobust.engine.model_store import cached_sha256, store_root
 
             if self.gguf_file:
                 files = [local / self.gguf_file]
@@ -650,7 +645,7 @@ def embedded_backend(name: str, **kwargs: Any) -> HFBackend:
 
     Identity is the embedded name and the GGUF's sha256.
     """
-    from engine.model_store import ensure_embedded
+    from promptrobust.engine.model_store import ensure_embedded
 
     m = ensure_embedded(name)
     kwargs.setdefault("chat", m.is_chat)

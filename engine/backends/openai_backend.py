@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
-from engine.retry import parse_retry_after
-from engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.retry import parse_retry_after
+from promptrobust.engine.types import Completion, ModelIdentity, Request
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.backends.base import Backend, BackendError, BackendUnavailable
-from engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable
+from promptrobust.engine.types import Completion, ModelIdentity, Request
 
 MISSING_VLLM = (
     "vllm is not installed: pip install 'promptrobust[vllm]' (GPU) "

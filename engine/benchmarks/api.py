@@ -41,13 +41,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.backends.openai_backend import OpenAIBackend
-from engine.benchmarks.environment import describe, describe_line
-from engine.benchmarks.fake_openai import FakeOpenAIServer
-from engine.ratelimit import RateLimiter
-from engine.retry import RetryPolicy
-from engine.scheduler import Scheduler
-from engine.types import Decoding, Request
+from promptrobust.engine.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.benchmarks.environment import describe, describe_line
+from promptrobust.testing.fake_openai import FakeOpenAIServer
+from promptrobust.engine.ratelimit import RateLimiter
+from promptrobust.engine.retry import RetryPolicy
+from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.types import Decoding, Request
 
 MODEL = "bench-model"
 #: An environment variable nobody sets: the local server needs no key, and a

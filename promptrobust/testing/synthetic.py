@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from attacks.base import CandidateScore
+from promptrobust.attacks.base import CandidateScore
 
 SampleFn = Callable[[str, int], float]
 

@@ -1,7 +1,7 @@
 """A real, scriptable OpenAI-compatible HTTP server for tests and benchmarks.
 
 Importable from the installed package so `pre bench api` can start it;
-``tests/http_server.py`` re-exports it for the tests.
+Public as ``promptrobust.testing.FakeOpenAIServer``.
 
 It listens on 127.0.0.1 (an ephemeral port) in a background thread and speaks
 enough of the OpenAI API for our client: ``GET /v1/models``,

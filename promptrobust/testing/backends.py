@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.backends.base import Backend
-from engine.types import Completion, ModelIdentity, Request
-from tasks.base import Metric, Sample, Task
+from promptrobust.engine.backends.base import Backend
+from promptrobust.engine.types import Completion, ModelIdentity, Request
+from promptrobust.tasks.base import Metric, Sample, Task
 
 
 class CountingBackend(Backend):

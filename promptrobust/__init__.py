@@ -1,0 +1,58 @@
+"""promptrobust: how robust is a large language model to adversarial prompts?
+
+The public Python API, loaded lazily (importing ``promptrobust`` loads no
+model, no torch and no dataset)::
+
+    import promptrobust as pr
+
+    result = pr.evaluate(dataset="rotten_tomatoes", limit=100)
+    print(result.table())
+
+The folders of the repository install as ``promptrobust.engine`` (serving core
+and orchestration), ``promptrobust.tasks``, ``promptrobust.attacks`` and
+``promptrobust.cli``; ``promptrobust.testing`` holds public test doubles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+__version__ = "0.2.0"
+
+# Process-wide defaults, set once here because every module of the package is
+# imported through this one. torch's OpenMP threads spin-wait by default; on a
+# shared or small CPU that makes a forward pass many times slower. It must be
+# set before torch is imported; a value the user exported wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+#: public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Session": "promptrobust.engine.session",
+    "SchedulerSettings": "promptrobust.engine.settings",
+    "EvaluationSettings": "promptrobust.engine.settings",
+    "AttackSettings": "promptrobust.engine.settings",
+    "EvaluationResult": "promptrobust.engine.session",
+    "evaluate": "promptrobust.engine.api",
+    "attack": "promptrobust.engine.api",
+    "attack_top_k": "promptrobust.engine.api",
+    "sweep": "promptrobust.engine.api",
+    "report": "promptrobust.engine.api",
+    "run_sync": "promptrobust.engine.sync",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'promptrobust' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
