@@ -20,12 +20,13 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.engine.backends.base import BackendUnavailable
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.settings import SettingsError
     from promptrobust.engine.sweep import SweepConfigError
     from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
     return (
         UserError, FileNotFoundError, PermissionError, BackendUnavailable, CacheError, ModelArgsError,
-        UnknownModelError, SweepConfigError, TaskError, AttackError,
+        UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError,
     )
 
 

@@ -1,0 +1,188 @@
+"""Validated, frozen configuration values (vLLM ``SamplingParams`` style).
+
+Three values describe a piece of work, and everything that runs one (the CLI,
+sweeps, the Python API) builds these same objects, so a setting is checked in
+one place and means the same thing everywhere:
+
+- ``EvaluationSettings``: what to evaluate and how to query the model;
+- ``AttackSettings``: how the paper's protocol attacks the prompts;
+- ``SchedulerSettings``: the limits of one model's scheduler (httpx ``Limits`` style).
+
+Errors are ``SettingsError`` (a ``ValueError``) whose message names the field
+and the fix, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+Mode = Literal["choices", "generate"]
+ParserName = Literal["last_word", "robust"]
+
+#: The paper's generation length: promptbench decodes up to 20 new tokens and stops at EOS.
+PAPER_MAX_NEW_TOKENS = 20
+#: The paper's shots for base models (they only make sense few-shot).
+BASE_MODEL_SHOTS = 3
+#: ``AttackSettings.budget`` value that means "no cap" (promptbench's query budget is unlimited).
+UNLIMITED = None
+
+
+class SettingsError(ValueError):
+    """A setting with a bad value; the message names the field and what to use instead."""
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise SettingsError(message)
+
+
+def _whole(value: Any, name: str, minimum: int) -> None:
+    _check(
+        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+        f"{name} must be a whole number >= {minimum} (got {value!r})",
+    )
+
+
+def _positive_or_none(value: Any, name: str) -> None:
+    _check(
+        value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)),
+        f"{name} must be a positive number (got {value!r})",
+    )
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """Limits of one model's scheduler, shared by every job that uses the model."""
+
+    concurrency: int = 64
+    """Backend calls in flight at once (HTTP and vLLM backends)."""
+    batch_size: int | None = None
+    """Micro-batch size for in-process backends; None: the backend's own default."""
+    rpm: float | None = None
+    """Requests-per-minute limit (API backends); None: unlimited."""
+    tpm: float | None = None
+    """Tokens-per-minute limit (API backends); None: unlimited."""
+    max_wait_ms: float = 5.0
+    """How long a partial batch waits for more requests before it is sent."""
+    max_retries: int = 7
+    """Retries of one failed backend call (429, 5xx, timeouts, malformed answers) before it fails its job."""
+    request_timeout: float | None = None
+    """Seconds one backend call may take before it counts as failed and is retried; None: the backend's default."""
+
+    def __post_init__(self) -> None:
+        _whole(self.concurrency, "concurrency", 1)
+        _check(self.batch_size is None or (isinstance(self.batch_size, int) and self.batch_size >= 1),
+               f"batch_size must be a whole number >= 1 (got {self.batch_size!r})")
+        _positive_or_none(self.rpm, "rpm")
+        _positive_or_none(self.tpm, "tpm")
+        _check(self.max_wait_ms >= 0, f"max_wait_ms must be >= 0 (got {self.max_wait_ms!r})")
+        _whole(self.max_retries, "max_retries", 0)
+        _positive_or_none(self.request_timeout, "request_timeout")
+
+    def retry_policy(self) -> Any:
+        """The scheduler's ``RetryPolicy``: one first attempt plus ``max_retries``."""
+        from promptrobust.engine.retry import RetryPolicy
+
+        return RetryPolicy(max_attempts=self.max_retries + 1)
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """What to evaluate and how to query the model. Defaults are the paper's protocol."""
+
+    dataset: str = "rotten_tomatoes"
+    """Dataset name (``pre list datasets``)."""
+    limit: int | None = None
+    """Evaluate at most this many samples; None: the paper's sample size."""
+    seed: int = 0
+    """Seed for the order samples are drawn in and for attacks."""
+    shots: int | None = None
+    """Worked examples before each sample; None: 0 for chat/instruct models, 3 for base models (the paper)."""
+    mode: Mode = "generate"
+    """generate: decode and parse the last word (the paper); choices: score label log-probs (fast)."""
+    parser: ParserName = "last_word"
+    """Answer parser in generate mode (last_word is the paper's rule)."""
+    max_new_tokens: int | None = None
+    """Most new tokens in generate mode; None: the task's own length (the paper's 20 for label tasks, stop at EOS)."""
+    data_dir: str | None = None
+    """Read the dataset from local files in this folder instead of the hub."""
+    data_file: str | None = None
+    """Read the dataset from this local file (parquet, jsonl, csv, tsv)."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
+        _check(self.limit is None or (isinstance(self.limit, int) and self.limit >= 1),
+               f"limit must be a whole number >= 1 (got {self.limit!r})")
+        _whole(self.seed, "seed", 0)
+        _check(self.shots is None or (isinstance(self.shots, int) and self.shots >= 0),
+               f"shots must be 0 or more (got {self.shots!r})")
+        _check(self.mode in ("choices", "generate"), f"mode must be 'choices' or 'generate' (got {self.mode!r})")
+        _check(self.parser in ("last_word", "robust"), f"parser must be 'last_word' or 'robust' (got {self.parser!r})")
+        _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1),
+               f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
+
+    def shots_for(self, base_model: bool) -> int:
+        """The one place the rule lives: a base model without explicit shots gets the paper's 3."""
+        if self.shots is not None:
+            return self.shots
+        return BASE_MODEL_SHOTS if base_model else 0
+
+    def mode_for(self, supports_choices: bool) -> Mode:
+        """Tasks whose answers are free text (translation, SQuAD, math) always generate."""
+        return self.mode if supports_choices else "generate"
+
+    def with_(self, **changes: Any) -> "EvaluationSettings":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class AttackSettings:
+    """How the protocol attacks: rank the prompt set, attack the top k with each attack."""
+
+    attacks: tuple[str, ...] = ()
+    """Attack names (``pre list attacks``)."""
+    top_k: int = 3
+    """Attack the k best prompts of the set (the paper: 3)."""
+    budget: int | None = UNLIMITED
+    """Most candidate prompt evaluations per attacked prompt; None: unlimited (promptbench)."""
+    early_stopping: Literal["exact", "off"] = "exact"
+    """exact: stop candidates that can no longer win (same result as exhaustive); off: score every candidate fully."""
+    chunk_size: int = 32
+    """Samples per early-stopping round."""
+    options: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per-attack options, e.g. {"bertattack": {"mlm": "/models/bert"}}."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.attacks, tuple), "attacks must be a tuple of attack names")
+        _whole(self.top_k, "top_k", 1)
+        _check(self.budget is None or (isinstance(self.budget, int) and self.budget >= 1),
+               f"budget must be a whole number >= 1 or None for unlimited (got {self.budget!r})")
+        _check(self.early_stopping in ("exact", "off"), f"early_stopping must be 'exact' or 'off' (got {self.early_stopping!r})")
+        _whole(self.chunk_size, "chunk_size", 1)
+        unknown = sorted(set(self.options) - set(self.attacks))
+        _check(not unknown, f"options given for {unknown[0] if unknown else ''!r}, which is not among the attacks")
+
+    def with_(self, **changes: Any) -> "AttackSettings":
+        return replace(self, **changes)
+
+
+def parse_budget(text: str | int | None) -> int | None:
+    """``--budget`` value: a whole number >= 1, or 'unlimited' / 'none' / 'inf'."""
+    if text is None or isinstance(text, int):
+        return text
+    value = str(text).strip().lower()
+    if value in ("unlimited", "none", "inf", "infinite"):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingsError(f"budget must be a whole number or 'unlimited' (got {text!r})") from None
+    _check(number >= 1, f"budget must be at least 1 or 'unlimited' (got {number})")
+    return number
+
+
+def as_dict(settings: Any) -> dict[str, Any]:
+    """Plain dict of a settings value (for config.json and records)."""
+    return {f.name: getattr(settings, f.name) for f in fields(settings)}
