@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
-from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, text_value
 from promptrobust.tasks.math_gen import PAPER_MODULES, generate
 from promptrobust.tasks.metrics import MathExactMatch
 from promptrobust.tasks.sampling import stratified_subset
@@ -99,9 +99,9 @@ def math(source: Literal["generate", "hf"] = "generate") -> MathTask:
         name="math",
         labels=(),
         verbalizers={},
-        protected_words=label_words(["Question", "Answer", "True", "False"]),
-        max_tokens=20,
-        stop=("\n",),
+        protected_words=frozenset({"math"}),  # promptbench's LABEL_SET for math
+        max_tokens=20,  # promptbench: 20 new tokens, EOS only (the last word is parsed)
+        stop=(),
         supports_choices=False,
         description="DeepMind Mathematics, 20 question types x 8 (generated offline with a fixed seed)",
         sample_size=PER_MODULE * len(PAPER_MODULES),

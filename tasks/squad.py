@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
-from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, label_words, text_value
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import SquadF1, squad_normalize
 
@@ -103,8 +103,10 @@ def squad_v2() -> SquadV2Task:
         name="squad_v2",
         labels=(),
         verbalizers={},
-        protected_words=label_words(["Context", "Question", "Answer", UNANSWERABLE]),
-        max_tokens=24,
+        protected_words=frozenset({UNANSWERABLE}),  # promptbench's LABEL_SET
+        # promptbench: 20 new tokens. The parser reads the first line only, so
+        # stopping at a newline returns the same parse, exactly, with less decoding.
+        max_tokens=20,
         stop=("\n",),
         supports_choices=False,
         description="SQuAD v2 extractive QA with unanswerable questions (validation)",

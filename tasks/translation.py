@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
-from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, label_words, text_value
+from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import CorpusBleu
 from promptrobust.tasks.sampling import stratified_subset
@@ -89,17 +89,23 @@ def _directions(dataset: str, pairs: list[tuple[str, str, str]], split: str, tak
 
 IWSLT_PAIRS = [("iwslt2017-en-de", "en", "de"), ("iwslt2017-en-de", "de", "en"),
                ("iwslt2017-en-fr", "en", "fr"), ("iwslt2017-en-fr", "fr", "en")]
-UN_PAIRS = [("en-fr", "en", "fr"), ("en-fr", "fr", "en"), ("en-es", "en", "es")]
+#: The paper's UN Multi directions: every pair of its languages en, de, fr as
+#: promptbench names them (source-target, 33 samples each = 99).
+UN_PAIRS = [("de-en", "de", "en"), ("de-fr", "de", "fr"), ("en-fr", "en", "fr")]
 _UN_TAKE = 3000  # UN Multi has only a (huge) train split: stream its first rows
+#: promptbench's generation lengths (config.GENERATE_LEN of the paper's code).
+IWSLT_MAX_TOKENS = 70
+UN_MULTI_MAX_TOKENS = 140
 
 
 def _protected() -> frozenset[str]:
-    return label_words(["Translate", "from", "to", "Text", "Answer"])
+    """promptbench's LABEL_SET for translation: only the word "translate"."""
+    return frozenset({"translate"})
 
 
 def iwslt() -> TranslationTask:
     return TranslationTask(
-        name="iwslt", max_tokens=128, stop=("\n",), supports_choices=False,
+        name="iwslt", max_tokens=IWSLT_MAX_TOKENS, stop=("\n",), supports_choices=False,
         protected_words=_protected(),
         description="IWSLT 2017 TED talk translation, en<->de and en<->fr (test split)",
         sample_size=100,
@@ -113,9 +119,9 @@ def iwslt() -> TranslationTask:
 
 def un_multi() -> TranslationTask:
     return TranslationTask(
-        name="un_multi", max_tokens=128, stop=("\n",), supports_choices=False,
+        name="un_multi", max_tokens=UN_MULTI_MAX_TOKENS, stop=("\n",), supports_choices=False,
         protected_words=_protected(),
-        description="UN Multi parallel UN documents, en->fr, fr->en, en->es",
+        description="UN Multi parallel UN documents, de->en, de->fr, en->fr (pairs within en, de, fr)",
         sample_size=99,
         # Only a train split exists: the pool is the held-out rest of the same rows.
         source=Source(

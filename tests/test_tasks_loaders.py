@@ -142,11 +142,16 @@ def test_hf_path_builds_the_right_load_dataset_calls(monkeypatch):
     get_task("squad_v2").load()
     assert fake3.calls == [("rajpurkar/squad_v2", None, "validation", False)]
 
-    fake4 = _RecordingDatasets(lambda p, n, s: [{"translation": {"en": "hi", "fr": "salut", "es": "hola"}, "id": i} for i in range(3)])
+    fake4 = _RecordingDatasets(lambda p, n, s: [{"translation": {"en": "hi", "fr": "salut", "de": "hallo"}, "id": i}
+                                                for i in range(40)])
     monkeypatch.setitem(sys.modules, "datasets", fake4)
     un = get_task("un_multi").load()
-    assert fake4.calls[0] == ("Helsinki-NLP/un_multi", "en-fr", "train", True)  # streamed
-    assert {s.fields["target_language"] for s in un} == {"French", "English", "Spanish"}
+    # the paper's pairs within en, de, fr (promptbench: de-en, de-fr, en-fr), streamed
+    assert [c[1] for c in fake4.calls] == ["de-en", "de-fr", "en-fr"] and all(c[3] for c in fake4.calls)
+    directions = [(s.fields["source_language"], s.fields["target_language"]) for s in un]
+    assert len(un) == 99
+    assert {d: directions.count(d) for d in set(directions)} == {
+        ("German", "English"): 33, ("German", "French"): 33, ("English", "French"): 33}
 
 
 def test_hf_mmlu_stratified_ten_per_subject(monkeypatch):
