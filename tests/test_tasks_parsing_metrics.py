@@ -134,3 +134,30 @@ def test_squad_parsers():
 def test_unknown_parser_is_rejected():
     with pytest.raises(ValueError, match="unknown parser"):
         get_task("sst2").parse("positive", "fancy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("answer, target, score", [
+    ("Yes", "True", 1.0), ("The answer is yes.", "True", 1.0), ("no", "False", 1.0),
+    ("No.", "True", 0.0), ("yes", "False", 0.0), ("True", "True", 1.0), ("yes", "7", 0.0),
+])
+def test_math_yes_no_scores_as_true_false(answer, target, score):
+    """promptbench reads a "yes"/"no" answer as True/False before comparing."""
+    t = get_task("math")
+    s = Sample("m", {"question": "Is 7 a factor of 14?", "module": "numbers__is_factor"}, target)
+    assert t.metric.sample_score(t.parse(answer, "last_word"), s) == score
+
+
+@pytest.mark.parametrize("name", ["sst2", "cola", "qqp", "mrpc", "mnli", "qnli", "rte", "wnli", "mmlu",
+                                  "rotten_tomatoes", "math"])
+def test_label_tasks_decode_twenty_tokens_eos_only(name):
+    """promptbench: max_new_tokens=20, no stop strings (the last word is parsed)."""
+    t = get_task(name)
+    assert (t.max_tokens, tuple(t.stop)) == (20, ())
+
+
+def test_first_line_tasks_keep_the_exact_newline_stop():
+    """SQuAD and translation parse the first line, so a newline stop changes nothing."""
+    for name, length in (("squad_v2", 20), ("iwslt", 70), ("un_multi", 140)):
+        t = get_task(name)
+        assert (t.max_tokens, tuple(t.stop)) == (length, ("\n",))
+        assert t.parse("first line\nsecond line") == t.parse("first line")
