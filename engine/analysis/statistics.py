@@ -36,10 +36,12 @@ give the same interval.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -91,7 +93,9 @@ def wilson_interval(successes: int, n: int, z: float = _Z95) -> tuple[float, flo
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)  # exact at the ends (no rounding residue)
+    return (lo, hi)
 
 
 def score_interval(sample_scores: Sequence[float], *, binary: bool | None = None) -> tuple[float, float]:
@@ -240,18 +244,35 @@ def record_status(record: Any) -> str:
     return "attacked"
 
 
-def _record_pdr_replicates(record: Any, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+def _record_pdr_replicates(record: Any, n_boot: int, seed: int) -> np.ndarray:
     """Bootstrap PDR replicates of one record from its paired sample scores,
-    or its point PDR alone when it has none."""
+    or its point PDR alone when it has none. The inner generator is seeded
+    from the scores themselves, so a record gets the same replicates in
+    whichever group (or program) it is summarised."""
     clean = _get(record, "clean_sample_scores")
     adv = _get(record, "adversarial_sample_scores")
     if clean and adv and len(clean) == len(adv):
         c, a = _paired(clean, adv)
         if c.mean() != 0:
-            reps = _paired_pdr_replicates(c, a, n_boot, rng)
+            reps = _cached_replicates(c.tobytes(), a.tobytes(), n_boot, seed)
             if reps.size:
                 return reps
     return np.asarray([float(_get(record, "pdr"))])
+
+
+@lru_cache(maxsize=1024)
+def _cached_replicates(clean: bytes, adv: bytes, n_boot: int, seed: int) -> np.ndarray:
+    c, a = np.frombuffer(clean), np.frombuffer(adv)
+    digest = hashlib.sha256(clean + b"|" + adv).digest()
+    rng = np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+    reps = _paired_pdr_replicates(c, a, n_boot, rng)
+    reps.setflags(write=False)
+    return reps
+
+
+def _canonical_order(record: Any) -> tuple[Any, ...]:
+    return (float(_get(record, "pdr")), str(_get(record, "clean_prompt") or ""), str(_get(record, "attack") or ""),
+            str(_get(record, "model") or ""), str(_get(record, "dataset") or ""), str(_get(record, "run_key") or ""))
 
 
 def summarize_pdrs(
@@ -260,8 +281,8 @@ def summarize_pdrs(
     """APDR (mean PDR), its sample std (ddof=1) and a hierarchical bootstrap
     95% interval over the records whose status is "attacked".
 
-    Records are mappings (or objects with the same attributes). Reruns are
-    not merged here: pass each measurement once.
+    Records are mappings (or objects with the same attributes); their order
+    does not matter. Reruns are not merged here: pass each measurement once.
     """
     attacked = [r for r in records if record_status(r) == "attacked"]
     n = len(attacked)
@@ -273,10 +294,12 @@ def summarize_pdrs(
     if n < 2:
         return PDRSummary(mean, None, None, 1, len(prompts))
     std = float(np.std(pdrs, ddof=1))
+    # A canonical order: the same records give the same interval in any order.
+    attacked.sort(key=_canonical_order)
     rng = np.random.default_rng(seed)
     # Each record's own bootstrap distribution (inner level), then resample
     # records (outer level) and draw one replicate per drawn record.
-    reps = [_record_pdr_replicates(r, n_boot, rng) for r in attacked]
+    reps = [_record_pdr_replicates(r, n_boot, seed) for r in attacked]
     sizes = np.asarray([len(x) for x in reps])
     width = int(sizes.max())
     table = np.zeros((n, width))
