@@ -95,8 +95,33 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: settings field -> the flag that sets it (so an error names what the user typed)
+FLAGS = {
+    "limit": "--limit", "seed": "--seed", "shots": "--shots", "mode": "--mode", "parser": "--parser",
+    "max_new_tokens": "--max-tokens", "concurrency": "--concurrency", "batch_size": "--batch-size",
+    "rpm": "--rpm", "tpm": "--tpm", "max_retries": "--max-retries", "request_timeout": "--request-timeout",
+    "top_k": "--top-k", "budget": "--budget", "chunk_size": "--chunk-size", "early_stopping": "--early-stopping",
+    "dataset": "--dataset",
+}
+
+
+def _flag_error(exc: SettingsError) -> SettingsError:
+    text = str(exc)
+    field_name = text.split(" ", 1)[0]
+    if field_name in FLAGS:
+        text = FLAGS[field_name] + text[len(field_name):]
+    return SettingsError(text)
+
+
+def _build(kind: Any, **values: Any) -> Any:
+    try:
+        return kind(**values)
+    except SettingsError as exc:
+        raise _flag_error(exc) from None
+
+
 def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
-    return SchedulerSettings(
+    return _build(SchedulerSettings,
         concurrency=args.concurrency,
         batch_size=args.batch_size,
         rpm=args.rpm,
@@ -107,7 +132,7 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
 
 
 def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
-    return EvaluationSettings(
+    return _build(EvaluationSettings,
         dataset=args.dataset,
         limit=args.limit,
         seed=args.seed,
@@ -121,10 +146,15 @@ def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
 
 
 def attack_settings(args: argparse.Namespace, names: list[str], options: dict[str, dict[str, str]]) -> AttackSettings:
-    return AttackSettings(
+    try:
+        budget = parse_budget(args.budget)
+    except SettingsError as exc:
+        raise _flag_error(exc) from None
+    return _build(
+        AttackSettings,
         attacks=tuple(names),
         top_k=args.top_k,
-        budget=parse_budget(args.budget),
+        budget=budget,
         early_stopping=args.early_stopping,
         chunk_size=args.chunk_size,
         options={k: v for k, v in options.items() if v},
@@ -139,3 +169,26 @@ def config_of(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as written to config.json (no handler objects)."""
     skip = {"handler", "command"}
     return {k: v for k, v in sorted(vars(args).items()) if k not in skip}
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Data paths that do not exist fail before any model is loaded."""
+    import os
+
+    from promptrobust.cli.errors import UserError
+
+    for flag in ("data_dir", "data_file", "promptbench"):
+        path = getattr(args, flag, None)
+        if path and not os.path.exists(path):
+            raise UserError(f"--{flag.replace('_', '-')} {path} does not exist")
+
+
+def report_sample_count(bench: Any, evaluation: EvaluationSettings) -> None:
+    """Say so when --limit asks for more samples than the dataset has."""
+    import sys
+
+    if evaluation.limit is not None and len(bench.samples) < evaluation.limit:
+        print(
+            f"pre: {bench.task.name} has {len(bench.samples)} samples; using all {len(bench.samples)} (--limit {evaluation.limit})",
+            file=sys.stderr,
+        )

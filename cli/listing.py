@@ -16,11 +16,11 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
         help=HELP,
         description=HELP,
         formatter_class=formatter,
-        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --type role\n",
+        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n",
     )
     p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
     p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
-    p.add_argument("--type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
+    p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
     p.set_defaults(handler=handle)
 
 

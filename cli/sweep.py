@@ -18,8 +18,8 @@ config (TOML):
   output_dir = "runs/sweeps"
   limit = 100                    # samples per dataset (default: the paper's sizes)
   top_k = 3                      # attack the k best prompts of each set
-  budget = 100                   # candidate evaluations per attacked prompt
-  mode = "choices"               # or "generate"
+  budget = 100                   # candidate evaluations per attacked prompt (default: unlimited)
+  mode = "generate"              # the paper's; or "choices" (label log-probs, fast)
   concurrency = 64               # requests in flight per model (API / vLLM)
   max_jobs = 8                   # jobs running at once (they share schedulers)
 
@@ -27,7 +27,7 @@ config (TOML):
   models = ["smollm2-135m-instruct", "gemma3-270m"]
   datasets = ["rotten_tomatoes", "math"]
   prompt_types = ["task", "role"]
-  shots = [0, 3]
+  shots = [0, 3]                 # default ["auto"]: 0, or 3 for base models
   attacks = "all"                # or a list: ["textbugger", "checklist"]
 
   [models."openai:gpt-4o-mini"]  # per-model options
@@ -55,7 +55,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from promptrobust.engine.session import use_uvloop
+    from promptrobust.engine.sync import use_uvloop
     from promptrobust.engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
 
     try:
@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     except SweepConfigError as exc:
         raise UserError(str(exc)) from None
     if args.output_dir:
-        cfg.output_dir = Path(args.output_dir)
+        cfg = cfg.with_(output_dir=Path(args.output_dir))
     if args.dry_run:
         plan = describe_plan(cfg)
         total_clean = total_attack = 0

@@ -45,6 +45,8 @@ class PromptEvaluation:
     samples: int
     unparseable: int
     records: list[SampleRecord] = field(default_factory=list)
+    sample_scores: list[float] = field(default_factory=list)
+    """Per-sample scores in sample order (for intervals and paired tests)."""
 
 
 @dataclass
@@ -86,6 +88,14 @@ class Evaluator:
             )
         if not samples:
             raise ValueError(f"task {task.name} has no samples to evaluate")
+        if mode == "choices" and not scheduler.backend.supports_choice_scoring:
+            # Issue 12: a model that cannot score labels (an API server without log-probs,
+            # decided once at start) generates instead; `mode` and so the records say so.
+            import logging
+
+            logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate",
+                                                scheduler.backend.identity.name)
+            mode = "generate"
         self.scheduler = scheduler
         self.task = task
         self.samples = list(samples)
@@ -164,7 +174,7 @@ class Evaluator:
         else:
             total = float(self.task.metric.corpus_score(predictions, self.samples))
         unparseable = sum(p is None for p in predictions)
-        return PromptEvaluation(prompt, total, len(self.samples), unparseable, records)
+        return PromptEvaluation(prompt, total, len(self.samples), unparseable, records, scores)
 
     # -- many candidates: the PromptScorer -------------------------------------------
     async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:

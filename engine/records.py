@@ -1,96 +1,208 @@
-"""Result records: one per (model, dataset, prompt, attack), and where they live.
+"""The one result record, and the one reader and writer of run folders.
 
-Records are appended to ``results.jsonl`` the moment they exist (one flushed
-line each, so a crash loses nothing finished) and consolidated into
-``results.parquet`` for analysis with polars.
+An ``AttackRecord`` holds one measurement: a clean prompt, the prompt an attack
+(or a transfer, a defense, a pairs file) put against it, both scores with
+their 95% intervals, the PDR, the settings under which it was made, and what
+it cost. Records are appended to ``results.jsonl`` the moment they exist (one
+flushed line each, so a crash loses nothing finished; ``cost`` stays a nested
+object there) and consolidated into ``results.parquet`` (cost flattened into
+columns) for analysis with polars.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+
+Status = Literal["attacked", "skipped_clean_zero", "failed"]
+
+#: Record fields that say under which settings a number was made; records that
+#: differ in any of them must not be pooled (reports group by them).
+SETTING_FIELDS = ("mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one record's measurement cost (its own, not its batch's)."""
+
+    candidate_evaluations: int = 0
+    """Candidate prompts scored (the query budget used)."""
+    model_requests: int = 0
+    """(prompt, sample) requests asked for."""
+    requests_sent: int = 0
+    """Of those, sent to the backend."""
+    cache_hits: int = 0
+    deduplicated: int = 0
+    saved_by_early_stopping: int = 0
+    """(candidate, sample) pairs never requested thanks to exact early stopping."""
+    pruned_candidates: int = 0
+    samples_evaluated: int = 0
+    """(candidate, sample) pairs scored, the clean prompt included."""
+    wall_seconds: float = 0.0
+    """This record's own wall time."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Cost":
+        data = data or {}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if data.get(f.name) is not None})
 
 
 @dataclass
 class AttackRecord:
+    """One (model, dataset, prompt, attack) measurement."""
+
     model: str
-    backend: str
     dataset: str
     prompt_id: str
-    prompt_type: str  # task | role (the attacked prompt's set)
-    shots: int  # 0 = zero-shot, 3 = few-shot
     attack: str
     clean_prompt: str
     clean_score: float
-    adversarial_prompt: str
-    adversarial_score: float
-    pdr: float  # 1 - adversarial / clean (0 when clean == 0)
-    candidate_evaluations: int  # candidate prompts scored (the query budget used)
-    model_requests: int  # (prompt, sample) requests the attack asked for
-    requests_sent: int  # of those, sent to the backend
-    cache_hits: int
-    deduplicated: int
-    saved_by_early_stopping: int  # (candidate, sample) pairs never requested
-    pruned_candidates: int
-    early_stopping: str  # exact | off
-    wall_seconds: float
-    seed: int
-    samples: int
-    mode: str  # choices | generate
-    parser: str | None  # answer parser in generate mode
-    input_format: str  # chat | completion
-    budget: int | None
+    adversarial_prompt: str = ""
+    adversarial_score: float | None = None
+    pdr: float | None = None
+    """1 - adversarial / clean; negative when the attack helped; None when not attacked."""
+    status: Status = "attacked"
+    error: str | None = None
+    backend: str = ""
+    prompt_type: str = "task"
+    shots: int = 0
+    mode: str = "generate"
+    parser: str | None = "last_word"
+    max_new_tokens: int | None = None
+    input_format: str = ""
+    samples: int = 0
     metric: str = ""
-    samples_evaluated: int = 0  # (candidate, sample) pairs scored, clean prompt included
+    seed: int = 0
+    budget: int | None = None
+    """Candidate evaluations allowed; None = unlimited (promptbench)."""
+    early_stopping: str = "exact"
+    clean_ci95: list[float] | None = None
+    adversarial_ci95: list[float] | None = None
+    pdr_ci95: list[float] | None = None
+    mcnemar_p: float | None = None
+    chance_rate: float | None = None
+    at_chance: bool = False
+    clean_sample_scores: list[float] = field(default_factory=list)
+    adversarial_sample_scores: list[float] = field(default_factory=list)
+    cost: Cost = field(default_factory=Cost)
     budget_exhausted: bool = False
     perturbed_words: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
+    """The attack's settings, deviations from its recipe included."""
+    prompt_scores: list[list[Any]] = field(default_factory=list)
+    """Semantic: [language, prompt, score] of every prompt tried."""
+    job_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free columns carried from the input (e.g. a pairs file's source_model)."""
+    run_key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.run_key:
+            self.run_key = self.measurement_key()
+
+    def measurement_key(self) -> str:
+        """Same key = a rerun of the same measurement (reports count it once)."""
+        parts = [
+            self.model, self.backend, self.dataset, self.samples, self.seed, self.mode, self.parser,
+            self.max_new_tokens, self.shots, self.input_format, self.clean_prompt, self.attack, self.budget,
+            self.early_stopping, sorted((str(k), str(v)) for k, v in self.settings.items()),
+        ]
+        return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "AttackRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> "AttackRecord":
+        """A record from a JSON row; older rows (flat cost fields, missing fields) are read too."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        row = {k: v for k, v in data.items() if k in names}
+        cost = data.get("cost")
+        row["cost"] = Cost.from_dict(cost if isinstance(cost, Mapping) else data)
+        if not isinstance(row.get("settings"), dict):
+            row["settings"] = {}
+        row.setdefault("model", "")
+        row.setdefault("dataset", "")
+        row.setdefault("prompt_id", "")
+        row.setdefault("attack", "")
+        row.setdefault("clean_prompt", "")
+        row.setdefault("clean_score", 0.0)
+        if "status" not in data:
+            row["status"] = "attacked"
+        return cls(**row)
 
 
-def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | dict[str, Any]]) -> None:
+def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
     """Append records, one flushed and fsynced line each."""
     with open(path, "ab") as fh:
         for rec in records:
-            data = rec.to_dict() if isinstance(rec, AttackRecord) else rec
-            fh.write(orjson.dumps(data, default=str) + b"\n")
+            data = rec.to_dict() if isinstance(rec, AttackRecord) else dict(rec)
+            fh.write(orjson.dumps(data, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
             fh.flush()
         os.fsync(fh.fileno())
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Records from a JSONL file; a torn last line (crash mid-write) is ignored."""
+def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True) -> list[dict[str, Any]]:
+    """Rows of a JSONL file. A torn last line (a crash mid-write) is skipped with a
+    one-line warning on stderr; a bad line elsewhere is skipped the same way."""
     out: list[dict[str, Any]] = []
     raw = Path(path).read_bytes()
-    for line in raw.splitlines():
+    for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             out.append(orjson.loads(line))
         except orjson.JSONDecodeError:
+            if warn:
+                print(f"pre: warning: {path}: line {number} is not complete JSON (torn write?); skipped", file=sys.stderr)
+    return out
+
+
+def read_records(paths: Sequence[str | os.PathLike[str]]) -> list[AttackRecord]:
+    """Every record under run folders, sweep folders or results.jsonl files
+    (searched recursively; unfinished hidden ``.NAME.partial`` folders skipped)."""
+    out: list[AttackRecord] = []
+    for f in results_files(paths):
+        out.extend(AttackRecord.from_dict(row) for row in read_jsonl(f))
+    return out
+
+
+def results_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            files.append(p)
             continue
+        for f in sorted(p.rglob("results.jsonl")):
+            if not any(part.startswith(".") and part.endswith(".partial") for part in f.relative_to(p).parts):
+                files.append(f)
+    return files
+
+
+def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A record row for tables: cost fields as top-level columns, nested values as JSON text."""
+    out = {k: v for k, v in row.items() if k != "cost"}
+    cost = row.get("cost")
+    if isinstance(cost, Mapping):
+        out.update(cost)
+    for key in ("settings", "extra", "prompt_scores", "clean_scores"):
+        if key in out and not isinstance(out[key], str):
+            out[key] = orjson.dumps(out[key], default=str).decode()
     return out
 
 
 def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLike[str]) -> int:
-    """Write all records of ``jsonl`` to ``parquet`` atomically; returns the row count."""
+    """Write all records of ``jsonl`` to ``parquet`` atomically (cost flattened); returns the row count."""
     import polars as pl
 
-    rows = read_jsonl(jsonl)
-    for r in rows:
-        r["settings"] = orjson.dumps(r.get("settings", {}), default=str).decode()
+    rows = [flat_row(r) for r in read_jsonl(jsonl)] if Path(jsonl).exists() else []
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
     tmp = Path(str(parquet) + ".tmp")
     frame.write_parquet(tmp)
@@ -99,16 +211,13 @@ def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLik
 
 
 def records_frame(paths: Sequence[str | os.PathLike[str]]):  # noqa: ANN201 - polars.DataFrame
-    """All records under run folders or files, as one polars DataFrame."""
+    """All records under run folders or files, as one polars DataFrame (flat rows, ``source`` column)."""
     import polars as pl
 
     rows: list[dict[str, Any]] = []
-    for p in paths:
-        p = Path(p)
-        files = [p] if p.is_file() else sorted(p.rglob("results.jsonl"))
-        for f in files:
-            for r in read_jsonl(f):
-                r["settings"] = orjson.dumps(r.get("settings", {}), default=str).decode()
-                r["source"] = str(f.parent)
-                rows.append(r)
+    for f in results_files(paths):
+        for r in read_jsonl(f):
+            flat = flat_row(r)
+            flat["source"] = str(f.parent)
+            rows.append(flat)
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()

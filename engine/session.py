@@ -1,77 +1,103 @@
-"""The Python API: one Session per process holds the cache and one scheduler
+"""The Python API's centre: a Session holds the score cache and one scheduler
 per model, shared by every job (runs, attacks, sweep cells) started from it.
 
     import asyncio
-    from promptrobust.engine.session import Session
+    from promptrobust import Session, EvaluationSettings, AttackSettings
 
     async def main():
         async with Session() as session:
-            result = await session.evaluate(dataset="rotten_tomatoes", limit=100)
-            print(result.scores)
+            result = await session.evaluate(EvaluationSettings(limit=100))
+            print(result.table())
+            protocol = await session.attack_top_k(
+                EvaluationSettings(limit=100), AttackSettings(attacks=("stresstest",), top_k=1)
+            )
+            print(protocol.records[0].pdr)
 
     asyncio.run(main())
 
-``evaluate_sync(...)`` does the same from a notebook cell without asyncio.
+The module-level functions in ``promptrobust`` (``evaluate``, ``attack``,
+``attack_top_k``, ``sweep``, ``report``) do the same from synchronous code,
+inside a running event loop too (Jupyter).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
-from promptrobust.engine.evaluator import Evaluator, Mode, PromptEvaluation
+from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
-from promptrobust.tasks.base import ParserName, Prompt, Sample, Task
+from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
+from promptrobust.engine.sync import use_uvloop
+from promptrobust.tasks.base import Prompt, Sample, Task
 
+__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "use_uvloop"]
 
-@dataclass(frozen=True)
-class SchedulerSettings:
-    concurrency: int = 64
-    batch_size: int | None = None
-    rpm: float | None = None
-    tpm: float | None = None
-    max_wait_ms: float = 5.0
+BackendFactory = Callable[[ModelSpec], Any]
 
 
 @dataclass
 class EvaluationResult:
-    """Clean scores of several prompts on one model and dataset."""
+    """Clean scores of several prompts on one model and dataset, with their intervals."""
 
     model: str
     dataset: str
-    mode: str
-    parser: str
-    chat: bool
-    shots: int
-    samples: int
-    prompts: list[Prompt]
+    settings: dict[str, Any]
+    clean: list[Any]  # engine.protocol.CleanScore, in the order the prompts were given
     evaluations: list[PromptEvaluation]
     scheduler: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
 
     @property
     def scores(self) -> dict[str, float]:
-        return {p.id: e.score for p, e in zip(self.prompts, self.evaluations)}
+        return {c.prompt.id: c.score for c in self.clean}
 
+    @property
+    def mode(self) -> str:
+        return str(self.settings["mode"])
 
-def use_uvloop() -> None:
-    """Use uvloop when installed (faster event loop); harmless without."""
-    try:
-        import uvloop
-    except ImportError:
-        return
-    if not isinstance(asyncio.get_event_loop_policy(), uvloop.EventLoopPolicy):
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    @property
+    def shots(self) -> int:
+        return int(self.settings["shots"])
+
+    @property
+    def samples(self) -> int:
+        return int(self.settings["samples"])
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [c.prompt for c in self.clean]
+
+    def table(self) -> str:
+        """A plain-text table: prompt, score, 95% interval, at-chance flag."""
+        width = max([len(c.prompt.id) for c in self.clean] + [6])
+        lines = [f"{'prompt':<{width}}  score   95% interval     unparseable"]
+        for c in self.clean:
+            flag = "  at chance" if c.at_chance else ""
+            lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.settings,
+            "prompts": [c.to_dict() for c in self.clean],
+            "mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "scheduler": self.scheduler,
+        }
 
 
 class Session:
-    """Cache + shared schedulers; the entry point of the Python API."""
+    """Cache + shared schedulers; the entry point of the Python API.
+
+    ``backend_factory(spec)`` replaces how backends are built (tests inject
+    ``promptrobust.testing.CountingBackend`` this way, no monkeypatching).
+    """
 
     def __init__(
         self,
@@ -79,6 +105,7 @@ class Session:
         cache: str | Path | ScoreCache | None = None,
         settings: SchedulerSettings | None = None,
         use_cache: bool = True,
+        backend_factory: BackendFactory | None = None,
     ) -> None:
         if isinstance(cache, ScoreCache):
             self.cache: ScoreCache | None = cache
@@ -87,7 +114,11 @@ class Session:
         else:
             self.cache = None
         self.settings = settings or SchedulerSettings()
+        self.backend_factory = backend_factory or build_backend
         self._schedulers: dict[str, Scheduler] = {}
+
+    def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | None = None) -> ModelSpec:
+        return model if isinstance(model, ModelSpec) else resolve_model(model, model_args)
 
     async def scheduler(
         self,
@@ -98,72 +129,127 @@ class Session:
     ) -> Scheduler:
         """The (started) scheduler for a model; created on first use, then shared.
         ``settings`` (limits for this model) only apply when it is created."""
-        spec = model if isinstance(model, ModelSpec) else resolve_model(model, model_args)
+        spec = self.resolve(model, model_args)
         key = f"{spec.name}|{sorted(spec.args.items())}|{spec.backend}"
         sched = self._schedulers.get(key)
         if sched is None:
             s = settings or self.settings
+            kwargs: dict[str, Any] = {}
+            if s.request_timeout is not None:
+                kwargs["request_timeout"] = s.request_timeout
             sched = Scheduler(
-                build_backend(spec),
+                self.backend_factory(spec),
                 cache=self.cache,
                 batch_size=s.batch_size,
                 concurrency=s.concurrency,
                 rpm=s.rpm,
                 tpm=s.tpm,
                 max_wait_ms=s.max_wait_ms,
+                retry_policy=s.retry_policy(),
+                **kwargs,
             )
             self._schedulers[key] = sched
         await sched.start()
         return sched
 
+    async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
+                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Any:
+        """Task, samples, examples and the model's scheduler for one evaluation (engine.protocol.Workbench)."""
+        from promptrobust.engine.protocol import prepare
+
+        return await prepare(self, self.resolve(model, model_args), evaluation or EvaluationSettings(),
+                             scheduler_settings=scheduler_settings)
+
     async def evaluate(
         self,
+        evaluation: EvaluationSettings | None = None,
         *,
-        model: str = DEFAULT_MODEL,
+        model: str | ModelSpec = DEFAULT_MODEL,
         model_args: Mapping[str, Any] | None = None,
-        dataset: str = "rotten_tomatoes",
         prompts: Sequence[Prompt] | None = None,
         prompt_type: str = "task",
-        limit: int | None = None,
-        seed: int = 0,
-        mode: Mode = "choices",
-        parser: ParserName = "last_word",
-        shots: int = 0,
         keep_records: bool = False,
-        data_dir: str | None = None,
-        data_file: str | None = None,
-        on_prompt_done: Any = None,
+        on_prompt_done: Callable[[Any], None] | None = None,
+        **evaluation_fields: Any,
     ) -> EvaluationResult:
-        """Score prompts (default: the dataset's task-oriented set) on a model."""
-        from promptrobust.tasks.prompt_sets import load_prompts
-        from promptrobust.tasks.registry import get_task
+        """Clean scores of prompts (default: the dataset's ``prompt_type`` set).
 
-        task = get_task(dataset)
-        samples = task.load(limit=limit, seed=seed, data_dir=data_dir, data_file=data_file)
-        if prompts is None:
-            prompts = load_prompts(task.name, types=[prompt_type])
-        examples = few_shot(task, shots, seed=seed, data_dir=data_dir)
-        sched = await self.scheduler(model, model_args)
-        evaluator = Evaluator(sched, task, samples, mode=mode, parser=parser, examples=examples)
+        Settings come as an ``EvaluationSettings`` or as its fields by keyword
+        (``session.evaluate(dataset="sst2", limit=100)``); both are validated alike.
+        """
+        from promptrobust.engine.protocol import clean_score
+
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
+        evaluator = bench.evaluator()
         started = time.monotonic()
-        evaluations = []
+        evaluations: list[PromptEvaluation] = []
+        clean = []
         for prompt in prompts:
             evaluations.append(await evaluator.evaluate(prompt.text, keep_records=keep_records))
+            clean.append(clean_score(bench, prompt, evaluations[-1]))
             if on_prompt_done is not None:
-                on_prompt_done(prompt, evaluations[-1])
+                on_prompt_done(clean[-1])
         return EvaluationResult(
-            model=model,
-            dataset=task.name,
-            mode=mode,
-            parser=parser,
-            chat=evaluator.chat,
-            shots=shots,
-            samples=len(samples),
-            prompts=list(prompts),
+            model=bench.spec.name,
+            dataset=bench.task.name,
+            settings=bench.describe(),
+            clean=clean,
             evaluations=evaluations,
-            scheduler=sched.stats.snapshot(),
+            scheduler=bench.scheduler.stats.snapshot(),
             wall_seconds=time.monotonic() - started,
         )
+
+    async def attack(
+        self,
+        prompt: str | Prompt,
+        attack: str = "stresstest",
+        evaluation: EvaluationSettings | None = None,
+        settings: AttackSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        **evaluation_fields: Any,
+    ) -> Any:
+        """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
+        from promptrobust.engine.protocol import attack_one
+
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        settings = (settings or AttackSettings()).with_(attacks=(attack,))
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        if isinstance(prompt, str):
+            prompt = Prompt(id="custom", dataset=bench.task.name, type="task", text=prompt)
+        return await attack_one(bench, prompt, attack, settings)
+
+    async def attack_top_k(
+        self,
+        evaluation: EvaluationSettings | None = None,
+        settings: AttackSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        prompts: Sequence[Prompt] | None = None,
+        prompt_type: str = "task",
+        on_record: Any = None,
+        on_event: Callable[[str], None] = lambda message: None,
+        **evaluation_fields: Any,
+    ) -> Any:
+        """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult)."""
+        from promptrobust.engine.protocol import run_protocol
+
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        settings = settings or AttackSettings(attacks=("stresstest",))
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
+        return await run_protocol(bench, prompts, settings, on_record=on_record, on_event=on_event)
+
+    async def sweep(self, config: Any, *, on_event: Callable[[str], None] = lambda message: None) -> Any:
+        """Run (or resume) a sweep (``engine.sweep.SweepConfig`` or a TOML path) on this session."""
+        from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
+
+        cfg = config if isinstance(config, SweepConfig) else load_config(config)
+        return await run_sweep(cfg, session=self, on_event=on_event)
 
     async def close(self) -> None:
         for sched in self._schedulers.values():
@@ -179,22 +265,28 @@ class Session:
         await self.close()
 
 
+def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]) -> EvaluationSettings:
+    if evaluation is not None and fields:
+        return evaluation.with_(**fields)
+    return evaluation or EvaluationSettings(**fields)
+
+
+def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
+    """The dataset's stored prompts of one type ('task', 'role', 'semantic', or 'all' = task + role)."""
+    from promptrobust.tasks.errors import TaskError
+    from promptrobust.tasks.prompt_sets import load_prompts
+
+    types = ["task", "role"] if prompt_type == "all" else [prompt_type]
+    prompts = load_prompts(task.name, types=types)
+    if not prompts:
+        raise TaskError(f"dataset {task.name} has no {prompt_type} prompts; see `pre list prompts --dataset {task.name}`")
+    return prompts
+
+
 def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = None) -> list[Sample]:
-    """``shots`` worked examples from the task's few-shot pool (fixed seed)."""
+    """``shots`` worked examples from the task's fixed few-shot set."""
     if shots <= 0:
         return []
     from promptrobust.tasks import few_shot_examples
 
     return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
-
-
-def evaluate_sync(**kwargs: Any) -> EvaluationResult:
-    """``Session().evaluate(**kwargs)`` for code that is not async (notebooks)."""
-    cache = kwargs.pop("cache", None)
-
-    async def go() -> EvaluationResult:
-        async with Session(cache=cache) as session:
-            return await session.evaluate(**kwargs)
-
-    use_uvloop()
-    return asyncio.run(go())

@@ -17,15 +17,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
+from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
+from promptrobust.engine.settings import (
+    AttackSettings,
+    EvaluationSettings,
+    SchedulerSettings,
+    SettingsError,
+    parse_budget,
+)
 
 
 class SweepConfigError(ValueError):
@@ -33,61 +41,82 @@ class SweepConfigError(ValueError):
 
 
 _TOP_KEYS = {"sweep", "grid", "models"}
-_SWEEP_KEYS = {
-    "name", "output_dir", "limit", "seed", "mode", "parser", "top_k", "budget", "early_stopping",
-    "chunk_size", "concurrency", "batch_size", "rpm", "tpm", "cache", "max_jobs",
-}
+#: [sweep] keys -> which settings value they belong to.
+_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens"}
+_ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size"}
+_SCHEDULER_KEYS = {"concurrency", "batch_size", "rpm", "tpm", "max_retries", "request_timeout"}
+_SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
 _GRID_KEYS = {"models", "datasets", "prompt_types", "shots", "attacks"}
-_MODEL_KEYS = {"model_args", "rpm", "tpm", "concurrency", "batch_size"}
+_MODEL_KEYS = {"model_args", "rpm", "tpm", "concurrency", "batch_size", "max_retries", "request_timeout"}
 _PROMPT_TYPES = ("task", "role")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 @dataclass(frozen=True)
 class Job:
+    """One cell of the grid with one attack. ``shots`` None = the paper's rule (3 for base models)."""
+
     model: str
     dataset: str
-    shots: int
+    shots: int | None
     prompt_type: str
     attack: str
 
     @property
     def id(self) -> str:
-        raw = f"{self.model}|{self.dataset}|{self.shots}|{self.prompt_type}|{self.attack}"
+        raw = f"{self.model}|{self.dataset}|{_shots_text(self.shots)}|{self.prompt_type}|{self.attack}"
         return hashlib.sha1(raw.encode()).hexdigest()[:12]
 
+    @property
+    def cell(self) -> tuple[str, str, int | None, str]:
+        """Jobs of one cell share its clean ranking (and a shard keeps them together)."""
+        return (self.model, self.dataset, self.shots, self.prompt_type)
+
     def label(self) -> str:
-        return f"{self.model} / {self.dataset} / {self.shots}-shot {self.prompt_type} / {self.attack}"
+        return f"{self.model} / {self.dataset} / {_shots_text(self.shots)}-shot {self.prompt_type} / {self.attack}"
 
 
-@dataclass
+def _shots_text(shots: int | None) -> str:
+    return "auto" if shots is None else str(shots)
+
+
+@dataclass(frozen=True)
 class SweepConfig:
+    """A grid of models x datasets x shots x prompt types x attacks, with the settings of every job.
+
+    Built by ``load_config`` from TOML or directly in Python; either way the
+    settings objects validate every value."""
+
     name: str
     output_dir: Path
-    models: list[str]
-    datasets: list[str]
-    prompt_types: list[str]
-    shots: list[int]
-    attacks: list[str]
-    limit: int | None = None
-    seed: int = 0
-    mode: str = "choices"
-    parser: str = "last_word"
-    top_k: int = 3
-    budget: int = 100
-    early_stopping: str = "exact"
-    chunk_size: int = 32
-    concurrency: int = 64
-    batch_size: int | None = None
-    rpm: float | None = None
-    tpm: float | None = None
+    models: tuple[str, ...]
+    datasets: tuple[str, ...]
+    attacks: tuple[str, ...]
+    prompt_types: tuple[str, ...] = ("task",)
+    shots: tuple[int | None, ...] = (None,)
+    evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
+    """Evaluation settings of every job (its dataset and shots come from the grid)."""
+    attack: AttackSettings = field(default_factory=AttackSettings)
+    """Attack settings of every job (its attack comes from the grid)."""
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    """Default scheduler limits; ``model_options`` override them per model."""
     cache: str | None = None
     max_jobs: int = 8
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
 
+    def __post_init__(self) -> None:
+        _expect(bool(_NAME.match(self.name)), f"sweep.name {self.name!r} must be a plain folder name (letters, digits, . _ -), not a path")
+        for key in ("models", "datasets", "attacks", "prompt_types", "shots"):
+            _expect(isinstance(getattr(self, key), tuple) and len(getattr(self, key)) > 0, f"grid.{key} must be a non-empty list")
+        _expect(isinstance(self.max_jobs, int) and self.max_jobs >= 1, "sweep.max_jobs must be a whole number >= 1")
+
     @property
     def folder(self) -> Path:
         return self.output_dir / self.name
+
+    def with_(self, **changes: Any) -> "SweepConfig":
+        return replace(self, **changes)
 
     def jobs(self) -> list[Job]:
         return [
@@ -98,6 +127,12 @@ class SweepConfig:
             for t in self.prompt_types
             for a in self.attacks
         ]
+
+    def job_evaluation(self, job: Job) -> EvaluationSettings:
+        return self.evaluation.with_(dataset=job.dataset, shots=job.shots)
+
+    def job_attack(self, job: Job) -> AttackSettings:
+        return self.attack.with_(attacks=(job.attack,))
 
 
 def _expect(cond: bool, message: str) -> None:
@@ -119,6 +154,15 @@ def _names(value: Any, where: str) -> list[str]:
     return list(dict.fromkeys(value))
 
 
+def _settings(kind: Any, values: dict[str, Any], where: str) -> Any:
+    try:
+        return kind(**values)
+    except SettingsError as exc:
+        raise SweepConfigError(f"{where}.{exc}") from None
+    except TypeError as exc:
+        raise SweepConfigError(f"{where}: {exc}") from None
+
+
 def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     """Parse and validate a sweep TOML file (every problem names its field)."""
     p = Path(path)
@@ -128,9 +172,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SweepConfigError(f"{p} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise SweepConfigError(f"{p} is not a UTF-8 text file") from None
     _reject_unknown(data, _TOP_KEYS, f"{p}: unknown section or key ", "")
     sweep = data.get("sweep", {})
     grid = data.get("grid")
+    _expect(isinstance(sweep, dict), f"{p}: [sweep] must be a table")
     _expect(isinstance(grid, dict), f"{p}: missing [grid] section with models, datasets and attacks")
     for section, allowed, table in (("sweep", _SWEEP_KEYS, sweep), ("grid", _GRID_KEYS, grid)):
         _reject_unknown(table, allowed, f"{p}: unknown key ", f"{section}.")
@@ -167,12 +214,13 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     prompt_types = _names(grid.get("prompt_types", ["task"]), "grid.prompt_types")
     for t in prompt_types:
         _expect(t in _PROMPT_TYPES, f"grid.prompt_types: {t!r} is not one of {', '.join(_PROMPT_TYPES)}")
-    shots = grid.get("shots", [0])
-    shots = [shots] if isinstance(shots, int) else shots
+    shots = grid.get("shots", ["auto"])
+    shots = [shots] if isinstance(shots, (int, str)) else shots
     _expect(
-        isinstance(shots, list) and shots and all(isinstance(s, int) and s >= 0 for s in shots),
-        "grid.shots must be a non-empty list of numbers of examples, e.g. [0, 3]",
+        isinstance(shots, list) and shots and all((isinstance(s, int) and s >= 0) or s == "auto" for s in shots),
+        'grid.shots must be a non-empty list of numbers of examples or "auto", e.g. [0, 3]',
     )
+    shots_values = tuple(dict.fromkeys(None if s == "auto" else s for s in shots))
 
     options = data.get("models", {})
     _expect(isinstance(options, dict), "[models] must be a table of per-model options")
@@ -180,41 +228,54 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         _expect(name in models, f"models.{name}: not in grid.models")
         _expect(isinstance(opts, dict), f"models.{name} must be a table of options")
         _reject_unknown(opts, _MODEL_KEYS, "unknown key ", f"models.{name}.")
+        scheduler_part = {k: v for k, v in opts.items() if k != "model_args"}
+        _settings(SchedulerSettings, scheduler_part, f"models.{name}")
 
-    cfg = SweepConfig(
+    pick = lambda keys: {k: sweep[k] for k in keys if k in sweep}  # noqa: E731
+    attack_values = pick(_ATTACK_KEYS)
+    if "budget" in attack_values:
+        try:
+            attack_values["budget"] = parse_budget(attack_values["budget"])
+        except SettingsError as exc:
+            raise SweepConfigError(f"sweep.{exc}") from None
+    return SweepConfig(
         name=str(sweep.get("name") or p.stem),
         output_dir=Path(sweep.get("output_dir", "runs/sweeps")),
-        models=models,
-        datasets=canonical,
-        prompt_types=prompt_types,
-        shots=list(dict.fromkeys(shots)),
-        attacks=attacks,
+        models=tuple(models),
+        datasets=tuple(canonical),
+        prompt_types=tuple(prompt_types),
+        shots=shots_values,
+        attacks=tuple(attacks),
+        evaluation=_settings(EvaluationSettings, {"dataset": canonical[0], **pick(_EVALUATION_KEYS)}, "sweep"),
+        attack=_settings(AttackSettings, {"attacks": tuple(attacks), **attack_values}, "sweep"),
+        scheduler=_settings(SchedulerSettings, pick(_SCHEDULER_KEYS), "sweep"),
+        cache=sweep.get("cache"),
+        max_jobs=sweep.get("max_jobs", 8),
         model_options={k: dict(v) for k, v in options.items()},
         source=str(p),
     )
-    for key in _SWEEP_KEYS - {"name", "output_dir"}:
-        if key in sweep:
-            setattr(cfg, key, sweep[key])
-    _expect(cfg.mode in ("choices", "generate"), "sweep.mode must be \"choices\" or \"generate\"")
-    _expect(cfg.early_stopping in ("exact", "off"), "sweep.early_stopping must be \"exact\" or \"off\"")
-    for key in ("top_k", "budget", "chunk_size", "concurrency", "max_jobs"):
-        _expect(isinstance(getattr(cfg, key), int) and getattr(cfg, key) >= 1, f"sweep.{key} must be a whole number >= 1")
-    _expect(cfg.limit is None or (isinstance(cfg.limit, int) and cfg.limit >= 1), "sweep.limit must be a whole number >= 1")
-    return cfg
 
 
-def estimate_requests(cfg: SweepConfig, samples: int, prompts: int) -> dict[str, int]:
-    """Upper bounds on model requests for a job, before cache and early stopping."""
+def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int = 30) -> dict[str, int | None]:
+    """Upper bounds on model requests for a job, before cache and early stopping.
+    With an unlimited budget a word attack tries about ``words`` candidates per
+    word of the prompt (an estimate; None means unbounded)."""
     clean = prompts * samples
-    attack = cfg.top_k * (cfg.budget + 1) * samples
+    budget = cfg.attack.budget if cfg.attack.budget is not None else words * 20
+    attack = cfg.attack.top_k * (budget + 1) * samples
     return {"clean": clean, "attack_max": attack}
 
 
 def completed_keys(results_file: Path) -> set[tuple[str, str]]:
-    """(job id, prompt id) pairs already recorded by an earlier (possibly killed) run."""
+    """(job id, prompt id) pairs already recorded by an earlier (possibly killed) run.
+    Failed records do not count: a rerun tries them again."""
     if not results_file.exists():
         return set()
-    return {(r.get("job_id", ""), r.get("prompt_id", "")) for r in read_jsonl(results_file)}
+    return {
+        (r.get("job_id", ""), r.get("prompt_id", ""))
+        for r in read_jsonl(results_file)
+        if r.get("status", "attacked") != "failed"
+    }
 
 
 def repair_torn_tail(results_file: Path) -> None:
@@ -237,118 +298,149 @@ class SweepProgress:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (job label, one-line reason)
 
 
+class JobRunner:
+    """Runs jobs of one sweep on one session: cells share their clean ranking,
+    records go to ``on_record`` with the job's id. The local executor and the
+    Ray workers both use it."""
+
+    def __init__(self, cfg: SweepConfig, session: Any) -> None:
+        from promptrobust.engine.registry import parse_model_args, resolve_model
+
+        self.cfg = cfg
+        self.session = session
+        self.specs = {
+            m: resolve_model(m, parse_model_args(cfg.model_options.get(m, {}).get("model_args", "")))
+            for m in cfg.models
+        }
+        self._benches: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
+        self._ranked: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
+
+    async def _bench(self, job: Job) -> Any:
+        from promptrobust.engine.protocol import prepare
+
+        key = (job.model, job.dataset, job.shots)
+        if key not in self._benches:
+            self._benches[key] = asyncio.ensure_future(
+                prepare(self.session, self.specs[job.model], self.cfg.job_evaluation(job),
+                        scheduler_settings=model_settings(self.cfg, job.model))
+            )
+        return await self._benches[key]
+
+    async def _ranking(self, job: Job, bench: Any) -> Any:
+        from promptrobust.engine.protocol import rank_prompts
+        from promptrobust.engine.session import prompt_set
+
+        if job.cell not in self._ranked:
+            self._ranked[job.cell] = asyncio.ensure_future(rank_prompts(bench, prompt_set(bench.task, job.prompt_type)))
+        return await self._ranked[job.cell]
+
+    async def run(
+        self,
+        job: Job,
+        *,
+        done: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+        on_record: Callable[[AttackRecord], Any] = lambda record: None,
+        on_event: Callable[[str], None] = lambda message: None,
+    ) -> list[AttackRecord]:
+        """Attack the top k of the job's cell with its attack; returns the new records."""
+        from promptrobust.engine.protocol import run_protocol
+
+        bench = await self._bench(job)
+        ranked = await self._ranking(job, bench)
+        clean_scores = {c.prompt.id: c.score for c in ranked}
+
+        async def stamp(record: AttackRecord) -> None:
+            record.job_id = job.id
+            record.extra["clean_scores"] = clean_scores
+            result = on_record(record)
+            if asyncio.iscoroutine(result):
+                await result
+
+        result = await run_protocol(
+            bench,
+            [c.prompt for c in ranked],
+            self.cfg.job_attack(job),
+            ranked=ranked,
+            on_record=stamp,
+            on_event=lambda m: on_event(f"{job.label()}: {m}"),
+            skip=lambda prompt, attack: (job.id, prompt.id) in done,
+            fail_fast=(asyncio.CancelledError, KeyboardInterrupt),
+        )
+        return result.records
+
+
 async def run_sweep(
     cfg: SweepConfig,
     *,
     on_event: Callable[[str], None] = lambda message: None,
     session: Any = None,
+    jobs: Sequence[Job] | None = None,
 ) -> SweepProgress:
-    """Run (or resume) every job of the grid concurrently; returns counters."""
-    from promptrobust.engine.attack_job import attack_prompt, rank_prompts
-    from promptrobust.engine.evaluator import Evaluator
-    from promptrobust.engine.registry import parse_model_args, resolve_model
-    from promptrobust.engine.session import SchedulerSettings, Session, few_shot
-    from promptrobust.tasks.prompt_sets import load_prompts
-    from promptrobust.tasks.registry import get_task
+    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters."""
+    from promptrobust.engine.session import Session
 
     folder = cfg.folder
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_bytes(orjson.dumps(_config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
+    (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
     results = folder / "results.jsonl"
     repair_torn_tail(results)
     done = completed_keys(results)
-    jobs = cfg.jobs()
+    jobs = list(jobs) if jobs is not None else cfg.jobs()
     progress = SweepProgress(jobs_total=len(jobs))
     own_session = session is None
     if own_session:
-        session = Session(
-            cache=cfg.cache,
-            settings=SchedulerSettings(
-                concurrency=cfg.concurrency, batch_size=cfg.batch_size, rpm=cfg.rpm, tpm=cfg.tpm
-            ),
-        )
+        session = Session(cache=cfg.cache, settings=cfg.scheduler)
+    runner = JobRunner(cfg, session)
     limit = asyncio.Semaphore(cfg.max_jobs)
     write_lock = asyncio.Lock()
-    clean_cache: dict[tuple[str, str, int, str], asyncio.Task[list[tuple[Any, float]]]] = {}
-    specs = {
-        m: resolve_model(m, parse_model_args(cfg.model_options.get(m, {}).get("model_args", "")))
-        for m in cfg.models
-    }
 
-    async def run_job(job: Job) -> None:
-        async with limit:
-            spec = specs[job.model]
-            task = get_task(job.dataset)
-            shots = job.shots
-            if spec.base_model and shots == 0:
-                shots = 3  # base models only make sense few-shot (the paper's protocol)
-            samples = task.load(limit=cfg.limit, seed=cfg.seed)
-            examples = few_shot(task, shots, seed=cfg.seed)
-            prompts = load_prompts(task.name, types=[job.prompt_type])
-            scheduler = await session.scheduler(spec, settings=model_settings(cfg, job.model))
-            mode = cfg.mode if task.supports_choices else "generate"
-
-            # Every attack of a cell ranks the same prompts: score them once.
-            cell = (job.model, job.dataset, job.shots, job.prompt_type)
-            if cell not in clean_cache:
-                ranker = Evaluator(scheduler, task, samples, mode=mode, parser=cfg.parser, examples=examples)
-                clean_cache[cell] = asyncio.ensure_future(rank_prompts(ranker, prompts))
-            clean = await clean_cache[cell]
-            for prompt, _ in clean[: cfg.top_k]:
-                if (job.id, prompt.id) in done:
-                    progress.skipped += 1
-                    continue
-                rec = await attack_prompt(
-                    attack_name=job.attack, prompt=prompt, scheduler=scheduler, task=task, samples=samples,
-                    examples=examples, model_name=spec.name, backend_kind=spec.backend, mode=mode,
-                    parser=cfg.parser, shots=shots, seed=cfg.seed, budget=cfg.budget,
-                    early_stopping=cfg.early_stopping, chunk_size=cfg.chunk_size,
-                )
-                record = rec.to_dict()
-                record["prompt_type"] = job.prompt_type
-                record["job_id"] = job.id
-                record["clean_scores"] = {p.id: s for p, s in clean}
-                async with write_lock:
-                    append_jsonl(results, [record])
-                progress.records += 1
-                on_event(f"{job.label()} / {prompt.id}: PDR {rec.pdr:.3f}")
-            progress.jobs_done += 1
+    async def write(record: AttackRecord) -> None:
+        async with write_lock:
+            append_jsonl(results, [record])
+        if record.status == "failed":
+            return
+        progress.records += 1
+        pdr = "skipped (clean score 0)" if record.pdr is None else f"PDR {record.pdr:.3f}"
+        on_event(f"{record.model} / {record.dataset} / {record.attack} / {record.prompt_id}: {pdr}")
 
     async def guarded(job: Job) -> None:
         """A failing job (a missing resource, a dead endpoint) must not take the others down."""
-        try:
-            await run_job(job)
-        except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            progress.failed.append((job.label(), reason))
-            async with write_lock:
-                append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
-            on_event(f"FAILED {job.label()}: {reason}")
+        async with limit:
+            try:
+                before = sum(1 for k in done if k[0] == job.id)
+                records = await runner.run(job, done=done, on_record=write, on_event=on_event)
+                progress.skipped += before
+                failed = [r for r in records if r.status == "failed"]
+                if failed:
+                    raise RuntimeError(failed[0].error)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                progress.failed.append((job.label(), reason))
+                async with write_lock:
+                    append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
+                on_event(f"FAILED {job.label()}: {reason}")
+                return
+            progress.jobs_done += 1
 
     try:
         await asyncio.gather(*(guarded(j) for j in jobs))
     finally:
         if own_session:
             await session.close()
-    consolidate_parquet(results, folder / "results.parquet")
+        consolidate_parquet(results, folder / "results.parquet")
     return progress
 
 
-def model_settings(cfg: SweepConfig, model: str) -> Any:
+def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:
     """Scheduler settings for one model: the sweep's, overridden by [models.NAME]."""
-    from promptrobust.engine.session import SchedulerSettings
-
-    opts = cfg.model_options.get(model, {})
-    return SchedulerSettings(
-        concurrency=opts.get("concurrency", cfg.concurrency),
-        batch_size=opts.get("batch_size", cfg.batch_size),
-        rpm=opts.get("rpm", cfg.rpm),
-        tpm=opts.get("tpm", cfg.tpm),
-    )
+    opts = {k: v for k, v in cfg.model_options.get(model, {}).items() if k != "model_args"}
+    return replace(cfg.scheduler, **opts)
 
 
-def _config_dict(cfg: SweepConfig) -> dict[str, Any]:
-    out = {k: v for k, v in cfg.__dict__.items()}
+def config_dict(cfg: SweepConfig) -> dict[str, Any]:
+    out = asdict(cfg)
     out["output_dir"] = str(cfg.output_dir)
     return out
 
@@ -360,10 +452,11 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
 
     out = []
     done = completed_keys(cfg.folder / "results.jsonl")
+    limit = cfg.evaluation.limit
     for job in cfg.jobs():
         task = get_task(job.dataset)
         size = getattr(task, "sample_size", None)  # the paper size of dataset tasks
-        samples = min(cfg.limit, size) if (cfg.limit and size) else (cfg.limit or size or 0)
+        samples = min(limit, size) if (limit and size) else (limit or size or 0)
         prompts = len(load_prompts(task.name, types=[job.prompt_type]))
         est = estimate_requests(cfg, int(samples), prompts)
         finished = sum(1 for k in done if k[0] == job.id)
@@ -371,4 +464,6 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
     return out
 
 
-__all__: Sequence[str] = ("Job", "SweepConfig", "SweepConfigError", "load_config", "run_sweep", "describe_plan")
+__all__: Sequence[str] = (
+    "Job", "JobRunner", "SweepConfig", "SweepConfigError", "load_config", "run_sweep", "describe_plan",
+)

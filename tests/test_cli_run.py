@@ -38,6 +38,8 @@ def server():
 def _run(tmp_path: Path, srv: FakeOpenAIServer, *extra: str) -> Path:
     out = tmp_path / "runs"
     before = set(out.iterdir()) if out.exists() else set()
+    if "--mode" not in extra:
+        extra = ("--mode", "choices", *extra)
     code = main(
         [
             "run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}",
@@ -102,8 +104,13 @@ def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: AN
     assert rec["adversarial_score"] == pytest.approx(attacked)
     assert rec["pdr"] == pytest.approx(1 - attacked / clean)
     assert "true is true" in rec["adversarial_prompt"]
-    assert rec["candidate_evaluations"] == 3  # StressTest's three suffixes
-    assert rec["model_requests"] == rec["requests_sent"] + rec["cache_hits"] + rec["deduplicated"]
+    cost = rec["cost"]
+    assert cost["candidate_evaluations"] == 3  # StressTest's three suffixes
+    assert cost["model_requests"] == cost["requests_sent"] + cost["cache_hits"] + cost["deduplicated"]
+    # Every figure carries its uncertainty: clean 12/12, attacked = the negatives only.
+    assert rec["clean_ci95"][0] < 1.0 and rec["clean_ci95"][1] == pytest.approx(1.0)
+    assert rec["pdr_ci95"][0] <= rec["pdr"] <= rec["pdr_ci95"][1]
+    assert rec["status"] == "attacked" and 0.0 <= rec["mcnemar_p"] <= 1.0
     assert (folder / "results.parquet").exists()
     summary = orjson.loads((folder / "results.json").read_bytes())
     assert summary["attacked"][0]["adversarial_prompt"] == rec["adversarial_prompt"]
@@ -120,9 +127,10 @@ def test_identity_of_the_cache_key_material_is_stable() -> None:
 
 
 def test_python_api_without_the_cli(tmp_path, server) -> None:  # noqa: ANN001
-    from promptrobust.engine.session import evaluate_sync
+    import promptrobust
 
-    result = evaluate_sync(
+    result = promptrobust.evaluate(
+        mode="choices",
         model="openai:fake-model",
         model_args={"base_url": server.url},
         dataset="rotten_tomatoes",

@@ -155,4 +155,4 @@ def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path)
     assert first_posts - committed <= 2
     assert (tmp_path / "out" / "t" / "results.parquet").exists()
     config = orjson.loads((tmp_path / "out" / "t" / "config.json").read_bytes())
-    assert config["budget"] == 6
+    assert config["attack"]["budget"] == 6

@@ -1,0 +1,133 @@
+"""Synchronous one-call API (``promptrobust.evaluate`` ...), usable in scripts and notebooks.
+
+Each call opens a ``Session`` (the score cache, one scheduler per model),
+runs one library coroutine and closes it. Inside a running event loop
+(Jupyter) the work runs on a worker thread (``engine.sync.run_sync``). Use
+``Session`` directly to share schedulers between several calls.
+
+    import promptrobust as pr
+
+    clean = pr.evaluate(dataset="rotten_tomatoes", limit=100)
+    record = pr.attack("Classify the sentiment of this review.", "stresstest", limit=100)
+    print(record.pdr, record.pdr_ci95)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
+from promptrobust.engine.sync import run_sync
+
+__all__ = ["attack", "attack_top_k", "evaluate", "report", "sweep"]
+
+
+def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
+    from promptrobust.engine.session import Session
+
+    return Session(cache=cache, settings=scheduler, use_cache=use_cache, backend_factory=backend_factory)
+
+
+def evaluate(
+    evaluation: EvaluationSettings | None = None,
+    *,
+    model: str = "smollm2-135m-instruct",
+    model_args: dict[str, Any] | None = None,
+    prompts: Sequence[Any] | None = None,
+    prompt_type: str = "task",
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    **evaluation_fields: Any,
+) -> Any:
+    """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
+
+    async def go() -> Any:
+        async with _session(cache, scheduler, use_cache, backend_factory) as session:
+            return await session.evaluate(
+                evaluation, model=model, model_args=model_args, prompts=prompts, prompt_type=prompt_type,
+                **evaluation_fields,
+            )
+
+    return run_sync(go)
+
+
+def attack(
+    prompt: str,
+    attack: str = "stresstest",
+    evaluation: EvaluationSettings | None = None,
+    settings: AttackSettings | None = None,
+    *,
+    model: str = "smollm2-135m-instruct",
+    model_args: dict[str, Any] | None = None,
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    **evaluation_fields: Any,
+) -> Any:
+    """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
+
+    async def go() -> Any:
+        async with _session(cache, scheduler, use_cache, backend_factory) as session:
+            return await session.attack(
+                prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields
+            )
+
+    return run_sync(go)
+
+
+def attack_top_k(
+    evaluation: EvaluationSettings | None = None,
+    settings: AttackSettings | None = None,
+    *,
+    model: str = "smollm2-135m-instruct",
+    model_args: dict[str, Any] | None = None,
+    prompt_type: str = "task",
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    **evaluation_fields: Any,
+) -> Any:
+    """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
+
+    async def go() -> Any:
+        async with _session(cache, scheduler, use_cache, backend_factory) as session:
+            return await session.attack_top_k(
+                evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type,
+                **evaluation_fields,
+            )
+
+    return run_sync(go)
+
+
+def sweep(config: Any, *, backend_factory: Any = None) -> Any:
+    """Run or resume a sweep from a ``SweepConfig`` or a TOML path (``engine.sweep.SweepProgress``)."""
+    from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
+
+    cfg = config if isinstance(config, SweepConfig) else load_config(config)
+
+    async def go() -> Any:
+        session = None
+        if backend_factory is not None:
+            session = _session(cfg.cache, cfg.scheduler, True, backend_factory)
+        try:
+            return await run_sweep(cfg, session=session)
+        finally:
+            if session is not None:
+                await session.close()
+
+    return run_sync(go)
+
+
+def report(paths: Sequence[str | Path] | str | Path, **options: Any) -> Any:
+    """Tables and figures from finished run or sweep folders; ``.write(folder)`` saves them."""
+    from promptrobust.engine.analysis.report import build_report
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    return build_report(list(paths), **options)
