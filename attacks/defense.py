@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptrobust.attacks.errors import AttackOptionError, AttackResourceError
 from promptrobust.attacks.words import is_protected, match_case, normalize_protected
 
 # Defense words may contain "@" (a look-alike of "a"), so they are cut here,
@@ -77,8 +78,8 @@ _CONFUSABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-class DefenseUnavailable(RuntimeError):
-    """The spell checker package is not installed."""
+class DefenseUnavailable(AttackResourceError):
+    """The spell checker package is not installed (a user error: install it)."""
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,7 @@ class SpellCheckDefense:
 
     def __post_init__(self) -> None:
         if self.distance not in (1, 2):
-            raise ValueError(
-                f"spell-check distance must be 1 or 2 (got {self.distance})"
-            )
+            raise AttackOptionError(f"spell-check distance must be 1 or 2 (got {self.distance})")
         self.protected = normalize_protected(self.protected)
         try:
             from spellchecker import SpellChecker

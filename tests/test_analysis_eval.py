@@ -1,39 +1,52 @@
-"""`pre eval --prompts FILE`: prompt files in every format, and PDR of pairs
-(fake model at the backend boundary, everything else real)."""
+"""Scoring prompt files and clean/adversarial pairs (engine.analysis.prompt_eval)
+and `pre eval`: a fake model at the backend boundary, everything else real
+(scheduler, evaluator, task, statistics, run folder)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 import orjson
 import pytest
 
 from promptrobust.cli import eval_cmd
 from promptrobust.cli.errors import UserError
-from tests.fixtures.analysis.fake_model import REVIEWS, patch_backend, rt_samples
+from promptrobust.engine.analysis.prompt_eval import PromptFileError, PromptItem, evaluate_prompts, read_prompt_file
+from promptrobust.engine.session import Session
+from promptrobust.engine.settings import EvaluationSettings
+from tests.fixtures.analysis.fake_model import REVIEWS, factory, patch_backend, rt_samples
 
 CLEAN = "Determine the sentiment of this review: positive or negative."
 TYPO = "Determine the sentimnet of this review: positive or negative."
+ZZQ = "Determine the sentiment of this review zzq: positive or negative."
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pre")
     sub = parser.add_subparsers(dest="command")
     eval_cmd.add_parser(sub, argparse.HelpFormatter)
-    return parser.parse_args(["eval", "--data-file", str(REVIEWS), *argv])
+    return parser.parse_args(["eval", "--data-file", str(REVIEWS), "--no-progress", *argv])
+
+
+def only_run(out_dir):
+    (run,) = [p for p in out_dir.iterdir() if not p.name.startswith(".")]
+    return run
 
 
 def test_read_prompt_file_formats(tmp_path):
     (tmp_path / "a.txt").write_text("# comment\nfirst prompt\n\nsecond prompt\n")
-    assert [(i.id, i.prompt) for i in eval_cmd.read_prompt_file(tmp_path / "a.txt")] == [
-        ("p2", "first prompt"), ("p4", "second prompt")]
-    (tmp_path / "b.jsonl").write_text('{"id": "x", "clean": "c", "adversarial": "a", "attack": "tb"}\n\n')
-    (item,) = eval_cmd.read_prompt_file(tmp_path / "b.jsonl")
+    assert [(i.id, i.prompt) for i in read_prompt_file(tmp_path / "a.txt")] == [("p2", "first prompt"), ("p4", "second prompt")]
+    (tmp_path / "b.jsonl").write_text('{"id": "x", "clean": "c", "adversarial": "a", "attack": "tb", "source_model": "t5", "shots": 3}\n\n')
+    (item,) = read_prompt_file(tmp_path / "b.jsonl")
     assert (item.id, item.clean, item.adversarial, item.attack, item.is_pair) == ("x", "c", "a", "tb", True)
-    (tmp_path / "c.csv").write_text('Prompt\n"Say, is it good?"\nplain\n')
-    assert [i.prompt for i in eval_cmd.read_prompt_file(tmp_path / "c.csv")] == ["Say, is it good?", "plain"]
-    (tmp_path / "d.json").write_text('["one", {"text": "two"}]')
-    assert [i.prompt for i in eval_cmd.read_prompt_file(tmp_path / "d.json")] == ["one", "two"]
+    assert item.extra == {"source_model": "t5", "shots": 3}
+    (tmp_path / "c.csv").write_text('Prompt,shots\n"Say, is it good?",3\nplain,0\n')
+    items = read_prompt_file(tmp_path / "c.csv")
+    assert [i.prompt for i in items] == ["Say, is it good?", "plain"]
+    assert items[0].extra == {"shots": 3}  # whole numbers group with a JSONL file's
+    (tmp_path / "d.json").write_text('["one", {"text": "two", "prompt_type": "role"}]')
+    assert [(i.prompt, i.prompt_type) for i in read_prompt_file(tmp_path / "d.json")] == [("one", "given"), ("two", "role")]
 
 
 @pytest.mark.parametrize(
@@ -47,52 +60,119 @@ def test_read_prompt_file_formats(tmp_path):
         ("e.jsonl", '{"id": "k", "prompt": "a"}\n{"id": "k", "prompt": "b"}\n', "appears more than once"),
     ],
 )
-def test_bad_prompt_files_raise_user_errors(tmp_path, name, content, message):
+def test_bad_prompt_files_raise_one_line_errors(tmp_path, name, content, message):
     (tmp_path / name).write_text(content)
-    with pytest.raises(UserError, match=message):
-        eval_cmd.read_prompt_file(tmp_path / name)
+    with pytest.raises(PromptFileError, match=message):
+        read_prompt_file(tmp_path / name)
 
 
-def test_eval_pairs_reports_pdr(tmp_path, monkeypatch, capsys):
-    samples = rt_samples(8)
-    assert sum(s.target == "positive" for s in samples) == 3
-    patch_backend(monkeypatch, samples)
+def run_library(items, **kwargs):
+    built, build = factory(rt_samples(8))
+
+    async def go():
+        async with Session(use_cache=False, backend_factory=build) as session:
+            return await evaluate_prompts(
+                session, items, model="hf:fake", settings=EvaluationSettings(data_file=str(REVIEWS), limit=8), **kwargs
+            )
+
+    return asyncio.run(go())
+
+
+def test_pairs_carry_pdr_interval_mcnemar_and_extra_columns():
+    items = [
+        PromptItem(id="typo", clean=CLEAN, adversarial=TYPO, attack="textbugger", extra={"source_model": "t5"}),
+        PromptItem(id="same", clean=CLEAN, adversarial=CLEAN + " Thanks."),
+    ]
+    result = run_library(items)
+    typo, same = result.records
+    # The fake answers every sample right, unless the instruction has a trigger word:
+    # then "positive" for all, i.e. 3 of the 8 reviews right.
+    assert (typo.clean_score, typo.adversarial_score, typo.pdr) == (1.0, 3 / 8, pytest.approx(5 / 8))
+    assert typo.clean_sample_scores == [1.0] * 8 and sum(typo.adversarial_sample_scores) == 3
+    # 5 discordant samples, all one way: exact McNemar p = 2 * 0.5**5.
+    assert typo.mcnemar_p == pytest.approx(0.0625)
+    lo, hi = typo.pdr_ci95
+    assert lo <= 5 / 8 <= hi and hi <= 1.0
+    assert typo.clean_ci95[0] < 1.0 == typo.clean_ci95[1]
+    assert typo.extra == {"source_model": "t5"} and typo.settings == {"analysis": "eval"}
+    assert typo.mode == "generate" and typo.shots == 0 and typo.samples == 8  # the paper's protocol by default
+    assert typo.chance_rate == pytest.approx(5 / 8) and not typo.at_chance
+    assert same.pdr == 0.0 and same.mcnemar_p == 1.0 and same.attack == "given"
+    # one clean prompt shared by both pairs is scored (and listed) once
+    assert [c.prompt_id for c in result.clean] == ["typo"]
+    assert {a["attack"]: a["n"] for a in result.apdr} == {"textbugger": 1, "given": 1}
+
+
+def test_single_prompts_scores_with_intervals_and_chance_flag():
+    result = run_library([CLEAN, TYPO])
+    assert [c.score for c in result.clean] == [1.0, 0.375]
+    assert not result.records
+    assert result.clean[1].at_chance  # 3/8 right: its interval holds the majority rate 5/8
+    assert not result.clean[0].at_chance
+    assert result.to_dict()["clean_scores"] == {"p1": 1.0, "p2": 0.375}
+
+
+def test_dataset_and_prompt_type_columns_filter_rows():
+    items = [
+        PromptItem(id="a", clean=CLEAN, adversarial=TYPO, dataset="sst2", prompt_type="task"),
+        PromptItem(id="b", clean=CLEAN, adversarial=TYPO, dataset="rotten_tomatoes", prompt_type="role"),
+        PromptItem(id="c", clean=CLEAN, adversarial=ZZQ, dataset="rotten_tomatoes", prompt_type="task"),
+    ]
+    result = run_library(items, prompt_type="task")
+    assert [r.prompt_id for r in result.records] == ["c"]
+    assert any("other datasets (sst2)" in n for n in result.notes)
+
+
+def test_pre_eval_pairs_run_folder_and_output(tmp_path, monkeypatch, capsys):
+    patch_backend(monkeypatch, rt_samples(8))
     f = tmp_path / "pairs.jsonl"
     f.write_bytes(
-        orjson.dumps({"id": "typo", "clean": CLEAN, "adversarial": TYPO, "attack": "textbugger"}) + b"\n"
+        orjson.dumps({"id": "typo", "clean": CLEAN, "adversarial": TYPO, "attack": "textbugger", "source_model": "t5"}) + b"\n"
         + orjson.dumps({"id": "same", "clean": CLEAN, "adversarial": CLEAN + " Thanks."}) + b"\n"
     )
-    args = parse(["--prompts", str(f), "--model", "hf:fake", "--no-cache", "--output-dir", str(tmp_path / "out"), "--limit", "8"])
+    args = parse(["--prompts", str(f), "--model", "hf:fake", "--no-cache", "--output-dir", str(tmp_path / "out"),
+                  "--limit", "8", "--log-samples"])
     assert args.handler(args) == 0
-    (run,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
+    run = only_run(tmp_path / "out")
     rows = {r["prompt_id"]: r for r in map(orjson.loads, (run / "results.jsonl").read_bytes().splitlines())}
-    # clean: all 8 right; typo: the fake answers "positive" to all -> 3/8 right.
-    assert rows["typo"]["clean_score"] == 1.0
-    assert rows["typo"]["adversarial_score"] == pytest.approx(3 / 8)
-    assert rows["typo"]["pdr"] == pytest.approx(5 / 8)
-    assert rows["typo"]["attack"] == "textbugger"
-    assert rows["same"]["pdr"] == 0.0 and rows["same"]["attack"] == "given"
+    assert rows["typo"]["pdr"] == pytest.approx(5 / 8) and rows["typo"]["extra"] == {"source_model": "t5"}
+    assert rows["typo"]["cost"]["model_requests"] == 16
     summary = orjson.loads((run / "results.json").read_bytes())
     assert summary["samples"] == 8 and summary["dataset"] == "rotten_tomatoes"
-    assert "0.6250" in capsys.readouterr().out
+    assert summary["clean"][0]["ci95"][1] == 1.0 and summary["clean"][0]["at_chance"] is False
+    samples = (run / "samples.jsonl").read_bytes().splitlines()
+    assert len(samples) == 3 * 8  # three distinct prompts x 8 samples
+    assert (run / "results.parquet").is_file() and "Pairs" in (run / "results.md").read_text()
+    out = capsys.readouterr().out
+    assert "0.6250" in out and "0.0625" in out  # PDR and McNemar p
 
 
-def test_eval_single_prompts(tmp_path, monkeypatch):
-    samples = rt_samples(8)
-    patch_backend(monkeypatch, samples)
-    f = tmp_path / "prompts.txt"
-    f.write_text(CLEAN + "\n" + TYPO + "\n")
+def test_pre_eval_and_pre_report_print_the_same_apdr(tmp_path, monkeypatch, capsys):
+    from promptrobust.cli.main import main
+    from promptrobust.engine.analysis.statistics import summarize_pdrs
+
+    patch_backend(monkeypatch, rt_samples(8))
+    f = tmp_path / "pairs.jsonl"
+    pairs = [("a", CLEAN, TYPO), ("b", CLEAN, CLEAN + " Thanks."), ("c", CLEAN + " Now.", ZZQ)]
+    f.write_bytes(b"".join(orjson.dumps({"id": i, "clean": c, "adversarial": a, "attack": "textbugger"}) + b"\n" for i, c, a in pairs))
     args = parse(["--prompts", str(f), "--model", "hf:fake", "--no-cache", "--output-dir", str(tmp_path / "out")])
     assert args.handler(args) == 0
-    (run,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
-    summary = orjson.loads((run / "results.json").read_bytes())
-    assert [round(r["score"], 4) for r in summary["prompts"]] == [1.0, 0.375]
-    assert summary["mean_score"] == pytest.approx((1 + 0.375) / 2)
-    assert (run / "results.csv").read_text().startswith("id,score,prompt")
+    eval_out = capsys.readouterr().out
+    run = only_run(tmp_path / "out")
+    records = [orjson.loads(x) for x in (run / "results.jsonl").read_bytes().splitlines()]
+    s = summarize_pdrs(records)
+    assert s.n == 3 and s.mean == pytest.approx(1.25 / 3)
+    assert s.std == pytest.approx(0.360844, abs=1e-6)  # sample std (ddof=1) of {5/8, 0, 5/8}
+    cell = f"{s.mean:.2f} ± {s.std:.2f} [{s.ci95[0]:.2f}, {s.ci95[1]:.2f}]"
+    assert f"APDR textbugger: {cell}" in eval_out
+
+    assert main(["report", str(run), "--output", str(tmp_path / "report"), "--format", "md"]) == 0
+    report_out = capsys.readouterr().out
+    assert cell in report_out
 
 
-def test_eval_bad_limit_and_missing_file(tmp_path):
-    with pytest.raises(UserError, match="--limit must be at least 1"):
+def test_pre_eval_bad_input_is_one_line(tmp_path):
+    with pytest.raises(Exception, match="limit must be a whole number >= 1"):
         eval_cmd.handle(parse(["--prompts", "x.txt", "--limit", "0"]))
     with pytest.raises(UserError, match="does not exist"):
         eval_cmd.handle(parse(["--prompts", str(tmp_path / "missing.txt")]))

@@ -60,7 +60,7 @@ def test_defend_cli_recovers_char_attack_not_word_attack(tmp_path, monkeypatch, 
     parser = argparse.ArgumentParser(prog="pre")
     defend.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
     args = parser.parse_args(["defend", "--source", str(SOURCE_RUN), "--model", "hf:fake", "--data-file", str(REVIEWS),
-                              "--no-cache", "--output-dir", str(tmp_path / "out")])
+                              "--no-cache", "--no-progress", "--output-dir", str(tmp_path / "out")])
     assert args.handler(args) == 0
     (run,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
     recs = {r["attack"]: r for r in map(orjson.loads, (run / "results.jsonl").read_bytes().splitlines())}

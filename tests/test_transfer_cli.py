@@ -23,7 +23,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pre")
     sub = parser.add_subparsers(dest="command")
     transfer.add_parser(sub, argparse.HelpFormatter)
-    return parser.parse_args(["transfer", "--data-file", str(REVIEWS), *argv])
+    return parser.parse_args(["transfer", "--data-file", str(REVIEWS), "--no-progress", *argv])
 
 
 def only_run(out_dir):
@@ -56,13 +56,15 @@ def test_transfer_pdr_matches_hand_computation(tmp_path, monkeypatch, capsys):
         assert r["samples"] == 8 and r["seed"] == 0
         assert r["settings"]["source_model"] == "fake-source"
         assert r["settings"]["source_pdr"] == 0.5
+        assert r["mode"] == "choices" and r["shots"] == 0  # the source records' own settings
+        assert r["mcnemar_p"] == pytest.approx(0.0625) and r["pdr_ci95"][0] <= r["pdr"] <= r["pdr_ci95"][1]
     assert by_attack["checklist"]["pdr"] == 0.0
 
     # APDR per (source -> target, attack): one record each here, so std 0.
     with open(run / "transfer.csv", newline="") as fh:
         table = {row["attack"]: row for row in csv.DictReader(fh)}
     assert float(table["textbugger"]["pdr_mean"]) == pytest.approx(1 - positives / 8)
-    assert float(table["textbugger"]["pdr_std"]) == 0.0
+    assert table["textbugger"]["pdr_std"] == ""  # one record: no spread
     assert table["checklist"]["source_model"] == "fake-source"
     assert table["checklist"]["target_model"] == "hf:fake-target"
     assert "fake-source" in (run / "transfer.md").read_text()
@@ -90,7 +92,7 @@ def test_transfer_apdr_is_mean_and_std_over_records(tmp_path, monkeypatch):
     x = 1 - positives / 8
     assert int(row["n"]) == 2
     assert float(row["pdr_mean"]) == pytest.approx(x / 2)
-    assert float(row["pdr_std"]) == pytest.approx(x / 2)  # population std of {x, 0}
+    assert float(row["pdr_std"]) == pytest.approx(x / 2**0.5)  # sample std (ddof=1) of {x, 0}, as pre report
 
 
 def test_transfer_bad_input_is_a_user_error(tmp_path):

@@ -1,0 +1,173 @@
+"""Defense: how much of an attack does spell-checking the prompt undo?
+
+For each attacked source record, the clean prompt, the adversarial prompt and
+the spell-corrected adversarial prompt are scored on the same model and
+samples. The record written has the corrected prompt as its adversarial
+prompt (so its PDR is the PDR *with* the defense, with its paired interval and
+McNemar's p); the undefended prompt, score and PDR stay in its settings.
+Character-level attacks (TextBugger, DeepWordBug) should recover most of
+their drop; word-level ones (TextFooler, BertAttack) produce real words and
+should not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.analysis.scoring import (
+    ProgressSink,
+    apdr_rows,
+    pair_record,
+    prepare,
+    score_prompts,
+    summed_counters,
+)
+from promptrobust.engine.analysis.sources import (
+    SourceRecord,
+    SourceSettings,
+    group_by_evaluation,
+    load_source_records,
+    source_fields,
+)
+from promptrobust.engine.records import AttackRecord
+
+__all__ = ["DefenseResult", "defend", "defense_row"]
+
+
+@dataclass
+class DefenseResult:
+    """Defended records (one per source record) and the PDR without/with the
+    defense per (model, attack)."""
+
+    defense: str
+    records: list[AttackRecord]
+    summary: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    sample_log: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [defense_row(r) for r in self.records]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"defense": self.defense, "summary": self.summary, "notes": self.notes, "wall_seconds": self.wall_seconds}
+
+
+def defense_row(r: AttackRecord) -> dict[str, Any]:
+    u = r.settings
+    return {
+        "model": r.model, "dataset": r.dataset, "attack": r.attack, "prompt_id": r.prompt_id,
+        "clean": r.clean_score, "adversarial": u["undefended_score"], "defended": r.adversarial_score,
+        "pdr_without": u["undefended_pdr"], "pdr_with": r.pdr, "pdr_with_ci95": r.pdr_ci95,
+        "mcnemar_p_with": r.mcnemar_p, "at_chance": r.at_chance, "corrections": len(u["corrections"]),
+    }
+
+
+async def defend(
+    session: Any,
+    sources: Sequence[SourceRecord | str | Path],
+    *,
+    model: Any = None,
+    model_args: Mapping[str, Any] | None = None,
+    settings: SourceSettings | None = None,
+    distance: int = 2,
+    keep_samples: bool = False,
+    progress: ProgressSink | None = None,
+) -> DefenseResult:
+    """Spell-correct the adversarial prompts of ``sources`` and score all three
+    prompts on ``model`` (None: each record on the model that produced it)."""
+    from promptrobust.attacks.defense import SpellCheckDefense
+    from promptrobust.engine.protocol import protected_words
+
+    settings = settings or SourceSettings()
+    paths = [s for s in sources if not isinstance(s, SourceRecord)]
+    loaded = [s for s in sources if isinstance(s, SourceRecord)] + (load_source_records(paths) if paths else [])
+    chosen, notes = settings.select(loaded)
+    by_model: dict[str, list[SourceRecord]] = {}
+    for s in chosen:
+        by_model.setdefault(model if model is not None else s.record.model, []).append(s)  # type: ignore[arg-type]
+
+    plan = []  # (bench, members, defense)
+    for name, members in by_model.items():
+        spec = session.resolve(name, model_args)
+        for key, group in group_by_evaluation(members, settings, base_model=spec.base_model).items():
+            bench = await prepare(session, spec, key)
+            plan.append((bench, group, SpellCheckDefense(protected=protected_words(bench.task), distance=distance)))
+    corrected = [{s.record.adversarial_prompt: d.correct(s.record.adversarial_prompt) for s in group} for _, group, d in plan]
+    if progress is not None:
+        total = sum(
+            len({t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)} | {c.text for c in fixes.values()})
+            * len(bench.samples)
+            for (bench, group, _), fixes in zip(plan, corrected)
+        )
+        progress.start(total, summed_counters(list({id(b.scheduler): b.scheduler for b, _, _ in plan}.values())))
+    started = time.monotonic()
+    records: list[AttackRecord] = []
+    log: list[dict[str, Any]] = []
+    try:
+        for (bench, group, defense), fixes in zip(plan, corrected):
+            texts = [t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)]
+            scores = await score_prompts(bench, texts + [c.text for c in fixes.values()], keep_samples=keep_samples)
+            for s in group:
+                r = s.record
+                fixed = fixes[r.adversarial_prompt]
+                clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
+                undefended = pair_record(bench, prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv)
+                records.append(
+                    pair_record(
+                        bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                        clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
+                        settings={
+                            "analysis": "defense", "defense": defense.name, "distance": distance,
+                            "undefended_prompt": r.adversarial_prompt, "undefended_score": adv.score,
+                            "undefended_pdr": undefended.pdr, "undefended_pdr_ci95": undefended.pdr_ci95,
+                            "undefended_mcnemar_p": undefended.mcnemar_p,
+                            "corrections": [list(c) for c in fixed.changes],
+                            **source_fields(s),
+                        },
+                    )
+                )
+            if keep_samples:
+                log += [
+                    {"model": bench.spec.name, "dataset": bench.task.name, "prompt": t, **row}
+                    for t, ps in scores.items() for row in ps.sample_log
+                ]
+    finally:
+        if progress is not None:
+            await progress.stop()
+    return DefenseResult(
+        defense="spellcheck", records=records, summary=summarize_defense(records), notes=notes, sample_log=log,
+        wall_seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _undefended_view(r: AttackRecord) -> dict[str, Any]:
+    """The record as it was before the defense (for the "without" APDR)."""
+    return {
+        "model": r.model, "attack": r.attack, "status": r.status, "clean_prompt": r.clean_prompt,
+        "pdr": r.settings["undefended_pdr"],
+    }
+
+
+def summarize_defense(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """Per (model, attack): APDR without and with the defense (``summarize_pdrs``
+    of each) and the share of the drop the defense recovered."""
+    without = apdr_rows([_undefended_view(r) for r in records], ["model", "attack"], get=lambda r, k: r.get(k))
+    with_ = apdr_rows(records, ["model", "attack"])
+    out = []
+    for a, b in zip(without, with_):
+        drop = a["pdr_mean"]
+        out.append(
+            {
+                "model": a["model"], "attack": a["attack"], "n": b["n"],
+                "pdr_without": drop, "pdr_without_std": a["pdr_std"],
+                "pdr_with": b["pdr_mean"], "pdr_with_std": b["pdr_std"],
+                "pdr_with_ci95_low": b["pdr_ci95_low"], "pdr_with_ci95_high": b["pdr_ci95_high"],
+                "recovered": (drop - b["pdr_mean"]) / drop if drop and drop > 0 and b["pdr_mean"] is not None else None,
+            }
+        )
+    return out

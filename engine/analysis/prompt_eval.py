@@ -1,0 +1,362 @@
+"""Scoring given prompts, or given (clean, adversarial) pairs, on a model:
+what ``pre eval --prompts FILE`` does, as a library call.
+
+A pairs file is a ready robustness test: the adversarial prompts of a paper,
+of another model, or of promptbench's published lists (imported into this
+shape). Each pair becomes an attack record (attack name from the file, else
+"given") with the clean and adversarial scores and their 95% intervals, the
+PDR with its paired bootstrap interval, McNemar's p and the chance flag; the
+file's other columns (e.g. ``source_model``, ``shots``) ride along in the
+record's ``extra`` so ``pre report --group-by`` can use them.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from promptrobust.engine.analysis.scoring import (
+    AnalysisInputError,
+    ProgressSink,
+    PromptScore,
+    apdr_rows,
+    pair_record,
+    prepare,
+    score_prompts,
+)
+from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.settings import EvaluationSettings
+
+__all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
+
+#: Columns with a meaning of their own; every other column is kept as an extra.
+KNOWN_COLUMNS = frozenset({"id", "prompt", "text", "clean", "adversarial", "attack", "prompt_type", "dataset"})
+
+
+class PromptFileError(AnalysisInputError):
+    """A prompts file that cannot be read; the message names the line and the fix."""
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One entry of a prompts file: a single prompt, or a clean/adversarial pair."""
+
+    id: str
+    prompt: str | None = None
+    clean: str | None = None
+    adversarial: str | None = None
+    attack: str = "given"
+    prompt_type: str = "given"
+    dataset: str | None = None
+    """The dataset the pair was made for, when the file says (rows of other datasets are not scored)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """The file's other columns (source_model, shots, ...), kept on the record."""
+
+    @property
+    def is_pair(self) -> bool:
+        return self.clean is not None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_prompt_file(path: str | Path) -> list[PromptItem]:
+    """Prompts (or pairs) from a JSONL, JSON, CSV/TSV or plain text file.
+
+    .jsonl: one object a line, {"prompt"} (or "text") or {"clean", "adversarial"},
+    optional "id", "attack", "prompt_type", "dataset" and any other columns;
+    .json: a list of such objects (or strings); .csv/.tsv: a header row with the
+    same names; anything else: one prompt a line (blank lines and # comments skipped).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PromptFileError(f"prompts file {path} does not exist; pass a .jsonl, .csv or .txt file of prompts")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PromptFileError(f"prompts file {path} is not UTF-8 text; save it as UTF-8") from None
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((n, orjson.loads(line)))
+                except orjson.JSONDecodeError:
+                    raise PromptFileError(f"{path} line {n} is not valid JSON; write one JSON object per line") from None
+    elif suffix == ".json":
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise PromptFileError(f"{path} is not valid JSON; write a list of prompt objects") from None
+        if not isinstance(data, list):
+            raise PromptFileError(f"{path} must hold a JSON list of prompt objects")
+        rows = list(enumerate(data, 1))
+    elif suffix in (".csv", ".tsv"):
+        reader = csv.DictReader(text.splitlines(), delimiter="\t" if suffix == ".tsv" else ",")
+        known = {"prompt", "text", "clean", "adversarial"}
+        if not reader.fieldnames or not known & {f.strip().lower() for f in reader.fieldnames}:
+            raise PromptFileError(f"{path} needs a header row with a 'prompt' column, or 'clean' and 'adversarial' columns")
+        rows = [
+            (n, {(k or "").strip().lower(): _cell(v) for k, v in row.items() if k is not None})
+            for n, row in enumerate(reader, 2)
+        ]
+    else:
+        rows = [
+            (n, line.rstrip("\r"))
+            for n, line in enumerate(text.split("\n"), 1)
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    items = [_item(path, n, row) for n, row in rows]
+    if not items:
+        raise PromptFileError(f"prompts file {path} holds no prompts")
+    if len({it.is_pair for it in items}) > 1:
+        raise PromptFileError(f"{path} mixes single prompts and clean/adversarial pairs; put them in separate files")
+    seen: set[str] = set()
+    for it in items:
+        if it.id in seen:
+            raise PromptFileError(f"{path}: id {it.id!r} appears more than once; ids must be unique")
+        seen.add(it.id)
+    return items
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: whole numbers as ints (so "3" groups with a JSONL 3), else the text."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _item(path: Path, n: int, row: Any) -> PromptItem:
+    where = f"{path} entry {n}"
+    if isinstance(row, str):
+        if not row.strip():
+            raise PromptFileError(f"{where} is an empty prompt")
+        return PromptItem(id=f"p{n}", prompt=row)
+    if not isinstance(row, dict):
+        raise PromptFileError(f"{where} must be a prompt string or an object with 'prompt' or 'clean'/'adversarial'")
+    rid = str(row.get("id") if row.get("id") not in (None, "") else f"p{n}")
+    common = {
+        "id": rid,
+        "attack": str(row.get("attack") or "given"),
+        "prompt_type": str(row.get("prompt_type") or "given"),
+        "dataset": str(row["dataset"]) if row.get("dataset") else None,
+        "extra": {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and v not in (None, "")},
+    }
+    clean, adv = row.get("clean"), row.get("adversarial")
+    if clean is not None or adv is not None:
+        if not (isinstance(clean, str) and clean.strip() and isinstance(adv, str) and adv.strip()):
+            raise PromptFileError(f"{where} needs both a non-empty 'clean' and 'adversarial' prompt")
+        return PromptItem(clean=clean, adversarial=adv, **common)
+    prompt = row.get("prompt", row.get("text"))
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise PromptFileError(f"{where} has no 'prompt' (or 'text'), nor 'clean' and 'adversarial'")
+    return PromptItem(prompt=prompt, **common)
+
+
+def as_items(prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]]) -> list[PromptItem]:
+    """Prompt items from a file path, or from prompt strings / (clean, adversarial) tuples."""
+    if isinstance(prompts, (str, Path)):
+        return read_prompt_file(prompts)
+    items: list[PromptItem] = []
+    for n, p in enumerate(prompts, 1):
+        if isinstance(p, PromptItem):
+            items.append(p)
+        elif isinstance(p, str):
+            items.append(PromptItem(id=f"p{n}", prompt=p))
+        elif isinstance(p, (tuple, list)) and len(p) == 2:
+            items.append(PromptItem(id=f"p{n}", clean=str(p[0]), adversarial=str(p[1])))
+        else:
+            raise AnalysisInputError(f"prompt {n} must be a string, a (clean, adversarial) pair or a PromptItem")
+    if not items:
+        raise AnalysisInputError("no prompts to evaluate")
+    if len({it.is_pair for it in items}) > 1:
+        raise AnalysisInputError("give either single prompts or (clean, adversarial) pairs, not both")
+    return items
+
+
+# --------------------------------------------------------------------------- evaluating
+
+
+@dataclass
+class CleanScore:
+    """A prompt's score with its 95% interval and chance flag."""
+
+    prompt_id: str
+    prompt: str
+    score: float
+    ci95: tuple[float, float] | None
+    at_chance: bool
+    unparseable: int
+    prompt_type: str = "given"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt_id, "prompt_type": self.prompt_type, "score": self.score,
+            "ci95": list(self.ci95) if self.ci95 else None, "at_chance": self.at_chance,
+            "unparseable": self.unparseable, "prompt": self.prompt, **dict(self.extra),
+        }
+
+
+@dataclass
+class PromptEvalResult:
+    """Scores of a prompts file on one model: every clean score, and for pairs
+    one record each plus the APDR per attack (``statistics.summarize_pdrs``)."""
+
+    settings: dict[str, Any]
+    """model, backend, dataset, metric, samples, seed, shots, mode, parser, max_new_tokens, input_format."""
+    chance_rate: float | None
+    clean: list[CleanScore]
+    records: list[AttackRecord] = field(default_factory=list)
+    apdr: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sample_log: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    @property
+    def is_pairs(self) -> bool:
+        return bool(self.records)
+
+    @property
+    def mean_score(self) -> float:
+        return sum(c.score for c in self.clean) / len(self.clean)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run folder's results.json."""
+        return {
+            **self.settings,
+            "chance_rate": self.chance_rate,
+            "clean_scores": {c.prompt_id: c.score for c in self.clean},
+            "clean": [c.to_dict() for c in self.clean],
+            "mean_score": self.mean_score,
+            "pairs": [pair_row(r) for r in self.records],
+            "apdr": self.apdr,
+            "notes": self.notes,
+            "wall_seconds": self.wall_seconds,
+        }
+
+
+def pair_row(r: AttackRecord) -> dict[str, Any]:
+    """One line of the pairs table."""
+    return {
+        "id": r.prompt_id, "attack": r.attack, "clean": r.clean_score, "clean_ci95": r.clean_ci95,
+        "adversarial": r.adversarial_score, "adversarial_ci95": r.adversarial_ci95, "pdr": r.pdr,
+        "pdr_ci95": r.pdr_ci95, "mcnemar_p": r.mcnemar_p, "at_chance": r.at_chance, "status": r.status,
+        **dict(r.extra),
+    }
+
+
+async def evaluate_prompts(
+    session: Any,
+    prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]],
+    *,
+    model: Any = None,
+    model_args: Mapping[str, Any] | None = None,
+    settings: EvaluationSettings | None = None,
+    prompt_type: str = "all",
+    keep_samples: bool = False,
+    progress: ProgressSink | None = None,
+) -> PromptEvalResult:
+    """Score ``prompts`` (a file path, prompt strings, or (clean, adversarial)
+    pairs) on ``model`` with ``settings`` (default: the paper's protocol).
+
+    Rows of a file whose ``dataset`` column names another dataset are left out
+    (and said so in ``notes``); ``prompt_type`` other than "all" keeps only rows
+    of that type.
+    """
+    import time
+
+    from promptrobust.engine.registry import DEFAULT_MODEL
+    from promptrobust.tasks.registry import canonical_name
+
+    settings = settings or EvaluationSettings()
+    spec = session.resolve(model or DEFAULT_MODEL, model_args)
+    items = as_items(prompts)
+    items, notes = _filter(items, canonical_name(settings.dataset), prompt_type)
+    bench = await prepare(session, spec, settings)
+    if settings.shots is None and bench.shots > 0:
+        notes.append(f"{spec.name} is a base model: {bench.shots}-shot, as the paper")
+    texts = [t for it in items for t in ((it.clean, it.adversarial) if it.is_pair else (it.prompt,))]
+    distinct = list(dict.fromkeys(t for t in texts if t is not None))
+    if progress is not None:
+        progress.start(len(distinct) * len(bench.samples), bench.scheduler.stats.snapshot)
+    started = time.monotonic()
+    try:
+        scores = await score_prompts(bench, distinct, keep_samples=keep_samples)
+    finally:
+        if progress is not None:
+            await progress.stop()
+    result = PromptEvalResult(
+        settings=bench.describe(), chance_rate=bench.chance_rate, clean=_clean_scores(items, scores), notes=notes,
+        wall_seconds=round(time.monotonic() - started, 3),
+    )
+    if items[0].is_pair:
+        result.records = [
+            pair_record(
+                bench, prompt_id=it.id, attack=it.attack, clean=scores[it.clean], adversarial=scores[it.adversarial],  # type: ignore[index]
+                prompt_type=it.prompt_type, settings={"analysis": "eval"}, extra=it.extra,
+            )
+            for it in items
+        ]
+        result.apdr = apdr_rows(result.records, ["attack"])
+    if keep_samples:
+        ids: dict[str, tuple[str, str]] = {}
+        for it in items:
+            for role, text in (("clean", it.clean), ("adversarial", it.adversarial), ("prompt", it.prompt)):
+                if text is not None:
+                    ids.setdefault(text, (it.id, role))
+        result.sample_log = [
+            {"prompt_id": ids[t][0], "role": ids[t][1], **row} for t in distinct for row in scores[t].sample_log
+        ]
+    return result
+
+
+def _filter(items: list[PromptItem], dataset: str, prompt_type: str) -> tuple[list[PromptItem], list[str]]:
+    from promptrobust.tasks.registry import canonical_name
+
+    notes: list[str] = []
+    if any(it.dataset for it in items):
+        def on_dataset(it: PromptItem) -> bool:
+            try:
+                return it.dataset is None or canonical_name(it.dataset) == dataset
+            except ValueError:
+                return False
+
+        kept = [it for it in items if on_dataset(it)]
+        others = sorted({str(it.dataset) for it in items if not on_dataset(it)})
+        if not kept:
+            raise AnalysisInputError(
+                f"no prompt of the file is for dataset {dataset} (its dataset column says {', '.join(others)}); pass --dataset"
+            )
+        if others:
+            notes.append(f"{len(items) - len(kept)} row(s) for other datasets ({', '.join(others)}) not scored")
+        items = kept
+    if prompt_type != "all":
+        kept = [it for it in items if it.prompt_type == prompt_type]
+        if not kept:
+            types = sorted({it.prompt_type for it in items})
+            raise AnalysisInputError(f"no prompt of type {prompt_type!r} (the file has {', '.join(types)}); use --prompt-type all")
+        items = kept
+    return items, notes
+
+
+def _clean_scores(items: Sequence[PromptItem], scores: Mapping[str, PromptScore]) -> list[CleanScore]:
+    """Each distinct clean prompt once (the first id that uses it), or every single prompt."""
+    out: list[CleanScore] = []
+    seen: set[str] = set()
+    for it in items:
+        text = it.clean if it.is_pair else it.prompt
+        assert text is not None
+        if text in seen:
+            continue
+        seen.add(text)
+        s = scores[text]
+        extra = {} if it.is_pair else dict(it.extra)
+        out.append(CleanScore(it.id, text, s.score, s.ci95, s.at_chance, s.unparseable, it.prompt_type, extra))
+    return out

@@ -1,0 +1,240 @@
+"""Scoring given prompts and (clean, adversarial) pairs, with the statistics
+every figure carries: the shared core of ``pre eval``, ``pre transfer`` and
+``pre defend``.
+
+Each distinct prompt text is scored once on every sample, with exact scores
+(no early stopping) and its per-sample scores kept, so a pair's PDR gets a
+paired interval and a McNemar test (``engine.analysis.statistics``), and a
+clean score its 95% interval and chance flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from promptrobust.engine.records import AttackRecord, Cost
+from promptrobust.engine.settings import EvaluationSettings
+
+__all__ = [
+    "AnalysisInputError",
+    "PromptScore",
+    "ProgressSink",
+    "apdr_rows",
+    "field_of",
+    "format_apdr",
+    "pair_record",
+    "prepare",
+    "score_prompts",
+    "summed_counters",
+    "text_table",
+]
+
+
+class AnalysisInputError(ValueError):
+    """Inputs an analysis cannot work with (missing runs, bad prompt files); the
+    message names the fix."""
+
+
+class ProgressSink(Protocol):
+    """Where a long analysis reports progress (the CLI draws a line from it)."""
+
+    def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
+        """``total`` requests will be asked for; ``counters()`` are the schedulers' live counters."""
+
+    async def stop(self) -> None:
+        """The work is over (also called on errors)."""
+
+
+async def prepare(session: Any, spec: Any, settings: EvaluationSettings) -> Any:
+    """The evaluation resolved for one model (``engine.protocol.Workbench``): task,
+    samples, few-shot examples (a base model without explicit shots gets the
+    paper's 3), the mode the task allows, the chance rate and the shared scheduler."""
+    from promptrobust.engine.protocol import prepare as prepare_workbench
+
+    bench = await prepare_workbench(session, spec, settings)
+    if not bench.samples:
+        raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check --data-dir/--data-file and --limit")
+    return bench
+
+
+@dataclass(frozen=True)
+class PromptScore:
+    """One prompt scored on every sample of a workbench."""
+
+    prompt: str
+    score: float
+    sample_scores: tuple[float, ...]
+    """Per-sample scores in sample order (the statistics pair them by position)."""
+    ci95: tuple[float, float]
+    at_chance: bool
+    unparseable: int
+    cost: Cost
+    sample_log: tuple[dict[str, Any], ...] = ()
+    """Every input, answer and score (only when asked for, for ``--log-samples``)."""
+
+
+async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
+    """Exact scores of the distinct ``prompts`` (no early stopping), all
+    submitted at once to the shared scheduler; each prompt has its own
+    evaluator, so its cost is its own."""
+    from promptrobust.engine.protocol import clean_score
+    from promptrobust.tasks.base import Prompt
+
+    async def one(text: str) -> PromptScore:
+        ev = bench.evaluator(early_stopping=False)
+        started = time.monotonic()
+        result = await ev.evaluate(text, keep_records=keep_samples)
+        clean = clean_score(bench, Prompt(id="", dataset=bench.task.name, type="given", text=text), result)
+        c = ev.requests
+        cost = Cost(
+            candidate_evaluations=1, model_requests=c.requests, requests_sent=c.sent, cache_hits=c.cache_hits,
+            deduplicated=c.deduplicated, samples_evaluated=ev.cost.samples_evaluated,
+            wall_seconds=round(time.monotonic() - started, 3),
+        )
+        log = tuple(dict(vars(r)) for r in result.records) if keep_samples else ()
+        return PromptScore(text, clean.score, clean.sample_scores, clean.ci95, clean.at_chance, clean.unparseable, cost, log)
+
+    distinct = list(dict.fromkeys(prompts))
+    scored = await asyncio.gather(*(one(t) for t in distinct))
+    return dict(zip(distinct, scored))
+
+
+def _sum_costs(a: Cost, b: Cost) -> Cost:
+    return Cost(
+        candidate_evaluations=a.candidate_evaluations + b.candidate_evaluations,
+        model_requests=a.model_requests + b.model_requests,
+        requests_sent=a.requests_sent + b.requests_sent,
+        cache_hits=a.cache_hits + b.cache_hits,
+        deduplicated=a.deduplicated + b.deduplicated,
+        samples_evaluated=a.samples_evaluated + b.samples_evaluated,
+        wall_seconds=max(a.wall_seconds, b.wall_seconds),  # the two run concurrently
+    )
+
+
+def pair_record(
+    bench: Any,
+    *,
+    prompt_id: str,
+    attack: str,
+    clean: PromptScore,
+    adversarial: PromptScore,
+    prompt_type: str = "given",
+    settings: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> AttackRecord:
+    """The record of a (clean, adversarial) pair scored on the same samples:
+    both scores with intervals, the PDR with its paired bootstrap interval,
+    McNemar's p and the chance flag (``engine.protocol.pair_statistics``, as
+    attack records have). A clean score of 0 leaves no PDR: "skipped_clean_zero"."""
+    from promptrobust.attacks.result import performance_drop_rate
+    from promptrobust.engine.protocol import pair_statistics
+
+    stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
+    skipped = clean.score == 0
+    if skipped:
+        stats["pdr_ci95"] = None
+    record = AttackRecord(
+        **bench.describe(),
+        prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
+        clean_prompt=clean.prompt, clean_score=clean.score,
+        adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
+        pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
+        status="skipped_clean_zero" if skipped else "attacked",
+        budget=None, early_stopping="off", **stats,
+        clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
+        cost=_sum_costs(clean.cost, adversarial.cost),
+        settings=dict(settings or {}), extra=dict(extra or {}),
+    )
+    # The adversarial prompt is an input here (an attack finds its own), so two
+    # pairs with one clean prompt and different adversarial prompts are two
+    # measurements, not reruns of one.
+    digest = hashlib.sha1(orjson.dumps([record.measurement_key(), adversarial.prompt])).hexdigest()[:16]
+    record.run_key = digest
+    return record
+
+
+def field_of(record: Any, key: str) -> Any:
+    """A record's value for a grouping key: a field, else its ``extra`` or ``settings`` entry."""
+    if hasattr(record, key):
+        return getattr(record, key)
+    for holder in ("extra", "settings"):
+        values = getattr(record, holder, None) or {}
+        if key in values:
+            return values[key]
+    return None
+
+
+def apdr_rows(records: Sequence[Any], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
+    """APDR per group (first-seen order): ``statistics.summarize_pdrs`` of each
+    group's records, so the numbers equal what ``pre report`` prints."""
+    from promptrobust.engine.analysis.statistics import summarize_pdrs
+
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for r in records:
+        groups.setdefault(tuple(get(r, k) for k in by), []).append(r)
+    out = []
+    for key, members in groups.items():
+        s = summarize_pdrs(members)
+        out.append(
+            {
+                **dict(zip(by, key)), "n": s.n, "n_prompts": s.n_prompts, "skipped": len(members) - s.n,
+                "pdr_mean": s.mean, "pdr_std": s.std,
+                "pdr_ci95_low": s.ci95[0] if s.ci95 else None, "pdr_ci95_high": s.ci95[1] if s.ci95 else None,
+            }
+        )
+    return out
+
+
+def format_apdr(row: Mapping[str, Any], digits: int = 2) -> str:
+    """'0.31 ± 0.12 [0.20, 0.43]' (mean ± sample std, 95% interval), the PDR
+    alone for one record, '–' for none: the same text as a ``pre report`` cell."""
+    mean, std = row.get("pdr_mean"), row.get("pdr_std")
+    if mean is None:
+        return "–"
+    if std is None or row.get("n", 0) < 2:
+        return f"{mean:.{digits}f}"
+    lo, hi = row.get("pdr_ci95_low"), row.get("pdr_ci95_high")
+    ci = "–" if lo is None else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+    return f"{mean:.{digits}f} ± {std:.{digits}f} {ci}"
+
+
+def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:
+    """Rows as the report's ``Table`` (one Markdown/CSV writer for every analysis)."""
+    from promptrobust.engine.analysis.report.tables import Table
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "–"
+        if isinstance(v, bool):
+            return "yes" if v else ""
+        if isinstance(v, float):
+            return f"{v:.4f}"
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, float) for x in v):
+            return f"[{v[0]:.3f}, {v[1]:.3f}]"
+        return " ".join(str(v).split())
+
+    return Table(
+        name=name, title=title or name, header=list(columns),
+        rows=[[cell(r.get(c)) for c in columns] for r in rows],
+        long=[{c: r.get(c) for c in columns} for r in rows],
+    )
+
+
+def summed_counters(schedulers: Sequence[Any]) -> Callable[[], dict[str, float]]:
+    """Live counters of several schedulers added up (for one progress line)."""
+
+    def counters() -> dict[str, float]:
+        total: dict[str, float] = {}
+        for s in schedulers:
+            for k, v in s.stats.snapshot().items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    return counters

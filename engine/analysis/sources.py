@@ -1,0 +1,209 @@
+"""Attack records of earlier runs as the input of an analysis (transfer,
+defense, attention), and how each is re-evaluated.
+
+Records are read with the one reader of run folders (``engine.records``);
+each keeps the folder it came from and that run's data source, so it can be
+re-scored on the same samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from promptrobust.engine.analysis.scoring import AnalysisInputError
+from promptrobust.engine.records import AttackRecord, read_jsonl, results_files
+from promptrobust.engine.settings import EvaluationSettings, SettingsError
+
+__all__ = ["SourceRecord", "SourceSettings", "load_source_records", "select_sources"]
+
+PROMPT_TYPES = ("task", "role", "semantic")
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One attack record read from a run folder, with that run's data source."""
+
+    record: AttackRecord
+    run_dir: Path
+    data_dir: str | None = None
+    data_file: str | None = None
+
+
+def load_source_records(paths: Sequence[str | Path]) -> list[SourceRecord]:
+    """Every attack record in ``results.jsonl`` files under ``paths`` (run
+    folders, folders of run folders, or the files themselves)."""
+    out: list[SourceRecord] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise AnalysisInputError(f"source {path} does not exist; pass a run folder written by `pre run --attack`")
+        files = results_files([path])
+        if not files:
+            raise AnalysisInputError(f"no results.jsonl under {path}; pass run folders written by `pre run --attack`")
+        for f in files:
+            data_dir, data_file = _data_source(f.parent / "config.json")
+            for n, row in enumerate(read_jsonl(f), 1):
+                missing = [k for k in ("model", "dataset", "attack", "clean_prompt") if k not in row]
+                if missing:
+                    raise AnalysisInputError(f"{f} line {n} is not an attack record (missing {', '.join(missing)})")
+                out.append(SourceRecord(AttackRecord.from_dict(row), f.parent, data_dir, data_file))
+    if not out:
+        raise AnalysisInputError(f"no attack records in {', '.join(map(str, paths))}; run `pre run --attack ...` first")
+    return out
+
+
+def _data_source(config: Path) -> tuple[str | None, str | None]:
+    """The run's --data-dir/--data-file (top level, or under "evaluation")."""
+    if not config.is_file():
+        return None, None
+    try:
+        data = orjson.loads(config.read_bytes())
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    nested = data.get("evaluation") if isinstance(data.get("evaluation"), dict) else {}
+    pick = lambda k: data.get(k) or nested.get(k)  # noqa: E731
+    return pick("data_dir"), pick("data_file")
+
+
+def select_sources(
+    sources: Iterable[SourceRecord],
+    *,
+    dataset: str | None = None,
+    attacks: Sequence[str] = (),
+    prompt_type: str | None = None,
+) -> tuple[list[SourceRecord], list[str]]:
+    """The attacked records after the filters, and a note per kind of record
+    left out (records that were skipped or failed have no adversarial prompt)."""
+    from promptrobust.tasks.registry import canonical_name
+
+    chosen = list(sources)
+    notes: list[str] = []
+    unusable = [s for s in chosen if s.record.status != "attacked" or not s.record.adversarial_prompt]
+    if unusable:
+        notes.append(f"{len(unusable)} source record(s) left out: not attacked (skipped or failed), no adversarial prompt")
+        chosen = [s for s in chosen if s not in unusable]
+    if dataset:
+        wanted = canonical_name(dataset)
+        present = sorted({s.record.dataset for s in chosen})
+        chosen = [s for s in chosen if _canonical(s.record.dataset) == wanted]
+        if not chosen:
+            raise AnalysisInputError(
+                f"no source record is on dataset {dataset!r} (they are on {', '.join(present)}); drop --dataset to use the records' own"
+            )
+    if attacks:
+        wanted_attacks = {a.strip().lower() for a in attacks if a.strip()}
+        chosen = [s for s in chosen if s.record.attack.lower() in wanted_attacks]
+        if not chosen:
+            raise AnalysisInputError(f"no source record is from attack(s) {', '.join(sorted(wanted_attacks))}")
+    if prompt_type and prompt_type != "all":
+        chosen = [s for s in chosen if s.record.prompt_type == prompt_type]
+        if not chosen:
+            raise AnalysisInputError(f"no source record has prompt type {prompt_type!r}; use --prompt-type all")
+    if not chosen:
+        raise AnalysisInputError("no attacked source record to analyse (every record was skipped or failed)")
+    return chosen, notes
+
+
+def _canonical(name: str) -> str:
+    from promptrobust.tasks.registry import canonical_name
+
+    try:
+        return canonical_name(name)
+    except ValueError:
+        return name
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """How source records are re-scored. Every field left at None means "the
+    record's own value", so by default a record is re-measured exactly as it
+    was made (same dataset, samples, seed, shots, mode, parser and length)."""
+
+    dataset: str | None = None
+    """Only records of this dataset."""
+    limit: int | None = None
+    """Samples per record; None: the record's own sample count."""
+    seed: int | None = None
+    """Sample-order seed; None: the record's."""
+    shots: int | None = None
+    """Few-shot examples; None: the record's, and at least 3 when the scoring model is a base model (the paper)."""
+    mode: str | None = None
+    """choices | generate; None: the record's."""
+    parser: str | None = None
+    """Answer parser in generate mode; None: the record's (else last_word)."""
+    max_new_tokens: int | None = None
+    """Generation length; None: the record's (else the task's)."""
+    data_dir: str | None = None
+    """Dataset folder; None: the source run's."""
+    data_file: str | None = None
+    """Dataset file; None: the source run's."""
+    attacks: tuple[str, ...] = ()
+    """Only records of these attacks (empty: all)."""
+    prompt_type: str = "all"
+    """Only records of this prompt type: task, role, semantic or all."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attacks, tuple):
+            raise SettingsError("attacks must be a tuple of attack names")
+        if self.prompt_type not in (*PROMPT_TYPES, "all"):
+            raise SettingsError(f"prompt_type must be one of task, role, semantic, all (got {self.prompt_type!r})")
+        # Validate the given values the way EvaluationSettings does.
+        EvaluationSettings(
+            dataset=self.dataset or "rotten_tomatoes", limit=self.limit, seed=self.seed or 0, shots=self.shots,
+            mode=self.mode or "generate", parser=self.parser or "last_word",  # type: ignore[arg-type]
+            max_new_tokens=self.max_new_tokens,
+        )
+
+    def select(self, sources: Iterable[SourceRecord]) -> tuple[list[SourceRecord], list[str]]:
+        return select_sources(sources, dataset=self.dataset, attacks=self.attacks, prompt_type=self.prompt_type)
+
+    def evaluation_for(self, source: SourceRecord, *, base_model: bool) -> EvaluationSettings:
+        """The evaluation that re-scores ``source`` on a model (``base_model``: it needs few-shot prompts)."""
+        r = source.record
+        shots = self.shots if self.shots is not None else r.shots
+        if self.shots is None and base_model:
+            shots = max(shots or 0, EvaluationSettings().shots_for(True))
+        return EvaluationSettings(
+            dataset=r.dataset,
+            limit=self.limit if self.limit is not None else (r.samples or None),
+            seed=self.seed if self.seed is not None else r.seed,
+            shots=shots,
+            mode=(self.mode or r.mode or "generate"),  # type: ignore[arg-type]
+            parser=(self.parser or r.parser or "last_word"),  # type: ignore[arg-type]
+            max_new_tokens=self.max_new_tokens if self.max_new_tokens is not None else r.max_new_tokens,
+            data_dir=self.data_dir or source.data_dir,
+            data_file=self.data_file or source.data_file,
+        )
+
+
+def group_by_evaluation(
+    sources: Sequence[SourceRecord], settings: SourceSettings, *, base_model: bool
+) -> dict[EvaluationSettings, list[SourceRecord]]:
+    """Records that share one evaluation (first-seen order)."""
+    groups: dict[EvaluationSettings, list[SourceRecord]] = {}
+    for s in sources:
+        groups.setdefault(settings.evaluation_for(s, base_model=base_model), []).append(s)
+    return groups
+
+
+def source_fields(source: SourceRecord) -> dict[str, Any]:
+    """What a derived record keeps of its source (in its settings)."""
+    r = source.record
+    return {
+        "source_model": r.model,
+        "source_backend": r.backend,
+        "source_run": str(source.run_dir),
+        "source_clean_score": r.clean_score,
+        "source_adversarial_score": r.adversarial_score,
+        "source_pdr": r.pdr,
+        "source_samples": r.samples,
+        "source_shots": r.shots,
+        "source_mode": r.mode,
+    }

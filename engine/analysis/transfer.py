@@ -1,0 +1,123 @@
+"""Transfer: do adversarial prompts found on one model hurt another? (the
+paper's Table 6)
+
+Every attacked source record's (clean, adversarial) pair is re-scored on the
+target model on the same samples as the source (its dataset, sample count,
+seed, shots, mode unless ``SourceSettings`` says otherwise). Each gives a
+target-model record with the transfer PDR, its paired interval and McNemar's
+p; the APDR per (source model -> target model, attack) is
+``statistics.summarize_pdrs`` of those records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.analysis.scoring import ProgressSink, apdr_rows, pair_record, prepare, score_prompts
+from promptrobust.engine.analysis.sources import (
+    SourceRecord,
+    SourceSettings,
+    group_by_evaluation,
+    load_source_records,
+    source_fields,
+)
+from promptrobust.engine.records import AttackRecord
+
+__all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
+
+GROUP = ("source_model", "model", "attack")
+
+
+@dataclass
+class TransferResult:
+    """Target-model records (one per source record) and the transfer APDR."""
+
+    target_model: str
+    records: list[AttackRecord]
+    apdr: list[dict[str, Any]]
+    """One row per (source_model, model (the target), attack)."""
+    notes: list[str] = field(default_factory=list)
+    sample_log: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [transfer_row(r) for r in self.records]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target_model": self.target_model, "apdr": self.apdr, "notes": self.notes, "wall_seconds": self.wall_seconds}
+
+
+def transfer_row(r: AttackRecord) -> dict[str, Any]:
+    return {
+        "source_model": r.settings.get("source_model"), "target_model": r.model, "dataset": r.dataset,
+        "attack": r.attack, "prompt_id": r.prompt_id, "source_pdr": r.settings.get("source_pdr"),
+        "clean": r.clean_score, "adversarial": r.adversarial_score, "pdr": r.pdr, "pdr_ci95": r.pdr_ci95,
+        "mcnemar_p": r.mcnemar_p, "at_chance": r.at_chance, "status": r.status,
+    }
+
+
+async def transfer(
+    session: Any,
+    sources: Sequence[SourceRecord | str | Path],
+    *,
+    model: Any,
+    model_args: Mapping[str, Any] | None = None,
+    settings: SourceSettings | None = None,
+    keep_samples: bool = False,
+    progress: ProgressSink | None = None,
+) -> TransferResult:
+    """Re-score the adversarial prompts of ``sources`` (records, or run folders
+    to read them from) on the target ``model``."""
+    settings = settings or SourceSettings()
+    spec = session.resolve(model, model_args)
+    chosen, notes = settings.select(_as_sources(sources))
+    groups = group_by_evaluation(chosen, settings, base_model=spec.base_model)
+    benches = {key: await prepare(session, spec, key) for key in groups}
+    if progress is not None:
+        total = sum(len(_texts(members)) * len(benches[key].samples) for key, members in groups.items())
+        progress.start(total, next(iter(benches.values())).scheduler.stats.snapshot)
+    started = time.monotonic()
+    records: list[AttackRecord] = []
+    log: list[dict[str, Any]] = []
+    try:
+        for key, members in groups.items():
+            bench = benches[key]
+            scores = await score_prompts(bench, _texts(members), keep_samples=keep_samples)
+            for s in members:
+                r = s.record
+                records.append(
+                    pair_record(
+                        bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                        clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
+                        settings={"analysis": "transfer", **source_fields(s)}, extra=dict(r.extra),
+                    )
+                )
+            if keep_samples:
+                log += [{"dataset": bench.task.name, "prompt": t, **row} for t, ps in scores.items() for row in ps.sample_log]
+    finally:
+        if progress is not None:
+            await progress.stop()
+    return TransferResult(
+        target_model=spec.name, records=records, apdr=transfer_apdr(records), notes=notes, sample_log=log,
+        wall_seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def transfer_apdr(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """APDR per (source model -> target model, attack)."""
+    rows = apdr_rows(records, GROUP)
+    return [{"source_model": r["source_model"], "target_model": r["model"], **{k: v for k, v in r.items() if k not in ("source_model", "model")}} for r in rows]
+
+
+def _texts(members: Sequence[SourceRecord]) -> list[str]:
+    return list(dict.fromkeys(t for s in members for t in (s.record.clean_prompt, s.record.adversarial_prompt)))
+
+
+def _as_sources(sources: Sequence[SourceRecord | str | Path]) -> list[SourceRecord]:
+    paths = [s for s in sources if not isinstance(s, SourceRecord)]
+    records = [s for s in sources if isinstance(s, SourceRecord)]
+    return records + (load_source_records(paths) if paths else [])  # type: ignore[arg-type]
