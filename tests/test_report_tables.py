@@ -1,4 +1,4 @@
-"""APDR and clean-score aggregation of `pre report`, checked against hand-computed values.
+"""APDR and clean-score aggregation of reports, checked against hand-computed values.
 
 The fixture (tests/fixtures/report/sweep) holds 2 models x 2 datasets x
 2 attacks x 2 prompts with PDRs chosen by hand, a clean-only run, and an
@@ -12,18 +12,16 @@ from pathlib import Path
 from statistics import mean, stdev
 
 import orjson
-import polars as pl
 import pytest
 
-from promptrobust.cli.errors import UserError
-from promptrobust.cli.report import load_runs
-from promptrobust.cli.report_tables import (
+from promptrobust.engine.analysis.report.load import ReportInputError, load_runs
+from promptrobust.engine.analysis.report.tables import (
     PROMPT_TYPE_ORDER,
     apdr_tables,
     clean_table,
     cost_table,
+    extreme_prompts,
     grid_table,
-    worst_prompts,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "sweep"
@@ -40,15 +38,15 @@ def tables(data):
 
 
 def cell_of(table, row: str, col: str) -> dict:
-    key_r, key_c = table.frame.columns[:2]
-    hits = table.frame.filter((pl.col(key_r) == row) & (pl.col(key_c) == col)).to_dicts()
+    key_r, key_c = list(table.long[0])[:2]
+    hits = [r for r in table.long if r[key_r] == row and r[key_c] == col]
     assert len(hits) == 1, f"no single cell {row} x {col} in {table.name}"
     return hits[0]
 
 
 def test_loads_every_finished_record_and_skips_partial_runs(data) -> None:
-    assert data.records.height == 16
-    assert data.records["pdr"].max() == pytest.approx(0.9)  # the .partial record has PDR 1.0
+    assert len(data.records) == 16
+    assert max(r["pdr"] for r in data.records) == pytest.approx(0.9)  # the .partial record has PDR 1.0
 
 
 def test_attack_x_dataset_cells_match_hand_computed_mean_and_sample_std(tables) -> None:
@@ -57,17 +55,19 @@ def test_attack_x_dataset_cells_match_hand_computed_mean_and_sample_std(tables) 
     c = cell_of(t, "textbugger", "sst2")
     assert c["mean"] == pytest.approx(mean(tb_sst2))
     assert c["std"] == pytest.approx(stdev(tb_sst2))
-    assert c["count"] == 4
+    assert (c["count"], c["prompts"]) == (4, 2)
+    assert min(tb_sst2) <= c["ci_low"] <= mean(tb_sst2) <= c["ci_high"] <= max(tb_sst2)
     cl_rte = [0.00, 0.05, 0.15, 0.20]
     c = cell_of(t, "checklist", "rte")
     assert (c["mean"], c["std"]) == (pytest.approx(mean(cl_rte)), pytest.approx(stdev(cl_rte)))
     checklist_all = [0.10, 0.20, 0.30, 0.10] + cl_rte
     c = cell_of(t, "checklist", "all")
     assert (c["mean"], c["std"], c["count"]) == (pytest.approx(mean(checklist_all)), pytest.approx(stdev(checklist_all)), 8)
-    # Display: rows and columns sorted, 'all' last, cells as "mean ± std".
+    # Display: rows and columns sorted, 'all' last, cells as "mean ± std [low, high]".
     assert t.header == ["attack \\ dataset", "rte", "sst2", "all"]
     assert [r[0] for r in t.rows] == ["checklist", "textbugger"]
-    assert t.rows[1][2] == f"{mean(tb_sst2):.2f} ± {stdev(tb_sst2):.2f}"
+    cell = cell_of(t, "textbugger", "sst2")
+    assert t.rows[1][2] == f"{mean(tb_sst2):.2f} ± {stdev(tb_sst2):.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]"
 
 
 def test_model_tables(tables) -> None:
@@ -81,67 +81,66 @@ def test_model_tables(tables) -> None:
 
 def test_prompt_type_groups_shots_and_prompt_set(tables) -> None:
     t = tables["apdr_prompt_type_x_dataset"]
-    # alpha-lm runs are zero-shot, beta-lm runs 3-shot.
-    assert [r[0] for r in t.rows] == list(PROMPT_TYPE_ORDER)
-    few_role_sst2 = [0.10, 0.90]  # beta-lm, sst2-role-02, checklist and textbugger
+    assert [r[0] for r in t.rows] == list(PROMPT_TYPE_ORDER)  # alpha-lm zero-shot, beta-lm 3-shot
     c = cell_of(t, "few-shot role", "sst2")
-    assert (c["mean"], c["std"], c["count"]) == (pytest.approx(0.5), pytest.approx(stdev(few_role_sst2)), 2)
+    assert (c["mean"], c["std"], c["count"]) == (pytest.approx(0.5), pytest.approx(stdev([0.10, 0.90])), 2)
     c = cell_of(t, "zero-shot task", "rte")
     assert (c["mean"], c["std"]) == (pytest.approx(0.15), pytest.approx(stdev([0.0, 0.30])))
 
 
-def test_single_record_cell_shows_mean_only_and_empty_std() -> None:
-    frame = pl.DataFrame({"attack": ["a", "a", "b"], "dataset": ["x", "x", "x"], "pdr": [0.2, 0.4, 0.4]})
-    t = grid_table(frame, "attack", "dataset", "pdr", name="t", title="t", note="")
-    assert t.rows == [["a", "0.30 ± 0.14", "0.30 ± 0.14"], ["b", "0.40", "0.40"]]
+def test_single_record_cell_shows_its_pdr_only() -> None:
+    recs = [{"attack": a, "dataset": "x", "pdr": p, "clean_prompt": a + str(p), "status": "attacked"}
+            for a, p in (("a", 0.2), ("a", 0.4), ("b", 0.4))]
+    t = grid_table(recs, "attack", "dataset", name="t", title="t", row_title="attack", col_title="dataset")
+    assert t.rows[1] == ["b", "0.40", "0.40"]
+    assert t.rows[0][1].startswith("0.30 ± 0.14 [")
     b = cell_of(t, "b", "x")
-    assert b["std"] is None and b["count"] == 1
+    assert b["std"] is None and b["ci_low"] is None and b["count"] == 1
 
 
 def test_clean_scores_from_both_kinds_of_results_json(data) -> None:
     t = clean_table(data.clean)
-    assert t.frame.columns == ["model", "shots", "dataset", "mean", "std", "count"]
-    cola = t.frame.filter((pl.col("model") == "alpha-lm") & (pl.col("dataset") == "cola")).to_dicts()[0]
+    assert list(t.long[0]) == ["model", "shots", "dataset", "mean", "std", "count"]
+    cola = next(r for r in t.long if r["model"] == "alpha-lm" and r["dataset"] == "cola")
     assert (cola["mean"], cola["std"], cola["count"]) == (pytest.approx(0.6), pytest.approx(0.1), 3)
-    beta = t.frame.filter((pl.col("model") == "beta-lm") & (pl.col("dataset") == "sst2")).to_dicts()[0]
+    beta = next(r for r in t.long if r["model"] == "beta-lm" and r["dataset"] == "sst2")
     scores = [0.95, 0.90, 0.92, 0.85]
     assert (beta["mean"], beta["std"], beta["shots"]) == (pytest.approx(mean(scores)), pytest.approx(stdev(scores)), 3)
     assert t.rows[1] == ["beta-lm (3-shot)", "–", "0.75 ± 0.05", f"{mean(scores):.2f} ± {stdev(scores):.2f}"]
 
 
-def test_cost_table_means_per_attack(data) -> None:
+def test_cost_table_means_per_attack_from_each_records_own_time(data) -> None:
     t = cost_table(data.records)
-    row = t.frame.filter(pl.col("attack") == "textbugger").to_dicts()[0]
+    row = next(r for r in t.long if r["attack"] == "textbugger")
     assert row["records"] == 8
     assert row["candidate_evaluations"] == pytest.approx(40.0)
     assert row["wall_seconds"] == pytest.approx(10.0)
-    assert t.frame.columns == [
-        "attack", "records", "candidate_evaluations", "model_requests", "requests_sent",
-        "cache_hits", "saved_by_early_stopping", "wall_seconds",
-    ]
+    # The nested cost of new records is read too; its wall_seconds is the record's own.
+    new = [{**data.records[0], "cost": {"candidate_evaluations": 3.0, "wall_seconds": 1.5}}]
+    assert next(iter(cost_table(new).long))["wall_seconds"] == 1.5
 
 
-def test_worst_prompts_are_sorted_by_pdr_and_changed(data) -> None:
-    worst = worst_prompts(data.records, 3)
-    assert worst["pdr"].to_list() == pytest.approx([0.9, 0.6, 0.5])
-    assert all(a != c for a, c in zip(worst["adversarial_prompt"], worst["clean_prompt"]))
-    assert worst_prompts(data.records, 100)["pdr"].min() > 0  # the unchanged-score checklist record (PDR 0) is left out
+def test_most_damaging_prompts_are_sorted_by_pdr_and_changed(data) -> None:
+    worst = extreme_prompts(data.records, 3)
+    assert [r["pdr"] for r in worst] == pytest.approx([0.9, 0.6, 0.5])
+    assert all(r["adversarial_prompt"] != r["clean_prompt"] for r in worst)
+    assert min(r["pdr"] for r in extreme_prompts(data.records, 100)) > 0
+    assert extreme_prompts(data.records, 10, helpful=True) == []  # no PDR < 0 in this fixture
 
 
 def test_same_run_reached_twice_counts_once(data) -> None:
     run = next(p for p in FIXTURE.iterdir() if p.name.endswith("beta-lm_sst2"))
     again = load_runs([str(FIXTURE), str(run)])
-    assert again.records.height == data.records.height
+    assert len(again.records) == len(data.records)
 
 
-def test_clean_prompt_scored_by_two_runs_counts_once(tmp_path: Path) -> None:
+def test_a_copied_run_is_a_rerun_and_counts_once(tmp_path: Path) -> None:
     run = next(p for p in FIXTURE.iterdir() if p.name.endswith("beta-lm_sst2"))
     shutil.copytree(run, tmp_path / "a")
     shutil.copytree(run, tmp_path / "b")
     d = load_runs([str(tmp_path)])
-    assert d.records.height == 8  # two runs, both kept
-    c = clean_table(d.clean).frame.to_dicts()[0]
-    assert c["count"] == 4
+    assert len(d.records) == 4 and d.reruns_dropped == 4
+    assert clean_table(d.clean).long[0]["count"] == 4
 
 
 def test_attacked_list_in_results_json_is_used_when_jsonl_is_missing(tmp_path: Path) -> None:
@@ -151,11 +150,11 @@ def test_attacked_list_in_results_json_is_used_when_jsonl_is_missing(tmp_path: P
     summary["attacked"] = rows
     (tmp_path / "results.json").write_bytes(orjson.dumps(summary))
     d = load_runs([str(tmp_path)])
-    assert d.records.height == 4
-    assert d.clean["shots"].to_list() == [0, 0, 0]  # from the attacked records: no config.json here
+    assert len(d.records) == 4
+    assert sorted({c["shots"] for c in d.clean}) == [0]  # from the attacked records: no config.json here
 
 
-def test_record_without_pdr_is_a_user_error(tmp_path: Path) -> None:
+def test_row_that_is_not_an_attack_record_is_refused(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_bytes(orjson.dumps({"model": "m", "dataset": "d", "attack": "a"}) + b"\n")
-    with pytest.raises(UserError, match="lacks 'pdr'"):
+    with pytest.raises(ReportInputError, match="lacks 'clean_prompt'"):
         load_runs([str(tmp_path)])

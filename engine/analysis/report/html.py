@@ -1,4 +1,4 @@
-"""One self-contained HTML page: inline CSS, PNGs as data URIs, no scripts.
+"""The report as one self-contained HTML page: inline CSS, PNGs as data URIs, no scripts.
 
 Every piece of text from the results (prompts, model and dataset names,
 paths) goes through ``html.escape``; adversarial prompts are shown next to
@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import difflib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from html import escape
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+from promptrobust.engine.analysis.report.tables import ALL, Table
 
-from promptrobust.cli.report_tables import ALL, Table
+if TYPE_CHECKING:
+    from promptrobust.engine.analysis.report import Report
 
 _TOKEN = re.compile(r"\S+|\s+")
 
@@ -50,22 +51,6 @@ ins{background:#dcf5dd;color:#14532d;text-decoration:none;font-weight:600;border
 tbody th{text-align:left;font-weight:600;white-space:nowrap}
 td.all,th.all{background:#f3f5f8;font-weight:600}
 """
-
-
-@dataclass
-class Page:
-    """What the page shows; sections with no content are left out or explained."""
-
-    title: str
-    meta: list[str]
-    clean: list[Table] = field(default_factory=list)
-    apdr: list[Table] = field(default_factory=list)
-    cost: list[Table] = field(default_factory=list)
-    plots: list[tuple[str, bytes]] = field(default_factory=list)  # (caption, png)
-    worst: pl.DataFrame | None = None
-    words: list[Table] = field(default_factory=list)
-    words_plot: bytes | None = None
-    notes: list[str] = field(default_factory=list)  # why a section is missing
 
 
 def word_diff(clean: str, adversarial: str) -> tuple[str, str]:
@@ -110,55 +95,63 @@ def figure_html(caption: str, png: bytes) -> str:
     return f'<figure><img src="{data_uri(png)}" alt="{escape(caption)}"><figcaption>{escape(caption)}</figcaption></figure>'
 
 
-def worst_html(worst: pl.DataFrame) -> str:
-    rows = []
-    for rank, r in enumerate(worst.iter_rows(named=True), 1):
+def prompts_html(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Adversarial prompts beside their clean originals, changed words marked."""
+    out = []
+    for rank, r in enumerate(rows, 1):
         left, right = word_diff(r["clean_prompt"], r["adversarial_prompt"])
+        ci = r.get("pdr_ci95")
+        extra = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        p = "" if r.get("mcnemar_p") is None else f"<br>McNemar p {r['mcnemar_p']:.3g}"
+        chance = "<br><i>clean score at chance</i>" if r.get("at_chance") else ""
         info = (
-            f"<b>PDR {r['pdr']:.3f}</b><br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"
+            f"<b>PDR {r['pdr']:.3f}</b>{escape(extra)}{p}<br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"
             f"{escape(str(r['dataset']))} / {escape(str(r['prompt_id']))}<br>"
-            f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}"
+            f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}{chance}"
         )
-        rows.append(f'<tr><td class="num">{rank}</td><td>{info}</td><td class="prompt">{left}</td><td class="prompt">{right}</td></tr>')
+        out.append(f'<tr><td class="num">{rank}</td><td>{info}</td><td class="prompt">{left}</td><td class="prompt">{right}</td></tr>')
     return (
         '<table class="diff"><colgroup><col class="rank"><col class="info"><col><col></colgroup>'
         "<thead><tr><th>#</th><th>attack / model / prompt</th><th>clean prompt</th><th>adversarial prompt</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{''.join(out)}</tbody></table>"
     )
 
 
-def render(page: Page) -> str:
+def render(report: "Report") -> str:
+    """The whole page."""
+    title = "promptrobust report"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(page.title)}</title><style>{CSS}</style></head><body><main>",
-        f"<h1>{escape(page.title)}</h1>",
-        *(f'<p class="meta">{escape(m)}</p>' for m in page.meta),
+        f"<title>{title}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{title}</h1>",
+        *(f'<p class="meta">{escape(m)}</p>' for m in report.meta),
+        *(f'<p class="skip">{escape(n)}</p>' for n in report.notes),
     ]
-    if page.notes:
-        parts += [f'<p class="skip">{escape(n)}</p>' for n in page.notes]
-    if page.clean:
-        parts.append("<h2>Clean scores</h2>")
-        parts += [table_html(t) for t in page.clean]
-    if page.apdr:
-        parts.append("<h2>Average performance drop rate (APDR)</h2>")
-        parts += [table_html(t) for t in page.apdr]
-    if page.plots:
-        parts.append('<h2>Pictures</h2><div class="plots">')
-        parts += [figure_html(c, png) for c, png in page.plots]
-        parts.append("</div>")
-    if page.cost:
-        parts.append("<h2>Cost</h2>")
-        parts += [table_html(t) for t in page.cost]
-    if page.worst is not None and page.worst.height:
-        parts.append(f"<h2>Most damaging adversarial prompts (top {page.worst.height} by PDR)</h2>")
-        parts.append(worst_html(page.worst))
-    if page.words:
-        parts.append('<h2>Word frequency: robust vs vulnerable prompts</h2><div class="words">')
-        parts += [f"<div>{table_html(t)}</div>" for t in page.words]
-        parts.append("</div>")
-        if page.words_plot is not None:
-            parts.append(f'<div class="plots">{figure_html("Relative frequency difference per word", page.words_plot)}</div>')
+    for section in report.sections:
+        if section.title:
+            parts.append(f"<h2>{escape(section.title)}</h2>")
+        parts += [f'<p class="skip">{escape(n)}</p>' for n in section.notes]
+        words = [t for t in section.tables if t.name.startswith("words_")]
+        parts += [table_html(t) for t in section.tables if t not in words]
+        pictures = [f for f in section.figures if not f.name.startswith("word_frequency")]
+        if pictures:
+            parts.append('<h3>Pictures</h3><div class="plots">')
+            parts += [figure_html(f.caption, f.png) for f in pictures]
+            parts.append("</div>")
+        if words:
+            parts.append('<h3>Word frequency: robust vs vulnerable prompts</h3><div class="words">')
+            parts += [f"<div>{table_html(t)}</div>" for t in words]
+            parts.append("</div>")
+            parts += [f'<div class="plots">{figure_html(f.caption, f.png)}</div>'
+                      for f in section.figures if f.name.startswith("word_frequency")]
+    for t in report.extremes:
+        parts.append(f"<h2>{escape(t.title)} (top {len(t.long)})</h2>")
+        parts.append(prompts_html(t.long))
+        parts.append(f'<p class="note">{escape(t.note)}</p>')
+    if report.excluded is not None:
+        parts.append("<h2>Records not averaged</h2>")
+        parts.append(table_html(report.excluded))
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"

@@ -1,0 +1,309 @@
+"""Reading finished runs for a report: attack records and clean scores.
+
+Every ``results.jsonl`` (attack records) and ``results.json`` (run summary
+with clean scores) under the given paths is read, recursively, skipping
+hidden folders (unfinished ``.NAME.partial`` runs). Records are normalised
+into plain dicts that tolerate older writers (flat cost fields, no status,
+no run_key), reruns of one measurement are counted once, and each record
+carries the *setting* it was measured under, so that records of different
+settings are never pooled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from promptrobust.engine.analysis.statistics import is_at_chance, record_status
+
+RESULT_NAMES = ("results.jsonl", "results.json")
+REQUIRED = ("model", "dataset", "attack", "clean_prompt")
+COST_FIELDS = (
+    "candidate_evaluations", "model_requests", "requests_sent", "cache_hits", "deduplicated",
+    "saved_by_early_stopping", "pruned_candidates", "samples_evaluated", "wall_seconds",
+)
+#: fields of the record itself; anything else on a row is an extra column (e.g. a pairs file's source_model)
+KNOWN_FIELDS = frozenset((
+    *REQUIRED, *COST_FIELDS, "backend", "prompt_id", "prompt_type", "shots", "clean_score", "adversarial_prompt",
+    "adversarial_score", "pdr", "status", "error", "mode", "parser", "max_new_tokens", "input_format", "samples",
+    "metric", "seed", "budget", "early_stopping", "clean_ci95", "adversarial_ci95", "pdr_ci95", "mcnemar_p",
+    "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
+    "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
+))
+
+
+class ReportInputError(ValueError):
+    """Paths or files a report cannot be built from (the CLI exits with code 2)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a score means: records of different settings are never pooled."""
+
+    mode: str
+    parser: str | None
+    max_new_tokens: int | None
+    samples: int | None
+    budget: int | None
+    budget_known: bool = True
+    """False for a clean score's setting: the attack budget does not apply."""
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> "Setting":
+        mode = str(row.get("mode") or "unknown")
+        generate = mode == "generate"
+        return cls(
+            mode=mode,
+            parser=(row.get("parser") or None) if generate else None,
+            max_new_tokens=_int_or_none(row.get("max_new_tokens")) if generate else None,
+            samples=_int_or_none(row.get("samples")),
+            budget=_int_or_none(row.get("budget")),
+        )
+
+    def label(self, *, with_budget: bool = True) -> str:
+        parts = [f"mode {self.mode}"]
+        if self.mode == "generate":
+            parts.append(f"parser {self.parser or '?'}")
+            parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
+        parts.append(f"{self.samples if self.samples is not None else '?'} samples")
+        if with_budget and self.budget_known:
+            parts.append("budget " + ("unlimited" if self.budget is None else str(self.budget)))
+        return ", ".join(parts)
+
+    def slug(self) -> str:
+        parts = [self.mode]
+        if self.mode == "generate":
+            parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
+        parts.append(f"n{self.samples if self.samples is not None else 'x'}")
+        if self.budget_known:
+            parts.append("bunl" if self.budget is None else f"b{self.budget}")
+        return "-".join(parts)
+
+    def without_budget(self) -> "Setting":
+        """The setting of a clean score: the attack budget does not change it."""
+        return Setting(self.mode, self.parser, self.max_new_tokens, self.samples, None, budget_known=False)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.mode, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.budget_known, self.budget or 0)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class RunData:
+    """Everything a report is built from."""
+
+    records: list[dict[str, Any]]
+    """Normalised attack records, reruns counted once (every status)."""
+    clean: list[dict[str, Any]]
+    """Clean scores: model, dataset, shots, setting, prompt_id, score, ci95, at_chance, chance_rate, source."""
+    files: list[Path] = field(default_factory=list)
+    reruns_dropped: int = 0
+
+
+def find_result_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """results.jsonl / results.json under ``paths`` (hidden folders skipped), deduplicated and sorted."""
+    found: dict[Path, None] = {}
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise ReportInputError(f"{raw} does not exist: pass run folders, sweep folders or results files")
+        if p.is_file():
+            if p.name not in RESULT_NAMES:
+                raise ReportInputError(f"{raw} is not a results.jsonl or results.json file: pass its run folder instead")
+            found[p.resolve()] = None
+            continue
+        for root, dirs, files in os.walk(p):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in RESULT_NAMES:
+                if name in files:
+                    found[(Path(root) / name).resolve()] = None
+    return sorted(found)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ReportInputError(f"{path} is not valid JSON ({exc}): remove it or rerun that run") from None
+    return data if isinstance(data, dict) else None
+
+
+def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """One record as a flat dict with every field a report reads."""
+    missing = [c for c in REQUIRED if c not in row]
+    if missing:
+        raise ReportInputError(f"{source}: a record lacks {missing[0]!r}; is this a `pre run --attack` results file?")
+    nested = row.get("cost") if isinstance(row.get("cost"), Mapping) else {}
+    cost = {k: _float_or_none(nested.get(k, row.get(k))) for k in COST_FIELDS}
+    extras = {k: v for k, v in row.items() if k not in KNOWN_FIELDS}
+    if isinstance(row.get("extra"), Mapping):
+        extras.update(row["extra"])
+    rec: dict[str, Any] = {
+        "model": str(row["model"]), "dataset": str(row["dataset"]), "attack": str(row["attack"]),
+        "backend": str(row.get("backend") or ""), "prompt_id": str(row.get("prompt_id") or ""),
+        "prompt_type": str(row.get("prompt_type") or ""), "shots": _int_or_none(row.get("shots")),
+        "clean_prompt": str(row["clean_prompt"]), "adversarial_prompt": str(row.get("adversarial_prompt") or ""),
+        "clean_score": _float_or_none(row.get("clean_score")), "adversarial_score": _float_or_none(row.get("adversarial_score")),
+        "pdr": _float_or_none(row.get("pdr")), "error": row.get("error"),
+        "mode": row.get("mode"), "parser": row.get("parser"), "max_new_tokens": _int_or_none(row.get("max_new_tokens")),
+        "samples": _int_or_none(row.get("samples")), "seed": _int_or_none(row.get("seed")), "budget": _int_or_none(row.get("budget")),
+        "metric": str(row.get("metric") or ""), "early_stopping": str(row.get("early_stopping") or ""),
+        "clean_ci95": row.get("clean_ci95"), "pdr_ci95": row.get("pdr_ci95"), "mcnemar_p": _float_or_none(row.get("mcnemar_p")),
+        "chance_rate": _float_or_none(row.get("chance_rate")),
+        "clean_sample_scores": row.get("clean_sample_scores") or [],
+        "adversarial_sample_scores": row.get("adversarial_sample_scores") or [],
+        "settings": row.get("settings") if isinstance(row.get("settings"), Mapping) else {},
+        "run_key": str(row.get("run_key") or ""), "job_id": row.get("job_id"),
+        "cost": cost, "wall_seconds": cost["wall_seconds"], "source": source, "extras": extras,
+    }
+    rec["status"] = record_status({**rec, "status": row.get("status")})
+    if rec["status"] == "attacked" and rec["pdr"] is None:
+        rec["status"] = "failed"
+        rec["error"] = rec["error"] or "record has no PDR"
+    at_chance = row.get("at_chance")
+    if at_chance is None:
+        at_chance = is_at_chance(rec["clean_ci95"], rec["chance_rate"])
+    rec["at_chance"] = bool(at_chance)
+    rec["setting"] = Setting.of(row)
+    if not rec["run_key"]:
+        rec["run_key"] = legacy_run_key(rec)
+    return rec
+
+
+def legacy_run_key(rec: Mapping[str, Any]) -> str:
+    """The measurement key of a record written before run_key existed: the
+    same model, dataset, clean prompt, attack, mode, parser, samples and seed
+    (plus shots, generation length and budget) is a rerun."""
+    parts = [rec.get(k) for k in ("model", "dataset", "clean_prompt", "attack", "mode", "parser", "samples", "seed",
+                                  "shots", "max_new_tokens", "budget")]
+    return "legacy-" + hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
+
+
+def _record_rows(path: Path, has_jsonl: set[Path]) -> list[dict[str, Any]]:
+    from promptrobust.engine.records import read_jsonl  # warns on a torn last line
+
+    if path.name == "results.jsonl":
+        return read_jsonl(path)
+    if path.parent / "results.jsonl" in has_jsonl:
+        return []
+    data = _read_json(path) or {}
+    return [r for r in data.get("attacked") or [] if isinstance(r, dict)]
+
+
+def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
+    """Clean scores a results.json holds: "clean" (list with intervals), "clean_scores"
+    ({prompt_id: score}) or "prompts" (pre run / pre eval of single prompts)."""
+    data = _read_json(path)
+    if not data or "model" not in data or "dataset" not in data:
+        return []  # a sweep summary or another file: nothing to read from it
+    config = _read_json(path.parent / "config.json") if (path.parent / "config.json").is_file() else None
+    merged = {**(config or {}), **data}
+    shots = _int_or_none(merged.get("shots"))
+    if shots is None:
+        shots = next((_int_or_none(r.get("shots")) for r in data.get("attacked") or [] if isinstance(r, dict)), None)
+    base = {"model": str(data["model"]), "dataset": str(data["dataset"]), "shots": shots,
+            "setting": Setting.of(merged).without_budget(), "source": str(path.parent)}
+    out: list[dict[str, Any]] = []
+    if isinstance(data.get("clean"), list):
+        for r in data["clean"]:
+            if isinstance(r, dict) and isinstance(r.get("score"), (int, float)):
+                out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
+                                      r.get("at_chance"), r.get("chance_rate")))
+    elif isinstance(data.get("clean_scores"), dict):
+        out += [_clean_row(base, k, v) for k, v in data["clean_scores"].items() if isinstance(v, (int, float))]
+    elif isinstance(data.get("prompts"), list):
+        for r in data["prompts"]:
+            if isinstance(r, dict) and isinstance(r.get("score"), (int, float)) and (r.get("prompt_id") or r.get("id")):
+                out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
+                                      r.get("at_chance"), r.get("chance_rate")))
+    return out
+
+
+def _clean_row(base: Mapping[str, Any], prompt_id: Any, score: Any, ci95: Any = None,
+               at_chance: Any = None, chance: Any = None) -> dict[str, Any]:
+    ci = list(ci95) if isinstance(ci95, (list, tuple)) and len(ci95) == 2 else None
+    chance_f = _float_or_none(chance)
+    flag = bool(at_chance) if at_chance is not None else is_at_chance(ci, chance_f)
+    return {**base, "prompt_id": str(prompt_id), "score": float(score), "ci95": ci, "at_chance": flag, "chance_rate": chance_f}
+
+
+def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Clean scores carried by the records themselves (``pre eval`` pairs, sweeps, any attack run),
+    plus the whole prompt set a sweep record lists in ``clean_scores``."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r["clean_score"] is None or r["status"] == "failed":
+            continue
+        base = {"model": r["model"], "dataset": r["dataset"], "shots": r["shots"],
+                "setting": r["setting"].without_budget(), "source": r["source"]}
+        out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
+                              r["at_chance"], r["chance_rate"]))
+        sweep_scores = r["extras"].get("clean_scores")
+        if isinstance(sweep_scores, dict):
+            out += [_clean_row(base, k, v) for k, v in sweep_scores.items() if isinstance(v, (int, float))]
+    return out
+
+
+def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """One record per run_key: the latest finished one (files are read in
+    time order), a failed one only when no rerun finished."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for r in records:
+        old = chosen.get(r["run_key"])
+        if old is None or not (r["status"] == "failed" and old["status"] != "failed"):
+            chosen[r["run_key"]] = r
+    kept = list(chosen.values())
+    return kept, len(records) - len(kept)
+
+
+def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
+    """Every attack record and clean score under ``paths``."""
+    files = find_result_files(paths)
+    jsonls = {f for f in files if f.name == "results.jsonl"}
+    raw: list[dict[str, Any]] = []
+    summary_clean: list[dict[str, Any]] = []
+    for f in files:
+        raw += [normalise(row, str(f.parent)) for row in _record_rows(f, jsonls)]
+        if f.name == "results.json":
+            summary_clean += _clean_from_summary(f)
+    if not raw and not summary_clean:
+        where = ", ".join(map(str, paths))
+        raise ReportInputError(f"no results.jsonl or results.json under {where}: run `pre run --attack ...` or `pre sweep` first")
+    records, dropped = dedupe_reruns(raw)
+    # A summary written before runs recorded their mode/samples takes the setting of its own records.
+    by_source = {r["source"]: r["setting"].without_budget() for r in records}
+    for c in summary_clean:
+        if c["source"] in by_source:
+            c["setting"] = by_source[c["source"]]
+    # A run's summary lists every prompt it scored; its records add the ones it lacks (pre eval pairs).
+    seen = {(c["source"], c["prompt_id"]) for c in summary_clean}
+    clean = list(summary_clean)
+    for c in _clean_from_records(records):
+        key = (c["source"], c["prompt_id"])
+        if key not in seen:
+            seen.add(key)
+            clean.append(c)
+    return RunData(records, clean, files, dropped)

@@ -1,0 +1,341 @@
+"""The report's tables, built from normalised records (see ``load``).
+
+Every APDR cell comes from ``statistics.summarize_pdrs``: the mean PDR of
+the attacked records in the cell, their sample standard deviation (ddof=1)
+and a 95% bootstrap interval over prompts and samples. Skipped (clean score
+0) and failed records are listed in their own table, never averaged.
+Rows and columns are sorted alphabetically (prompt types in the paper's
+order) and every APDR grid ends with an ``all`` column over the whole row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
+
+ALL = "all"
+MISSING = "–"
+APDR_NOTE = (
+    "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
+    "then its 95% interval (bootstrap over prompts and samples); one record shows its PDR alone"
+)
+PROMPT_TYPE_ORDER = ("zero-shot task", "zero-shot role", "few-shot task", "few-shot role")
+COST_COLUMNS = (
+    ("candidate_evaluations", "candidate evaluations"),
+    ("model_requests", "model requests"),
+    ("requests_sent", "requests sent"),
+    ("cache_hits", "cache hits"),
+    ("saved_by_early_stopping", "saved by early stopping"),
+    ("wall_seconds", "wall seconds"),
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One report table: display cells for Markdown/HTML, long rows for CSV."""
+
+    name: str
+    """File stem, e.g. ``apdr_attack_x_dataset``."""
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    long: list[dict[str, Any]]
+    """One row per cell (numbers in their own columns): the CSV and ``frame``."""
+    note: str = ""
+    numeric: dict[str, list[float | None]] = field(default_factory=dict)
+    """Row label -> the mean of each column (grids only; for heat maps)."""
+
+    @property
+    def frame(self) -> Any:
+        """The long rows as a polars DataFrame."""
+        import polars as pl
+
+        return pl.DataFrame(self.long, infer_schema_length=None)
+
+    def markdown(self) -> str:
+        """GitHub-style table: first column left-aligned, numbers right-aligned, padded for terminals."""
+        header = [_md(h) for h in self.header]
+        rows = [[_md(c) for c in r] for r in self.rows]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+        lines = [f"### {self.title}", ""]
+        lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
+        lines.append("|" + "|".join((":" + "-" * (w + 1)) if i == 0 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
+        for row in rows:
+            cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+            lines.append("| " + " | ".join(cells) + " |")
+        if self.note:
+            lines += ["", f"_{self.note}_"]
+        return "\n".join(lines) + "\n"
+
+    def write_csv(self, folder: str | os.PathLike[str]) -> Path:
+        path = Path(folder) / f"{self.name}.csv"
+        columns: dict[str, None] = {}
+        for row in self.long:
+            columns.update(dict.fromkeys(row))
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(columns))
+            writer.writeheader()
+            for row in self.long:
+                writer.writerow({k: _csv_value(v) for k, v in row.items()})
+        return path
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
+    return "" if v is None else v
+
+
+def _md(text: str) -> str:
+    """A Markdown table cell: a '|' inside a name must not end the cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
+    return MISSING if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def apdr_cell(s: PDRSummary, digits: int = 2) -> str:
+    """'0.31 ± 0.12 [0.20, 0.43]'; the PDR alone for one record; '–' for none."""
+    if s.n == 0 or s.mean is None:
+        return MISSING
+    if s.n == 1 or s.std is None:
+        return f"{s.mean:.{digits}f}"
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval_text(s.ci95, digits)}"
+
+
+def summary_columns(s: PDRSummary) -> dict[str, Any]:
+    return {"mean": s.mean, "std": s.std, "ci_low": s.ci95[0] if s.ci95 else None,
+            "ci_high": s.ci95[1] if s.ci95 else None, "count": s.n, "prompts": s.n_prompts}
+
+
+def prompt_kind(rec: Mapping[str, Any]) -> str:
+    """The paper's four prompt kinds: zero-/few-shot x task/role."""
+    shots = rec.get("shots")
+    kind = "unknown-shot" if shots is None else ("zero-shot" if int(shots) == 0 else "few-shot")
+    return f"{kind} {rec.get('prompt_type') or 'unknown'}"
+
+
+def _order(values: Iterable[str], preferred: Sequence[str] = ()) -> list[str]:
+    present = set(values)
+    first = [v for v in preferred if v in present]
+    return first + sorted(present - set(first))
+
+
+Key = Callable[[Mapping[str, Any]], str]
+
+
+def _key(k: str | Key) -> Key:
+    return k if callable(k) else (lambda r: str(r.get(k)))
+
+
+def grid_table(
+    records: Sequence[Mapping[str, Any]],
+    row: str | Key,
+    col: str | Key,
+    *,
+    name: str,
+    title: str,
+    row_title: str,
+    col_title: str,
+    row_order: Sequence[str] = (),
+    note: str = APDR_NOTE,
+) -> Table:
+    """APDR of attacked ``records`` in a row x col grid plus an 'all' column."""
+    rk, ck = _key(row), _key(col)
+    cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        cells.setdefault((rk(r), ck(r)), []).append(r)
+        cells.setdefault((rk(r), ALL), []).append(r)
+    rows = _order({k[0] for k in cells}, row_order)
+    cols = _order({k[1] for k in cells} - {ALL}) + [ALL]
+    display: list[list[str]] = []
+    long: list[dict[str, Any]] = []
+    numeric: dict[str, list[float | None]] = {}
+    for rv in rows:
+        line, means = [rv], []
+        for cv in cols:
+            members = cells.get((rv, cv))
+            if not members:
+                line.append(MISSING)
+                means.append(None)
+                continue
+            s = summarize_pdrs(members)
+            line.append(apdr_cell(s))
+            means.append(s.mean)
+            long.append({row_title: rv, col_title: cv, **summary_columns(s)})
+        display.append(line)
+        numeric[rv] = means
+    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, note, numeric)
+
+
+def apdr_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
+    """The paper's APDR tables (attack, model, prompt type: each x dataset) plus model x attack."""
+    specs: list[tuple[str | Key, str, str, str, str, Sequence[str]]] = [
+        ("attack", "attack", "dataset", "apdr_attack_x_dataset", "APDR by attack and dataset", ()),
+        ("model", "model", "dataset", "apdr_model_x_dataset", "APDR by model and dataset", ()),
+        (prompt_kind, "prompt type", "dataset", "apdr_prompt_type_x_dataset", "APDR by prompt type and dataset", PROMPT_TYPE_ORDER),
+        ("model", "model", "attack", "apdr_model_x_attack", "APDR by model and attack", ()),
+    ]
+    return [
+        grid_table(records, row, col, name=name + suffix, title=title + title_suffix, row_title=rt, col_title=col, row_order=order)
+        for row, rt, col, name, title, order in specs
+    ]
+
+
+def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], suffix: str = "", title_suffix: str = "") -> Table:
+    """APDR per combination of ``columns`` (record fields or extra columns of a pairs file)."""
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(tuple(_column_text(r, c) for c in columns), []).append(r)
+    display, long = [], []
+    for key in sorted(groups):
+        s = summarize_pdrs(groups[key])
+        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s)])
+        long.append({**dict(zip(columns, key)), **summary_columns(s)})
+    name = "apdr_by_" + "_".join(columns) + suffix
+    title = "APDR by " + ", ".join(columns) + title_suffix
+    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE)
+
+
+def column_value(rec: Mapping[str, Any], column: str) -> Any:
+    """A record's field, or an extra column it carries (e.g. source_model)."""
+    if column in rec and column not in ("extras", "cost", "settings"):
+        return rec[column]
+    return rec.get("extras", {}).get(column)
+
+
+def _column_text(rec: Mapping[str, Any], column: str) -> str:
+    v = column_value(rec, column)
+    return MISSING if v is None else str(v)
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    m = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return m, None
+    return m, math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def clean_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
+    """Clean scores, model (and shots) x dataset: mean ± sample std (ddof=1) over prompts; a prompt
+    scored by several runs counts once, with the mean of its scores."""
+    per_prompt: dict[tuple[Any, ...], list[float]] = {}
+    for c in clean:
+        per_prompt.setdefault((c["model"], c["shots"], c["dataset"], c["prompt_id"]), []).append(c["score"])
+    cells: dict[tuple[str, str], list[float]] = {}
+    labels: dict[str, tuple[str, int | None]] = {}
+    for (model, shots, dataset, _), scores in per_prompt.items():
+        label = model if shots is None else f"{model} ({shots}-shot)"
+        labels[label] = (model, shots)
+        cells.setdefault((label, dataset), []).append(math.fsum(scores) / len(scores))
+    rows = _order({k[0] for k in cells})
+    cols = _order({k[1] for k in cells})
+    display, long = [], []
+    for rv in rows:
+        line = [rv]
+        for cv in cols:
+            values = cells.get((rv, cv))
+            if not values:
+                line.append(MISSING)
+                continue
+            m, sd = _mean_std(values)
+            line.append(f"{m:.2f}" if sd is None else f"{m:.2f} ± {sd:.2f}")
+            long.append({"model": labels[rv][0], "shots": labels[rv][1], "dataset": cv, "mean": m, "std": sd, "count": len(values)})
+        display.append(line)
+    note = ("mean ± sample standard deviation (ddof=1) of the clean score over the prompts of each set; "
+            "a prompt scored by several runs counts once, with the mean of its scores")
+    return Table("clean_model_x_dataset" + suffix, "Clean scores by model and dataset" + title_suffix,
+                 ["model \\ dataset", *cols], display, long, note)
+
+
+def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
+    """The clean scores whose 95% interval contains the majority-class rate."""
+    flagged = sorted((c for c in clean if c.get("at_chance")), key=lambda c: (c["model"], c["dataset"], c["prompt_id"]))
+    if not flagged:
+        return None
+    display, long, seen = [], [], set()
+    for c in flagged:
+        key = (c["model"], c["shots"], c["dataset"], c["prompt_id"], c["source"])
+        if key in seen:
+            continue
+        seen.add(key)
+        chance = MISSING if c.get("chance_rate") is None else f"{c['chance_rate']:.2f}"
+        display.append([c["model"], c["dataset"], c["prompt_id"], f"{c['score']:.2f}", interval_text(c.get("ci95")), chance])
+        long.append({k: c.get(k) for k in ("model", "shots", "dataset", "prompt_id", "score", "ci95", "chance_rate", "source")})
+    return Table("clean_at_chance" + suffix, "Clean scores at chance" + title_suffix,
+                 ["model", "dataset", "prompt", "clean score", "95% interval", "chance rate"], display, long, AT_CHANCE_NOTE)
+
+
+def cost_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
+    """Mean cost per attacked prompt, per attack; wall seconds are each record's own time."""
+    by_attack: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_attack.setdefault(r["attack"], []).append(r)
+    display, long = [], []
+    for attack in sorted(by_attack):
+        recs = by_attack[attack]
+        line, row = [attack, str(len(recs))], {"attack": attack, "records": len(recs)}
+        for col, _ in COST_COLUMNS:
+            values = [r["cost"][col] for r in recs if r["cost"].get(col) is not None]
+            m = math.fsum(values) / len(values) if values else None
+            row[col] = m
+            line.append(MISSING if m is None else (f"{m:.2f}" if col == "wall_seconds" else f"{m:.1f}"))
+        display.append(line)
+        long.append(row)
+    header = ["attack", "records", *(f"mean {label}" for _, label in COST_COLUMNS)]
+    note = "mean per attacked prompt (one record = one prompt attacked on one model and dataset); wall seconds = the record's own time"
+    return Table("cost_by_attack" + suffix, "Attack cost per attacked prompt" + title_suffix, header, display, long, note)
+
+
+def excluded_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
+    """Records that are listed but not averaged: skipped (clean score 0) and failed."""
+    out = sorted((r for r in records if r["status"] != "attacked"),
+                 key=lambda r: (r["status"], r["model"], r["dataset"], r["attack"], r["prompt_id"]))
+    if not out:
+        return None
+    display, long = [], []
+    for r in out:
+        reason = "clean score 0: nothing to drop" if r["status"] == "skipped_clean_zero" else str(r.get("error") or "failed")
+        reason = reason.splitlines()[0] if reason else reason
+        display.append([r["status"], r["model"], r["dataset"], r["attack"], r["prompt_id"], reason])
+        long.append({"status": r["status"], "model": r["model"], "dataset": r["dataset"], "attack": r["attack"],
+                     "prompt_id": r["prompt_id"], "reason": reason, "setting": r["setting"].label(), "source": r["source"]})
+    return Table("records_not_averaged", "Records not averaged (skipped or failed)",
+                 ["status", "model", "dataset", "attack", "prompt", "reason"], display, long,
+                 "listed for completeness; none of them enters an APDR")
+
+
+PROMPT_COLUMNS = ("pdr", "pdr_ci95", "mcnemar_p", "at_chance", "model", "dataset", "attack", "prompt_id", "setting",
+                  "clean_score", "adversarial_score", "clean_prompt", "adversarial_prompt")
+
+
+def extreme_prompts(records: Sequence[Mapping[str, Any]], top: int, *, helpful: bool = False) -> list[dict[str, Any]]:
+    """The ``top`` attacked records with the highest PDR (> 0), or with ``helpful`` the lowest (< 0):
+    adversarial prompts that raised the score."""
+    changed = [r for r in records if r["status"] == "attacked" and r["adversarial_prompt"] != r["clean_prompt"]
+               and (r["pdr"] < 0 if helpful else r["pdr"] > 0)]
+    changed.sort(key=lambda r: (r["pdr"] if helpful else -r["pdr"], r["model"], r["dataset"], r["attack"], r["prompt_id"]))
+    return [{k: (r[k].label() if k == "setting" else r.get(k)) for k in PROMPT_COLUMNS} for r in changed[:top]]
+
+
+def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
+    name, title = (("most_helpful_prompts", "Most helpful adversarial prompts (PDR < 0: the score rose)") if helpful
+                   else ("worst_prompts", "Most damaging adversarial prompts"))
+    display = []
+    for i, r in enumerate(rows, 1):
+        p = MISSING if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
+        display.append([str(i), f"{r['pdr']:.3f}", interval_text(r.get("pdr_ci95"), 3), p, "yes" if r.get("at_chance") else "",
+                        r["attack"], r["model"], r["dataset"], r["prompt_id"]])
+    note = "PDR interval: paired bootstrap over samples; p: exact McNemar test on discordant samples"
+    if any(r.get("at_chance") for r in rows):
+        note += f"; at chance: {AT_CHANCE_NOTE}"
+    return Table(name, title, ["#", "PDR", "95% interval", "McNemar p", "at chance", "attack", "model", "dataset", "prompt"],
+                 display, list(map(dict, rows)), note)
