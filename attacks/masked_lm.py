@@ -1,13 +1,20 @@
-"""BertAttack's candidates: what a masked language model would put in a word's place.
+"""BertAttack's candidates: what a masked language model predicts for a word's
+own position in the UNMASKED text (BERT-Attack, Li et al. 2020, as
+TextAttack's ``WordSwapMaskedLM(method="bert-attack")``).
 
 ``MaskedLM`` loads any Hugging Face masked LM by hub id or local directory
 (default ``bert-base-uncased``) with ``AutoTokenizer`` and
 ``AutoModelForMaskedLM``, lazily, once per (model, device) per process. With
 no hub access, point it at a local copy (``mlm=/path/to/model``).
 
-The word is replaced by one mask token and the top-k tokens at that position
-become candidates; only whole-word tokens (no "##" continuation pieces, purely
-alphabetic) are kept, so every candidate is a single-token word.
+The current prompt is run through the model once, as it is (no mask); the
+word's sub-word positions are found by masking it in a copy and locating the
+mask. A one-piece word gets the top-k predictions at its position (whole
+words only, no "##" continuations); a word of several pieces gets every
+combination of the top-k predictions at each of its positions, ranked by
+perplexity under the same predictions, best k kept (TextAttack forgets to
+sort, so it keeps the first k combinations in product order; we sort, as the
+paper describes).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from collections.abc import Sequence
 from promptrobust.attacks.base import WordSite
 from promptrobust.attacks.embeddings import is_antonym
 from promptrobust.attacks.errors import AttackResourceError
-from promptrobust.attacks.words import match_case
+from promptrobust.attacks.words import has_letter, match_case, tokenize
 
 
 class MaskedLM:
@@ -36,6 +43,7 @@ class MaskedLM:
         self.max_length = max_length
         self._tok = None
         self._model = None
+        self._last = None
 
     def ensure_loaded(self) -> None:
         """Load now (not at the first replacement), so a missing model fails
@@ -91,6 +99,52 @@ class MaskedLM:
         text = self._tok.convert_tokens_to_string([token]).strip()  # type: ignore[union-attr]
         return text if text.isalpha() else None
 
+    def piece_count(self, word: str) -> int:
+        """How many tokens the word becomes on its own."""
+        self._load()
+        return len(self._tok.encode(word, add_special_tokens=False))  # type: ignore[union-attr]
+
+    def is_special(self, token: str) -> bool:
+        self._load()
+        return token in self._tok.all_special_tokens  # type: ignore[union-attr]
+
+    def join_pieces(self, tokens: Sequence[str]) -> str:
+        """The text a run of vocabulary tokens spells ("play", "##ing" -> "playing")."""
+        self._load()
+        text = self._tok.convert_tokens_to_string(list(tokens))  # type: ignore[union-attr]
+        return text.replace("##", "").replace(" ", "").strip()
+
+    def mask_position(self, masked_text: str) -> int | None:
+        """Token index of the (first) mask token in ``masked_text``; None when
+        truncation cut it off."""
+        self._load()
+        ids = self._tok(masked_text, truncation=True, max_length=self.max_length)["input_ids"]  # type: ignore[misc]
+        try:
+            return ids.index(self._tok.mask_token_id)  # type: ignore[union-attr]
+        except ValueError:
+            return None
+
+    def position_log_probs(self, text: str):
+        """Log-probabilities over the vocabulary at every token position of
+        ``text`` (unmasked), as a [positions, vocab] tensor. The last text's
+        result is kept: the greedy search asks for every word of one prompt."""
+        self._load()
+        if self._last is not None and self._last[0] == text:
+            return self._last[1]
+        import torch
+
+        batch = self._tok(text, return_tensors="pt", truncation=True, max_length=self.max_length)  # type: ignore[misc]
+        batch = {name: t.to(self.device) for name, t in batch.items()}
+        with torch.inference_mode():
+            logits = self._model(**batch).logits[0]  # type: ignore[misc]
+        out = torch.log_softmax(logits.float(), dim=-1).cpu()
+        self._last = (text, out)
+        return out
+
+    def token(self, token_id: int) -> str:
+        self._load()
+        return self._tok.convert_ids_to_tokens(int(token_id))  # type: ignore[union-attr]
+
     @property
     def mask_token(self) -> str:
         self._load()
@@ -132,16 +186,31 @@ def load_masked_lm(model: str = "bert-base-uncased", device: str = "cpu") -> Mas
     return MaskedLM(model, device=device)
 
 
+def _best_combinations(rows, k: int, beam: int) -> list[tuple[tuple[int, ...], float]]:
+    """The ``beam`` best combinations of one choice per row, by summed score.
+
+    ``rows`` holds, per position, (token id, log-prob) pairs. Merging one row
+    at a time and keeping the best ``beam`` prefixes is exact for the best
+    ``beam`` full combinations (every prefix of a top combination is itself a
+    top prefix), without building all k**n of them."""
+    combos: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+    for row in rows:
+        merged = [(ids + (tid,), total + lp) for ids, total in combos for tid, lp in row]
+        merged.sort(key=lambda c: -c[1])
+        combos = merged[:beam]
+    return combos
+
+
 class MaskedLMSwap:
-    """Replacement words proposed by a masked LM for the word's position
-    (BertAttack: the top 48)."""
+    """Replacement words for one word, BERT-Attack style (top 48 per word)."""
 
     def __init__(
         self,
         mlm: MaskedLM,
         *,
         k: int = 48,
-        filter_antonyms: bool = True,
+        filter_antonyms: bool = False,
+        keep_case: bool = False,
         name: str = "masked_lm",
     ) -> None:
         if k <= 0:
@@ -151,19 +220,64 @@ class MaskedLMSwap:
         self.mlm = mlm
         self.k = k
         self.filter_antonyms = filter_antonyms
+        self.keep_case = keep_case
         self.name = name
+
+    def _is_one_word(self, text: str) -> bool:
+        tokens = tokenize(text)
+        return len(tokens) == 3 and tokens[0] == "" and tokens[2] == "" and has_letter(text)
+
+    def proposals(self, site: WordSite) -> list[str]:
+        """The model's words for the site, best first, before any filtering
+        against the original word."""
+        import torch
+
+        text = "".join(site.tokens)
+        where = self.mlm.mask_position(site.with_word(self.mlm.mask_token))
+        if where is None:
+            return []
+        log_probs = self.mlm.position_log_probs(text)
+        pieces = max(1, self.mlm.piece_count(site.word))
+        positions = list(range(where, min(where + pieces, log_probs.shape[0])))
+        if not positions:
+            return []
+        top = torch.topk(log_probs[positions], min(self.k, log_probs.shape[-1]), dim=-1)
+        if len(positions) == 1:
+            out = []
+            for tid in top.indices[0].tolist():
+                tok = self.mlm.token(tid)
+                if tok.startswith("##") or self.mlm.is_special(tok):
+                    continue
+                word = self.mlm.join_pieces([tok])
+                if self._is_one_word(word):
+                    out.append(word)
+            return out
+        rows = [
+            list(zip(ids.tolist(), lps.tolist()))
+            for ids, lps in zip(top.indices, top.values)
+        ]
+        out = []
+        for ids, _total in _best_combinations(rows, self.k, beam=max(4 * self.k, 256)):
+            toks = [self.mlm.token(t) for t in ids]
+            if any(self.mlm.is_special(t) for t in toks):
+                continue
+            word = self.mlm.join_pieces(toks)
+            if self._is_one_word(word) and word not in out:
+                out.append(word)
+            if len(out) == self.k:
+                break
+        return out
 
     def replacements(self, site: WordSite) -> list[str]:
         word = site.word
-        masked = site.with_word(self.mlm.mask_token)
         out: list[str] = []
-        for token in self.mlm.top_tokens([masked], self.k)[0]:
-            token = self.mlm.as_word(token)
-            if token is None or token.lower() == word.lower():
+        for cand in self.proposals(site):
+            if self.keep_case:
+                cand = match_case(word, cand)
+            if cand == word:
                 continue
-            if self.filter_antonyms and is_antonym(word, token):
+            if self.filter_antonyms and is_antonym(word, cand):
                 continue
-            new = match_case(word, token)
-            if new not in out:
-                out.append(new)
+            if cand not in out:
+                out.append(cand)
         return out

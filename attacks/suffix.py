@@ -1,0 +1,28 @@
+"""Where CheckList and StressTest put their text: after the prompt's last word.
+
+promptbench inserts the text after the last word of the prompt as TextAttack
+splits words (``insert_text_after_word_index(len(words) - 1, text)``): the
+word, one space, the text, then whatever followed the word. TextAttack's
+words of that era kept apostrophes glued to them, so a closing quote stays
+with the word: "... or 'negative':" becomes "... or 'negative' d6ZQ3u0GBQ:".
+"""
+
+from __future__ import annotations
+
+from promptrobust.attacks.words import word_spans
+
+#: Characters that stay attached to the end of the last word (closing quotes).
+_CLOSING = "'\u2019"
+
+
+def insert_after_last_word(prompt: str, text: str) -> str:
+    """``prompt`` with ``" " + text`` after its last word (and any closing
+    apostrophe-quotes on it), before the final punctuation. A prompt with no
+    word gets the text appended after a space."""
+    spans = word_spans(prompt)
+    if not spans:
+        return prompt + " " + text
+    end = spans[-1][1]
+    while end < len(prompt) and prompt[end] in _CLOSING:
+        end += 1
+    return prompt[:end] + " " + text + prompt[end:]
