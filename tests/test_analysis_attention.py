@@ -151,16 +151,34 @@ def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
     attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
     args = parser.parse_args([
         "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--data-file", str(REVIEWS),
-        "--sample-index", "1", "--clean", CLEAN, "--adversarial", ADV, "--output", str(tmp_path / "out"),
+        "--sample-index", "1", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
     ])
     assert args.handler(args) == 0
-    out = tmp_path / "out"
-    assert {p.name for p in out.iterdir()} == {"gradient.png", "deletion.png", "attention.html", "attention.json"}
+    (out,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
+    assert {p.name for p in out.iterdir()} == {"gradient.png", "deletion.png", "attention.html", "attention.json", "config.json"}
     data = orjson.loads((out / "attention.json").read_bytes())
     assert data["target"] == "negative"  # sample 1 of reviews.tsv is negative
+    assert data["shots"] == 0 and data["dataset"] == "rotten_tomatoes"
     assert len(data["rows"]["adversarial"]["gradient"]) == 9
     from promptrobust.cli.errors import UserError
 
-    bad = parser.parse_args(["attention", "--model", "openai:gpt-4", "--clean", "a", "--adversarial", "b", "--output", str(out)])
+    # --output is the old name of --output-dir, still accepted
+    old = parser.parse_args(["attention", "--clean", "a", "--adversarial", "b", "--output", str(tmp_path / "x")])
+    assert old.output_dir == str(tmp_path / "x")
+    bad = parser.parse_args(["attention", "--model", "openai:gpt-4", "--clean", "a", "--adversarial", "b", "--output-dir", str(tmp_path)])
     with pytest.raises(UserError, match="hf model"):
         bad.handler(bad)
+    with pytest.raises(UserError, match="--record or --clean"):
+        bad.handler(parser.parse_args(["attention", "--clean", "a", "--adversarial", "b", "--record", str(tmp_path)]))
+    # no run folder is left behind by a failed analysis
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_worst_record_picks_the_largest_pdr_whose_prompt_changed():
+    from promptrobust.engine.analysis.attention import worst_record
+    from tests.fixtures.analysis.fake_model import SOURCE_RUN
+
+    r = worst_record(SOURCE_RUN)
+    assert r.pdr == 0.5 and r.adversarial_prompt != r.clean_prompt
+    with pytest.raises(Exception, match="prompt type 'role'"):
+        worst_record(SOURCE_RUN, prompt_type="role")

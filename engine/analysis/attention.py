@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -366,3 +366,144 @@ def render_png(rows: Sequence[tuple[str, WordImportance]], method: str, path: st
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# --------------------------------------------------------------------------- the analysis, end to end
+
+
+@dataclass
+class AttentionComparison:
+    """Word importance of a clean and an adversarial prompt on one sample."""
+
+    model: str
+    dataset: str
+    sample_id: str
+    sample_index: int
+    seed: int
+    shots: int
+    chat: bool
+    target: str
+    methods: tuple[str, ...]
+    rows: list[tuple[str, WordImportance]]
+    """("clean", importance), ("adversarial", importance)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "dataset": self.dataset, "sample_id": self.sample_id,
+            "sample_index": self.sample_index, "seed": self.seed, "shots": self.shots, "chat": self.chat,
+            "target": self.target, "methods": list(self.methods),
+            "rows": {label: imp.to_dict() for label, imp in self.rows},
+        }
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """<method>.png per method, attention.html (a fragment for reports) and attention.json."""
+        import orjson
+
+        out = Path(folder)
+        title = f"{self.model} / {self.dataset} sample {self.sample_id}"
+        written = []
+        fragments = []
+        for method in self.methods:
+            written.append(render_png(self.rows, method, out / f"{method}.png", title=f"{title}: {method} importance"))
+            fragments.append(f"<h4>{method} importance</h4>\n" + render_html(self.rows, method))
+        (out / "attention.html").write_text("\n".join(fragments), encoding="utf-8")
+        (out / "attention.json").write_bytes(orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2))
+        return written + [out / "attention.html", out / "attention.json"]
+
+    def table(self) -> str:
+        """Plain text: the answer's probability and every word's scores, per prompt."""
+        lines = []
+        for label, imp in self.rows:
+            lines.append(f"{label}: p({imp.target}) = {math.exp(-imp.loss):.4f}")
+            lines.append(f"  {'word':<20} " + "  ".join(f"{m:>10}" for m in self.methods))
+            for i, word in enumerate(imp.words):
+                lines.append(f"  {word:<20} " + "  ".join(f"{imp.scores(m)[i]:>10.4f}" for m in self.methods))
+        return "\n".join(lines)
+
+
+def worst_record(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
+    """The attacked record of a run folder with the largest PDR whose prompt changed."""
+    from promptrobust.engine.analysis.sources import load_source_records, select_sources
+
+    sources, _ = select_sources(load_source_records([run_dir]), prompt_type=prompt_type)
+    changed = [s.record for s in sources if s.record.adversarial_prompt != s.record.clean_prompt and s.record.pdr is not None]
+    if not changed:
+        raise AttentionError(f"no record in {run_dir} changed its prompt; pass --clean and --adversarial instead")
+    return max(changed, key=lambda r: r.pdr)
+
+
+def answer_word(task: Any, sample: Any) -> str:
+    """The word whose likelihood is scored: the gold label's verbaliser."""
+    target = sample.target
+    if isinstance(target, (list, tuple)):
+        target = target[0] if target else ""
+    word = task.verbalizers.get(target, target) if task.verbalizers else target
+    if not str(word).strip():
+        raise AttentionError(f"sample {sample.id} has no answer to score; pick another sample index")
+    return str(word)
+
+
+def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, *, device: str = "cpu") -> tuple[Any, Any, bool, Any]:
+    """(model, tokenizer, chat, spec) of an hf model (gradients need the weights in-process)."""
+    from promptrobust.engine.registry import resolve_model
+
+    spec = resolve_model(model, model_args)
+    if spec.backend != "hf":
+        raise AttentionError(f"word importance needs gradients, so an hf model (transformers); {model} uses the {spec.backend} backend")
+    chat = spec.args.get("chat")
+    ref: str | Path = spec.model
+    if spec.embedded:
+        from promptrobust.engine.model_store import ensure_embedded
+
+        emb = ensure_embedded(spec.model)
+        ref = emb.path
+        chat = emb.is_chat if chat is None else chat
+    loaded, tok = load_model(ref, device=device)
+    if chat is None:
+        chat = bool(getattr(tok, "chat_template", None))
+    elif isinstance(chat, str):
+        chat = chat.strip().lower() in ("1", "true", "yes")
+    return loaded, tok, bool(chat), spec
+
+
+def compare_prompts(
+    clean: str,
+    adversarial: str,
+    *,
+    model: str = "smollm2-135m-instruct",
+    model_args: Mapping[str, Any] | None = None,
+    settings: Any = None,
+    sample_index: int = 0,
+    methods: Sequence[str] = METHODS,
+    device: str = "cpu",
+) -> AttentionComparison:
+    """Word importance of ``clean`` and ``adversarial`` on sample ``sample_index``
+    of ``settings`` (an ``EvaluationSettings``; a base model without explicit
+    shots gets the paper's 3)."""
+    from promptrobust.engine.session import few_shot
+    from promptrobust.engine.settings import EvaluationSettings
+    from promptrobust.tasks.registry import get_task
+
+    settings = settings or EvaluationSettings()
+    if sample_index < 0:
+        raise AttentionError(f"sample index must be 0 or more (got {sample_index})")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise AttentionError(f"unknown importance method {unknown[0]!r}; use {', '.join(METHODS)}")
+    task = get_task(settings.dataset)
+    samples = task.load(limit=settings.limit, seed=settings.seed, data_dir=settings.data_dir, data_file=settings.data_file)
+    if sample_index >= len(samples):
+        raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples")
+    sample = samples[sample_index]
+    target = answer_word(task, sample)
+    loaded, tok, chat, spec = load_for_attention(model, model_args, device=device)
+    shots = settings.shots_for(spec.base_model)
+    examples = few_shot(task, shots, seed=settings.seed, data_dir=settings.data_dir)
+    rows = [
+        (label, word_importance(loaded, tok, prompt, render=lambda p: task.render(p, sample, examples), target=target, chat=chat, methods=methods))
+        for label, prompt in (("clean", clean), ("adversarial", adversarial))
+    ]
+    return AttentionComparison(
+        model=spec.name, dataset=task.name, sample_id=str(sample.id), sample_index=sample_index, seed=settings.seed,
+        shots=shots, chat=chat, target=target, methods=tuple(methods), rows=rows,
+    )
