@@ -178,6 +178,7 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "settings": row.get("settings") if isinstance(row.get("settings"), Mapping) else {},
         "run_key": str(row.get("run_key") or ""), "job_id": row.get("job_id"),
         "cost": cost, "wall_seconds": cost["wall_seconds"], "source": source, "extras": extras,
+        "clean_scores": row.get("clean_scores") if isinstance(row.get("clean_scores"), Mapping) else None,
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
@@ -261,9 +262,8 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 "setting": r["setting"].without_budget(), "source": r["source"]}
         out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
                               r["at_chance"], r["chance_rate"]))
-        sweep_scores = r["extras"].get("clean_scores")
-        if isinstance(sweep_scores, dict):
-            out += [_clean_row(base, k, v) for k, v in sweep_scores.items() if isinstance(v, (int, float))]
+        if r["clean_scores"]:  # a sweep record lists its whole prompt set
+            out += [_clean_row(base, k, v) for k, v in r["clean_scores"].items() if isinstance(v, (int, float))]
     return out
 
 
@@ -299,11 +299,14 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
         if c["source"] in by_source:
             c["setting"] = by_source[c["source"]]
     # A run's summary lists every prompt it scored; its records add the ones it lacks (pre eval pairs).
-    seen = {(c["source"], c["prompt_id"]) for c in summary_clean}
+    def key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (c["source"], c["model"], c["dataset"], c["shots"], c["setting"], c["prompt_id"])
+
+    seen = {key(c) for c in summary_clean}
     clean = list(summary_clean)
     for c in _clean_from_records(records):
-        key = (c["source"], c["prompt_id"])
-        if key not in seen:
-            seen.add(key)
+        k = key(c)
+        if k not in seen:
+            seen.add(k)
             clean.append(c)
     return RunData(records, clean, files, dropped)
