@@ -122,3 +122,77 @@ def test_bertattack_end_to_end_on_tiny_model(tiny_mlm):
 def test_missing_model_gives_a_clear_error(tmp_path):
     with pytest.raises(AttackResourceError, match="mlm=PATH"):
         _ = MaskedLM(str(tmp_path / "no-such-model")).mask_token
+
+
+def _independent_log_probs(path, text):
+    """The tiny model's log-probabilities on ``text``, computed here with transformers directly."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    enc = tok(text, return_tensors="pt")
+    with torch.inference_mode():
+        logits = model(**enc).logits[0]
+    return tok, enc["input_ids"][0].tolist(), torch.log_softmax(logits, -1)
+
+
+def test_bertattack_ranks_words_by_unk_replacement(tiny_mlm):
+    prompt = "Judge the tone of this movie review: positive or negative?"
+    scorer = SyntheticScorer(lambda p, i: 1.0, 4)
+    attack = get_attack("bertattack", mlm=tiny_mlm, encoder=CachedEncoder(FlatEncoder()))
+    asyncio.run(attack.run(prompt, scorer, protected=frozenset({"positive", "negative"})))
+    ranking, _ = scorer.calls[1]
+    tokens = tokenize(prompt)
+    expected = [WordSite(tokens, i).with_word("[UNK]") for i in (1, 5, 11, 13)]  # judge tone movie review
+    assert ranking == expected
+    assert attack.settings()["importance"] == "replace the word by [UNK]"
+
+
+def test_bertattack_candidates_come_from_the_unmasked_prompt(tiny_mlm):
+    seen = []
+    original = tiny_mlm.position_log_probs
+
+    def spy(text):
+        seen.append(text)
+        return original(text)
+
+    tiny_mlm.position_log_probs = spy
+    try:
+        prompt = "judge the tone of this review"
+        site = WordSite(tokenize(prompt), 5)  # "tone": one piece
+        got = MaskedLMSwap(tiny_mlm, k=10).proposals(site)
+    finally:
+        del tiny_mlm.position_log_probs
+    assert seen == [prompt], "the model reads the prompt as it is, no mask"
+    tok, ids, lp = _independent_log_probs(tiny_mlm.model_id, prompt)
+    pos = ids.index(tok.convert_tokens_to_ids("tone"))
+    top = [tok.convert_ids_to_tokens(int(t)) for t in lp[pos].topk(10).indices]
+    want = [t for t in top if not t.startswith("##") and t not in tok.all_special_tokens and t.isalpha()]
+    assert got == want
+
+
+def test_bertattack_combines_sub_word_predictions_by_perplexity(tiny_mlm):
+    import itertools
+
+    prompt = "judge the moods of this review"
+    site = WordSite(tokenize(prompt), 5)  # "moods" = mood + ##s
+    assert tiny_mlm.piece_count("moods") == 2
+    k = 6
+    got = MaskedLMSwap(tiny_mlm, k=k).proposals(site)
+    tok, ids, lp = _independent_log_probs(tiny_mlm.model_id, prompt)
+    pos = ids.index(tok.convert_tokens_to_ids("mood"))
+    rows = [lp[p].topk(k) for p in (pos, pos + 1)]
+    combos = []
+    for (a, la), (b, lb) in itertools.product(
+        zip(rows[0].indices.tolist(), rows[0].values.tolist()), zip(rows[1].indices.tolist(), rows[1].values.tolist())
+    ):
+        pieces = tok.convert_ids_to_tokens([a, b])
+        if any(p in tok.all_special_tokens for p in pieces):
+            continue
+        word = tok.convert_tokens_to_string(pieces).replace("##", "").replace(" ", "")
+        if word.isalnum() and any(c.isalpha() for c in word):
+            combos.append((-(la + lb), word))
+    want = list(dict.fromkeys(w for _, w in sorted(combos, key=lambda c: c[0])))[:k]
+    assert got == want
+    assert any(w not in WORDS for w in got), "combinations of pieces, not only single vocabulary words"

@@ -129,3 +129,29 @@ def build_tiny_masked_lm(directory: str, words: Sequence[str], *, seed: int = 0)
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+def build_paragramcf_folder(
+    directory: str, words: Sequence[str], vectors, *, neighbours: int | None = None
+) -> str:
+    """Write a word-vector folder in TextAttack's ``paragramcf`` layout
+    (``paragram.npy``, ``wordlist.pickle``, ``nn.npy`` with each row's
+    neighbours by Euclidean distance, itself first) into ``directory``;
+    returns its path. For testing the loader without the real 65k x 300 file."""
+    import pickle
+    from pathlib import Path
+
+    import numpy as np
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    vecs = np.asarray(vectors, dtype=np.float32)
+    if vecs.shape[0] != len(words):
+        raise ValueError("need one vector per word")
+    np.save(path / "paragram.npy", vecs)
+    with open(path / "wordlist.pickle", "wb") as fh:
+        pickle.dump({w: i for i, w in enumerate(words)}, fh)
+    dist = ((vecs[:, None, :] - vecs[None, :, :]) ** 2).sum(-1)
+    order = np.argsort(dist, axis=1, kind="stable")
+    np.save(path / "nn.npy", order[:, : (neighbours or len(words))])
+    return str(path)
