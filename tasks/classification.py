@@ -60,7 +60,7 @@ class ClassificationTask(DatasetTask):
         prefix = f"{tag}:" if tag else ""
         return Sample(id=f"{self.name}:{prefix}{rid}", fields=values, target=target)
 
-    def fields_block(self, sample: Sample) -> list[str]:
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
         return [f.display + ": " + sample.fields[f.key] for f in self.fields]
 
     def answer_text(self, sample: Sample) -> str:

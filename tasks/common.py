@@ -14,7 +14,15 @@ Rendered input, zero-shot::
     Answer:
 
 Few-shot puts each worked example (same layout, answer filled in) between the
-instruction and the sample, separated by blank lines. Nothing here calls
+instruction and the sample, separated by blank lines. As in the paper, the
+examples are a fixed set of 3 per dataset (per subject for MMLU, per question
+type for math, per direction for translation; ``tasks.fewshot``): a sample is
+shown the examples of its own group.
+
+Slots: where the paper's prompts name the MMLU subject, the math question type
+or the translation languages, they write ``{}``; ``fill_slots`` puts the
+sample's values there, in order. A prompt without slots gets the same facts on
+a line of its own, so the model always sees them. Nothing here calls
 ``str.format`` on data, so braces, quotes and newlines in a sample or prompt
 are copied through unchanged.
 """
@@ -22,7 +30,7 @@ are copied through unchanged.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +42,8 @@ from promptrobust.tasks.hf_data import load_hf_rows
 from promptrobust.tasks.sampling import seeded_subset
 
 ANSWER_CUE = "Answer:"
+#: The paper's slot for the subject / question type / languages in a prompt.
+SLOT = "{}"
 
 
 @dataclass(frozen=True)
@@ -202,8 +212,46 @@ class DatasetTask(Task):
 
     # -- rendering --------------------------------------------------------------
 
-    def fields_block(self, sample: Sample) -> list[str]:
-        """The sample's lines, e.g. ``["Sentence: ..."]``."""
+    def slot_values(self, sample: Sample) -> tuple[str, ...]:
+        """What the paper's ``{}`` slots show for ``sample`` (none for most tasks)."""
+        return ()
+
+    def context_lines(self, sample: Sample) -> list[str]:
+        """The slot facts on lines of their own, for prompts without slots."""
+        return []
+
+    def fill_slots(self, instruction: str, sample: Sample) -> tuple[str, bool]:
+        """``instruction`` with its ``{}`` slots filled in order (a slot past the
+        last value repeats it), and whether it carried any."""
+        values = self.slot_values(sample)
+        if not values or SLOT not in instruction:
+            return instruction, False
+        parts = instruction.split(SLOT)
+        out = [parts[0]]
+        for i, part in enumerate(parts[1:]):
+            out.append(values[min(i, len(values) - 1)])
+            out.append(part)
+        return "".join(out), True
+
+    def few_shot_group(self, sample: Sample) -> Hashable | None:
+        """Which fixed few-shot set a sample uses (None: one set for the dataset)."""
+        return None
+
+    def examples_for(self, sample: Sample, examples: Sequence[Sample]) -> Sequence[Sample]:
+        """The examples of ``sample``'s group; a group with none falls back to the
+        first group's examples (never to all of them)."""
+        key = self.few_shot_group(sample)
+        if key is None or not examples:
+            return examples
+        same = [e for e in examples if self.few_shot_group(e) == key]
+        if same:
+            return same
+        first = self.few_shot_group(examples[0])
+        return [e for e in examples if self.few_shot_group(e) == first]
+
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
+        """The sample's lines, e.g. ``["Sentence: ..."]`` (``slots_shown``: the
+        instruction already names what the slots hold)."""
         raise NotImplementedError
 
     def answer_text(self, sample: Sample) -> str:
@@ -211,12 +259,16 @@ class DatasetTask(Task):
         raise NotImplementedError
 
     def render(self, instruction: str, sample: Sample, examples: Sequence[Sample] = ()) -> str:
+        text, shown = self.fill_slots(instruction, sample)
         parts: list[str] = []
-        if instruction:
-            parts.append(instruction)
-        for ex in examples:
-            parts.append("\n".join(self.fields_block(ex)) + "\n" + ANSWER_CUE + " " + self.answer_text(ex))
-        parts.append("\n".join(self.fields_block(sample)) + "\n" + ANSWER_CUE)
+        if text:
+            parts.append(text)
+        if not shown:
+            parts.extend(self.context_lines(sample))
+        for ex in self.examples_for(sample, examples):
+            block = "\n".join(self.fields_block(ex, slots_shown=shown))
+            parts.append(block + "\n" + ANSWER_CUE + " " + self.answer_text(ex))
+        parts.append("\n".join(self.fields_block(sample, slots_shown=shown)) + "\n" + ANSWER_CUE)
         return "\n\n".join(parts)
 
 
@@ -228,15 +280,20 @@ def few_shot_examples(
     data_dir: str | None = None,
     data_file: str | None = None,
 ) -> list[Sample]:
-    """``k`` worked examples drawn with ``seed`` from the task's few-shot pool."""
+    """The first ``k`` (at most 3) of the paper's fixed few-shot examples, per
+    group (MMLU subject, math question type, translation direction). The set is
+    the same for every seed; ``data_dir`` may hold a ``few_shot`` file that
+    replaces it. Tasks that are not dataset tasks (test doubles) draw ``k``
+    examples from their pool with ``seed``."""
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     if k == 0:
         return []
     if isinstance(task, DatasetTask):
-        pool = task.few_shot_pool(seed=seed, data_dir=data_dir, data_file=data_file)
-    else:
-        pool = task.few_shot_pool(seed=seed, data_dir=data_dir)
+        from promptrobust.tasks.fewshot import fixed_examples
+
+        return fixed_examples(task, k, data_dir=data_dir)
+    pool = task.few_shot_pool(seed=seed, data_dir=data_dir)
     if len(pool) < k:
         raise TaskDataError(
             f"{task.name}: the few-shot pool has {len(pool)} samples, {k} needed; "

@@ -20,6 +20,30 @@ from promptrobust.tasks.metrics import MathExactMatch
 from promptrobust.tasks.sampling import stratified_subset
 
 PER_MODULE = 8
+#: How a prompt names each question type (the paper shows the type in its prompt;
+#: these descriptions are ours).
+QUESTION_TYPES = {
+    "algebra__linear_1d": "linear equations in one variable",
+    "algebra__linear_2d": "linear equations in two variables",
+    "algebra__sequence_next_term": "the next term of a sequence",
+    "arithmetic__add_sub_multiple": "adding and subtracting several numbers",
+    "arithmetic__mul_div_multiple": "multiplying and dividing several numbers",
+    "arithmetic__mixed": "mixed arithmetic",
+    "arithmetic__nearest_integer_root": "roots rounded to the nearest integer",
+    "comparison__closest": "finding the number closest to a target",
+    "comparison__kth_biggest": "ranking numbers by size",
+    "comparison__pair": "comparing two numbers",
+    "measurement__conversion": "converting units of measurement",
+    "numbers__base_conversion": "converting between number bases",
+    "numbers__div_remainder": "remainders of a division",
+    "numbers__gcd": "greatest common divisors",
+    "numbers__is_factor": "whether one number divides another",
+    "numbers__is_prime": "whether a number is prime",
+    "numbers__lcm": "least common multiples",
+    "numbers__place_value": "the place value of digits",
+    "numbers__round_number": "rounding numbers",
+    "polynomials__evaluate": "evaluating polynomials",
+}
 POOL_PER_MODULE = 3
 _EDGE = "\"'`$()[]{}<>*.,;:!?"
 _LEAD = re.compile(r"^.*?\b(?:answer\s+is|answer\s*:|equals|=)\s*", re.IGNORECASE | re.DOTALL)
@@ -30,6 +54,11 @@ def math_last_word(answer: str) -> str:
     """Last word with quotes, brackets and trailing punctuation removed; signs kept."""
     words = answer.split()
     return words[-1].strip(_EDGE) if words else ""
+
+
+def question_type(module: str) -> str:
+    """The words a prompt uses for a question type ("numbers__gcd" -> "greatest common divisors")."""
+    return QUESTION_TYPES.get(module) or " ".join(module.replace("__", " ").replace("_", " ").split())
 
 
 @dataclass
@@ -68,7 +97,18 @@ class MathTask(DatasetTask):
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
         return stratified_subset(samples, lambda s: s.fields["module"], self.sample_size, seed)
 
-    def fields_block(self, sample: Sample) -> list[str]:
+    def slot_values(self, sample: Sample) -> tuple[str, ...]:
+        module = sample.fields.get("module", "")
+        return (question_type(module),) if module else ()
+
+    def context_lines(self, sample: Sample) -> list[str]:
+        values = self.slot_values(sample)
+        return ["Question type: " + values[0]] if values else []
+
+    def few_shot_group(self, sample: Sample) -> str:
+        return sample.fields.get("module", "")
+
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
         return ["Question: " + sample.fields["question"]]
 
     def answer_text(self, sample: Sample) -> str:

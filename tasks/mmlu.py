@@ -1,5 +1,9 @@
 """MMLU: four-option multiple choice over 57 subjects, at most 10 per subject.
 
+As in the paper, the subject is shown: in the prompt's ``{}`` slot ("... a
+question about {} ..."), else on a "Subject:" line; few-shot examples are the
+fixed 3 of the sample's subject.
+
 Rows: ``question``, ``choices`` (a list of four; in CSV a JSON list) or
 columns ``A``..``D``, ``answer`` (0-3 or a letter; ``target`` also accepted),
 and ``subject``. The paper's 564 samples are spread over the subjects, at most
@@ -24,6 +28,16 @@ from promptrobust.tasks.sampling import stratified_subset
 
 LETTERS = ("A", "B", "C", "D")
 PER_SUBJECT = 10
+
+
+def subject_key(subject: str) -> str:
+    """A subject as MMLU's configs name it ("High School Physics" -> "high_school_physics")."""
+    return "_".join(subject.strip().lower().replace("_", " ").split())
+
+
+def subject_name(subject: str) -> str:
+    """A subject as the paper's prompts show it ("high_school_physics" -> "high school physics")."""
+    return subject_key(subject).replace("_", " ")
 
 
 @dataclass
@@ -68,7 +82,17 @@ class MMLUTask(DatasetTask):
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
         return stratified_subset(samples, lambda s: s.fields["subject"], self.sample_size, seed, per_group_cap=PER_SUBJECT)
 
-    def fields_block(self, sample: Sample) -> list[str]:
+    def slot_values(self, sample: Sample) -> tuple[str, ...]:
+        return (subject_name(sample.fields["subject"]),) if sample.fields.get("subject") else ()
+
+    def context_lines(self, sample: Sample) -> list[str]:
+        values = self.slot_values(sample)
+        return ["Subject: " + values[0]] if values else []
+
+    def few_shot_group(self, sample: Sample) -> str:
+        return subject_key(sample.fields.get("subject", ""))
+
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
         return ["Question: " + sample.fields["question"]] + [x + ". " + sample.fields[x] for x in LETTERS]
 
     def answer_text(self, sample: Sample) -> str:

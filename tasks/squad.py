@@ -75,7 +75,7 @@ class SquadV2Task(DatasetTask):
         rid = row.get("id", index)
         return Sample(id=f"squad_v2:{rid}", fields=fields, target=_answers(column(row, ("answers",), origin), origin))
 
-    def fields_block(self, sample: Sample) -> list[str]:
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
         return ["Context: " + sample.fields["context"], "Question: " + sample.fields["question"]]
 
     def answer_text(self, sample: Sample) -> str:

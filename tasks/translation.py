@@ -65,9 +65,17 @@ class TranslationTask(DatasetTask):
         return stratified_subset(samples, lambda s: (s.fields["source_language"], s.fields["target_language"]),
                                  self.sample_size, seed)
 
-    def fields_block(self, sample: Sample) -> list[str]:
+    def slot_values(self, sample: Sample) -> tuple[str, ...]:
+        return (sample.fields["source_language"], sample.fields["target_language"])
+
+    def few_shot_group(self, sample: Sample) -> tuple[str, str]:
+        return (sample.fields["source_language"], sample.fields["target_language"])
+
+    def fields_block(self, sample: Sample, *, slots_shown: bool = False) -> list[str]:
+        """The direction line (unless the prompt's slots already name both languages) and the text."""
         f = sample.fields
-        return ["Translate from " + f["source_language"] + " to " + f["target_language"] + ".", "Text: " + f["text"]]
+        direction = [] if slots_shown else ["Translate from " + f["source_language"] + " to " + f["target_language"] + "."]
+        return [*direction, "Text: " + f["text"]]
 
     def answer_text(self, sample: Sample) -> str:
         return str(sample.target)

@@ -178,20 +178,50 @@ def test_hf_missing_package_says_how_to_go_offline(monkeypatch):
 @pytest.mark.parametrize("name", ["sst2", "mnli", "mmlu", "squad_v2", "iwslt", "math"])
 def test_render_is_concatenation_and_data_cannot_break_it(name):
     t = get_task(name)
-    nasty = 'x {0} {{y}} %s \\n "q" \'r\'\nline2 — ünïcödé 中文 {name}'
+    nasty = 'x {0} {{y}} {} %s \\n "q" \'r\'\nline2 — ünïcödé 中文 {name}'
     fields = {"sentence": nasty, "premise": nasty, "hypothesis": nasty, "question": nasty, "context": nasty,
               "subject": "s", "A": nasty, "B": "b", "C": "c", "D": "d", "text": nasty,
               "source_language": "English", "target_language": "German", "module": "m"}
     target = {"sst2": "positive", "mnli": "neutral", "mmlu": "A", "squad_v2": [], "iwslt": "ref {x}", "math": "3"}[name]
     s = Sample("id", fields, target)
-    instruction = "Classify {content} carefully: {}"
+    instruction = "Classify {content} carefully: {0} %s"
     out = t.render(instruction, s)
     assert out.startswith(instruction + "\n\n")
     assert out.endswith("\nAnswer:")
     assert nasty in out
     few = t.render(instruction, s, [s, s, s])
     assert few.count("\nAnswer: ") == 3 and few.endswith("\nAnswer:")
-    assert few.startswith(instruction + "\n\n") and few.endswith(out[len(instruction) + 2:])
+    sample_block = out.rsplit("\n\n", 1)[-1]
+    assert few.startswith(instruction + "\n\n") and few.endswith("\n\n" + sample_block)
+
+
+@pytest.mark.parametrize("name, template, first_line, line", [
+    ("mmlu", "Answer this question about {}:", "Answer this question about high school physics:",
+     "Subject: high school physics"),
+    ("math", "Answer this question about {}:", "Answer this question about greatest common divisors:",
+     "Question type: greatest common divisors"),
+    ("iwslt", "Go from {} to {}:", "Go from English to German:", "Translate from English to German."),
+])
+def test_paper_slots_show_subject_type_and_languages(name, template, first_line, line):
+    """The paper fills {} in its prompts with the MMLU subject, the math question
+    type and the translation languages; a prompt without a slot gets a line."""
+    t = get_task(name)
+    fields = {"question": "Q {}?", "subject": "high_school_physics", "A": "a", "B": "b", "C": "c", "D": "d",
+              "module": "numbers__gcd", "text": "Hello {}.", "source_language": "English", "target_language": "German"}
+    s = Sample("id", fields, "A")
+    filled = t.render(template, s)
+    assert filled.split("\n\n")[0] == first_line
+    assert line not in filled
+    assert ("Q {}?" in filled) or ("Hello {}." in filled)  # data keeps its braces
+    plain = t.render("Answer it.", s)
+    assert line in plain and plain.startswith("Answer it.\n\n")
+
+
+def test_builtin_math_and_mmlu_prompts_name_the_type_and_subject():
+    from promptrobust.tasks import load_prompts
+
+    for name in ("math", "mmlu"):
+        assert all(p.text.count("{}") == 1 for p in load_prompts(name, types=["task", "role"]))
 
 
 def test_sst2_render_exact_layout():
@@ -230,15 +260,49 @@ def test_unknown_dataset_and_aliases():
     assert isinstance(UnknownTaskError("x"), ValueError)
 
 
-def test_few_shot_examples_seeded_and_from_pool(tmp_path):
+def test_few_shot_examples_are_the_fixed_paper_set(tmp_path):
+    """Three hand-written examples per dataset, the same for every seed; k <= 3
+    takes the first k; a few_shot file in --data-dir replaces the set."""
+    t = get_task("sst2")
+    ex = few_shot_examples(t, seed=5)
+    assert len(ex) == 3 and ex == few_shot_examples(t, seed=0) == few_shot_examples(t, seed=123)
+    assert few_shot_examples(t, seed=7, k=2) == ex[:2]
+    assert {e.target for e in ex} == {"positive", "negative"}
+    with pytest.raises(TaskDataError, match="fixed few-shot set has 3 examples per dataset; use --shots 0 to 3"):
+        few_shot_examples(t, seed=0, k=5)
     d = tmp_path / "d"
     d.mkdir()
-    (d / "dev.tsv").write_bytes((FIX / "sst2_dev.tsv").read_bytes())
-    (d / "train.tsv").write_bytes((FIX / "sst2_train.tsv").read_bytes())
-    t = get_task("sst2")
-    ex = few_shot_examples(t, seed=5, data_dir=str(d))
-    assert len(ex) == 3 and ex == few_shot_examples(t, seed=5, data_dir=str(d))
-    train = {s.fields["sentence"] for s in t.few_shot_pool(data_dir=str(d))}
-    assert all(e.fields["sentence"] in train for e in ex)
-    with pytest.raises(TaskDataError, match="few-shot pool has 4 samples, 5 needed"):
-        few_shot_examples(t, seed=0, k=5, data_dir=str(d))
+    _write([{"sentence": f"own example {i}", "label": i % 2} for i in range(3)], d / "few_shot.jsonl")
+    own = few_shot_examples(t, seed=1, data_dir=str(d))
+    assert [e.fields["sentence"] for e in own] == ["own example 0", "own example 1", "own example 2"]
+    _write([{"sentence": "only one", "label": 1}], d / "few_shot.jsonl")
+    with pytest.raises(TaskDataError, match="3 few-shot examples needed per group"):
+        few_shot_examples(t, seed=1, data_dir=str(d))
+
+
+@pytest.mark.parametrize("name, groups, per", [
+    ("mmlu", 57, 3), ("math", 20, 3), ("iwslt", 4, 3), ("un_multi", 3, 3), ("rotten_tomatoes", 1, 3),
+    ("cola", 1, 3), ("qqp", 1, 3), ("mrpc", 1, 3), ("mnli", 1, 3), ("qnli", 1, 3), ("rte", 1, 3),
+    ("wnli", 1, 3), ("squad_v2", 1, 3),
+])
+def test_fixed_sets_cover_every_group(name, groups, per):
+    t = get_task(name)
+    ex = few_shot_examples(t, seed=0)
+    keys = [t.few_shot_group(e) for e in ex]
+    assert len(set(keys)) == groups and len(ex) == groups * per
+    assert len(few_shot_examples(t, seed=0, k=1)) == groups
+
+
+def test_each_sample_sees_the_examples_of_its_own_group():
+    t = get_task("mmlu")
+    ex = few_shot_examples(t, seed=0)
+    s = Sample("s", {"question": "Q?", "subject": "virology", "A": "a", "B": "b", "C": "c", "D": "d"}, "A")
+    out = t.render("Answer about {}.", s, ex)
+    assert out.count("\nAnswer: ") == 3
+    virology = [e.fields["question"] for e in ex if e.fields["subject"] == "virology"]
+    assert all(q in out for q in virology)
+    assert "What is 7 x 8?" not in out  # another subject's example
+    un = get_task("un_multi")
+    u = Sample("u", {"text": "Hallo.", "source_language": "German", "target_language": "French"}, "x")
+    rendered = un.render("Translate.", u, few_shot_examples(un, seed=0))
+    assert rendered.count("Translate from German to French.") == 4  # 3 examples + the sample

@@ -29,8 +29,10 @@ def test_rotten_tomatoes_counts_and_no_pool_overlap():
     assert t.load(seed=0) != t.load(seed=1)
     assert len(t.load(limit=50_000)) == 872
     assert len(t.to_samples(t.eval_rows(None, None))) == 8530 - 500
+    # few-shot: the paper's fixed set (SST-2's hand-written examples), not drawn from the pool
     ex = few_shot_examples(t, seed=0)
-    assert len(ex) == 3 and all(e.id in {s.id for s in t.few_shot_pool()} for e in ex)
+    assert len(ex) == 3 and ex == few_shot_examples(t, seed=1)
+    assert not {e.fields["sentence"] for e in ex} & {s.fields["sentence"] for s in t.load()}
 
 
 def test_math_paper_modules_all_generate():
