@@ -90,10 +90,10 @@ def _print(result: Any) -> None:
 
     print(settings_line(result.settings))
     width = max([len(c.prompt_id) for c in result.clean] + [6])
-    print(f"{'prompt':<{width}}  score   95% interval    prompt")
+    print(f"{'prompt':<{width}}  score   95% interval    unparseable  prompt")
     for c in result.clean:
         flag = " (at chance)" if c.at_chance else ""
-        print(f"{c.prompt_id:<{width}}  {c.score:.4f}  {common.ci_text(c.ci95):<15} {common.short(c.prompt)}{flag}")
+        print(f"{c.prompt_id:<{width}}  {c.score:.4f}  {common.ci_text(c.ci95):<15} {c.unparseable:>11}  {common.short(c.prompt)}{flag}")
     if not result.records:
         print(f"mean {result.mean_score:.4f}")
     else:
@@ -108,7 +108,8 @@ def _print(result: Any) -> None:
             )
         print()
         for a in result.apdr:
-            print(f"APDR {a['attack']}: {format_apdr(a)} (n={a['n']}, mean ± sample std [95% interval])")
+            legend = ", mean ± sample std [95% interval]" if a["n"] > 1 else ""
+            print(f"APDR {a['attack']}: {format_apdr(a)} (n={a['n']}{legend})")
     if any(c.at_chance for c in result.clean):
         rate = "" if result.chance_rate is None else f" (majority class {result.chance_rate:.2f})"
         print(f"note: {AT_CHANCE_NOTE}{rate}")

@@ -103,6 +103,16 @@ def test_pairs_carry_pdr_interval_mcnemar_and_extra_columns():
     assert {a["attack"]: a["n"] for a in result.apdr} == {"textbugger": 1, "given": 1}
 
 
+def test_a_clean_score_of_zero_is_skipped_not_averaged():
+    back = "Answer backwards: positive or negative."
+    items = [PromptItem(id="zero", clean=back, adversarial=TYPO, attack="x"), PromptItem(id="ok", clean=CLEAN, adversarial=TYPO, attack="x")]
+    result = run_library(items)
+    zero, ok = result.records
+    assert (zero.status, zero.pdr, zero.pdr_ci95) == ("skipped_clean_zero", None, None)
+    (apdr,) = result.apdr
+    assert (apdr["n"], apdr["skipped"], apdr["pdr_mean"]) == (1, 1, pytest.approx(5 / 8))
+
+
 def test_single_prompts_scores_with_intervals_and_chance_flag():
     result = run_library([CLEAN, TYPO])
     assert [c.score for c in result.clean] == [1.0, 0.375]
