@@ -147,14 +147,15 @@ def test_shared_prefix_runs_once_and_scores_as_each_request_alone(smol: HFBacken
              for r in REVIEWS]
     alone = [run(smol.complete_batch([r]))[0].choice_logprobs for r in reqs + multi]
     encoded = [smol._encode_input(r) for r in reqs]
-    prefix = smol._shared_prefix_length(encoded)
-    assert prefix > 30  # chat template + system turn + the instruction
+    smol.prefixes.clear()
     widths, handle = forward_widths(smol)
     try:
         together = run(smol.complete_batch(reqs + multi))
     finally:
         handle.remove()
     assert [o.choice_logprobs for o in together] == [pytest.approx(a, abs=2e-4) for a in alone]
+    (prefix,) = [len(k) for k in smol.prefixes.entries]
+    assert prefix > 30  # chat template + system turn + the instruction
     # The prefix ran once as a single row; no batched pass recomputed it.
     assert (1, prefix) in widths
     longest = max(len(e) for e in encoded)

@@ -8,13 +8,21 @@ Batches are sorted by length and padded on the left (decoder-only), with
 position ids derived from the attention mask, so a request scores the same
 alone or inside a batch of longer requests.
 
-Prefix sharing: the requests of one candidate prompt start with the same
-tokens (chat template, system turn, the instruction), often more than half of
-each input. When every input of a decoder-only batch shares such a prefix, it
-is run once, its key/value cache is repeated across the batch, and only each
-input's own tail is computed (vLLM's prefix caching, per batch). The scheduler
-asks ``arrange_batches`` how to group requests so that batches share long
-prefixes when that costs fewer tokens than grouping by length.
+Exact CPU levers (each leaves log-probabilities within float rounding and
+greedy texts identical; ``tests/test_hf_levers.py``):
+
+* the fp32 Linear kernel: oneDNN or torch's default (MKL), whichever is
+  faster on this CPU, decided at load (``hf_kernels``; ``linear_kernel``);
+* prefix sharing: the requests of one candidate prompt start with the same
+  tokens (chat template, instruction, few-shot block), often more than half
+  of each input. Those tokens run once, their key/value tensors stay in a
+  byte-bounded LRU keyed by the token prefix (``hf_prefix``;
+  ``prefix_cache_mb``) and every later batch of the candidate reuses them;
+  each row of a batch may carry its own cached prefix;
+* length order: ``arrange_batches`` groups a candidate's requests together
+  and orders them by length, so a batch pads little (``length_order``);
+* generation decodes the batch step by step and drops finished rows, so a
+  batch costs what its longest answer needs (``drop_finished``).
 
 Choice scoring tokenises each choice on its own (no special tokens) and
 appends its tokens to the input's tokens. That matches the literal text
@@ -42,6 +50,8 @@ from promptrobust.engine.backends.base import (
     BackendUnavailable,
     cut_into_batches,
 )
+from promptrobust.engine.backends.hf_kernels import KERNELS, KernelChoice, choose_kernel, install
+from promptrobust.engine.backends.hf_prefix import PrefixCache, PrefixEntry, prefix_groups
 from promptrobust.engine.types import Completion, ModelIdentity, Request
 
 # OMP_WAIT_POLICY=PASSIVE is set once, in promptrobust/__init__.py, before torch loads.
@@ -89,6 +99,10 @@ class HFBackend(Backend):
         identity_name: str | None = None,
         identity_revision: str | None = None,
         share_prefix: bool = True,
+        linear_kernel: str = "auto",
+        prefix_cache_mb: float = 256.0,
+        length_order: bool = True,
+        drop_finished: bool = True,
     ) -> None:
         if not model:
             raise ValueError("hf backend: model must be a Hugging Face id or a local directory")
@@ -96,6 +110,10 @@ class HFBackend(Backend):
             raise ValueError(f"hf backend: dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
         if batch_size < 1:
             raise ValueError(f"hf backend: batch_size must be >= 1 (got {batch_size})")
+        if linear_kernel not in KERNELS:
+            raise ValueError(f"hf backend: linear_kernel {linear_kernel!r} is not one of {', '.join(KERNELS)}")
+        if not prefix_cache_mb >= 0:
+            raise ValueError(f"hf backend: prefix_cache_mb must be >= 0 (got {prefix_cache_mb})")
         self.model_ref = model
         self.gguf_file = gguf_file
         self.revision = revision
@@ -108,6 +126,13 @@ class HFBackend(Backend):
         self._identity_name = identity_name or model
         self._identity_revision = identity_revision
         self.share_prefix = share_prefix
+        self.linear_kernel_request = linear_kernel
+        self.kernel: KernelChoice | None = None
+        self.prefixes = PrefixCache(int(prefix_cache_mb * 2**20))
+        self.length_order = length_order
+        self.drop_finished = drop_finished
+        #: token positions run through the model: prefixes, padded tails, decode steps
+        self.positions = 0
         self._lock = threading.Lock()
         self._model: Any = None
         self._tok: Any = None
@@ -206,6 +231,33 @@ class HFBackend(Backend):
     async def close(self) -> None:
         self._model = None
         self._tok = None
+        self.prefixes.clear()
+
+    @property
+    def model(self) -> Any:
+        """The loaded transformers model (None before ``start()``)."""
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The loaded tokenizer (None before ``start()``)."""
+        return self._tok
+
+    def runtime(self) -> dict[str, Any]:
+        """How this backend computes (for benchmark records): kernel, levers, prefix cache and work counters."""
+        st = self.prefixes.stats
+        return {
+            "dtype": self._dtype_name or self._planned_dtype(),
+            "linear_kernel": self.kernel.kernel if self.kernel else None,
+            "linear_kernel_reason": self.kernel.reason if self.kernel else None,
+            "share_prefix": self.share_prefix,
+            "prefix_cache_mb": self.prefixes.budget_bytes / 2**20,
+            "length_order": self.length_order,
+            "drop_finished": self.drop_finished,
+            "prefix_cache": {"entries": len(self.prefixes.entries), "bytes": self.prefixes.bytes, "hits": st.hits,
+                             "partial_hits": st.partial_hits, "misses": st.misses, "evictions": st.evictions},
+            "positions": self.positions,
+        }
 
     def _load(self) -> None:
         import torch
@@ -244,6 +296,12 @@ class HFBackend(Backend):
             raise BackendUnavailable(f"hf backend: cannot load model {self.model_ref!r}: {_first_line(e)}") from None
         model.to(device)
         model.eval()
+        try:
+            kernel = choose_kernel(self.linear_kernel_request, model, device, dtype_name)
+        except ValueError as e:
+            raise BackendUnavailable(str(e)) from None
+        install(model, kernel.kernel)
+        self.kernel = kernel
         if tok.pad_token_id is None:
             if tok.eos_token is not None:
                 tok.pad_token = tok.eos_token
@@ -331,12 +389,14 @@ class HFBackend(Backend):
     # ------------------------------------------------------------------ prefix sharing
 
     def arrange_batches(self, requests: Sequence[Request], batch_size: int) -> list[list[int]]:
-        """Group requests into batches: by length, or by shared prefix when that is cheaper.
+        """Group requests into batches: a candidate's requests together, each group in length order.
 
-        The cost of a plan is the number of token positions it computes: a
-        batch costs its shared prefix once plus its width of padded tails per
-        row. Sorting the token ids puts requests with long common prefixes
-        (one candidate prompt over many samples) next to each other.
+        Groups are found on the token ids (``hf_prefix.prefix_groups``): the
+        requests of one candidate share its prefix, which runs once (and is
+        then cached); ordering a group by length keeps each batch's padding
+        small. With ``length_order=False`` the groups keep token-id order (the
+        engine's old plan, for comparison); without prefix sharing, batches
+        follow input length alone.
         """
         by_length = super().arrange_batches(requests, batch_size)
         if not self._sharing_possible() or len(requests) < 2:
@@ -345,59 +405,99 @@ class HFBackend(Backend):
             encoded = [self._encode_input(r) for r in requests]
         except BackendError:
             return by_length  # the batch will report the error itself
-        by_prefix_plan = cut_into_batches(sorted(range(len(requests)), key=lambda i: encoded[i]), batch_size)
-
-        def cost(plan: list[list[int]]) -> int:
-            total = 0
-            for batch in plan:
-                seqs = [encoded[i] for i in batch]
-                shared = self._shared_prefix_length(seqs)
-                total += shared + len(seqs) * (max(len(s) for s in seqs) - shared)
-            return total
-
-        return by_prefix_plan if cost(by_prefix_plan) < cost(by_length) else by_length
+        if not self.length_order:
+            return cut_into_batches(sorted(range(len(requests)), key=lambda i: encoded[i]), batch_size)
+        order: list[int] = []
+        for _, rows in prefix_groups(encoded):
+            order += sorted(rows, key=lambda i: len(encoded[i]))
+        return cut_into_batches(order, batch_size)
 
     def _sharing_possible(self) -> bool:
         return self.share_prefix and not self._encdec and self._model is not None
 
-    def _shared_prefix_length(self, inputs: Sequence[list[int]]) -> int:
-        """Tokens every input starts with, leaving each input at least one of its own (0: don't share)."""
-        if len(inputs) < 2 or not self._sharing_possible():
-            return 0
-        shared = min(len(os.path.commonprefix(list(inputs))), min(len(s) for s in inputs) - 1)
-        return shared if shared >= MIN_SHARED_PREFIX else 0
+    def _row_prefixes(self, basis: Sequence[list[int]]) -> list[PrefixEntry | None]:
+        """Each row's cached prefix (None: the row runs whole); a prefix always leaves the row a token of its own."""
+        rows: list[PrefixEntry | None] = [None] * len(basis)
+        if not self._sharing_possible():
+            return rows
+        for shared, members in prefix_groups(basis):
+            if len(members) >= 2 and shared >= MIN_SHARED_PREFIX:
+                entry = self.prefixes.obtain(tuple(basis[members[0]][:shared]), self._compute_prefix, MIN_SHARED_PREFIX)
+                for i in members:
+                    rows[i] = entry
+            else:
+                for i in members:  # alone in this batch: a prefix cached by an earlier batch may still fit
+                    rows[i] = self.prefixes.longest_within(tuple(basis[i][:-1]), MIN_SHARED_PREFIX)
+        return rows
 
-    def _prefix_cache(self, prefix: list[int], rows: int) -> Any:
-        """The key/value cache of ``prefix``, computed once and repeated for ``rows`` rows."""
+    def _compute_prefix(self, tokens: tuple[int, ...], start: PrefixEntry | None) -> PrefixEntry:
+        """Key/value tensors of ``tokens``, continuing from a cached ``start`` when there is one."""
         import torch
+        from transformers import DynamicCache
 
-        ids = torch.tensor([prefix], dtype=torch.long, device=self._device)
+        done = len(start.tokens) if start is not None else 0
+        cache = DynamicCache(ddp_cache_data=start.layers) if start is not None else DynamicCache()
+        ids = torch.tensor([tokens[done:]], dtype=torch.long, device=self._device)
+        pos = torch.arange(done, len(tokens), device=self._device).unsqueeze(0)
         kw: dict[str, Any] = {"logits_to_keep": 1} if self._has_logits_to_keep else {}
-        cache = self._model(input_ids=ids, use_cache=True, **kw).past_key_values
-        cache.batch_repeat_interleave(rows)
-        return cache
+        self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
+        self.positions += len(tokens) - done
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        return PrefixEntry(tokens, layers, nbytes)
 
-    def _prefixed_tails(self, seqs: list[list[int]], shared: int):
-        """Left-padded tails after a shared prefix of ``shared`` tokens, and the prefix's cache.
+    def _rows_forward(self, seqs: list[list[int]], basis: list[list[int]], keep: int, *, keep_cache: bool = False):
+        """Forward pass of ``seqs``, each row after its own cached prefix of ``basis`` (its input).
 
-        Returns (tail ids, attention mask over prefix + tails, tail position ids,
-        prefix cache): the padding sits between the prefix and each tail, and
-        every row keeps the positions it would have alone.
+        Layout per row: [padding | cached prefix | padding | tail]; keys and
+        values of the prefix come from the prefix cache, the padding is
+        masked, and each tail keeps the positions it would have alone, so a
+        row scores as it would unbatched and without a prefix. Returns the
+        logits of the last ``keep`` columns, and with ``keep_cache`` the
+        key/value cache, attention mask and each row's next position.
         """
         import torch
+        from transformers import DynamicCache
 
-        cache = self._prefix_cache(seqs[0][:shared], len(seqs))
-        ids, tail_mask, tail_pos = self._pad_left([s[shared:] for s in seqs])
-        mask = torch.cat([torch.ones((len(seqs), shared), dtype=torch.long, device=self._device), tail_mask], dim=1)
-        return ids, mask, tail_pos + shared, cache
+        entries = self._row_prefixes(basis)
+        lens = [len(e.tokens) if e is not None else 0 for e in entries]
+        width = max(lens)
+        ids, tail_mask, tail_pos = self._pad_left([s[n:] for s, n in zip(seqs, lens)])
+        self.positions += ids.numel()
+        rows = len(seqs)
+        lens_t = torch.tensor(lens, dtype=torch.long, device=self._device)
+        pos = tail_pos + lens_t.unsqueeze(1)
+        if width:
+            prefix_mask = (torch.arange(width, device=self._device).unsqueeze(0) >= (width - lens_t).unsqueeze(1)).long()
+            mask = torch.cat([prefix_mask, tail_mask], dim=1)
+            cache = DynamicCache(ddp_cache_data=self._stack_prefixes(entries, lens, width))
+        else:
+            mask = tail_mask
+            cache = DynamicCache() if keep_cache else None
+        logits = self._forward_logits(ids, mask, pos, keep, cache=cache)
+        if not keep_cache:
+            return logits, None
+        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long, device=self._device)
+        return logits, (cache, mask, lengths)
 
-    def _decoder_logits(self, seqs: list[list[int]], keep: int, shared: int):
-        """Logits of the last ``keep`` columns of left-padded ``seqs``; the first ``shared`` tokens run once."""
-        if not shared:
-            ids, mask, pos = self._pad_left(seqs)
-            return self._forward_logits(ids, mask, pos, keep)
-        ids, mask, pos, cache = self._prefixed_tails(seqs, shared)
-        return self._forward_logits(ids, mask, pos, keep, cache=cache)
+    def _stack_prefixes(self, entries: list[PrefixEntry | None], lens: list[int], width: int) -> list[tuple[Any, Any]]:
+        """Per layer (keys, values) of shape (rows, heads, width, head_dim), each row's prefix right-aligned."""
+        import torch
+
+        first = next(e for e in entries if e is not None)
+        if all(e is first for e in entries):  # one prefix for the whole batch
+            return [(k.expand(len(entries), -1, -1, -1), v.expand(len(entries), -1, -1, -1)) for k, v in first.layers]
+        out = []
+        for layer, (k0, v0) in enumerate(first.layers):
+            shape = (len(entries), k0.shape[1], width, k0.shape[3])
+            keys = torch.zeros(shape, dtype=k0.dtype, device=k0.device)
+            values = torch.zeros((len(entries), v0.shape[1], width, v0.shape[3]), dtype=v0.dtype, device=v0.device)
+            for row, (e, n) in enumerate(zip(entries, lens)):
+                if e is not None:
+                    keys[row, :, width - n :] = e.layers[layer][0][0]
+                    values[row, :, width - n :] = e.layers[layer][1][0]
+            out.append((keys, values))
+        return out
 
     # ------------------------------------------------------------------ padding helpers
 
@@ -438,18 +538,16 @@ class HFBackend(Backend):
     # ------------------------------------------------------------------ generation
 
     def _generate(self, reqs: list[Request], inputs: list[list[int]]) -> list[Completion]:
+        if not self._encdec:
+            return self._decode(reqs, inputs)
         from transformers import GenerationConfig, StoppingCriteriaList
 
         tok = self._tok
         model = self._model
         max_new = [max(1, r.decoding.max_tokens) for r in reqs]
-        if self._encdec:
-            ids, mask = self._pad_right(inputs)
-            model_inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
-            prefix = 1  # decoder start token
-        else:
-            model_inputs = self._generation_inputs(inputs)
-            prefix = model_inputs["input_ids"].shape[1]
+        ids, mask = self._pad_right(inputs)
+        model_inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+        prefix = 1  # decoder start token
         eos = self._eos_ids()
         temp = reqs[0].decoding.temperature
         gcfg = GenerationConfig(
@@ -478,21 +576,61 @@ class HFBackend(Backend):
             out.append(Completion(text=text, prompt_tokens=len(inputs[row]), completion_tokens=cut))
         return out
 
-    def _generation_inputs(self, inputs: list[list[int]]) -> dict[str, Any]:
-        """Left-padded decoder-only inputs for ``generate``, with a shared prefix's cache when there is one.
+    def _decode(self, reqs: list[Request], inputs: list[list[int]]) -> list[Completion]:
+        """Decoder-only generation, one step for the whole batch at a time.
 
-        ``generate`` wants the whole ids (it feeds only those past the cache)
-        and derives position ids from the attention mask.
+        Each row stops at EOS, at its own ``max_tokens`` or once its text
+        holds a stop string; with ``drop_finished`` a finished row leaves the
+        batch (its key/value rows are dropped), so later steps cost only the
+        rows still writing.
         """
         import torch
 
-        shared = self._shared_prefix_length(inputs)
-        if not shared:
-            ids, mask, _pos = self._pad_left(inputs)
-            return {"input_ids": ids, "attention_mask": mask}
-        tail_ids, mask, _pos, cache = self._prefixed_tails(inputs, shared)
-        prefix = torch.tensor([inputs[0][:shared]], dtype=torch.long, device=self._device).expand(len(inputs), -1)
-        return {"input_ids": torch.cat([prefix, tail_ids], dim=1), "attention_mask": mask, "past_key_values": cache}
+        tok = self._tok
+        max_new = [max(1, r.decoding.max_tokens) for r in reqs]
+        stops = [r.decoding.stop for r in reqs]
+        temp = reqs[0].decoding.temperature
+        eos = set(self._eos_ids())
+        logits, state = self._rows_forward(inputs, inputs, 1, keep_cache=True)
+        cache, mask, next_pos = state
+        new: list[list[int]] = [[] for _ in reqs]
+        active = list(range(len(reqs)))  # request index of each batch row
+        live = [True] * len(reqs)
+        while True:
+            last = logits[:, -1, :].float()
+            if temp > 0:
+                picked = torch.multinomial(torch.softmax(last / temp, dim=-1), 1).squeeze(1)
+            else:
+                picked = last.argmax(dim=-1)
+            tokens = picked.tolist()
+            for row, i in enumerate(active):
+                if not live[i]:
+                    continue
+                t = tokens[row]
+                if t in eos:
+                    live[i] = False
+                    continue
+                new[i].append(t)
+                if len(new[i]) >= max_new[i] or (stops[i] and any(x in tok.decode(new[i], skip_special_tokens=True) for x in stops[i])):
+                    live[i] = False
+            keep = [row for row, i in enumerate(active) if live[i]]
+            if not keep:
+                break
+            if self.drop_finished and len(keep) < len(active):
+                sel = torch.tensor(keep, dtype=torch.long, device=self._device)
+                cache.batch_select_indices(sel)
+                mask, next_pos, picked = mask[sel], next_pos[sel], picked[sel]
+                active = [active[row] for row in keep]
+            rows = len(active)
+            mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=self._device)], dim=1)
+            logits = self._forward_logits(picked.unsqueeze(1), mask, next_pos.unsqueeze(1), 1, cache=cache)
+            self.positions += rows
+            next_pos = next_pos + 1
+        out = []
+        for i, r in enumerate(reqs):
+            text = _cut_at_stop(tok.decode(new[i], skip_special_tokens=True), r.decoding.stop)
+            out.append(Completion(text=text, prompt_tokens=len(inputs[i]), completion_tokens=len(new[i])))
+        return out
 
     def _eos_ids(self) -> list[int]:
         ids: set[int] = set()
@@ -553,7 +691,7 @@ class HFBackend(Backend):
             dec = torch.full((len(inputs), 1), self._decoder_start(), dtype=torch.long, device=self._device)
             logits = self._model(input_ids=enc, attention_mask=enc_mask, decoder_input_ids=dec, use_cache=False).logits[:, 0, :]
         else:
-            logits = self._decoder_logits(inputs, 1, self._shared_prefix_length(inputs))[:, -1, :]
+            logits = self._rows_forward(inputs, inputs, 1)[0][:, -1, :]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
 
     def _continuation_logprobs(self, inputs: list[list[int]], conts: list[list[int]]) -> list[float]:
@@ -569,10 +707,10 @@ class HFBackend(Backend):
         seqs = [a + c for a, c in zip(inputs, conts)]
         longest = max(len(c) for c in conts)
         # Left padding puts every sequence's end in the last column: the logits
-        # predicting a continuation of n tokens are at columns -n-1 .. -2. The
-        # shared prefix stops at least one token before each input's end, so
+        # predicting a continuation of n tokens are at columns -n-1 .. -2. A
+        # row's prefix stops at least one token before its input's end, so
         # those columns always lie in the tails.
-        logits = self._decoder_logits(seqs, longest + 1, self._shared_prefix_length(inputs))
+        logits = self._rows_forward(seqs, inputs, longest + 1)[0]
         return _sum_gathered(logits[:, :longest, :], conts, right_aligned=True)
 
 

@@ -1,0 +1,206 @@
+"""Every speed lever of the hf backend is exact on the embedded SmolLM2.
+
+Baseline: each request alone (batch 1), torch's default Linear kernel, no
+prefix sharing, no prefix cache. Each lever on its own, then all of them,
+must give choice log-probabilities within 1e-4 and identical greedy texts.
+The prefix cache also has to stay within its byte budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from promptrobust.engine.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.backends.hf_kernels import install, onednn_available
+from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
+from promptrobust.engine.model_store import ModelNotInstalled
+from promptrobust.engine.types import ChatMessage, Decoding, Request
+
+pytestmark = pytest.mark.slow  # loads the real model
+
+INSTRUCTIONS = [
+    "Read the review and say whether its sentiment is positive or negative. Answer with one word only.\nReview: ",
+    "Decide if the following movie review is favourable. Reply positive or negative, nothing else.\nReview: ",
+    "Classify this film review as positive or negative and briefly explain why in a few words.\nReview: ",
+]
+REVIEWS = [
+    "Great.",
+    "A dull, lifeless film that never finds its footing.",
+    "Charming and funny.",
+    "I walked out after an hour; the plot made no sense at all and the acting was wooden.",
+    "The cast is wonderful and the ending made me cry.",
+    "Too long.",
+]
+LABELS = ("positive", "negative")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def scoring(instr: str, review: str, choices=LABELS) -> Request:
+    return Request("score_choices", messages=(ChatMessage("user", instr + review),), choices=choices)
+
+
+def generating(instr: str, review: str) -> Request:
+    return Request("generate", messages=(ChatMessage("user", instr + review),), decoding=Decoding(max_tokens=20))
+
+
+REQUESTS = (
+    [scoring(i, r) for i in INSTRUCTIONS for r in REVIEWS]
+    + [scoring(INSTRUCTIONS[0], r, ("very positive", "rather negative")) for r in REVIEWS[:3]]
+    + [generating(i, r) for i in INSTRUCTIONS for r in REVIEWS]
+)
+
+
+@pytest.fixture(scope="module")
+def smol() -> HFBackend:
+    try:
+        backend = embedded_backend("smollm2-135m-instruct", batch_size=8, linear_kernel="default")
+    except ModelNotInstalled as e:
+        pytest.skip(str(e))
+    run(backend.start())
+    return backend
+
+
+def configure(b: HFBackend, *, kernel: str = "default", share: bool = False, cache_mb: float = 0.0,
+              length_order: bool = False, drop: bool = False) -> None:
+    install(b._model, kernel)
+    b.share_prefix = share
+    b.prefixes = PrefixCache(int(cache_mb * 2**20))
+    b.length_order = length_order
+    b.drop_finished = drop
+
+
+def answers(b: HFBackend, reqs: list[Request], *, alone: bool = False) -> list:
+    """Each request's answer: log-probs or text; batched as ``arrange_batches`` plans, or one at a time."""
+    plan = [[i] for i in range(len(reqs))] if alone else b.arrange_batches(reqs, b.batch_size)
+    out: list = [None] * len(reqs)
+    for batch in plan:
+        for i, c in zip(batch, run(b.complete_batch([reqs[i] for i in batch]))):
+            out[i] = c.choice_logprobs if c.choice_logprobs is not None else c.text
+    return out
+
+
+@pytest.fixture(scope="module")
+def baseline(smol: HFBackend) -> list:
+    configure(smol)
+    return answers(smol, REQUESTS, alone=True)
+
+
+def assert_same(got: list, want: list) -> None:
+    for g, w in zip(got, want):
+        if isinstance(w, str):
+            assert g == w
+        else:
+            assert g == pytest.approx(w, abs=1e-4)
+
+
+def test_baseline_is_meaningful(baseline: list) -> None:
+    texts = [a for a in baseline if isinstance(a, str)]
+    assert all(texts) and len(set(texts)) > 3
+    assert len({len(t) for t in texts}) > 3  # answers of different lengths: rows finish at different steps
+
+
+def test_batching_alone_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol)
+    assert_same(answers(smol, REQUESTS), baseline)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
+def test_onednn_kernel_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, kernel="onednn")
+    assert_same(answers(smol, REQUESTS, alone=True), baseline)
+    configure(smol, kernel="onednn")
+    assert_same(answers(smol, REQUESTS), baseline)
+
+
+def test_prefix_cache_miss_then_hit_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64)
+    first = answers(smol, REQUESTS)
+    misses, hits = smol.prefixes.stats.misses, smol.prefixes.stats.hits
+    assert misses >= len(INSTRUCTIONS)
+    second = answers(smol, REQUESTS)  # every prefix is cached now
+    assert smol.prefixes.stats.misses == misses and smol.prefixes.stats.hits > hits
+    assert_same(first, baseline)
+    assert_same(second, baseline)
+
+
+def test_per_batch_prefix_without_cache_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=0)
+    assert_same(answers(smol, REQUESTS), baseline)
+    assert not smol.prefixes.entries
+
+
+def test_rows_with_different_cached_prefixes_in_one_batch(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64)
+    answers(smol, REQUESTS)  # fill the cache
+    mixed = [0, 6, 12, 1, 7, 13, 5, 17]  # three instructions mixed in one batch
+    got = run(smol.complete_batch([REQUESTS[i] for i in mixed]))
+    assert_same([c.choice_logprobs for c in got], [baseline[i] for i in mixed])
+
+
+def test_length_order_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64, length_order=True)
+    plan = smol.arrange_batches(REQUESTS, smol.batch_size)
+    assert sorted(i for b in plan for i in b) == list(range(len(REQUESTS)))
+    assert_same(answers(smol, REQUESTS), baseline)
+
+
+def test_dropping_finished_rows_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, drop=True)
+    before = smol.positions
+    assert_same(answers(smol, REQUESTS), baseline)
+    dropped = smol.positions - before
+    configure(smol, drop=False)
+    before = smol.positions
+    answers(smol, REQUESTS)
+    assert dropped < smol.positions - before  # finished rows cost nothing more
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
+def test_all_levers_together_are_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, kernel="onednn", share=True, cache_mb=64, length_order=True, drop=True)
+    assert_same(answers(smol, REQUESTS), baseline)
+    assert_same(answers(smol, REQUESTS), baseline)  # all prefixes cached now
+
+
+def test_prefix_cache_respects_its_memory_bound(smol: HFBackend) -> None:
+    configure(smol, share=True, cache_mb=64)
+    run(smol.complete_batch([scoring(INSTRUCTIONS[0], r) for r in REVIEWS]))
+    (entry,) = smol.prefixes.entries.values()
+    assert entry.nbytes > 0
+    budget = int(entry.nbytes * 2.5)  # room for two prefixes of this size
+    smol.prefixes = PrefixCache(budget)
+    for k in range(6):
+        instr = f"Instruction variant {k}: " + INSTRUCTIONS[0]
+        run(smol.complete_batch([scoring(instr, r) for r in REVIEWS]))
+        assert smol.prefixes.bytes <= budget
+        assert smol.prefixes.bytes == sum(e.nbytes for e in smol.prefixes.entries.values())
+    assert len(smol.prefixes.entries) == 2 and smol.prefixes.stats.evictions >= 3
+    # a prefix larger than the whole budget is used but never stored
+    smol.prefixes = PrefixCache(entry.nbytes // 2)
+    out = run(smol.complete_batch([scoring(INSTRUCTIONS[0], r) for r in REVIEWS]))
+    assert len(out) == len(REVIEWS) and not smol.prefixes.entries and smol.prefixes.bytes == 0
+
+
+def test_prefix_groups_split_at_the_candidate() -> None:
+    a = [1, 2, 3, 4, 5]
+    b = [1, 2, 3, 9, 9]
+    seqs = [a + [10, 11], a + [12], a + [13, 14, 15], b + [10], b + [20, 21], [7, 7]]
+    groups = prefix_groups(seqs)
+    assert sorted((n, sorted(rows)) for n, rows in groups) == [(0, [5]), (5, [0, 1, 2]), (5, [3, 4])]
+    # a prefix never swallows a whole sequence; repeats of one sequence are one sequence
+    assert prefix_groups([[1, 2, 3], [1, 2, 3, 4]]) == [(2, [0, 1])]
+    assert prefix_groups([a + [10], a + [10], a + [11], a + [11]]) == [(5, [0, 1, 2, 3])]
+    assert prefix_groups([a, a]) == [(0, [0, 1])]
+
+
+def test_prefix_cache_rejects_a_negative_budget() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        PrefixCache(-1)
