@@ -1,5 +1,6 @@
-"""No attack ever modifies a protected word (label and template words),
-whatever quotes, punctuation or case surround it."""
+"""No attack ever modifies a protected word (the label words and the few task
+words promptbench protects), whatever quotes, punctuation or case surround it;
+template words such as "Sentence", "Question" or "Answer" may change."""
 
 import asyncio
 
@@ -135,8 +136,8 @@ def test_protected_words_survive_every_attack(attacks, prompt, seed):
             )
         )
         adv = out.adversarial_prompt
-        if name in ("checklist", "stresstest"):
-            assert adv.startswith(prompt), name
+        if name in ("checklist", "stresstest"):  # text inserted after the last word
+            assert protected_sequence(adv, PROTECTED) == want, (name, adv)
             continue
         assert protected_sequence(adv, PROTECTED) == want, (name, prompt, adv)
         for dressed in DRESSED:
@@ -156,3 +157,54 @@ def test_word_attacks_do_change_the_unprotected_words(attacks):
         if name != "textfooler":
             assert out.perturbed_words == 3, (name, out.adversarial_prompt)
         assert out.adversarial_prompt.endswith("'positive' or negative. Answer:")
+
+
+# --- the protected set the engine builds from a real task -----------------------------
+
+TEMPLATE_WORDS = {"sentence", "question", "context", "premise", "hypothesis", "answer", "text", "from", "to"}
+
+
+def engine_protected(task):
+    """The engine's protected set for ``task`` (its own function where importable)."""
+    for module in ("promptrobust.engine.protocol", "promptrobust.engine.attack_job"):
+        try:
+            mod = __import__(module, fromlist=["protected_words"])
+            return mod.protected_words(task)
+        except (ImportError, AttributeError):
+            continue
+    words = {w.lower() for w in task.protected_words}
+    words |= {str(x).lower() for x in task.labels} | {str(v).lower() for v in task.verbalizers.values()}
+    return frozenset(words)
+
+
+@pytest.mark.parametrize(
+    "name, special",
+    [("sst2", {"positive", "negative"}), ("mnli", {"entailment", "neutral", "contradiction"}),
+     ("qnli", {"entailment", "not_entailment"}), ("qqp", {"equivalent", "not_equivalent"}),
+     ("cola", {"acceptable", "unacceptable"}), ("mmlu", {"a", "b", "c", "d"}),
+     ("squad_v2", {"unanswerable"}), ("iwslt", {"translate"}), ("un_multi", {"translate"}),
+     ("math", {"math"}), ("rotten_tomatoes", {"positive", "negative"})],
+)
+def test_tasks_protect_labels_and_promptbench_words_only(name, special):
+    from promptrobust.tasks import get_task
+
+    prot = normalize_protected(engine_protected(get_task(name)))
+    assert special <= prot, name
+    assert not TEMPLATE_WORDS & prot, (name, TEMPLATE_WORDS & prot)
+
+
+def test_template_words_change_label_words_do_not():
+    from promptrobust.tasks import get_task
+
+    prot = normalize_protected(engine_protected(get_task("mnli")))
+    prompt = "Read the Premise and the Hypothesis, then reply with entailment, neutral or contradiction. Answer:"
+    out = asyncio.run(
+        get_attack("deepwordbug", max_edit_distance=1000).run(
+            prompt, erosion_scorer(prompt), protected=prot, seed=0, budget=None
+        )
+    )
+    adv_words = tokenize(out.adversarial_prompt)[1::2]
+    for template in ("Premise", "Hypothesis", "Answer"):
+        assert template not in adv_words, (template, out.adversarial_prompt)
+    assert protected_sequence(out.adversarial_prompt, prot) == ["entailment", "neutral", "contradiction"]
+    assert "entailment, neutral or contradiction" in out.adversarial_prompt
