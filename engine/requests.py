@@ -24,6 +24,22 @@ def answer_continuation(word: str, chat: bool) -> str:
     return word if chat else " " + word
 
 
+#: Label scoring never decodes, but its requests carry a ``Decoding`` that is part of
+#: the cache key. It is frozen at the values the label tasks had in release 0.1 so
+#: every cache written since then stays valid while generate mode follows the paper
+#: (20 new tokens, EOS only); tests/test_architecture.py holds a 0.1 cache fixture.
+CHOICE_KEY_MAX_TOKENS = {
+    "sst2": 3, "cola": 4, "qqp": 6, "mrpc": 6, "mnli": 4, "qnli": 6, "rte": 6, "wnli": 6, "mmlu": 3,
+    "rotten_tomatoes": 3,
+}
+CHOICE_KEY_STOP = ("\n",)
+
+
+def choice_decoding(task: Task) -> Decoding:
+    """The (inert) decoding of a label-scoring request: stable key material."""
+    return Decoding(max_tokens=CHOICE_KEY_MAX_TOKENS.get(task.name, 8), stop=CHOICE_KEY_STOP)
+
+
 class RequestBuilder:
     """Requests for one task, one input format (chat or completion) and one mode."""
 
@@ -40,7 +56,10 @@ class RequestBuilder:
         self.mode: Mode = mode
         self.chat = chat
         self.examples = list(examples)
-        self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
+        if mode == "choices":
+            self.decoding = choice_decoding(task)
+        else:
+            self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
         words = task.choices() if mode == "choices" else ()
         self.choices = tuple(answer_continuation(w, chat) for w in words)
 

@@ -1,0 +1,184 @@
+"""The architecture's promises: one namespace, one protocol, one shots rule, stable cache keys."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from promptrobust.cli.main import main
+from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_CACHE = ROOT / "tests" / "fixtures" / "cache" / "scores-v0.1.sqlite"
+FIXTURE_PROMPT = "Classify the sentiment of this sentence as positive or negative."
+
+
+def _posts(srv: FakeOpenAIServer) -> int:
+    return srv.count("/v1/chat/completions") + srv.count("/v1/completions")
+
+
+def test_local_tasks_py_and_cli_folder_do_not_shadow_the_package(tmp_path: Path) -> None:
+    (tmp_path / "tasks.py").write_text("raise ImportError('the user tasks.py was imported')\n")
+    (tmp_path / "engine.py").write_text("raise ImportError('the user engine.py was imported')\n")
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "__init__.py").write_text("raise ImportError('the user cli/ was imported')\n")
+    code = textwrap.dedent(
+        """
+        import promptrobust
+        from promptrobust.tasks import get_task
+        from promptrobust.cli.main import build_parser
+        from promptrobust.engine.session import Session
+        build_parser()
+        print(get_task("rotten_tomatoes").name)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "rotten_tomatoes"
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    mapping = {"engine": "promptrobust.engine", "tasks": "promptrobust.tasks", "attacks": "promptrobust.attacks",
+               "cli": "promptrobust.cli", "promptrobust": "promptrobust"}
+    found = set()
+    for top, name in mapping.items():
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top).parts
+            found.add(".".join((name, *rel)))
+    assert found == listed
+
+
+def test_cache_written_before_the_refactor_still_answers_every_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache written by release 0.1 (tests/fixtures/cache: `pre run --mode choices` and
+    `--mode generate` of this prompt on 12 Rotten Tomatoes samples, model answered by
+    promptrobust.testing.CountingBackend) answers the label-scoring run of this release with
+    zero backend calls. (Generate-mode keys changed on purpose: the paper's 20 new tokens.)"""
+    cache = tmp_path / "scores.sqlite"
+    shutil.copy(FIXTURE_CACHE, cache)
+    backends: list = []
+    monkeypatch.setattr("promptrobust.engine.session.build_backend", _fake_factory(backends))
+    code = main([
+        "run", "--model", "smollm2-135m-instruct", "--dataset", "rotten_tomatoes", "--limit", "12",
+        "--prompt-text", FIXTURE_PROMPT, "--mode", "choices", "--cache", str(cache),
+        "--output-dir", str(tmp_path / "runs"), "--no-progress",
+    ])
+    assert code == 0
+    assert sum(b.calls for b in backends) == 0
+    (folder,) = (tmp_path / "runs").iterdir()
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert results["scheduler"]["cache_hits"] == 12
+
+
+def _comparable(record: dict) -> dict:
+    """A record without what legitimately differs between two runs of the same measurement."""
+    return {k: v for k, v in record.items() if k not in ("cost", "job_id", "extra")}
+
+
+def test_pre_run_attack_and_a_one_job_sweep_write_identical_records(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as srv:
+        common = ["--model", "openai:fake-model", "--model-args", f"base_url={srv.url}"]
+        code = main([
+            "run", *common, "--dataset", "rotten_tomatoes", "--limit", "12", "--mode", "choices",
+            "--attack", "checklist", "--top-k", "2", "--budget", "5", "--cache", str(tmp_path / "run.sqlite"),
+            "--output-dir", str(tmp_path / "runs"), "--no-progress",
+        ])
+        assert code == 0
+        config = tmp_path / "sweep.toml"
+        config.write_text(textwrap.dedent(f"""
+            [sweep]
+            name = "one"
+            output_dir = "{tmp_path / 'sweeps'}"
+            limit = 12
+            mode = "choices"
+            top_k = 2
+            budget = 5
+            cache = "{tmp_path / 'sweep.sqlite'}"
+
+            [grid]
+            models = ["openai:fake-model"]
+            datasets = ["rotten_tomatoes"]
+            attacks = ["checklist"]
+
+            [models."openai:fake-model"]
+            model_args = "base_url={srv.url}"
+        """))
+        assert main(["sweep", str(config), "--quiet"]) == 0
+    (run_folder,) = (tmp_path / "runs").iterdir()
+    from_run = [orjson.loads(x) for x in (run_folder / "results.jsonl").read_bytes().splitlines()]
+    from_sweep = [orjson.loads(x) for x in (tmp_path / "sweeps" / "one" / "results.jsonl").read_bytes().splitlines()]
+    assert len(from_run) == 2
+    assert [_comparable(r) for r in from_run] == [_comparable(r) for r in from_sweep]
+    assert all(r["job_id"] for r in from_sweep)
+
+
+def _fake_factory(backends: list):  # noqa: ANN202
+    from promptrobust.testing import CountingBackend
+
+    def build(spec):  # noqa: ANN001, ANN202
+        backend = CountingBackend(name=spec.name)
+        backends.append(backend)
+        return backend
+
+    return build
+
+
+def test_api_and_cli_apply_the_same_shots_rule_to_a_base_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import promptrobust
+
+    api_backends: list = []
+    result = promptrobust.evaluate(
+        model="gemma3-270m", limit=4, mode="choices", prompts=None, use_cache=False,
+        backend_factory=_fake_factory(api_backends),
+    )
+    cli_backends: list = []
+    # The model is the true boundary here: the CLI builds its backend through the registry.
+    monkeypatch.setattr("promptrobust.engine.session.build_backend", _fake_factory(cli_backends))
+    code = main([
+        "run", "--model", "gemma3-270m", "--limit", "4", "--mode", "choices", "--no-cache",
+        "--output-dir", str(tmp_path / "runs"), "--no-progress",
+    ])
+    assert code == 0
+    (folder,) = (tmp_path / "runs").iterdir()
+    cli_results = orjson.loads((folder / "results.json").read_bytes())
+    assert result.shots == cli_results["shots"] == 3
+    # And the requests really carried the same three worked examples.
+    api_inputs = sorted(r.input_text() for b in api_backends[0].batches for r in b)
+    cli_inputs = sorted(r.input_text() for b in cli_backends[0].batches for r in b)
+    assert api_inputs == cli_inputs
+
+
+def _readme_python() -> str:
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks, "the README has no Python example"
+    return blocks[0]
+
+
+async def test_readme_example_runs_inside_a_running_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python example, as a notebook cell would run it (a loop is running here),
+    on a scripted OpenAI-compatible server instead of the embedded model so it is fast."""
+    import asyncio
+
+    asyncio.get_running_loop()  # the point of the test: sync API inside a running loop
+    code = _readme_python()
+    with FakeOpenAIServer() as srv:
+        code = code.replace('model="smollm2-135m-instruct"', f'model="openai:fake-model", model_args={{"base_url": "{srv.url}"}}')
+        code = code.replace("limit=100", "limit=12")
+        monkeypatch.setenv("PRE_CACHE_DIR", str(tmp_path))
+        namespace: dict = {}
+        exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    record = namespace["record"]
+    assert record.status == "attacked"
+    assert record.pdr is not None and record.pdr_ci95 is not None
+    assert record.pdr_ci95[0] <= record.pdr <= record.pdr_ci95[1]
+    assert namespace["clean"].clean and all(c.ci95[0] <= c.score <= c.ci95[1] for c in namespace["clean"].clean)
