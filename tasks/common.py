@@ -33,7 +33,7 @@ import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from promptrobust.tasks.base import Sample, Task
 from promptrobust.tasks.datafiles import find_split_file, missing_split_error, read_rows, require_dir
@@ -110,6 +110,9 @@ class DatasetTask(Task):
     prompt_dataset: str = ""
     source: Source = field(default_factory=Source)
     headerless_tsv_columns: tuple[str, ...] = ()
+    #: "seeded": a seeded random draw of ``sample_size`` (the default); "first": the
+    #: paper's selection, the first rows in source order (per group where stratified).
+    selection: Literal["seeded", "first"] = "seeded"
 
     # -- rows ----------------------------------------------------------------
 
@@ -166,7 +169,7 @@ class DatasetTask(Task):
 
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
         """The paper's sample size, drawn with ``seed``; subclasses stratify."""
-        return seeded_subset(samples, self.sample_size, seed)
+        return seeded_subset(samples, self.sample_size, seed, first=self.selection == "first")
 
     def load(
         self,

@@ -95,7 +95,8 @@ class MathTask(DatasetTask):
         return Sample(id=f"math:{module}:{rid}", fields={"question": question.strip(), "module": module}, target=answer)
 
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
-        return stratified_subset(samples, lambda s: s.fields["module"], self.sample_size, seed)
+        return stratified_subset(samples, lambda s: s.fields["module"], self.sample_size, seed,
+                                 first=self.selection == "first")
 
     def slot_values(self, sample: Sample) -> tuple[str, ...]:
         module = sample.fields.get("module", "")

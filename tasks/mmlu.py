@@ -80,7 +80,8 @@ class MMLUTask(DatasetTask):
         return Sample(id=f"mmlu:{subject}:{index}", fields=fields, target=self._answer(row, origin))
 
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
-        return stratified_subset(samples, lambda s: s.fields["subject"], self.sample_size, seed, per_group_cap=PER_SUBJECT)
+        return stratified_subset(samples, lambda s: s.fields["subject"], self.sample_size, seed, per_group_cap=PER_SUBJECT,
+                                 first=self.selection == "first")
 
     def slot_values(self, sample: Sample) -> tuple[str, ...]:
         return (subject_name(sample.fields["subject"]),) if sample.fields.get("subject") else ()

@@ -4,6 +4,9 @@ A selection is a seeded random order of the chosen items: ``--limit N`` takes
 its first N, so a small limit is a random sample too (data files are often
 sorted by label: a prefix in file order would hold one label only), a larger
 limit only appends, and the same seed gives the same samples everywhere.
+
+``first=True`` is the paper's own selection instead: the first items in source
+order (per group for stratified tasks), whatever the seed.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def seeded_subset(items: Sequence[T], k: int | None, seed: int) -> list[T]:
-    """``k`` items drawn with ``seed`` (all when ``k`` is None or too large), in a seeded random order."""
+def seeded_subset(items: Sequence[T], k: int | None, seed: int, *, first: bool = False) -> list[T]:
+    """``k`` items drawn with ``seed`` (all when ``k`` is None or too large), in a seeded
+    random order; with ``first`` the first ``k`` in source order, as promptbench takes them."""
     n = len(items) if k is None else min(k, len(items))
+    if first:
+        return list(items[:n])
     chosen = random.Random(seed).sample(range(len(items)), n)
     return [items[i] for i in chosen]
 
@@ -29,17 +35,20 @@ def stratified_subset(
     seed: int,
     *,
     per_group_cap: int | None = None,
+    first: bool = False,
 ) -> list[T]:
     """``total`` items spread as evenly as possible over the groups ``key`` defines.
 
     Groups that are too small give their share to the others; ``per_group_cap``
     bounds every group (MMLU: at most 10 per subject). The result is in a
-    seeded random order, so any prefix is mixed across groups.
+    seeded random order, so any prefix is mixed across groups. With ``first``:
+    the first items of each group in source order, groups in order of first
+    appearance (a remainder goes to the earliest groups), no shuffling.
     """
     groups: dict[Hashable, list[int]] = {}
     for i, item in enumerate(items):
         groups.setdefault(key(item), []).append(i)
-    order = sorted(groups, key=repr)
+    order = list(groups) if first else sorted(groups, key=repr)
     rng = random.Random(seed)
     caps = {g: len(groups[g]) if per_group_cap is None else min(per_group_cap, len(groups[g])) for g in order}
     want = sum(caps.values()) if total is None else min(total, sum(caps.values()))
@@ -48,7 +57,10 @@ def stratified_subset(
     open_groups = [g for g in order if caps[g] > 0]
     while remaining > 0 and open_groups:
         share, extra = divmod(remaining, len(open_groups))
-        lucky = set(rng.sample(open_groups, extra)) if extra else set()
+        if first:
+            lucky = set(open_groups[:extra])
+        else:
+            lucky = set(rng.sample(open_groups, extra)) if extra else set()
         for g in open_groups:
             add = min(share + (1 if g in lucky else 0), caps[g] - quota[g])
             quota[g] += add
@@ -56,6 +68,7 @@ def stratified_subset(
         open_groups = [g for g in open_groups if quota[g] < caps[g]]
     chosen: list[int] = []
     for g in order:
-        chosen.extend(rng.sample(groups[g], quota[g]))
-    rng.shuffle(chosen)
+        chosen.extend(groups[g][: quota[g]] if first else rng.sample(groups[g], quota[g]))
+    if not first:
+        rng.shuffle(chosen)
     return [items[i] for i in chosen]

@@ -63,7 +63,7 @@ class TranslationTask(DatasetTask):
     def select(self, samples: list[Sample], seed: int) -> list[Sample]:
         """An equal share per translation direction."""
         return stratified_subset(samples, lambda s: (s.fields["source_language"], s.fields["target_language"]),
-                                 self.sample_size, seed)
+                                 self.sample_size, seed, first=self.selection == "first")
 
     def slot_values(self, sample: Sample) -> tuple[str, ...]:
         return (sample.fields["source_language"], sample.fields["target_language"])

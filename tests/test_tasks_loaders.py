@@ -306,3 +306,20 @@ def test_each_sample_sees_the_examples_of_its_own_group():
     u = Sample("u", {"text": "Hallo.", "source_language": "German", "target_language": "French"}, "x")
     rendered = un.render("Translate.", u, few_shot_examples(un, seed=0))
     assert rendered.count("Translate from German to French.") == 4  # 3 examples + the sample
+
+
+def test_first_selection_is_the_papers_first_rows(tmp_path):
+    """selection="first": promptbench's first N rows in file order, whatever the seed."""
+    import dataclasses
+
+    rows = [{"sentence": f"s{i}", "label": i % 2} for i in range(1500)]
+    f = _write(rows, tmp_path / "big.jsonl")
+    t = dataclasses.replace(get_task("cola"), selection="first")
+    a = t.load(data_file=str(f), seed=1)
+    assert [s.fields["sentence"] for s in a] == [f"s{i}" for i in range(1000)]
+    assert a == t.load(data_file=str(f), seed=2) and t.load(data_file=str(f), limit=3) == a[:3]
+    pairs = ("de-en", "de-fr", "en-fr")
+    un = [{"source_lang": p[:2], "target_lang": p[3:], "source": f"{p} {i}", "target": "t"} for p in pairs for i in range(50)]
+    g = _write(un, tmp_path / "un.jsonl")
+    u = dataclasses.replace(get_task("un_multi"), selection="first").load(data_file=str(g))
+    assert [s.fields["text"] for s in u] == [f"{p} {i}" for p in pairs for i in range(33)]  # 33 per pair = 99
