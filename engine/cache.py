@@ -14,7 +14,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from promptrobust.engine.types import Completion
@@ -141,3 +141,110 @@ class ScoreCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- merging caches ------------------------------------------------------------
+#: Rows copied per statement when merging (bounded memory on large caches).
+_MERGE_CHUNK = 5000
+
+
+@dataclass
+class CacheMergeResult:
+    """What ``merge_caches`` did: rows added per source (in order) and the total after."""
+
+    added: list[int] = field(default_factory=list)
+    total: int = 0
+
+
+def _columns(conn: sqlite3.Connection) -> list[tuple[str, str, int, int]]:
+    """(name, type, not null, primary key) of the completions table; [] when absent."""
+    rows = conn.execute("PRAGMA table_info(completions)").fetchall()
+    return [(str(r[1]), str(r[2]).upper(), int(r[3]), int(r[5])) for r in rows]
+
+
+def _expected_columns() -> list[tuple[str, str, int, int]]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(_SCHEMA)
+        return _columns(conn)
+    finally:
+        conn.close()
+
+
+def _open_source(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a cache file whose schema is ours, or CacheError."""
+    if not path.is_file():
+        raise CacheError(f"cache file {path} does not exist")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        columns = _columns(conn)
+    except sqlite3.DatabaseError as exc:
+        raise CacheError(f"{path} is not a promptrobust cache ({exc}); pass the scores.sqlite files of the runs to merge") from None
+    if columns != _expected_columns():
+        conn.close()
+        found = "no completions table" if not columns else "completions(" + ", ".join(c[0] for c in columns) + ")"
+        raise CacheError(
+            f"{path} has a different cache schema ({found}); merge only caches written by this version of promptrobust"
+        )
+    return conn
+
+
+def merge_caches(out: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> CacheMergeResult:
+    """Copy every completion of ``sources`` into the cache ``out`` (created if missing).
+
+    Keys are content addresses (model identity, decoding settings, input), so
+    a key present in two caches holds the same answer: ``INSERT OR IGNORE``
+    keeps the first and merging again adds nothing. Every source is checked
+    (a SQLite file with exactly our schema) before anything is written; each
+    source is copied in one transaction, so an interrupted merge can simply
+    be run again.
+    """
+    out_path = Path(out)
+    paths = [Path(s) for s in sources]
+    for p in paths:
+        if out_path.exists() and p.exists() and p.resolve() == out_path.resolve():
+            raise CacheError(f"{p} is both the output and a source; merge into a new or another cache file")
+    checked: list[sqlite3.Connection] = []
+    try:
+        for p in paths:  # refuse before writing anything
+            checked.append(_open_source(p))
+    except CacheError:
+        for conn in checked:
+            conn.close()
+        raise
+    result = CacheMergeResult()
+    target = ScoreCache(out_path)
+    if _columns(target._conn) != _expected_columns():
+        target.close()
+        for conn in checked:
+            conn.close()
+        raise CacheError(f"{out_path} has a different cache schema; merge into a new cache file")
+    try:
+        for path, conn in zip(paths, checked):
+            before = target.count()
+            try:
+                cursor = conn.execute("SELECT key, model, value, created FROM completions")
+                with target._conn:
+                    target._conn.execute("BEGIN")
+                    while rows := cursor.fetchmany(_MERGE_CHUNK):
+                        target._conn.executemany(
+                            "INSERT OR IGNORE INTO completions (key, model, value, created) VALUES (?, ?, ?, ?)", rows
+                        )
+            except sqlite3.DatabaseError as exc:
+                raise CacheError(f"cannot merge {path} into {out_path} ({exc}); check both files and run the merge again") from None
+            result.added.append(target.count() - before)
+        result.total = target.count()
+    finally:
+        for conn in checked:
+            conn.close()
+        target.close()
+    return result
+
+
+def cache_keys(path: str | os.PathLike[str]) -> set[str]:
+    """Every key of a cache file (for tests and checks after a merge)."""
+    conn = _open_source(Path(path))
+    try:
+        return {row[0] for row in conn.execute("SELECT key FROM completions")}
+    finally:
+        conn.close()

@@ -1,0 +1,147 @@
+"""The Ray executor on real local Ray clusters, against a real HTTP model server (FakeOpenAIServer).
+
+Skipped when Ray is not installed (``pip install 'promptrobust[ray]'``). One
+single-node Ray instance is shared by the first two tests (Ray takes ~10 s
+to start); the node-removal test builds its own 2-node cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from promptrobust.engine.cache import cache_keys  # noqa: E402
+from promptrobust.engine.ray_executor import RayExecutorError, RayOptions, run_sweep_ray  # noqa: E402
+from promptrobust.engine.session import Session  # noqa: E402
+from promptrobust.engine.sweep import SweepConfig, run_sweep  # noqa: E402
+from promptrobust.testing import FakeOpenAIServer  # noqa: E402
+from tests.sweep_helpers import hashed_text_answer, records, small_config, stable  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+MODELS = ("openai:fake-a", "openai:fake-b")
+
+
+@pytest.fixture(scope="module")
+def server():  # noqa: ANN201
+    """One real HTTP server per model (each serves one model name)."""
+    with FakeOpenAIServer(model="fake-a", answer=hashed_text_answer, latency=0.01) as a, \
+            FakeOpenAIServer(model="fake-b", answer=hashed_text_answer, latency=0.01) as b:
+        yield {"openai:fake-a": a, "openai:fake-b": b}
+
+
+@pytest.fixture(scope="module")
+def local_ray():  # noqa: ANN201
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+def _config(root: Path, name: str, server: dict[str, FakeOpenAIServer]) -> SweepConfig:
+    cfg = small_config(root, cache=root / f"{name}.sqlite", models=MODELS, name=name)
+    cfg = cfg.with_(evaluation=cfg.evaluation.with_(limit=4), attack=cfg.attack.with_(top_k=1, budget=4))
+    return cfg.with_(model_options={m: {"model_args": f"base_url={server[m].url}"} for m in MODELS})
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, server: dict[str, FakeOpenAIServer]) -> tuple[list[dict], set[str]]:
+    """The same sweep on the local executor: its records and cache keys."""
+    cfg = _config(tmp_path_factory.mktemp("local"), "local", server)
+
+    async def go() -> None:
+        session = Session(cache=cfg.cache, settings=cfg.scheduler)
+        try:
+            progress = await run_sweep(cfg, session=session)
+        finally:
+            await session.close()
+        assert not progress.failed, progress.failed
+
+    asyncio.run(go())
+    return records(cfg.folder), cache_keys(cfg.cache)
+
+
+def test_two_workers_give_the_local_executors_records(local_ray: Any, tmp_path: Path, server: dict[str, FakeOpenAIServer],
+                                                       reference: tuple[list[dict], set[str]]) -> None:
+    cfg = _config(tmp_path, "ray", server)
+    options = RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2)
+    progress = run_sweep_ray(cfg, options)
+    assert not progress.failed and progress.workers_started == 2  # one worker process per model
+    assert stable(records(cfg.folder)) == stable(reference[0])
+    assert cache_keys(cfg.cache) == reference[1] and progress.caches_merged == 2
+
+    again = run_sweep_ray(cfg, options)  # a rerun resumes: nothing new, nothing twice
+    assert again.records == 0 and again.skipped == len(reference[0]) and again.workers_started == 0
+    assert len(records(cfg.folder)) == len(reference[0])
+
+
+def test_a_killed_worker_still_completes_every_unit_exactly_once(local_ray: Any, tmp_path: Path,
+                                                                 server: dict[str, FakeOpenAIServer],
+                                                                 reference: tuple[list[dict], set[str]]) -> None:
+    cfg = _config(tmp_path, "killed", server)
+    killed: list[str] = []
+
+    def kill_once(state: dict[str, Any]) -> None:
+        slot = next(iter(state["slots"].values()))
+        if not killed and slot.in_flight and state["progress"].records >= 1:
+            killed.append(slot.label)
+            ray.kill(slot.actor, no_restart=True)
+
+    progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2),
+                             after_submit=kill_once)
+    assert killed, "the sweep finished before a worker could be killed: make it slower"
+    assert progress.units_requeued >= 1 and progress.workers_started == 3
+    rows = records(cfg.folder)
+    assert len({(r["job_id"], r["prompt_id"]) for r in rows}) == len(rows)  # exactly once
+    assert stable(rows) == stable(reference[0])
+    assert cache_keys(cfg.cache) == reference[1]  # the dead worker's local cache was merged too
+
+
+def test_bad_options_name_the_fix() -> None:
+    with pytest.raises(RayExecutorError, match="--num-cpus"):
+        RayOptions(num_cpus=0)
+    with pytest.raises(RayExecutorError, match="--workers-per-model"):
+        RayOptions(workers_per_model=0)
+
+
+def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys(
+    tmp_path: Path, server: dict[str, FakeOpenAIServer], reference: tuple[list[dict], set[str]]
+) -> None:
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    nodes = [cluster.add_node(num_cpus=2) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING")
+    removed: list[str] = []
+
+    def remove_a_node(state: dict[str, Any]) -> None:
+        if removed or state["progress"].records < 1:
+            return
+        busy = {ray.get(s.actor.where.remote())["node"] for s in state["slots"].values() if s.actor is not None and s.in_flight}
+        for node in nodes:
+            if node.node_id in busy:
+                removed.append(node.node_id)
+                cluster.remove_node(node, allow_graceful=False)
+                return
+
+    try:
+        cfg = _config(tmp_path, "nodes", server)
+        progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=60),
+                                 after_submit=remove_a_node)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert removed, "the sweep finished before a node could be removed: make it slower"
+    assert not progress.failed and progress.units_requeued >= 1
+    assert stable(records(cfg.folder)) == stable(reference[0])
+    assert cache_keys(cfg.cache) == reference[1]  # per-node caches merged (one machine: dead ones too)

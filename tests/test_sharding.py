@@ -1,0 +1,221 @@
+"""Sharded sweeps: shard selection, record merge (exactly once, resumable) and cache merge."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from promptrobust.engine.cache import CacheError, ScoreCache, cache_keys, merge_caches
+from promptrobust.engine.session import Session
+from promptrobust.engine.sharding import (
+    Shard,
+    ShardError,
+    cell_shard,
+    merge_runs,
+    parse_shard,
+    select_jobs,
+    shard_config,
+)
+from promptrobust.engine.sweep import SweepConfig, run_sweep
+from promptrobust.engine.types import Completion
+from promptrobust.testing import CountingBackend
+from tests.sweep_helpers import hashed_answer, records, small_config, stable
+
+
+def _run(cfg: SweepConfig, shard: Shard | None = None) -> tuple[SweepConfig, int]:
+    """Run (or resume) a sweep or one shard of it in-process; returns its config and the backend calls made."""
+    backends: list[CountingBackend] = []
+
+    def factory(spec):  # noqa: ANN001, ANN202
+        backends.append(CountingBackend(answer=hashed_answer, name=spec.name))
+        return backends[-1]
+
+    if shard is not None:
+        jobs = select_jobs(cfg.jobs(), shard)
+        cfg = shard_config(cfg, shard)
+    else:
+        jobs = cfg.jobs()
+
+    async def go() -> None:
+        session = Session(cache=cfg.cache, settings=cfg.scheduler, backend_factory=factory)
+        try:
+            progress = await run_sweep(cfg, session=session, jobs=jobs)
+        finally:
+            await session.close()
+        assert not progress.failed, progress.failed
+
+    asyncio.run(go())
+    return cfg, sum(b.calls for b in backends)
+
+
+@pytest.mark.parametrize("text, expected", [("1/2", Shard(1, 2)), (" 3 / 4 ", Shard(3, 4)), ("1/1", Shard(1, 1))])
+def test_parse_shard(text: str, expected: Shard) -> None:
+    assert parse_shard(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1/0", "a/b", "1", "-1/2", ""])
+def test_bad_shard_names_the_fix(text: str) -> None:
+    with pytest.raises(ShardError, match="use I/N with 1 <= I <= N"):
+        parse_shard(text)
+
+
+def test_shards_partition_the_jobs_and_keep_cells_together(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path, models=("openai:a", "openai:b", "openai:c"))
+    jobs = cfg.jobs()
+    for count in (1, 2, 3, 5):
+        parts = [select_jobs(jobs, Shard(i, count)) for i in range(1, count + 1)]
+        assert sorted(j.id for part in parts for j in part) == sorted(j.id for j in jobs)  # each job exactly once
+        for part in parts:
+            cells = {j.cell for j in part}
+            assert all(j in part for j in jobs if j.cell in cells)  # a cell is never split
+    # The hash is content-based (SHA-256), not Python's salted hash(): pinned so it cannot drift.
+    assert cell_shard(jobs[0], 1000) == _pinned_shard(jobs[0].cell, 1000)
+
+
+def _pinned_shard(cell: tuple, count: int) -> int:
+    import hashlib
+
+    raw = "\x1f".join("auto" if p is None else str(p) for p in cell)
+    return int.from_bytes(hashlib.sha256(raw.encode()).digest()[:8], "big") % count + 1
+
+
+def test_shard_config_gives_each_shard_its_own_folder_and_cache(tmp_path: Path) -> None:
+    cfg = small_config(tmp_path, cache=tmp_path / "scores.sqlite")
+    one = shard_config(cfg, Shard(1, 2))
+    assert one.folder == tmp_path / "grid.shard-1-of-2"
+    assert one.cache == str(tmp_path / "scores.shard-1-of-2.sqlite")
+    bare = shard_config(small_config(tmp_path), Shard(2, 2))
+    assert bare.cache == str(tmp_path / "grid.shard-2-of-2" / "cache.sqlite")
+
+
+def test_two_shards_merged_equal_the_unsharded_sweep(tmp_path: Path) -> None:
+    full, full_calls = _run(small_config(tmp_path / "full", cache=tmp_path / "full.sqlite"))
+    reference = records(full.folder)
+    assert len(reference) == 32 and full_calls == len(cache_keys(full.cache))
+
+    base = small_config(tmp_path / "sharded", cache=tmp_path / "sharded.sqlite")
+    shards = [_run(base, Shard(i, 2))[0] for i in (1, 2)]
+    sizes = [len(records(s.folder)) for s in shards]
+    assert all(sizes) and sum(sizes) == 32  # both shards did work, none twice
+
+    out = tmp_path / "merged"
+    first = merge_runs(out, [s.folder for s in shards])
+    assert (first.added, first.total, first.duplicates) == (32, 32, 0)
+    assert stable(records(out)) == stable(reference)
+    merged_cache = tmp_path / "merged.sqlite"
+    merge_caches(merged_cache, [s.cache for s in shards])
+    assert cache_keys(merged_cache) == cache_keys(full.cache)
+    assert (out / "results.parquet").exists()
+
+    # Merging again (records and caches) adds nothing.
+    again = merge_runs(out, [s.folder for s in shards])
+    assert (again.added, again.already, again.total) == (0, 32, 32)
+    assert merge_caches(merged_cache, [s.cache for s in shards]).added == [0, 0]
+    assert len(records(out)) == 32
+
+
+def test_a_torn_shard_is_resumed_and_the_merge_catches_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = small_config(tmp_path, cache=tmp_path / "c.sqlite")
+    reference, _ = _run(base.with_(name="ref", cache=str(tmp_path / "ref.sqlite")))
+    shards = [_run(base, Shard(i, 2))[0] for i in (1, 2)]
+    results = shards[0].folder / "results.jsonl"
+    raw = results.read_bytes()
+    results.write_bytes(raw[: raw.rstrip(b"\n").rfind(b"\n") + 1 + 40])  # the last record torn mid-line
+    torn_count = len(records(shards[0].folder))
+
+    out = tmp_path / "merged"
+    partial = merge_runs(out, [s.folder for s in shards])
+    assert "not complete JSON" in capsys.readouterr().err  # the torn line was noticed, not merged
+    assert partial.total == 31
+
+    _, calls = _run(base, Shard(1, 2))  # resume the shard: only the torn record is redone ...
+    assert calls == 0  # ... and its answers all come from the shard's cache
+    assert len(records(shards[0].folder)) == torn_count + 1
+    caught_up = merge_runs(out, [s.folder for s in shards])
+    assert (caught_up.added, caught_up.total) == (1, 32)
+    assert stable(records(out)) == stable(records(reference.folder))
+
+
+def test_merge_keeps_one_record_per_key_and_prefers_finished_over_failed(tmp_path: Path) -> None:
+    from promptrobust.engine.records import append_jsonl
+
+    def row(job: str, prompt: str, status: str = "attacked") -> dict:
+        return {"job_id": job, "prompt_id": prompt, "status": status, "model": "m", "dataset": "d", "attack": "a",
+                "clean_prompt": "p", "clean_score": 1.0}
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    append_jsonl(a / "results.jsonl", [row("j1", "p1"), row("j1", "p2", "failed"), row("j2", "p1", "failed")])
+    append_jsonl(b / "results.jsonl", [row("j1", "p1"), row("j1", "p2")])
+    result = merge_runs(tmp_path / "out", [a, b])
+    got = sorted((r["job_id"], r["prompt_id"], r["status"]) for r in records(tmp_path / "out"))
+    assert got == [("j1", "p1", "attacked"), ("j1", "p2", "attacked"), ("j2", "p1", "failed")]
+    assert result.added == 3
+
+
+def test_merge_refuses_shards_of_different_sweeps_and_non_sweep_folders(tmp_path: Path) -> None:
+    import orjson
+
+    from promptrobust.engine.records import append_jsonl
+    from promptrobust.engine.sweep import config_dict
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, limit in ((a, 6), (b, 7)):
+        folder.mkdir()
+        cfg = small_config(tmp_path).with_(evaluation=small_config(tmp_path).evaluation.with_(limit=limit))
+        (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), default=str))
+        append_jsonl(folder / "results.jsonl", [{"job_id": "j", "prompt_id": "p", "status": "attacked"}])
+    with pytest.raises(ShardError, match="different sweep .* evaluation"):
+        merge_runs(tmp_path / "out", [a, b])
+    with pytest.raises(ShardError, match="not a sweep run folder"):
+        merge_runs(tmp_path / "out", [tmp_path / "nothing"])
+    c = tmp_path / "c"
+    c.mkdir()
+    append_jsonl(c / "results.jsonl", [{"prompt_id": "p", "status": "attacked"}])  # a plain run, no job id
+    with pytest.raises(ShardError, match="without job_id"):
+        merge_runs(tmp_path / "out2", [c])
+    assert not (tmp_path / "out2" / "results.jsonl").exists() or not records(tmp_path / "out2")
+
+
+# -- cache merge -------------------------------------------------------------------
+
+
+def _cache(path: Path, items: dict[str, str]) -> Path:
+    with ScoreCache(path) as cache:
+        cache.put_many([(k, "m", Completion(text=v)) for k, v in items.items()])
+    return path
+
+
+def test_cache_merge_is_insert_or_ignore_and_idempotent(tmp_path: Path) -> None:
+    a = _cache(tmp_path / "a.sqlite", {"k1": "x", "k2": "y"})
+    b = _cache(tmp_path / "b.sqlite", {"k2": "y", "k3": "z"})
+    out = tmp_path / "out.sqlite"
+    result = merge_caches(out, [a, b])
+    assert (result.added, result.total) == ([2, 1], 3)
+    assert merge_caches(out, [a, b]).added == [0, 0]
+    with ScoreCache(out) as merged:
+        assert merged.get("k3").text == "z" and merged.count() == 3
+
+
+def test_cache_merge_refuses_foreign_files_before_writing(tmp_path: Path) -> None:
+    good = _cache(tmp_path / "good.sqlite", {"k": "v"})
+    text = tmp_path / "notes.sqlite"
+    text.write_bytes(b"not a database at all" * 50)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+    other_schema = tmp_path / "old.sqlite"
+    with sqlite3.connect(other_schema) as conn:
+        conn.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, value BLOB)")
+    out = tmp_path / "out.sqlite"
+    for bad, needle in ((text, "not a promptrobust cache"), (foreign, "no completions table"),
+                        (other_schema, "different cache schema"), (tmp_path / "missing.sqlite", "does not exist")):
+        with pytest.raises(CacheError, match=needle) as info:
+            merge_caches(out, [good, bad])
+        assert "\n" not in str(info.value)
+    assert not out.exists()  # refused before anything was written
+    with pytest.raises(CacheError, match="both the output and a source"):
+        merge_caches(good, [good])
