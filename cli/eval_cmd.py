@@ -30,7 +30,7 @@ FILE formats (chosen by extension):
 Every score comes with its 95% interval and an "at chance" flag. With pairs,
 results.jsonl holds one record per pair (attack from the "attack" column, else
 "given"; other columns kept in "extra", so `pre report --group-by source_model`
-works) with the PDR, its paired 95% interval and McNemar's p; rows whose
+works; a column named like a record field, e.g. shots, is kept as source_shots) with the PDR, its paired 95% interval and McNemar's p; rows whose
 "dataset" column names another dataset are not scored.
 """
 

@@ -40,11 +40,11 @@ def test_read_prompt_file_formats(tmp_path):
     (tmp_path / "b.jsonl").write_text('{"id": "x", "clean": "c", "adversarial": "a", "attack": "tb", "source_model": "t5", "shots": 3}\n\n')
     (item,) = read_prompt_file(tmp_path / "b.jsonl")
     assert (item.id, item.clean, item.adversarial, item.attack, item.is_pair) == ("x", "c", "a", "tb", True)
-    assert item.extra == {"source_model": "t5", "shots": 3}
+    assert item.extra == {"source_model": "t5", "source_shots": 3}  # a record field's name: where the pair came from
     (tmp_path / "c.csv").write_text('Prompt,shots\n"Say, is it good?",3\nplain,0\n')
     items = read_prompt_file(tmp_path / "c.csv")
     assert [i.prompt for i in items] == ["Say, is it good?", "plain"]
-    assert items[0].extra == {"shots": 3}  # whole numbers group with a JSONL file's
+    assert items[0].extra == {"source_shots": 3}  # whole numbers group with a JSONL file's
     (tmp_path / "d.json").write_text('["one", {"text": "two", "prompt_type": "role"}]')
     assert [(i.prompt, i.prompt_type) for i in read_prompt_file(tmp_path / "d.json")] == [("one", "given"), ("two", "role")]
 
@@ -124,13 +124,28 @@ def test_single_prompts_scores_with_intervals_and_chance_flag():
 
 def test_dataset_and_prompt_type_columns_filter_rows():
     items = [
-        PromptItem(id="a", clean=CLEAN, adversarial=TYPO, dataset="sst2", prompt_type="task"),
+        PromptItem(id="a", clean=CLEAN, adversarial=TYPO, dataset="qqp", prompt_type="task"),
         PromptItem(id="b", clean=CLEAN, adversarial=TYPO, dataset="rotten_tomatoes", prompt_type="role"),
         PromptItem(id="c", clean=CLEAN, adversarial=ZZQ, dataset="rotten_tomatoes", prompt_type="task"),
     ]
     result = run_library(items, prompt_type="task")
     assert [r.prompt_id for r in result.records] == ["c"]
-    assert any("other datasets (sst2)" in n for n in result.notes)
+    assert any("other datasets (qqp)" in n for n in result.notes)
+    # promptbench's sst2 pairs apply to rotten_tomatoes, which uses sst2's prompts
+    result = run_library([PromptItem(id="s", clean=CLEAN, adversarial=TYPO, dataset="sst2")])
+    assert [r.prompt_id for r in result.records] == ["s"] and not result.notes
+
+
+def test_pairs_written_by_the_promptbench_importer_are_read(tmp_path):
+    from promptrobust.tasks.promptbench_import import AdversarialPair, write_pairs_jsonl
+
+    pair = AdversarialPair(id="pb-1", model="chatgpt", shot="few", dataset="sst2", attack="textbugger", clean=CLEAN,
+                           adversarial=TYPO, clean_score=0.9, attacked_score=0.5, dropped=0.44, source="x.md")
+    path = write_pairs_jsonl([pair], tmp_path / "pairs.jsonl")
+    result = run_library(path)
+    (r,) = result.records
+    assert r.attack == "textbugger" and r.pdr == pytest.approx(5 / 8)
+    assert r.extra["source_model"] == "chatgpt" and r.extra["source_shots"] == 3 and r.extra["reported_clean"] == 0.9
 
 
 def test_pre_eval_pairs_run_folder_and_output(tmp_path, monkeypatch, capsys):
@@ -164,7 +179,10 @@ def test_pre_eval_and_pre_report_print_the_same_apdr(tmp_path, monkeypatch, caps
     patch_backend(monkeypatch, rt_samples(8))
     f = tmp_path / "pairs.jsonl"
     pairs = [("a", CLEAN, TYPO), ("b", CLEAN, CLEAN + " Thanks."), ("c", CLEAN + " Now.", ZZQ)]
-    f.write_bytes(b"".join(orjson.dumps({"id": i, "clean": c, "adversarial": a, "attack": "textbugger"}) + b"\n" for i, c, a in pairs))
+    f.write_bytes(b"".join(
+        orjson.dumps({"id": i, "clean": c, "adversarial": a, "attack": "textbugger", "source_model": f"m-{i}"}) + b"\n"
+        for i, c, a in pairs
+    ))
     args = parse(["--prompts", str(f), "--model", "hf:fake", "--no-cache", "--output-dir", str(tmp_path / "out")])
     assert args.handler(args) == 0
     eval_out = capsys.readouterr().out
@@ -176,9 +194,11 @@ def test_pre_eval_and_pre_report_print_the_same_apdr(tmp_path, monkeypatch, caps
     cell = f"{s.mean:.2f} ± {s.std:.2f} [{s.ci95[0]:.2f}, {s.ci95[1]:.2f}]"
     assert f"APDR textbugger: {cell}" in eval_out
 
-    assert main(["report", str(run), "--output", str(tmp_path / "report"), "--format", "md"]) == 0
+    assert main(["report", str(run), "--output-dir", str(tmp_path / "report"), "--format", "md",
+                 "--group-by", "source_model"]) == 0
     report_out = capsys.readouterr().out
     assert cell in report_out
+    assert "m-a" in report_out and "m-c" in report_out  # the pairs file's column groups the report
 
 
 def test_pre_eval_bad_input_is_one_line(tmp_path):

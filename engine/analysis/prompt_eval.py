@@ -146,7 +146,7 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
         "attack": str(row.get("attack") or "given"),
         "prompt_type": str(row.get("prompt_type") or "given"),
         "dataset": str(row["dataset"]) if row.get("dataset") else None,
-        "extra": {k: v for k, v in row.items() if k not in KNOWN_COLUMNS and v not in (None, "")},
+        "extra": _extra_columns(row),
     }
     clean, adv = row.get("clean"), row.get("adversarial")
     if clean is not None or adv is not None:
@@ -157,6 +157,24 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
     if not isinstance(prompt, str) or not prompt.strip():
         raise PromptFileError(f"{where} has no 'prompt' (or 'text'), nor 'clean' and 'adversarial'")
     return PromptItem(prompt=prompt, **common)
+
+
+def _extra_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's other columns. One named like a record field (``shots``,
+    ``model``) describes where the pair came from, not this evaluation, so it is
+    kept as ``source_<name>`` (``pre report --group-by source_shots``)."""
+    from dataclasses import fields
+
+    taken = {f.name for f in fields(AttackRecord)}
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in KNOWN_COLUMNS or value in (None, ""):
+            continue
+        name = key
+        if key in taken:
+            name = f"source_{key}" if f"source_{key}" not in row else f"file_{key}"
+        out[name] = value
+    return out
 
 
 def as_items(prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]]) -> list[PromptItem]:
@@ -318,13 +336,19 @@ async def evaluate_prompts(
 
 
 def _filter(items: list[PromptItem], dataset: str, prompt_type: str) -> tuple[list[PromptItem], list[str]]:
-    from promptrobust.tasks.registry import canonical_name
+    """Rows for the evaluated dataset (or for the dataset whose prompts it uses:
+    promptbench's sst2 pairs apply to rotten_tomatoes), of the asked prompt type."""
+    from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
     notes: list[str] = []
     if any(it.dataset for it in items):
+        accepted = {dataset, prompt_dataset(dataset)}
+
         def on_dataset(it: PromptItem) -> bool:
+            if it.dataset is None or it.dataset in accepted:
+                return True
             try:
-                return it.dataset is None or canonical_name(it.dataset) == dataset
+                return canonical_name(it.dataset) in accepted
             except ValueError:
                 return False
 
