@@ -39,6 +39,7 @@ OPTIONAL_COMMANDS = (
     "promptrobust.cli.defend",
     "promptrobust.cli.attention_cmd",
     "promptrobust.cli.bench",
+    "promptrobust.cli.cache_cmd",
 )
 
 
