@@ -76,7 +76,9 @@ class SquadF1(Metric):
 
 
 class CorpusBleu(Metric):
-    """Corpus BLEU from sacrebleu, divided by 100.
+    """Corpus BLEU from sacrebleu, divided by 100, as promptbench computes it:
+    13a tokens, n-grams up to 4, one reference, no smoothing (a corpus with no
+    matching 4-gram scores 0).
 
     Not decomposable: corpus BLEU is not a mean of per-sample scores, so a
     partial corpus bounds nothing. ``sample_score`` gives sentence BLEU for
@@ -102,7 +104,7 @@ class CorpusBleu(Metric):
             return 0.0
         hyps = ["" if p is None else str(p) for p in predictions]
         refs = [str(s.target) for s in samples]
-        return sacrebleu.corpus_bleu(hyps, [refs], tokenize=self.tokenize).score / 100.0
+        return sacrebleu.corpus_bleu(hyps, [refs], tokenize=self.tokenize, smooth_method="none").score / 100.0
 
 
 # --- Math exact match ---------------------------------------------------------

@@ -91,9 +91,14 @@ def test_bleu_equals_sacrebleu_corpus_score_over_100():
     hyps = ["the cat sat on the mat", "a quick brown fox jumps", "hello there world"]
     refs = ["the cat is sitting on the mat", "the quick brown fox jumps", "hello world"]
     samples = [Sample(str(i), {}, r) for i, r in enumerate(refs)]
-    expected = sacrebleu.corpus_bleu(hyps, [refs]).score / 100
+    expected = sacrebleu.corpus_bleu(hyps, [refs], smooth_method="none").score / 100
     got = CorpusBleu().corpus_score(hyps, samples)
     assert got == pytest.approx(expected)
+    # promptbench's BLEU (no smoothing), worked by hand: 14 hypothesis and 14
+    # reference tokens (brevity penalty 1); 1..4-gram matches 11/14, 6/11, 3/8, 1/5
+    import math
+    by_hand = math.exp(sum(math.log(p) for p in (11 / 14, 6 / 11, 3 / 8, 1 / 5)) / 4)
+    assert got == pytest.approx(by_hand)
     assert 0 < got < 1
     assert CorpusBleu().decomposable is False
     # corpus BLEU is not the mean of sentence scores
