@@ -689,6 +689,9 @@ class Semantic(Attack):
     )
     recipe = "promptbench semantic attack (SEMANTIC_ADV_PROMPT_SET)"
 
+    def __init__(self, *, every_score: bool = True) -> None:
+        self.every_score = every_score
+
     def _check(self, semantic_prompts: Sequence[Any]) -> None:
         if not semantic_entries(semantic_prompts):
             raise ValueError(
@@ -698,11 +701,15 @@ class Semantic(Attack):
     def _settings(self) -> tuple[dict[str, Any], list[str]]:
         return {
             "transformation": "none: the task's semantic prompt set, as given",
-            "search": "score every prompt of the set exactly; each score is in prompt_scores",
+            "search": "score every prompt of the set exactly; each score is in prompt_scores"
+            if self.every_score
+            else _differs("lowest score only, others stopped early (every_score=false)", "every prompt scored"),
             "result": "worst prompt of the set",
-        }, []
+        }, ([] if self.every_score else ["search"])
 
     async def _search(
         self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
     ):
-        return await prompt_set_search(tracker, semantic_entries(semantic_prompts))
+        return await prompt_set_search(
+            tracker, semantic_entries(semantic_prompts), every_score=self.every_score
+        )

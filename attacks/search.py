@@ -313,24 +313,35 @@ async def brute_force_search(
 
 
 async def prompt_set_search(
-    tracker: TrackedScorer, prompts: Sequence[tuple[str, str]]
+    tracker: TrackedScorer, prompts: Sequence[tuple[str, str]], *, every_score: bool = True
 ) -> SearchResult:
     """Score every (language, prompt) of a set exactly (Semantic attack: the
     paper reports each one) and return the lowest-scoring one as the result,
-    whether or not it is below the clean prompt's score."""
+    whether or not it is below the clean prompt's score.
+
+    ``every_score=False`` wants only the lowest score: the set is scored
+    against ``to_beat=inf``, so a prompt that provably scores above another
+    stops early, and ``prompt_scores`` is left empty."""
     unique = list(dict.fromkeys(text for _, text in prompts))
     todo = tracker.take(unique)
     if not todo:
         raise ValueError("the query budget allows no prompt of the set; raise --budget")
+    skipped = f" ({len(unique) - len(todo)} not scored: budget)" if len(todo) < len(unique) else ""
+    if not every_score:
+        best = best_complete(await tracker.score(todo, math.inf), math.inf)
+        if best is None:
+            raise ScorerContractError(
+                "scorer returned no complete score for a prompt set (the lowest-scoring prompt must be scored fully)"
+            )
+        note = f"worst of {len(todo)} semantic prompts{skipped}; other scores not computed (every_score=false)"
+        return SearchResult(best.prompt, best.score, notes={"result": note})
     scores = dict(zip(todo, await tracker.score_exact(todo)))
     language = {}
     for lang, text in prompts:
         language.setdefault(text, lang)
     table = tuple((language[t], t, scores[t]) for t in todo)
     worst = min(range(len(todo)), key=lambda i: (scores[todo[i]], i))
-    note = f"worst of {len(todo)} semantic prompts"
-    if len(todo) < len(unique):
-        note += f" ({len(unique) - len(todo)} not scored: budget)"
+    note = f"worst of {len(todo)} semantic prompts{skipped}"
     return SearchResult(
         todo[worst], scores[todo[worst]], prompt_scores=table, notes={"result": note}
     )

@@ -313,3 +313,13 @@ def test_textbugger_space_insertion_seen_in_both_places():
         seen |= set(insert_space("sentiment", random.Random(seed)))
     assert all(len(s.split(" ")[1]) >= 2 and len(s.split(" ")[0]) >= 1 for s in seen)
     assert "s entiment" in seen and "sentime nt" in seen
+
+
+def test_semantic_every_score_false_keeps_only_the_worst_and_stops_early():
+    sem = ["a b", "c d", "e f"]
+    scores = {"a b": 0.8, "c d": 0.3, "e f": 0.9, "Clean.": 0.6}
+    scorer = SyntheticScorer(lambda p, i: 1.0 if i < scores[p] * 10 else 0.0, 10)
+    out = run(get_attack("semantic", every_score=False).run("Clean.", scorer, semantic_prompts=sem))
+    assert out.adversarial_prompt == "c d" and out.prompt_scores == ()
+    assert "every_score=false" in out.settings["result"] and "search" in out.settings["deviations"]
+    assert scorer.calls[1][1] == float("inf")
