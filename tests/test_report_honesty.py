@@ -185,3 +185,16 @@ def test_report_api_writes_tables_and_figures(tmp_path: Path) -> None:
     names = {p.name for p in written}
     assert {"report.md", "apdr_attack_x_dataset.csv", "heatmap_model_x_attack.png", "most_helpful_prompts.csv"} <= names
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written if p.suffix == ".png")
+
+
+def test_run_summary_clean_list_keeps_intervals_and_the_runs_chance_rate(tmp_path: Path) -> None:
+    """A results.json "clean" list (pre run / pre eval) with per-prompt intervals and one chance rate per run."""
+    (tmp_path / "run").mkdir()
+    summary = {"model": "m", "dataset": "sst2", "mode": "choices", "samples": 30, "shots": 0, "chance_rate": 0.53,
+               "clean": [{"prompt_id": "a", "score": 0.6, "ci95": [0.42, 0.75], "at_chance": True},
+                         {"prompt_id": "b", "score": 0.9, "ci95": [0.74, 0.97], "at_chance": False}]}
+    (tmp_path / "run" / "results.json").write_bytes(orjson.dumps(summary))
+    report = build_report([tmp_path], figures=False)
+    chance = report.table("clean_at_chance")
+    assert chance.rows == [["m", "sst2", "a", "0.60", "[0.42, 0.75]", "0.53"]]
+    assert report.table("clean_model_x_dataset").rows == [["m (0-shot)", "0.75 ± 0.21"]]

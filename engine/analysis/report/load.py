@@ -228,18 +228,19 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
     base = {"model": str(data["model"]), "dataset": str(data["dataset"]), "shots": shots,
             "setting": Setting.of(merged).without_budget(), "source": str(path.parent)}
     out: list[dict[str, Any]] = []
+    run_chance = data.get("chance_rate")  # one majority-class rate per run (its samples)
     if isinstance(data.get("clean"), list):
         for r in data["clean"]:
             if isinstance(r, dict) and isinstance(r.get("score"), (int, float)):
                 out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
-                                      r.get("at_chance"), r.get("chance_rate")))
+                                      r.get("at_chance"), r.get("chance_rate", run_chance)))
     elif isinstance(data.get("clean_scores"), dict):
         out += [_clean_row(base, k, v) for k, v in data["clean_scores"].items() if isinstance(v, (int, float))]
     elif isinstance(data.get("prompts"), list):
         for r in data["prompts"]:
             if isinstance(r, dict) and isinstance(r.get("score"), (int, float)) and (r.get("prompt_id") or r.get("id")):
                 out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
-                                      r.get("at_chance"), r.get("chance_rate")))
+                                      r.get("at_chance"), r.get("chance_rate", run_chance)))
     return out
 
 
