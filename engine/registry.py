@@ -163,7 +163,10 @@ def _random_spec(config: str) -> ModelSpec:
 
 
 _HF_ARGS = {"device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix"}
-_RANDOM_ARGS = {"device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer"}
+_RANDOM_ARGS = {
+    "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
+    "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
+}
 _OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",

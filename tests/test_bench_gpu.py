@@ -34,7 +34,8 @@ def tiny_run(tmp_path_factory, tokenizer_dir):
 
 def test_tables_have_the_three_contenders_the_sweep_and_prefix_sharing(tiny_run):
     text, _ = tiny_run
-    assert "| (a) reference loop, batch 1, generate | 4 of 8 | 1 |" in text
+    assert "| (a) promptbench loop: model.generate, batch 1 | 4 of 8 | 1 |" in text
+    assert "| (a2) reference loop: hf backend, batch 1 | 4 of 8 | 1 |" in text
     assert "| (b) engine, hf backend, generate | 8 | 4 |" in text
     assert "| (c) engine, label scoring | 8 | 4 |" in text
     assert "## Batch size" in text and "## Prefix sharing at the best batch size" in text
@@ -44,7 +45,7 @@ def test_tables_have_the_three_contenders_the_sweep_and_prefix_sharing(tiny_run)
 
 def test_rates_and_ratios_come_from_the_measured_numbers(tiny_run):
     _, data = tiny_run
-    a, b, c = data["rows"]
+    a, a2, b, c = data["rows"]
     for row in (*data["rows"], *data["batch_sizes"], *data["prefix_sharing"]):
         assert row["seconds"] > 0
         assert row["requests_per_s"] == pytest.approx(row["requests"] / row["seconds"])
@@ -52,9 +53,12 @@ def test_rates_and_ratios_come_from_the_measured_numbers(tiny_run):
         assert row["mfu"] == pytest.approx(row["flops"] / row["seconds"] / data["device"]["flops_per_s"])
     assert data["ratios"]["b_over_a"] == pytest.approx((b["requests"] / b["seconds"]) / (a["requests"] / a["seconds"]))
     assert data["ratios"]["c_over_a"] == pytest.approx((c["requests"] / c["seconds"]) / (a["requests"] / a["seconds"]))
-    # Both generating sides decode exactly --max-tokens per request; scoring decodes none.
-    assert (a["requests"], a["new_tokens"], b["requests"], b["new_tokens"], c["new_tokens"]) == (4, 12, 8, 24, 0)
-    assert a["batch_size"] == 1 and a["extra"]["model_calls"] == 4
+    assert data["ratios"]["b_over_a2"] == pytest.approx((b["requests"] / b["seconds"]) / (a2["requests"] / a2["seconds"]))
+    # Every generating side decodes exactly --max-tokens per request; scoring decodes none.
+    assert [(r["requests"], r["new_tokens"]) for r in data["rows"]] == [(4, 12), (4, 12), (8, 24), (8, 0)]
+    assert a["prompt_tokens"] == a2["prompt_tokens"]  # the same inputs, tokenised the same way
+    assert a["batch_size"] == a2["batch_size"] == 1 and a["extra"]["model_calls"] == a2["extra"]["model_calls"] == 4
+    assert b["extra"]["positions"] > 0 and c["extra"]["positions"] > 0
 
 
 def test_json_records_device_model_workload_and_best_batch(tiny_run):

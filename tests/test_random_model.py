@@ -99,7 +99,7 @@ def test_same_seed_same_weights_and_answers_other_seed_differs_and_no_network(to
     a = _start(RandomHFBackend("random:tiny-llama", seed=7, tokenizer=str(tokenizer_dir), batch_size=4))
     b = _start(RandomHFBackend("random:tiny-llama", seed=7, tokenizer=str(tokenizer_dir), batch_size=4))
     c = _start(RandomHFBackend("random:tiny-llama", seed=8, tokenizer=str(tokenizer_dir), batch_size=4))
-    wa, wb, wc = (m.torch_model.state_dict() for m in (a, b, c))
+    wa, wb, wc = (m.model.state_dict() for m in (a, b, c))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert not all(torch.equal(wa[k], wc[k]) for k in wa)
     prompts = ["The film was a delight from start to end.", "Dull, long and loud."]
@@ -120,7 +120,7 @@ def test_generation_decodes_exactly_max_tokens_whatever_eos_and_stops(tokenizer_
     backend = _start(RandomHFBackend(f"random:{name}", tokenizer=str(tokenizer_dir), batch_size=3))
     out = _generate(backend, [f"review number {i}: " + "good " * i for i in range(5)], max_tokens=6)
     assert [c.completion_tokens for c in out] == [6] * 5
-    assert backend.torch_model.config.vocab_size == len(backend._tok)  # vocabulary follows the tokenizer
+    assert backend.model.config.vocab_size == len(backend.tokenizer)  # vocabulary follows the tokenizer
 
 
 def test_label_scoring_gives_finite_log_probabilities(tokenizer_dir):
@@ -141,7 +141,7 @@ def test_registry_resolves_random_models():
     spec = resolve_model("random:tiny-llama", {"seed": 3, "batch_size": 2, "tokenizer": "/nowhere"})
     backend = build_backend(spec)
     assert isinstance(backend, RandomHFBackend) and backend.seed == 3 and backend.batch_size == 2
-    assert backend._model is None  # constructed, nothing built
+    assert backend.model is None  # constructed, nothing built
     with pytest.raises(UnknownModelError, match="random:tiny-llama"):
         resolve_model("random:gpt-5")
     with pytest.raises(ModelArgsError, match="hf backend only"):

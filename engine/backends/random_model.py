@@ -249,7 +249,9 @@ class RandomHFBackend(HFBackend):
         batch_size: int = 16,
         chat: bool = False,
         share_prefix: bool = True,
+        **levers: Any,
     ) -> None:
+        """``levers``: the hf backend's other options (linear_kernel, prefix_cache_mb, length_order, drop_finished)."""
         self.random_config = random_config(config)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise RandomModelError(f"random:{self.random_config.name}: seed must be an integer >= 0 (got {seed!r})")
@@ -258,7 +260,7 @@ class RandomHFBackend(HFBackend):
         name = PREFIX + self.random_config.name
         super().__init__(
             name, device=device, dtype=dtype, batch_size=batch_size, chat=chat, identity_name=name,
-            share_prefix=share_prefix,
+            share_prefix=share_prefix, **levers,
         )
 
     def _resolve_revision(self) -> str:
@@ -273,16 +275,25 @@ class RandomHFBackend(HFBackend):
         return self.tokenizer_dir
 
     def _load(self) -> None:
-        # Mirrors the tail of HFBackend._load (the attributes it sets); see
-        # the hook proposed in bench/README.md "GPU" if that method changes.
+        # Mirrors HFBackend._load after its from_pretrained calls (kernel choice,
+        # the attributes it sets); a hook that builds (config, tokenizer, model)
+        # inside HFBackend._load would let this override go.
         import inspect
 
         import torch
 
+        from promptrobust.engine.backends.hf_kernels import choose_kernel, install
+
         tok = without_eos(load_tokenizer(self.tokenizer_path()))
-        device = self._pick_device()
-        dtype_name = self._planned_dtype()
+        device, dtype_name = self.placement()
         model = build_model(self.random_config, tok, device=device, dtype=dtype_name, seed=self.seed)
+        try:
+            with torch.random.fork_rng(devices=[]):  # its timing probe draws random inputs
+                kernel = choose_kernel(self.linear_kernel_request, model, device, dtype_name)
+        except ValueError as e:
+            raise BackendUnavailable(str(e)) from None
+        install(model, kernel.kernel)
+        self.kernel = kernel
         self._encdec = self.random_config.family == "t5"
         self._has_logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._max_len = self.random_config.max_positions
@@ -308,20 +319,15 @@ class RandomHFBackend(HFBackend):
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens (after ``start()``)."""
-        if self._tok is None:
+        if self.tokenizer is None:
             raise RandomModelError("random model: call start() before encoding")
-        return list(self._tok(text, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def parameter_count(self) -> int:
         """Parameters of the built model (after ``start()``)."""
-        if self._model is None:
+        if self.model is None:
             raise RandomModelError("random model: call start() before counting parameters")
-        return sum(p.numel() for p in self._model.parameters())
-
-    @property
-    def torch_model(self) -> Any:
-        """The underlying transformers model (after ``start()``), for FLOP counting."""
-        return self._model
+        return sum(p.numel() for p in self.model.parameters())
 
 
 __all__ = [
