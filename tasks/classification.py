@@ -11,7 +11,7 @@ from promptrobust.tasks.base import Metric, ParserName, Sample
 from promptrobust.tasks.common import DatasetTask, column, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy
-from promptrobust.tasks.parsing import LabelParser
+from promptrobust.tasks.parsing import LabelParser, last_word
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class ClassificationTask(DatasetTask):
     #: Extra words ``robust`` accepts for a label (the verbaliser always counts).
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     id_columns: tuple[str, ...] = ("idx", "id", "index")
+    #: Whether ``last_word`` reads a bare label id ("0", "1") as that label:
+    #: promptbench's label set holds the ids for SST-2, QNLI, RTE and WNLI only.
+    digit_answers: bool = False
 
     @property
     def metric(self) -> Metric:
@@ -67,7 +70,14 @@ class ClassificationTask(DatasetTask):
         return self.verbalizers[sample.target]
 
     def parse(self, answer: str, parser: ParserName = "last_word") -> str | None:
-        return self._parser.parse(answer, parser)
+        """``last_word`` also reads a bare label id ("0", "1") where promptbench's
+        label set has them (its ids are GLUE's, the same as ``raw_labels``)."""
+        label = self._parser.parse(answer, parser)
+        if label is None and parser == "last_word" and self.digit_answers:
+            word = last_word(answer)
+            if word.isdigit():
+                return self.raw_labels.get(word)
+        return label
 
 
 def binary_labels(zero: str, one: str) -> dict[str, str]:

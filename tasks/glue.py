@@ -39,6 +39,7 @@ def _task(name, description, size, fields, labels, raw, synonyms=None, *, label_
         labels=labels,
         verbalizers=verbalizers,
         protected_words=frozenset(protected),
+        digit_answers=bool(protected),
         max_tokens=LABEL_MAX_TOKENS,
         stop=(),
         description=description,

