@@ -7,6 +7,7 @@ and turns user errors into one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import importlib
 import importlib.util
 import sys
@@ -80,14 +81,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
+    from promptrobust.cli.signals import quiet_asyncio_teardown, terminate_as_interrupt
+
     errors = user_error_types()
-    try:
-        return int(args.handler(args) or 0)
-    except errors as exc:
-        return fail(one_line(exc))
-    except KeyboardInterrupt:
-        print("pre: interrupted; finished answers are in the cache, rerun to resume", file=sys.stderr)
-        return 130
+    if not os.environ.get("PRE_DEBUG"):
+        quiet_asyncio_teardown()
+    with terminate_as_interrupt() as signals:
+        try:
+            return int(args.handler(args) or 0)
+        except errors as exc:
+            return fail(one_line(exc))
+        except KeyboardInterrupt:
+            print(f"pre: {signals.verb}; no run folder was written, finished answers are in the cache: rerun to resume", file=sys.stderr)
+            return signals.exit_code
+        except OSError as exc:
+            # A full disk, a vanished folder, a read-only file: the environment, not a bug.
+            return fail(f"{exc.strerror or exc} ({exc.filename or 'file system'}); free space or fix permissions, then rerun")
 
 
 if __name__ == "__main__":

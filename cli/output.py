@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,41 @@ from promptrobust.cli.errors import UserError
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
+
+
+#: Inside a ``.partial`` folder: the pid of the run writing it (stale when that process is gone).
+OWNER_FILE = ".owner-pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_partials(root: Path) -> list[Path]:
+    """Delete ``.NAME.partial`` folders whose run was killed (kill -9, power loss).
+
+    A folder counts as stale when the process named in its owner file is gone,
+    or when it has no owner file and is older than a day (written by an older
+    release). Returns what was removed."""
+    removed = []
+    for partial in root.glob(".*.partial"):
+        if not partial.is_dir():
+            continue
+        owner = partial / OWNER_FILE
+        try:
+            stale = not _alive(int(owner.read_text().strip())) if owner.exists() else (time.time() - partial.stat().st_mtime > 86400)
+        except (OSError, ValueError):
+            stale = True
+        if stale:
+            shutil.rmtree(partial, ignore_errors=True)
+            removed.append(partial)
+    return removed
 
 
 class RunFolder:
@@ -47,8 +83,11 @@ class RunFolder:
             n += 1
             final = root / f"{name}-{n}"
         self.final = final
+        for stale in remove_stale_partials(root):
+            print(f"pre: removed {stale}, the unfinished folder of a killed run", file=sys.stderr)
         self.partial = root / f".{final.name}.partial"
         self.partial.mkdir()
+        (self.partial / OWNER_FILE).write_text(str(os.getpid()))
 
     def path(self, name: str) -> Path:
         return self.partial / name
@@ -69,6 +108,7 @@ class RunFolder:
             self.discard()
 
     def commit(self) -> Path:
+        (self.partial / OWNER_FILE).unlink(missing_ok=True)
         os.replace(self.partial, self.final)
         return self.final
 

@@ -1,0 +1,78 @@
+"""SIGTERM and SIGINT mid-run: one line, no partial folder, cache intact, the rerun sends only what is missing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.slow
+
+
+def _cmd(srv: FakeOpenAIServer, tmp_path: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "promptrobust.cli.main", "run", "--model", "openai:fake-model",
+        "--model-args", f"base_url={srv.url}", "--dataset", "rotten_tomatoes", "--limit", "30",
+        "--mode", "choices", "--concurrency", "2", "--cache", str(tmp_path / "c.sqlite"),
+        "--output-dir", str(tmp_path / "runs"), "--no-progress",
+    ]
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+
+
+def _posts(srv: FakeOpenAIServer) -> int:
+    return srv.count("/v1/chat/completions") + srv.count("/v1/completions")
+
+
+@pytest.mark.parametrize("signum, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path, signum, code, word) -> None:  # noqa: ANN001
+    total = 10 * 30  # ten task prompts x 30 samples
+    with FakeOpenAIServer(latency=0.02) as srv:
+        proc = subprocess.Popen(_cmd(srv, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while _posts(srv) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be signalled"
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and word in lines[0] and "Traceback" not in err, err
+        runs = tmp_path / "runs"
+        assert not any(runs.iterdir()) if runs.exists() else True  # neither a partial nor a final folder
+        cached = _rows(tmp_path / "c.sqlite")
+        assert 0 < cached < total
+        srv.reset_counts()
+        done = subprocess.run(_cmd(srv, tmp_path), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert _posts(srv) == total - cached  # only what was missing
+        assert _rows(tmp_path / "c.sqlite") == total
+
+
+def test_a_killed_runs_partial_folder_is_removed_by_the_next_run(tmp_path) -> None:  # noqa: ANN001
+    from promptrobust.cli.output import OWNER_FILE, RunFolder
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = runs / ".20250101-000000_m_d.partial"
+    stale.mkdir()
+    (stale / OWNER_FILE).write_text(str(dead.pid))
+    (stale / "results.jsonl").write_text("{}\n")
+    with RunFolder(runs, ["m", "d"]) as folder:
+        live_partial = folder.partial
+        assert live_partial.exists() and not stale.exists()
+    assert folder.final.exists() and not live_partial.exists()
