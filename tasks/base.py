@@ -70,9 +70,13 @@ class Task(ABC):
     labels: tuple[str, ...] = ()
     #: label -> the word the model is asked to answer with (used for label scoring).
     verbalizers: Mapping[str, str] = field(default_factory=dict)
-    #: Words no attack may modify: label words and template words.
+    #: Words no attack may modify beyond the labels and verbalisers (which the
+    #: engine adds): promptbench's few task words ("translate", "math",
+    #: "unanswerable", label ids). Template words such as "Answer" stay attackable.
     protected_words: frozenset[str] = frozenset()
-    #: Generation length for generate mode, and stop sequences.
+    #: Generation length for generate mode, and stop sequences. The dataset
+    #: tasks set promptbench's (20 new tokens, end of sequence only, for label
+    #: tasks); these defaults serve only test doubles.
     max_tokens: int = 8
     stop: tuple[str, ...] = ("\n",)
     #: Whether label scoring (``--mode choices``) applies.

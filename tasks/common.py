@@ -303,15 +303,3 @@ def few_shot_examples(
             "add a train file to --data-dir or use zero-shot"
         )
     return random.Random(seed).sample(pool, k)
-
-
-def label_words(*groups: Sequence[str]) -> frozenset[str]:
-    """Lowercased words of template labels and answer words, for ``protected_words``."""
-    out: set[str] = set()
-    for group in groups:
-        for phrase in group:
-            for w in phrase.replace(":", " ").split():
-                if not w.isdigit():
-                    out.add(w.lower())
-    return frozenset(out)
-
