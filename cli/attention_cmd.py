@@ -85,6 +85,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace, worst_record: Any) -> Any:
+    if args.sample_index < 0:
+        raise UserError(f"--sample-index must be 0 or more (got {args.sample_index})")
     if args.record:
         if args.clean or args.adversarial:
             raise UserError("use either --record or --clean/--adversarial, not both")
