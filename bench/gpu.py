@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import json
 import math
 import random
 import sys
@@ -42,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.flops import DevicePeak, FlopModel, device_peak, flop_model  # noqa: E402
-from bench.report import header, write_results  # noqa: E402
+from promptrobust.engine.benchmarks.environment import describe, describe_line  # noqa: E402
 from promptrobust.engine.types import Completion, Request  # noqa: E402
 
 #: The engine's prefix cache budget in these runs (the hf backend's default), emptied before each timed run.
@@ -251,7 +253,9 @@ class _CountingModel:
 
     def generate(self, input_ids: Any, **kwargs: Any) -> Any:
         out = self.model.generate(input_ids, **kwargs)
-        self.calls.append((int(input_ids.shape[1]), int(out.shape[1] - input_ids.shape[1])))
+        # decoder-only: input + new tokens; encoder-decoder: decoder start token + new tokens
+        given = 1 if getattr(self.model.config, "is_encoder_decoder", False) else int(input_ids.shape[1])
+        self.calls.append((int(input_ids.shape[1]), int(out.shape[1]) - given))
         return out
 
 
@@ -509,7 +513,8 @@ def _row(m: Measured, peak: DevicePeak, *cells: str) -> str:
             f"{r['new_tokens_per_s']:.0f} | {r['tflops_per_s']:.3g} | {r['mfu']:.3f} |")
 
 
-def markdown(res: GpuBenchResult, command: str) -> str:
+def section(res: GpuBenchResult, command: str) -> str:
+    """One run's Markdown: its command, machine, settings and tables (## and ### headings)."""
     cfg, peak = res.cfg, res.peak
     a, a2, b, c = res.main
     ratios = res.ratios()
@@ -522,7 +527,12 @@ def markdown(res: GpuBenchResult, command: str) -> str:
     )
     cols = "seconds | requests/s | input tokens/s | new tokens/s | model TFLOP/s | MFU |"
     lines = [
-        *header(f"One attack step on one device: {cfg.model}", command, settings),
+        f"## {cfg.model}",
+        "",
+        f"Command: `{command}`",
+        describe_line(),
+        f"Settings: {settings}",
+        "",
         f"| contender | requests timed | batch size | {cols} vs (a) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -542,7 +552,7 @@ def markdown(res: GpuBenchResult, command: str) -> str:
         k = min(cfg.sweep_candidates, cfg.candidates)
         best = res.best_batch_sizes()
         lines += [
-            f"## Batch size (backend alone, prefix sharing on, {k} candidates x {cfg.samples} samples)",
+            f"### Batch size (backend alone, prefix sharing on, {k} candidates x {cfg.samples} samples)",
             "",
             f"| request kind | batch size | {cols} vs best |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -555,7 +565,7 @@ def markdown(res: GpuBenchResult, command: str) -> str:
             lines.append("Not run: " + "; ".join(res.failed) + ".")
         lines.append("")
         lines += [
-            "## Prefix sharing at the best batch size",
+            "### Prefix sharing at the best batch size",
             "",
             f"| request kind | batch size | prefix sharing | {cols} on/off |",
             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -583,10 +593,11 @@ def markdown(res: GpuBenchResult, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(res: GpuBenchResult) -> dict[str, Any]:
+def to_json(res: GpuBenchResult, command: str) -> dict[str, Any]:
+    """One run as data; ``markdown`` is its section, so a file of several runs can be written again."""
     peak = res.peak
     return {
-        "benchmark": "gpu",
+        "command": command,
         "settings": {**asdict(res.cfg), "batch_sizes": list(res.cfg.batch_sizes)},
         "device": asdict(peak),
         "model": res.model,
@@ -597,7 +608,53 @@ def to_json(res: GpuBenchResult) -> dict[str, Any]:
         "best_batch_size": res.best_batch_sizes(),
         "prefix_sharing": [m.as_dict(peak) for m in res.sharing],
         "failed": res.failed,
+        "markdown": section(res, command),
     }
+
+
+TITLE = "# One attack step on one device: the batch-1 loop against the engine"
+
+
+def document(runs: Sequence[dict[str, Any]]) -> str:
+    """gpu.md: a title, then each run's section (runs of several models on one device)."""
+    intro = ("Written by bench/gpu.py (`pre bench gpu`); each section comes from the command it shows, "
+             "on a randomly initialised model of the named architecture (random:CONFIG).")
+    return "\n".join([TITLE, "", intro, "", *(r["markdown"] for r in runs)])
+
+
+def merge_runs(previous: dict[str, Any] | None, new: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """Runs to keep in gpu.json: earlier runs of other models on the same device, then the new ones.
+
+    Returns the runs and a note about what was dropped ("" when nothing was).
+    """
+    if not previous or not new:
+        return list(new), ""
+    device = new[0]["device"]["name"]
+    models = {r["model"]["name"] for r in new}
+    old = previous.get("runs", [])
+    same = [r for r in old if r.get("device", {}).get("name") == device]
+    kept = [r for r in same if r.get("model", {}).get("name") not in models]
+    note = ""
+    if len(same) < len(old):
+        note = f"dropped {len(old) - len(same)} earlier run(s) made on another device"
+    return kept + list(new), note
+
+
+def write_out(out: Path, new_runs: Sequence[dict[str, Any]]) -> str:
+    """Write OUT/gpu.json and OUT/gpu.md, merged with earlier runs there; returns a note on what was dropped."""
+    path = out / "gpu.json"
+    previous = None
+    if path.is_file():
+        try:
+            previous = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise GpuBenchError(f"--out {out}: {path} is not readable JSON; move it away or choose another --out") from None
+    runs, note = merge_runs(previous, new_runs)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"benchmark": "gpu", "machine": describe(), "runs": runs}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    (out / "gpu.md").write_text(document(runs))
+    return note
 
 
 # --------------------------------------------------------------------------- command line
@@ -606,8 +663,9 @@ def to_json(res: GpuBenchResult) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     d = GpuBenchConfig()
     ap = argparse.ArgumentParser(prog="gpu.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=d.model, help="a random: model (random:llama-2-7b, random:llama-2-13b, "
-                                                     "random:flan-t5-large, random:tiny-llama)")
+    ap.add_argument("--model", default=d.model,
+                    help="random: models, comma-separated, run one after the other (random:llama-2-7b, "
+                         "random:llama-2-13b, random:vicuna-13b, random:flan-t5-large, random:tiny-llama, random:tiny-t5)")
     ap.add_argument("--candidates", type=int, default=d.candidates, help="candidate prompts of the attack step")
     ap.add_argument("--samples", type=int, default=d.samples, help="samples per candidate")
     ap.add_argument("--max-tokens", type=int, default=d.max_tokens, help="new tokens per generate request (exact)")
@@ -627,24 +685,42 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="tokenizer files (default: the embedded SmolLM2 model's, from the model store)")
     ap.add_argument("--save-tokenizer", default=None, metavar="DIR",
                     help="only copy the default tokenizer files to DIR (to carry them to an offline GPU machine)")
-    ap.add_argument("--out", default=None, metavar="DIR", help="also write DIR/gpu.md and DIR/gpu.json")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="also write DIR/gpu.md and DIR/gpu.json, keeping earlier runs of other models on the same "
+                         "device there (so models can run in separate commands)")
     return ap.parse_args(argv)
 
 
-def config_from(args: argparse.Namespace) -> GpuBenchConfig:
+def configs_from(args: argparse.Namespace) -> list[GpuBenchConfig]:
+    """One validated configuration per model named in --model (comma-separated)."""
     text = args.batch_sizes.strip().lower()
     try:
         sizes = () if text in ("", "none") else tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise GpuBenchError(f"--batch-sizes {args.batch_sizes!r}: give integers separated by commas, or none") from None
-    cfg = GpuBenchConfig(
-        model=args.model, candidates=args.candidates, samples=args.samples, max_tokens=args.max_tokens,
-        batch_size=args.batch_size, batch_sizes=sizes, sweep_candidates=args.sweep_candidates,
-        reference_requests=args.reference_requests, inputs=args.inputs, seed=args.seed, device=args.device,
-        dtype=args.dtype, tokenizer=args.tokenizer,
-    )
-    cfg.validate()
-    return cfg
+    models = [m.strip() for m in args.model.split(",") if m.strip()]
+    if not models:
+        raise GpuBenchError("--model: name at least one random: model, e.g. random:llama-2-7b")
+    out = []
+    for model in models:
+        cfg = GpuBenchConfig(
+            model=model, candidates=args.candidates, samples=args.samples, max_tokens=args.max_tokens,
+            batch_size=args.batch_size, batch_sizes=sizes, sweep_candidates=args.sweep_candidates,
+            reference_requests=args.reference_requests, inputs=args.inputs, seed=args.seed, device=args.device,
+            dtype=args.dtype, tokenizer=args.tokenizer,
+        )
+        cfg.validate()
+        out.append(cfg)
+    return out
+
+
+def _release_memory() -> None:
+    """Give the last model's memory back before building the next one."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -652,23 +728,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from promptrobust.engine.backends.random_model import RandomModelError, save_tokenizer
 
     args = parse_args(argv)
+    out = Path(args.out) if args.out else None
     try:
         if args.save_tokenizer:
             print(f"# wrote tokenizer files to {save_tokenizer(args.save_tokenizer)}", file=sys.stderr)
             return 0
-        cfg = config_from(args)
-        if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-            raise GpuBenchError(f"--out {args.out} is a file: give a directory for gpu.md and gpu.json")
-        res = asyncio.run(run(cfg))
+        cfgs = configs_from(args)
+        if out is not None and out.exists() and not out.is_dir():
+            raise GpuBenchError(f"--out {out} is a file: give a directory for gpu.md and gpu.json")
+        for cfg in cfgs:
+            res = asyncio.run(run(cfg))
+            command = command_line(cfg, args.out)
+            run_json = to_json(res, command)
+            print(run_json["markdown"], flush=True)
+            if out is not None:
+                note = write_out(out, [run_json])
+                print(f"# wrote {out / 'gpu.md'} and {out / 'gpu.json'}" + (f" ({note})" if note else ""), file=sys.stderr)
+            del res
+            _release_memory()
     except (GpuBenchError, RandomModelError, BackendError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    command = command_line(cfg, args.out)
-    text = markdown(res, command)
-    print(text)
-    if args.out:
-        write_results(Path(args.out) / "gpu.md", text, command, to_json(res))
-        print(f"# wrote {Path(args.out) / 'gpu.md'} and gpu.json", file=sys.stderr)
     return 0
 
 

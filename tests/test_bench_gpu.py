@@ -29,7 +29,9 @@ def tiny_run(tmp_path_factory, tokenizer_dir):
     """One tiny run with --out (synthetic inputs: no dataset package needed)."""
     out = tmp_path_factory.mktemp("results")
     assert gpu.main([*TINY, "--inputs", "synthetic", "--tokenizer", str(tokenizer_dir), "--out", str(out)]) == 0
-    return (out / "gpu.md").read_text(), json.loads((out / "gpu.json").read_text())
+    data = json.loads((out / "gpu.json").read_text())
+    assert len(data["runs"]) == 1
+    return (out / "gpu.md").read_text(), data["runs"][0] | {"machine": data["machine"]}
 
 
 def test_tables_have_the_three_contenders_the_sweep_and_prefix_sharing(tiny_run):
@@ -38,7 +40,8 @@ def test_tables_have_the_three_contenders_the_sweep_and_prefix_sharing(tiny_run)
     assert "| (a2) reference loop: hf backend, batch 1 | 4 of 8 | 1 |" in text
     assert "| (b) engine, hf backend, generate | 8 | 4 |" in text
     assert "| (c) engine, label scoring | 8 | 4 |" in text
-    assert "## Batch size" in text and "## Prefix sharing at the best batch size" in text
+    assert text.startswith(gpu.TITLE) and "\n## random:tiny-llama\n" in text
+    assert "### Batch size" in text and "### Prefix sharing at the best batch size" in text
     assert "(b)/(a) = **" in text and "(c)/(a) = **" in text
     assert "Command: `python bench/gpu.py --model random:tiny-llama" in text and "no GPU" in text
 
@@ -81,8 +84,33 @@ def test_no_files_without_out(tmp_path, tokenizer_dir, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     args = [*TINY, "--inputs", "synthetic", "--tokenizer", str(tokenizer_dir), "--batch-sizes", "none"]
     assert gpu.main(args) == 0
-    assert "## Batch size" not in capsys.readouterr().out
+    assert "### Batch size" not in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_out_keeps_other_models_of_the_same_device_and_replaces_a_rerun(tmp_path, tokenizer_dir):
+    base = [*TINY, "--inputs", "synthetic", "--tokenizer", str(tokenizer_dir), "--batch-sizes", "none",
+            "--out", str(tmp_path)]
+    assert gpu.main(base) == 0
+    first = json.loads((tmp_path / "gpu.json").read_text())["runs"][0]
+    # two models in one command: tiny-t5 is added, tiny-llama is measured again and replaces the first run
+    assert gpu.main([*base, "--model", "random:tiny-t5,random:tiny-llama"]) == 0
+    runs = json.loads((tmp_path / "gpu.json").read_text())["runs"]
+    assert [r["model"]["name"] for r in runs] == ["random:tiny-t5", "random:tiny-llama"]
+    assert runs[1]["rows"] != first["rows"]  # a new measurement (times differ)
+    text = (tmp_path / "gpu.md").read_text()
+    assert text.count("\n## random:") == 2 and "random:tiny-t5,random:tiny-llama" not in text  # one command per run
+    t5 = runs[0]
+    assert [(r["requests"], r["new_tokens"]) for r in t5["rows"]] == [(4, 12), (4, 12), (8, 24), (8, 0)]
+
+
+def test_runs_of_another_device_are_dropped_with_a_note():
+    old = {"runs": [{"device": {"name": "NVIDIA H100 80GB HBM3"}, "model": {"name": "random:llama-2-7b"}},
+                    {"device": {"name": "cpu box"}, "model": {"name": "random:llama-2-13b"}}]}
+    new = [{"device": {"name": "cpu box"}, "model": {"name": "random:tiny-llama"}}]
+    runs, note = gpu.merge_runs(old, new)
+    assert [r["model"]["name"] for r in runs] == ["random:llama-2-13b", "random:tiny-llama"]
+    assert "1 earlier run(s) made on another device" in note
 
 
 @pytest.mark.parametrize("args,message", [
