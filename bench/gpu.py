@@ -365,21 +365,27 @@ class GpuBenchResult:
         return {k: m.batch_size for k, m in best.items()}
 
 
-def check_memory(cfg: GpuBenchConfig, params: int, device: str, dtype: str) -> None:
-    """Refuse a model whose weights alone take more than 90% of the device's memory."""
+def device_memory(device: str) -> float:
+    """Bytes free on a CUDA device, or the machine's memory for the CPU (0: unknown)."""
     import torch
 
-    need = params * (2 if dtype in ("bfloat16", "float16") else 4)
     if device.startswith("cuda"):
         free, _total = torch.cuda.mem_get_info(torch.device(device))
-    else:
-        from promptrobust.engine.benchmarks.environment import describe
+        return float(free)
+    from promptrobust.engine.benchmarks.environment import describe
 
-        free = (describe()["memory_gib"] or 0) * 2**30
+    return float((describe()["memory_gib"] or 0) * 2**30)
+
+
+def check_memory(cfg: GpuBenchConfig, params: int, device: str, dtype: str) -> None:
+    """Refuse a model whose weights alone take more than 90% of the device's memory."""
+    need = params * (2 if dtype in ("bfloat16", "float16") else 4)
+    free = device_memory(device)
     if free and need > 0.9 * free:
         raise GpuBenchError(
             f"--model {cfg.model}: {params / 1e9:.2f}B parameters need {need / 2**30:.1f} GiB in {dtype}, "
-            f"the {device} has {free / 2**30:.1f} GiB free: choose a smaller --model (random:tiny-llama on a CPU)"
+            f"the {device} has {free / 2**30:.1f} GiB {'free' if device.startswith('cuda') else 'of memory'}: "
+            "choose a smaller --model (random:tiny-llama on a CPU)"
         )
 
 
@@ -393,6 +399,8 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
     backend = RandomHFBackend(cfg.model, seed=cfg.seed, tokenizer=cfg.tokenizer, device=cfg.device, dtype=cfg.dtype,
                               batch_size=cfg.batch_size)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise GpuBenchError(f"--device {cfg.device}: this machine has no CUDA device; use --device auto or cpu")
     device, dtype = backend.placement()
     check_memory(cfg, _meta_params(backend), device, dtype)
     say(f"building {cfg.model} on {device} in {dtype} (seed {cfg.seed})")
@@ -680,7 +688,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="Rotten Tomatoes reviews (dataset), synthetic ones of the same lengths, or dataset if installed")
     ap.add_argument("--seed", type=int, default=d.seed, help="seed of the random weights and the samples")
     ap.add_argument("--device", default=d.device, help="auto (cuda if present, else cpu), cuda, cuda:1, cpu")
-    ap.add_argument("--dtype", default=d.dtype, help="auto (bfloat16 on a GPU, float32 on the CPU), bfloat16, float32")
+    ap.add_argument("--dtype", default=d.dtype, choices=("auto", "bfloat16", "float16", "float32"),
+                    help="auto: bfloat16 on a GPU, float32 on the CPU")
     ap.add_argument("--tokenizer", default=None, metavar="DIR",
                     help="tokenizer files (default: the embedded SmolLM2 model's, from the model store)")
     ap.add_argument("--save-tokenizer", default=None, metavar="DIR",

@@ -125,6 +125,25 @@ def test_bad_settings_are_one_line(args, message, capsys):
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_model_too_big_for_the_device_is_refused_before_building(tokenizer_dir, capsys, monkeypatch):
+    # 13.19B parameters (with the tokenizer's vocabulary) in fp32 on a 24 GiB machine: counted on the
+    # meta device, refused in one line before anything is allocated.
+    monkeypatch.setattr(gpu, "device_memory", lambda device: 24 * 2**30)
+    assert gpu.main(["--model", "random:llama-2-13b", "--device", "cpu", "--tokenizer", str(tokenizer_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "13.19B parameters need 49.1 GiB in float32, the cpu has 24.0 GiB of memory" in err
+    assert "choose a smaller --model" in err
+
+
+def test_cuda_without_a_gpu_is_one_line(tokenizer_dir, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert gpu.main([*TINY[:1], "random:tiny-llama", "--device", "cuda", "--tokenizer", str(tokenizer_dir)]) == 2
+    assert "has no CUDA device" in capsys.readouterr().err
+
+
 def test_candidates_are_distinct_single_edits_and_reference_subset_is_spread():
     base = "Classify the review as positive or negative"
     cands = gpu.candidate_prompts(base, 20)
