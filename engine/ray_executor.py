@@ -86,6 +86,8 @@ class RayOptions:
     """Times a unit is sent before its job is recorded as failed (a unit that kills every worker)."""
     worker_cache_dir: str | None = None
     """Node-local folder for the workers' caches; None: the node's temp folder."""
+    spread: bool = True
+    """Place workers on different nodes where possible (Ray's SPREAD), so a lost node takes few of them."""
 
     def __post_init__(self) -> None:
         def check(cond: bool, message: str) -> None:
@@ -275,9 +277,9 @@ def run_sweep_ray(
 
     def start(slot: _Slot) -> None:
         slot.cache_name = f"{_slug(slot.model)}.w{slot.index}.a{slot.attempt}.sqlite"
+        placement = {"scheduling_strategy": "SPREAD"} if options.spread else {}
         slot.actor = remote_worker.options(
-            num_cpus=options.num_cpus, num_gpus=options.num_gpus, max_restarts=0, max_task_retries=0,
-            name=None,
+            num_cpus=options.num_cpus, num_gpus=options.num_gpus, max_restarts=0, max_task_retries=0, **placement,
         ).remote(cfg, slot.model, slot.cache_name, options.worker_cache_dir, backend_factory)
         progress.workers_started += 1
         on_event(f"started {slot.label} (attempt {slot.attempt + 1})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.cache import CacheError, ScoreCache
+from promptrobust.engine.cache import CacheError, ScoreCache, merge_caches
 from promptrobust.engine.types import Completion
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,3 +87,59 @@ def test_completion_roundtrip_keeps_logprobs(tmp_path: Path) -> None:
         cache.put("k", "m", c)
     with ScoreCache(tmp_path / "c.sqlite") as cache:
         assert cache.get("k") == c
+
+
+# -- merging caches (pre cache merge) ------------------------------------------------
+
+
+def _cache(path: Path, items: dict[str, str]) -> Path:
+    with ScoreCache(path) as cache:
+        cache.put_many([(k, "m", Completion(text=v)) for k, v in items.items()])
+    return path
+
+
+def test_cache_merge_is_insert_or_ignore_and_idempotent(tmp_path: Path) -> None:
+    a = _cache(tmp_path / "a.sqlite", {"k1": "x", "k2": "y"})
+    b = _cache(tmp_path / "b.sqlite", {"k2": "y", "k3": "z"})
+    out = tmp_path / "out.sqlite"
+    result = merge_caches(out, [a, b])
+    assert (result.added, result.total) == ([2, 1], 3)
+    assert merge_caches(out, [a, b]).added == [0, 0]
+    with ScoreCache(out) as merged:
+        assert merged.get("k3").text == "z" and merged.count() == 3
+
+
+def test_cache_merge_refuses_foreign_files_before_writing(tmp_path: Path) -> None:
+    good = _cache(tmp_path / "good.sqlite", {"k": "v"})
+    text = tmp_path / "notes.sqlite"
+    text.write_bytes(b"not a database at all" * 50)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+    other_schema = tmp_path / "old.sqlite"
+    with sqlite3.connect(other_schema) as conn:
+        conn.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, value BLOB)")
+    out = tmp_path / "out.sqlite"
+    for bad, needle in ((text, "not a promptrobust cache"), (foreign, "no completions table"),
+                        (other_schema, "different cache schema"), (tmp_path / "missing.sqlite", "does not exist")):
+        with pytest.raises(CacheError, match=needle) as info:
+            merge_caches(out, [good, bad])
+        assert "\n" not in str(info.value)
+    assert not out.exists()  # refused before anything was written
+    with pytest.raises(CacheError, match="both the output and a source"):
+        merge_caches(good, [good])
+
+
+def test_cache_merge_command_prints_counts_and_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptrobust.cli.main import main
+
+    a = _cache(tmp_path / "a.sqlite", {"k1": "x"})
+    b = _cache(tmp_path / "b.sqlite", {"k1": "x", "k2": "y"})
+    out = tmp_path / "merged.sqlite"
+    assert main(["cache", "merge", str(out), str(a), str(b)]) == 0
+    assert "2 added, 2 in total" in capsys.readouterr().out
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("hello")
+    assert main(["cache", "merge", str(out), str(foreign)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a promptrobust cache" in err[0]

@@ -1,14 +1,16 @@
 """The Ray executor on real local Ray clusters, against a real HTTP model server (FakeOpenAIServer).
 
 Skipped when Ray is not installed (``pip install 'promptrobust[ray]'``). One
-single-node Ray instance is shared by the first two tests (Ray takes ~10 s
-to start); the node-removal test builds its own 2-node cluster.
+local 2-node cluster (``ray.cluster_utils.Cluster``: separate raylets on this
+machine) is shared by the module, since Ray takes ~10 s to start; the
+node-removal test runs last because it takes a node away.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +39,20 @@ def server():  # noqa: ANN201
 
 
 @pytest.fixture(scope="module")
-def local_ray():  # noqa: ANN201
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
+def cluster():  # noqa: ANN201
+    """A head with no CPUs and two 2-CPU nodes, all on this machine; the tests' driver joins it."""
+    from ray.cluster_utils import Cluster
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a second node needs it (token auth is on by default)
+    if ray.is_initialized():
+        ray.shutdown()
+    local = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    nodes = [local.add_node(num_cpus=2) for _ in range(2)]
+    local.wait_for_nodes()
+    ray.init(address=local.address, logging_level="WARNING")
+    yield local, nodes
     ray.shutdown()
+    local.shutdown()
 
 
 def _config(root: Path, name: str, server: dict[str, FakeOpenAIServer]) -> SweepConfig:
@@ -67,12 +78,22 @@ def reference(tmp_path_factory: pytest.TempPathFactory, server: dict[str, FakeOp
     return records(cfg.folder), cache_keys(cfg.cache)
 
 
-def test_two_workers_give_the_local_executors_records(local_ray: Any, tmp_path: Path, server: dict[str, FakeOpenAIServer],
+def test_two_workers_give_the_local_executors_records(cluster: Any, tmp_path: Path, server: dict[str, FakeOpenAIServer],
                                                        reference: tuple[list[dict], set[str]]) -> None:
     cfg = _config(tmp_path, "ray", server)
     options = RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2)
-    progress = run_sweep_ray(cfg, options)
-    assert not progress.failed and progress.workers_started == 2  # one worker process per model
+    in_flight: list[int] = []
+    pids: set[int] = set()
+
+    def watch(state: dict[str, Any]) -> None:
+        for slot in state["slots"].values():
+            in_flight.append(len(slot.in_flight))
+            if slot.actor is not None and len(pids) < 2:
+                pids.add(ray.get(slot.actor.where.remote())["pid"])
+
+    progress = run_sweep_ray(cfg, options, after_submit=watch)
+    assert not progress.failed and progress.workers_started == 2 and len(pids) == 2  # one worker process per model
+    assert max(in_flight) == 2  # bounded: never more than max_in_flight units on one worker
     assert stable(records(cfg.folder)) == stable(reference[0])
     assert cache_keys(cfg.cache) == reference[1] and progress.caches_merged == 2
 
@@ -81,7 +102,7 @@ def test_two_workers_give_the_local_executors_records(local_ray: Any, tmp_path: 
     assert len(records(cfg.folder)) == len(reference[0])
 
 
-def test_a_killed_worker_still_completes_every_unit_exactly_once(local_ray: Any, tmp_path: Path,
+def test_a_killed_worker_still_completes_every_unit_exactly_once(cluster: Any, tmp_path: Path,
                                                                  server: dict[str, FakeOpenAIServer],
                                                                  reference: tuple[list[dict], set[str]]) -> None:
     cfg = _config(tmp_path, "killed", server)
@@ -111,18 +132,11 @@ def test_bad_options_name_the_fix() -> None:
 
 
 def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys(
-    tmp_path: Path, server: dict[str, FakeOpenAIServer], reference: tuple[list[dict], set[str]]
+    cluster: Any, tmp_path: Path, server: dict[str, FakeOpenAIServer], reference: tuple[list[dict], set[str]]
 ) -> None:
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    nodes = [cluster.add_node(num_cpus=2) for _ in range(2)]
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="WARNING")
+    local, nodes = cluster
     removed: list[str] = []
+    events: list[str] = []
 
     def remove_a_node(state: dict[str, Any]) -> None:
         if removed or state["progress"].records < 1:
@@ -131,17 +145,14 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
         for node in nodes:
             if node.node_id in busy:
                 removed.append(node.node_id)
-                cluster.remove_node(node, allow_graceful=False)
+                local.remove_node(node, allow_graceful=False)
                 return
 
-    try:
-        cfg = _config(tmp_path, "nodes", server)
-        progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=60),
-                                 after_submit=remove_a_node)
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    cfg = _config(tmp_path, "nodes", server)
+    started = time.monotonic()
+    progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=60),
+                             after_submit=remove_a_node, on_event=lambda m: events.append(f"{time.monotonic() - started:.1f}s {m}"))
     assert removed, "the sweep finished before a node could be removed: make it slower"
-    assert not progress.failed and progress.units_requeued >= 1
+    assert not progress.failed and progress.units_requeued >= 1, events
     assert stable(records(cfg.folder)) == stable(reference[0])
-    assert cache_keys(cfg.cache) == reference[1]  # per-node caches merged (one machine: dead ones too)
+    assert cache_keys(cfg.cache) == reference[1]  # per-node caches merged (one machine: the dead node's too)

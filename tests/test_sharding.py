@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.cache import CacheError, ScoreCache, cache_keys, merge_caches
+from promptrobust.engine.cache import cache_keys, merge_caches
 from promptrobust.engine.session import Session
 from promptrobust.engine.sharding import (
     Shard,
@@ -20,7 +19,6 @@ from promptrobust.engine.sharding import (
     shard_config,
 )
 from promptrobust.engine.sweep import SweepConfig, run_sweep
-from promptrobust.engine.types import Completion
 from promptrobust.testing import CountingBackend
 from tests.sweep_helpers import hashed_answer, records, small_config, stable
 
@@ -178,44 +176,3 @@ def test_merge_refuses_shards_of_different_sweeps_and_non_sweep_folders(tmp_path
     with pytest.raises(ShardError, match="without job_id"):
         merge_runs(tmp_path / "out2", [c])
     assert not (tmp_path / "out2" / "results.jsonl").exists() or not records(tmp_path / "out2")
-
-
-# -- cache merge -------------------------------------------------------------------
-
-
-def _cache(path: Path, items: dict[str, str]) -> Path:
-    with ScoreCache(path) as cache:
-        cache.put_many([(k, "m", Completion(text=v)) for k, v in items.items()])
-    return path
-
-
-def test_cache_merge_is_insert_or_ignore_and_idempotent(tmp_path: Path) -> None:
-    a = _cache(tmp_path / "a.sqlite", {"k1": "x", "k2": "y"})
-    b = _cache(tmp_path / "b.sqlite", {"k2": "y", "k3": "z"})
-    out = tmp_path / "out.sqlite"
-    result = merge_caches(out, [a, b])
-    assert (result.added, result.total) == ([2, 1], 3)
-    assert merge_caches(out, [a, b]).added == [0, 0]
-    with ScoreCache(out) as merged:
-        assert merged.get("k3").text == "z" and merged.count() == 3
-
-
-def test_cache_merge_refuses_foreign_files_before_writing(tmp_path: Path) -> None:
-    good = _cache(tmp_path / "good.sqlite", {"k": "v"})
-    text = tmp_path / "notes.sqlite"
-    text.write_bytes(b"not a database at all" * 50)
-    foreign = tmp_path / "foreign.sqlite"
-    with sqlite3.connect(foreign) as conn:
-        conn.execute("CREATE TABLE people (name TEXT)")
-    other_schema = tmp_path / "old.sqlite"
-    with sqlite3.connect(other_schema) as conn:
-        conn.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, value BLOB)")
-    out = tmp_path / "out.sqlite"
-    for bad, needle in ((text, "not a promptrobust cache"), (foreign, "no completions table"),
-                        (other_schema, "different cache schema"), (tmp_path / "missing.sqlite", "does not exist")):
-        with pytest.raises(CacheError, match=needle) as info:
-            merge_caches(out, [good, bad])
-        assert "\n" not in str(info.value)
-    assert not out.exists()  # refused before anything was written
-    with pytest.raises(CacheError, match="both the output and a source"):
-        merge_caches(good, [good])
