@@ -1,20 +1,23 @@
-"""One attack step on one device: the batch-1 reference loop against the engine.
+"""One attack step on one device: the batch-1 loop against the engine.
 
 The workload is what one search step of an attack asks: K candidate prompts
 (one character inserted into a different word of the instruction each, as a
 DeepWordBug step proposes them) x N samples (Rotten Tomatoes reviews, or
 synthetic reviews of the same word-count distribution where the dataset
-package is missing). Three contenders answer it on the same model, loaded once:
+package is missing). Four contenders answer it on the same model, loaded once:
 
-  (a) the reference loop (engine/reference.py): one generate call per
-      sample, one candidate after the other, batch 1, generating G tokens;
-  (b) the engine (Scheduler over the hf backend) generating G tokens;
-  (c) the engine scoring the label words (one forward pass per request).
+  (a)  stock promptbench per call (engine.reference.PromptbenchScorer):
+       ``model.generate`` of G tokens, one sample after the other, batch 1;
+  (a2) our reference loop (engine.reference.ReferenceScorer) through the hf
+       backend at batch 1, nothing shared or cached between calls;
+  (b)  the engine (Scheduler over the hf backend, every lever) generating G tokens;
+  (c)  the engine scoring the label words (one forward pass per request).
 
 With a ``random:`` model every generate request decodes exactly G tokens on
-both sides (EOS and stop strings ignored), so (a) and (b) do the same work.
-(a) is timed on a spread subset of the requests (--reference-requests) and
-its rate extrapolated: one batch-1 request costs the same whichever it is.
+every side (EOS and stop strings ignored), so (a), (a2) and (b) do the same
+work. (a) and (a2) are timed on a spread subset of the requests
+(--reference-requests) and their rates extrapolated: one batch-1 request
+costs the same whichever it is.
 
 Then the backend alone (direct calls, no scheduler) on K' candidates x N
 samples at each batch size, and the effect of the hf backend's prefix
@@ -358,11 +361,7 @@ class GpuBenchResult:
         }
 
     def best_batch_sizes(self) -> dict[str, int]:
-        best: dict[str, Measured] = {}
-        for m in self.sweep:
-            if m.kind not in best or m.requests_per_s > best[m.kind].requests_per_s:
-                best[m.kind] = m
-        return {k: m.batch_size for k, m in best.items()}
+        return best_batch_sizes(self.sweep)
 
 
 def device_memory(device: str) -> float:
@@ -427,34 +426,78 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     a = await run_promptbench(backend, task, ref_prompts, ref_samples, cfg, fm)
     say(f"(a2) reference loop on {n_ref} of {cfg.requests} requests")
     a2 = await run_reference(backend, task, ref_prompts, ref_samples, cfg, fm)
-    say(f"(b) engine generate, {cfg.requests} requests, batch {cfg.batch_size}")
-    b = await run_engine(backend, gen, "generate", "(b) engine, hf backend, generate", cfg.batch_size, fm)
-    say(f"(c) engine label scoring, {cfg.requests} requests, batch {cfg.batch_size}")
-    c = await run_engine(backend, score, "score_choices", "(c) engine, label scoring", cfg.batch_size, fm)
+    try:
+        say(f"(b) engine generate, {cfg.requests} requests, batch {cfg.batch_size}")
+        b = await run_engine(backend, gen, "generate", "(b) engine, hf backend, generate", cfg.batch_size, fm)
+        say(f"(c) engine label scoring, {cfg.requests} requests, batch {cfg.batch_size}")
+        c = await run_engine(backend, score, "score_choices", "(c) engine, label scoring", cfg.batch_size, fm)
+    except torch.OutOfMemoryError:
+        raise GpuBenchError(f"--batch-size {cfg.batch_size} does not fit in the device's memory with {cfg.model}: "
+                            "lower it") from None
+    lengths = {k: x.new_tokens / x.requests for k, x in (("a", a), ("a2", a2), ("b", b))}
+    if any(v != cfg.max_tokens for v in lengths.values()):
+        raise RuntimeError(f"generation lengths differ from --max-tokens {cfg.max_tokens}: {lengths} new tokens per request")
+
+    k = min(cfg.sweep_candidates, len(prompts)) * len(samples)
+    sweep, sharing, failed = await sweep_and_sharing(backend, cfg, {"score_choices": score[:k], "generate": gen[:k]},
+                                                     fm, say)
+    model = model_info(backend, cfg, device, dtype, build_s, fm)
+    await backend.close()
+    workload = {
+        "inputs": source,
+        "candidates": cfg.candidates,
+        "samples": cfg.samples,
+        "requests": cfg.requests,
+        "max_tokens": cfg.max_tokens,
+        "chat": chat,
+        "mean_prompt_tokens": c.prompt_tokens / c.requests,
+        "choice_tokens": choice_tokens,
+        "new_tokens_per_generate_request": lengths,
+    }
+    return GpuBenchResult(cfg, peak, model, workload, [a, a2, b, c], sweep, sharing, failed)
+
+
+async def sweep_and_sharing(backend: Any, cfg: GpuBenchConfig, subsets: dict[str, list[Request]], fm: FlopModel,
+                            say: Any) -> tuple[list[Measured], list[Measured], list[str]]:
+    """The backend alone at each of --batch-sizes, then prefix sharing off and on at each kind's best size."""
+    import torch
 
     sweep: list[Measured] = []
     sharing: list[Measured] = []
     failed: list[str] = []
-    if cfg.batch_sizes:
-        k = min(cfg.sweep_candidates, len(prompts))
-        subsets = {"score_choices": score[: k * len(samples)], "generate": gen[: k * len(samples)]}
-        for kind, reqs in subsets.items():
-            for size in cfg.batch_sizes:
-                say(f"sweep: {kind}, batch {size}, {len(reqs)} requests")
-                try:
-                    sweep.append(await run_direct(backend, reqs, kind, size, True, fm))
-                except torch.OutOfMemoryError:
-                    failed.append(f"{kind} at batch {size}: out of device memory")
-                    torch.cuda.empty_cache()
-        best = GpuBenchResult(cfg, peak, {}, {}, [], sweep, []).best_batch_sizes()
-        for kind, reqs in subsets.items():
-            if kind not in best:
-                continue
+    if not cfg.batch_sizes:
+        return sweep, sharing, failed
+    for kind, reqs in subsets.items():
+        for size in cfg.batch_sizes:
+            say(f"sweep: {kind}, batch {size}, {len(reqs)} requests")
+            try:
+                sweep.append(await run_direct(backend, reqs, kind, size, True, fm))
+            except torch.OutOfMemoryError:
+                failed.append(f"{kind} at batch {size}: out of device memory")
+                torch.cuda.empty_cache()
+    best = best_batch_sizes(sweep)
+    for kind, reqs in subsets.items():
+        if kind in best:
             for share in (False, True):
                 say(f"prefix sharing {'on' if share else 'off'}: {kind}, batch {best[kind]}")
                 sharing.append(await run_direct(backend, reqs, kind, best[kind], share, fm))
+    return sweep, sharing, failed
 
-    model = {
+
+def best_batch_sizes(sweep: Sequence[Measured]) -> dict[str, int]:
+    """Each request kind's batch size with the most requests per second."""
+    best: dict[str, Measured] = {}
+    for m in sweep:
+        if m.kind not in best or m.requests_per_s > best[m.kind].requests_per_s:
+            best[m.kind] = m
+    return {k: m.batch_size for k, m in best.items()}
+
+
+def model_info(backend: Any, cfg: GpuBenchConfig, device: str, dtype: str, build_s: float, fm: FlopModel) -> dict[str, Any]:
+    """What was measured: the built model, where, and how its FLOPs are counted."""
+    import torch
+
+    return {
         "name": cfg.model,
         "config": asdict(backend.random_config),
         "parameters": backend.parameter_count(),
@@ -466,25 +509,10 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
         "build_seconds": build_s,
         "flop_model": asdict(fm),
         "identity_revision": backend.identity.revision,
+        "runtime": backend.runtime() if hasattr(backend, "runtime") else None,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
     }
-    await backend.close()
-    workload = {
-        "inputs": source,
-        "candidates": cfg.candidates,
-        "samples": cfg.samples,
-        "requests": cfg.requests,
-        "max_tokens": cfg.max_tokens,
-        "chat": chat,
-        "mean_prompt_tokens": c.prompt_tokens / c.requests,
-        "choice_tokens": choice_tokens,
-        "new_tokens_per_generate_request": {k: x.new_tokens / x.requests for k, x in (("a", a), ("a2", a2), ("b", b))},
-    }
-    if any(x.new_tokens != x.requests * cfg.max_tokens for x in (a, a2, b)):
-        raise RuntimeError(f"generation lengths differ from --max-tokens {cfg.max_tokens}: "
-                           f"{workload['new_tokens_per_generate_request']} new tokens per request")
-    return GpuBenchResult(cfg, peak, model, workload, [a, a2, b, c], sweep, sharing, failed)
 
 
 def _meta_params(backend: Any) -> int:

@@ -332,6 +332,9 @@ class RandomHFBackend(HFBackend):
 
 __all__ = [
     "PREFIX",
+    "TOKENIZER_FILES",
+    "default_tokenizer_dir",
+    "without_eos",
     "RANDOM_CONFIGS",
     "RandomConfig",
     "RandomHFBackend",
