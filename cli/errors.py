@@ -17,7 +17,10 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     Imported when needed so that `pre --help` does not pay for them.
     """
     from promptrobust.attacks.errors import AttackError
-    from promptrobust.engine.backends.base import BackendUnavailable
+    from promptrobust.engine.analysis.report.load import ReportInputError
+    from promptrobust.engine.analysis.scoring import AnalysisInputError
+    from promptrobust.engine.analysis.statistics import StatisticsError
+    from promptrobust.engine.backends.base import BackendError
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
     from promptrobust.engine.settings import SettingsError
@@ -25,7 +28,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
     return (
-        UserError, FileNotFoundError, PermissionError, BackendUnavailable, CacheError, ModelArgsError,
+        UserError, FileNotFoundError, PermissionError, BackendError, CacheError, ReportInputError, AnalysisInputError, StatisticsError, ModelArgsError,
         UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError,
     )
 

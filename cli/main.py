@@ -48,7 +48,9 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     """Raw epilogs with examples; defaults shown, except None/False (their help says what absence means)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in (action.help or ""):
+        default = action.default
+        hidden = default is None or default is False or default == "" or default is argparse.SUPPRESS or default == []
+        if hidden or "%(default)" in (action.help or ""):
             return action.help or ""
         return super()._get_help_string(action)
 

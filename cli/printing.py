@@ -56,8 +56,8 @@ def print_records(records: Sequence[Any]) -> None:
             print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
 
 
-def next_step(attacked: bool) -> None:
+def next_step(attacked: bool, output_dir: str = "runs") -> None:
     if attacked:
-        print("\nnext: pre report runs/  (tables, plots, APDR with intervals)  |  pre run --attack deepwordbug,textfooler", file=sys.stderr)
+        print(f"\nnext: pre report {output_dir}  (tables, plots, APDR with intervals)  |  pre run --attack deepwordbug,textfooler", file=sys.stderr)
     else:
         print("\nnext: pre run --attack stresstest --top-k 1  (attack the best prompt; PDR with its interval)", file=sys.stderr)

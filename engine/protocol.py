@@ -190,13 +190,13 @@ def protected_words(task: Task) -> frozenset[str]:
     return frozenset(words)
 
 
-def semantic_prompts_for(task: Task, attack_name: str) -> list[str]:
-    """The Semantic attack's candidates (the task's semantic prompt set); nothing for other attacks."""
+def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
+    """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
         return []
     from promptrobust.tasks.prompt_sets import load_prompts
 
-    return [p.text for p in load_prompts(task.name, types=["semantic"])]
+    return [(p.language, p.text) for p in load_prompts(task.name, types=["semantic"])]
 
 
 def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:

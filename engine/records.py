@@ -101,6 +101,8 @@ class AttackRecord:
     job_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Free columns carried from the input (e.g. a pairs file's source_model)."""
+    adversarial_given: bool = False
+    """The adversarial prompt was an input (a pairs file, a transfer, a defense), not found by a search."""
     run_key: str = ""
 
     def __post_init__(self) -> None:
@@ -108,8 +110,11 @@ class AttackRecord:
             self.run_key = self.measurement_key()
 
     def measurement_key(self) -> str:
-        """Same key = a rerun of the same measurement (reports count it once)."""
+        """Same key = a rerun of the same measurement (reports count it once). The
+        adversarial prompt is part of it when it was given rather than searched for
+        (a pairs file, a transfer), so two pairs on one clean prompt stay two."""
         parts = [
+            self.adversarial_prompt if self.adversarial_given else "",
             self.model, self.backend, self.dataset, self.samples, self.seed, self.mode, self.parser,
             self.max_new_tokens, self.shots, self.input_format, self.clean_prompt, self.attack, self.budget,
             self.early_stopping, sorted((str(k), str(v)) for k, v in self.settings.items()),

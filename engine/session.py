@@ -244,6 +244,43 @@ class Session:
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
         return await run_protocol(bench, prompts, settings, on_record=on_record, on_event=on_event)
 
+    async def evaluate_prompts(
+        self,
+        prompts: Any,
+        evaluation: EvaluationSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        prompt_type: str = "all",
+        keep_samples: bool = False,
+        progress: Any = None,
+        **evaluation_fields: Any,
+    ) -> Any:
+        """Score given prompts or (clean, adversarial) pairs, e.g. the paper's published
+        adversarial prompts (``engine.analysis.prompt_eval.evaluate_prompts``)."""
+        from promptrobust.engine.analysis.prompt_eval import evaluate_prompts
+
+        return await evaluate_prompts(
+            self, prompts, model=model, model_args=model_args, settings=_evaluation(evaluation, evaluation_fields),
+            prompt_type=prompt_type, keep_samples=keep_samples, progress=progress,
+        )
+
+    async def transfer(self, sources: Any, *, model: str | ModelSpec, model_args: Mapping[str, Any] | None = None,
+                       settings: Any = None, keep_samples: bool = False, progress: Any = None) -> Any:
+        """The adversarial prompts of earlier runs on another model (``engine.analysis.transfer``)."""
+        from promptrobust.engine.analysis.transfer import transfer
+
+        return await transfer(self, sources, model=model, model_args=model_args, settings=settings,
+                              keep_samples=keep_samples, progress=progress)
+
+    async def defend(self, sources: Any, *, model: str | ModelSpec | None = None, model_args: Mapping[str, Any] | None = None,
+                     settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> Any:
+        """PDR without and with spell-correcting the adversarial prompts (``engine.analysis.defense``)."""
+        from promptrobust.engine.analysis.defense import defend
+
+        return await defend(self, sources, model=model, model_args=model_args, settings=settings, distance=distance,
+                            keep_samples=keep_samples, progress=progress)
+
     async def sweep(self, config: Any, *, on_event: Callable[[str], None] = lambda message: None) -> Any:
         """Run (or resume) a sweep (``engine.sweep.SweepConfig`` or a TOML path) on this session."""
         from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep

@@ -129,7 +129,7 @@ def test_semantic_set_stops_prompts_that_cannot_be_the_worst() -> None:
         backend = CountingBackend(batching=True, max_batch_size=16, answer=table_answer(table))
         async with Scheduler(backend, max_wait_ms=0) as sched:
             ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=6, early_stopping=early)
-            outcome = await get_attack("semantic").run(clean, ev, semantic_prompts=[worst, *harmless], budget=10)
+            outcome = await get_attack("semantic", every_score=False).run(clean, ev, semantic_prompts=[worst, *harmless], budget=10)
         return outcome, backend.calls, ev.cost
 
     fast, fast_calls, cost = asyncio.run(attack(True))

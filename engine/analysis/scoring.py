@@ -11,13 +11,11 @@ clean score its 95% interval and chance flag.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import orjson
 
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import EvaluationSettings
@@ -151,12 +149,10 @@ def pair_record(
         clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
         cost=_sum_costs(clean.cost, adversarial.cost),
         settings=dict(settings or {}), extra=dict(extra or {}),
+        # An input here (an attack finds its own): two pairs with one clean prompt
+        # and different adversarial prompts are two measurements, not reruns of one.
+        adversarial_given=True,
     )
-    # The adversarial prompt is an input here (an attack finds its own), so two
-    # pairs with one clean prompt and different adversarial prompts are two
-    # measurements, not reruns of one.
-    digest = hashlib.sha1(orjson.dumps([record.measurement_key(), adversarial.prompt])).hexdigest()[:16]
-    record.run_key = digest
     return record
 
 
