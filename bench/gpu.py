@@ -37,10 +37,11 @@ import gc
 import json
 import math
 import random
+import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ class GpuBenchConfig:
     batch_size: int = 32
     batch_sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     sweep_candidates: int = 2
+    rounds: int = 2
     reference_requests: int = 128
     inputs: str = "auto"  # auto | dataset | synthetic
     seed: int = 0
@@ -84,7 +86,8 @@ class GpuBenchConfig:
     tokenizer: str | None = None
 
     def validate(self) -> None:
-        for name in ("candidates", "samples", "max_tokens", "batch_size", "sweep_candidates", "reference_requests"):
+        for name in ("candidates", "samples", "max_tokens", "batch_size", "sweep_candidates", "rounds",
+                     "reference_requests"):
             if getattr(self, name) < 1:
                 raise GpuBenchError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
         if any(b < 1 for b in self.batch_sizes):
@@ -459,29 +462,45 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
 
 async def sweep_and_sharing(backend: Any, cfg: GpuBenchConfig, subsets: dict[str, list[Request]], fm: FlopModel,
                             say: Any) -> tuple[list[Measured], list[Measured], list[str]]:
-    """The backend alone at each of --batch-sizes, then prefix sharing off and on at each kind's best size."""
-    import torch
+    """The backend alone at each of --batch-sizes, then prefix sharing off and on at each kind's best size.
 
-    sweep: list[Measured] = []
-    sharing: list[Measured] = []
+    Cells run interleaved, round after round (--rounds), and keep their median time.
+    """
     failed: list[str] = []
     if not cfg.batch_sizes:
-        return sweep, sharing, failed
-    for kind, reqs in subsets.items():
-        for size in cfg.batch_sizes:
-            say(f"sweep: {kind}, batch {size}, {len(reqs)} requests")
+        return [], [], failed
+    cells = [(kind, size, True) for kind in subsets for size in cfg.batch_sizes]
+    sweep = await _rounds(backend, cfg, subsets, cells, fm, say, failed)
+    best = best_batch_sizes(sweep)
+    cells = [(kind, best[kind], share) for kind in subsets if kind in best for share in (False, True)]
+    sharing = await _rounds(backend, cfg, subsets, cells, fm, say, failed)
+    return sweep, sharing, failed
+
+
+async def _rounds(backend: Any, cfg: GpuBenchConfig, subsets: dict[str, list[Request]],
+                  cells: list[tuple[str, int, bool]], fm: FlopModel, say: Any, failed: list[str]) -> list[Measured]:
+    import torch
+
+    runs: dict[tuple[str, int, bool], list[Measured]] = {}
+    for r in range(cfg.rounds):
+        for cell in cells:
+            kind, size, share = cell
+            if cell in runs and not runs[cell]:
+                continue  # did not fit in memory
+            say(f"round {r + 1}/{cfg.rounds}: {kind}, batch {size}, prefix sharing {'on' if share else 'off'}")
             try:
-                sweep.append(await run_direct(backend, reqs, kind, size, True, fm))
+                runs.setdefault(cell, []).append(await run_direct(backend, subsets[kind], kind, size, share, fm))
             except torch.OutOfMemoryError:
+                runs[cell] = []
                 failed.append(f"{kind} at batch {size}: out of device memory")
                 torch.cuda.empty_cache()
-    best = best_batch_sizes(sweep)
-    for kind, reqs in subsets.items():
-        if kind in best:
-            for share in (False, True):
-                say(f"prefix sharing {'on' if share else 'off'}: {kind}, batch {best[kind]}")
-                sharing.append(await run_direct(backend, reqs, kind, best[kind], share, fm))
-    return sweep, sharing, failed
+    out = []
+    for cell in cells:
+        done = runs.get(cell) or []
+        if done:
+            times = [m.seconds for m in done]
+            out.append(replace(done[-1], seconds=statistics.median(times), extra={**done[-1].extra, "round_seconds": times}))
+    return out
 
 
 def best_batch_sizes(sweep: Sequence[Measured]) -> dict[str, int]:
@@ -532,7 +551,7 @@ def command_line(cfg: GpuBenchConfig, out: str | None) -> str:
     parts = [
         "python bench/gpu.py", f"--model {cfg.model}", f"--candidates {cfg.candidates}", f"--samples {cfg.samples}",
         f"--max-tokens {cfg.max_tokens}", f"--batch-size {cfg.batch_size}",
-        f"--batch-sizes {','.join(map(str, cfg.batch_sizes)) or 'none'}", f"--sweep-candidates {cfg.sweep_candidates}",
+        f"--batch-sizes {','.join(map(str, cfg.batch_sizes)) or 'none'}", f"--sweep-candidates {cfg.sweep_candidates}", f"--rounds {cfg.rounds}",
         f"--reference-requests {cfg.reference_requests}", f"--inputs {cfg.inputs}", f"--seed {cfg.seed}",
         f"--device {cfg.device}", f"--dtype {cfg.dtype}",
     ]
@@ -588,7 +607,8 @@ def section(res: GpuBenchResult, command: str) -> str:
         k = min(cfg.sweep_candidates, cfg.candidates)
         best = res.best_batch_sizes()
         lines += [
-            f"### Batch size (backend alone, prefix sharing on, {k} candidates x {cfg.samples} samples)",
+            f"### Batch size (backend alone, prefix sharing on, {k} candidates x {cfg.samples} samples, "
+            f"median of {cfg.rounds} interleaved rounds)",
             "",
             f"| request kind | batch size | {cols} vs best |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -710,6 +730,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="batch sizes of the sweep, comma-separated; 'none' skips the sweep and prefix sharing")
     ap.add_argument("--sweep-candidates", type=int, default=d.sweep_candidates,
                     help="candidates (x --samples) in the sweep and prefix-sharing runs")
+    ap.add_argument("--rounds", type=int, default=d.rounds,
+                    help="interleaved rounds of the sweep and prefix-sharing cells (median time kept)")
     ap.add_argument("--reference-requests", type=int, default=d.reference_requests,
                     help="requests the batch-1 loop is timed on (spread over the samples); its rate is extrapolated")
     ap.add_argument("--inputs", default=d.inputs, choices=("auto", "dataset", "synthetic"),
@@ -742,7 +764,7 @@ def configs_from(args: argparse.Namespace) -> list[GpuBenchConfig]:
     for model in models:
         cfg = GpuBenchConfig(
             model=model, candidates=args.candidates, samples=args.samples, max_tokens=args.max_tokens,
-            batch_size=args.batch_size, batch_sizes=sizes, sweep_candidates=args.sweep_candidates,
+            batch_size=args.batch_size, batch_sizes=sizes, sweep_candidates=args.sweep_candidates, rounds=args.rounds,
             reference_requests=args.reference_requests, inputs=args.inputs, seed=args.seed, device=args.device,
             dtype=args.dtype, tokenizer=args.tokenizer,
         )

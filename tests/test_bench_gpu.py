@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -62,6 +63,9 @@ def test_rates_and_ratios_come_from_the_measured_numbers(tiny_run):
     assert a["prompt_tokens"] == a2["prompt_tokens"]  # the same inputs, tokenised the same way
     assert a["batch_size"] == a2["batch_size"] == 1 and a["extra"]["model_calls"] == a2["extra"]["model_calls"] == 4
     assert b["extra"]["positions"] > 0 and c["extra"]["positions"] > 0
+    for row in (*data["batch_sizes"], *data["prefix_sharing"]):  # median of the interleaved rounds
+        assert len(row["extra"]["round_seconds"]) == 2
+        assert row["seconds"] == pytest.approx(statistics.median(row["extra"]["round_seconds"]))
 
 
 def test_json_records_device_model_workload_and_best_batch(tiny_run):
