@@ -23,13 +23,14 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.engine.backends.base import BackendError
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.protocol import InputTooLongError
     from promptrobust.engine.settings import SettingsError
     from promptrobust.engine.sweep import SweepConfigError
     from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
     return (
         UserError, FileNotFoundError, PermissionError, BackendError, CacheError, ReportInputError, AnalysisInputError, StatisticsError, ModelArgsError,
-        UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError,
+        UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError, InputTooLongError,
     )
 
 

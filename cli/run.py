@@ -49,7 +49,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from promptrobust.cli.attack_options import attack_settings_from
-    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.registry import check_values, parse_model_args, resolve_model
     from promptrobust.engine.sync import run_sync
 
     evaluation = common.evaluation_settings(args)
@@ -59,6 +59,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
     common.check_paths(args)
     spec = resolve_model(args.model, parse_model_args(args.model_args))
+    check_values(spec)  # bad values fail before any model loads or folder is made
     return run_sync(lambda: _run(args, spec, evaluation, scheduler, attacks))
 
 
@@ -86,6 +87,8 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
     from promptrobust.tasks.registry import get_task
 
     task = get_task(evaluation.dataset)
+    if evaluation.mode == "choices" and not task.supports_choices:
+        raise UserError(f"{task.name} answers are free text, so --mode choices cannot score them: use --mode generate")
     prompts = resolve_prompts(task.name, args)  # bad prompt ids fail before any model loads
     with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
         session = Session(cache=args.cache, settings=scheduler, use_cache=not args.no_cache)

@@ -63,18 +63,29 @@ class ScoreCache:
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
+        """Open (or create) the cache; refuse someone else's database and say so when read-only."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(
                 f"cannot create the cache folder {path.parent}: {exc.strerror}; pass --cache PATH to a writable place"
             ) from None
+        if path.exists() and not os.access(path, os.W_OK):
+            raise CacheError(f"cache file {path} is read-only; make it writable or pass --cache PATH (or --no-cache)")
+        if not path.exists() and not os.access(path.parent, os.W_OK):
+            raise CacheError(f"cache folder {path.parent} is read-only; pass --cache PATH to a writable place (or --no-cache)")
+        if path.exists() and path.stat().st_size > 0:
+            _refuse_foreign(path)
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
+                raise CacheError(f"cache file {path} is read-only ({exc}); pass --cache PATH to a writable place") from None
+            raise CacheError(f"cache file {path} cannot be opened ({exc}); pass --cache PATH") from None
         except sqlite3.DatabaseError as exc:
             raise CacheError(
                 f"cache file {path} is not a usable SQLite database ({exc}); delete it or pass --cache PATH"
@@ -187,6 +198,25 @@ def _open_source(path: Path) -> sqlite3.Connection:
             f"{path} has a different cache schema ({found}); merge only caches written by this version of promptrobust"
         )
     return conn
+
+
+def _refuse_foreign(path: Path) -> None:
+    """An existing SQLite file that holds tables but not our cache is someone else's:
+    never add a table to it."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            columns = _columns(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CacheError(f"cache file {path} is not a usable SQLite database ({exc}); delete it or pass --cache PATH") from None
+    if tables and columns != _expected_columns():
+        shown = ", ".join(tables[:3]) + (" ..." if len(tables) > 3 else "")
+        raise CacheError(
+            f"--cache {path} is another program's SQLite database (tables: {shown}); pass --cache PATH to a new file"
+        )
 
 
 def merge_caches(out: str | os.PathLike[str], sources: Sequence[str | os.PathLike[str]]) -> CacheMergeResult:

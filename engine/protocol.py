@@ -93,6 +93,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
     )
     shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
     examples = list(few_shot_examples(task, evaluation.seed, k=shots, data_dir=evaluation.data_dir)) if shots else []
+    check_input_lengths(task, samples, examples)
     scheduler = await session.scheduler(spec, settings=scheduler_settings)
     return Workbench(
         spec=spec,
@@ -105,6 +106,26 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
         scheduler=scheduler,
         chance_rate=_chance_rate(task, samples),
     )
+
+
+#: No model's context holds an input longer than this (about 250k tokens): such a
+#: sample is a data problem, and is reported before any model loads.
+MAX_INPUT_CHARS = 1_000_000
+
+
+class InputTooLongError(ValueError):
+    """A sample that no model could read; the message names it and the fix."""
+
+
+def check_input_lengths(task: Task, samples: Sequence[Sample], examples: Sequence[Sample]) -> None:
+    """Fail up front (not after minutes of scoring) on an input no context can hold."""
+    for sample in samples:
+        size = len(task.render("", sample, examples))
+        if size > MAX_INPUT_CHARS:
+            raise InputTooLongError(
+                f"sample {sample.id} renders to {size:,} characters, more than any model's context "
+                f"(~{MAX_INPUT_CHARS:,}); fix or drop it in the data file"
+            )
 
 
 def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:

@@ -167,7 +167,7 @@ _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
     "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
 }
-_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs"}
+_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
     "enable_prefix_caching", "seed", "chat",
@@ -181,7 +181,17 @@ def _check_args(spec: ModelSpec, allowed: set[str]) -> dict[str, Any]:
             f"--model-args {', '.join(unknown)} not understood by the {spec.backend} backend; "
             f"it takes {', '.join(sorted(allowed))}"
         )
+    check_values(spec)
     return dict(spec.args)
+
+
+def check_values(spec: ModelSpec) -> None:
+    """Bad ``--model-args`` values (batch_size=abc, dtype=float99, base_url=notaurl) as one line."""
+    from promptrobust.engine.model_args import check_model_args
+
+    problem = check_model_args(spec.backend, spec.args)
+    if problem:
+        raise ModelArgsError(problem)
 
 
 def build_backend(spec: ModelSpec) -> Backend:
@@ -213,7 +223,12 @@ def build_backend(spec: ModelSpec) -> Backend:
         args = _check_args(spec, _OPENAI_ARGS)
         base_url = args.pop("base_url", None)
         base_urls = [u for u in str(base_url).split("|") if u] if base_url else None
-        return OpenAIBackend(spec.model, base_urls=base_urls, **args)
+        try:
+            return OpenAIBackend(spec.model, base_urls=base_urls, **args)
+        except BackendUnavailable:
+            raise
+        except (TypeError, ValueError) as exc:  # a bad value in --model-args: one line naming it
+            raise ModelArgsError(f"--model-args for openai: {exc}") from None
     if spec.backend == "vllm":
         from promptrobust.engine.backends.vllm_backend import VLLMBackend
 
