@@ -42,6 +42,10 @@ def _models(args: argparse.Namespace) -> None:
     for spec in REGISTRY.values():
         tags = ",".join(t for t, on in (("embedded", spec.embedded), ("paper", spec.paper), ("base", spec.base_model)) if on)
         rows.append((spec.name, spec.backend, spec.model if not spec.embedded else "(bundled)", tags, spec.description))
+    from promptrobust.engine.backends.random_model import RANDOM_CONFIGS
+
+    for name, cfg in RANDOM_CONFIGS.items():
+        rows.append((f"random:{name}", "hf", "(random weights)", "bench", f"{name} architecture, random weights: benchmarks only"))
     _table(rows, ("name", "backend", "model", "tags", "description"))
     print("\nAny other model: hf:ORG/NAME, vllm:ORG/NAME or a local folder, openai:MODEL --model-args base_url=URL")
 
