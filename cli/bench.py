@@ -1,7 +1,7 @@
 """`pre bench`: the benchmarks.
 
 ``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost``,
-``engine-overhead``, ``ceiling``, ``scaling`` and ``gpu`` are the scripts in the
+``engine-overhead``, ``ceiling``, ``scaling``, ``protocol`` and ``gpu`` are the scripts in the
 repository's bench/ folder, run with this Python and the remaining arguments;
 they need a source checkout.
 """
@@ -28,6 +28,7 @@ SCRIPTS = {
     "engine-overhead": ("engine_overhead.py", "what evaluator, scheduler and cache cost on top of the backend"),
     "ceiling": ("ceiling.py", "the backend alone at each batch size, prefix sharing off and on"),
     "scaling": ("scaling.py", "attack cost versus number of samples and prompt length"),
+    "protocol": ("protocol.py", "the paper's protocol: engine vs reference loop vs stock promptbench, levers, peak, bf16"),
     "gpu": ("gpu.py", "one attack step on one GPU (or CPU): batch-1 loop vs engine, random: models, MFU"),
 }
 
@@ -68,6 +69,7 @@ examples:
   pre bench engine-overhead --samples 256 --batch-size 16
   pre bench ceiling --samples 48 --batch-sizes 1,8,16,32
   pre bench scaling --sizes 50,100,200,400 --prompt-lengths 0,2,4,8
+  pre bench protocol --limit 2 --top-k 1 --out bench/results/protocol.md --summary bench/results/summary.json
   pre bench gpu --model random:llama-2-7b --out bench/results
   pre bench gpu --model random:tiny-llama --candidates 2 --samples 4 --batch-sizes 2,4
 """

@@ -15,7 +15,8 @@ def test_bench_without_a_benchmark_prints_usage_and_exits_2(capsys):
 
 
 @pytest.mark.parametrize("name,script", [("attack-cost", "attack_cost.py"), ("engine-overhead", "engine_overhead.py"),
-                                         ("ceiling", "ceiling.py"), ("scaling", "scaling.py")])
+                                         ("ceiling", "ceiling.py"), ("scaling", "scaling.py"),
+                                         ("protocol", "protocol.py")])
 def test_help_is_the_scripts_own(name, script, capfd):
     assert main(["bench", name, "--help"]) == 0
     out = capfd.readouterr().out

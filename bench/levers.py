@@ -1,0 +1,229 @@
+"""The hf backend's levers as benchmark settings, and the measurements made on recorded requests.
+
+``configure`` switches one loaded HFBackend between lever settings (kernel,
+prefix sharing, prefix cache, length order, dropping finished rows) so that
+contenders share one model and can be interleaved. ``Recorder`` sits between
+a scheduler and the backend and keeps what the engine sent, which later
+phases replay: each lever's speed, the backend's share of the fp32 peak, the
+positions lower bound and bfloat16's agreement with fp32.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from promptrobust.engine.backends.hf_kernels import install
+from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
+from promptrobust.engine.types import Completion, Request
+
+
+@dataclass(frozen=True)
+class Levers:
+    """One setting of the backend's levers (kernel "best": the one chosen at load)."""
+
+    label: str
+    kernel: str = "best"
+    share_prefix: bool = True
+    prefix_cache: bool = True
+    length_order: bool = True
+    drop_finished: bool = True
+
+
+#: What the baselines run: torch's default kernels, nothing shared (they send one request per call anyway).
+BASELINE = Levers("baseline", kernel="default", share_prefix=False, prefix_cache=False, length_order=False, drop_finished=False)
+#: Every exact lever on.
+ENGINE = Levers("engine: every lever")
+#: The engine before these levers, then one lever added at a time.
+LADDER = (
+    Levers("before: per-batch prefix, token-id order, default kernel, rows kept to the end",
+           kernel="default", prefix_cache=False, length_order=False, drop_finished=False),
+    Levers("+ fastest Linear kernel", prefix_cache=False, length_order=False, drop_finished=False),
+    Levers("+ length order within a candidate", prefix_cache=False, drop_finished=False),
+    Levers("+ persistent prefix cache", drop_finished=False),
+    Levers("+ finished rows dropped (= every lever)"),
+)
+
+
+def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = None, cache_mb: float = 256.0) -> None:
+    """Put ``backend`` into ``levers``; ``prefixes`` is the prefix cache to use when the cache lever is on."""
+    install(backend.model, backend.kernel.kernel if levers.kernel == "best" else levers.kernel)
+    backend.share_prefix = levers.share_prefix
+    if levers.prefix_cache:
+        backend.prefixes = prefixes if prefixes is not None else PrefixCache(int(cache_mb * 2**20))
+    else:
+        backend.prefixes = PrefixCache(0)
+    backend.length_order = levers.length_order
+    backend.drop_finished = levers.drop_finished
+
+
+class Recorder:
+    """Forwards everything to a backend; keeps each request the engine sent and its completion."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self.sent: dict[Request, Completion] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def arrange_batches(self, requests: Sequence[Request], batch_size: int) -> list[list[int]]:
+        return self._backend.arrange_batches(requests, batch_size)
+
+    async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        out = await self._backend.complete_batch(requests)
+        for r, c in zip(requests, out):
+            self.sent.setdefault(r, c)
+        return out
+
+
+def lower_bound_positions(backend: Any, recorder: Recorder) -> int:
+    """Positions an ideal backend computes: each candidate's shared prefix once, each request's own tokens once,
+    no padding, plus one position per generated token after the first."""
+    reqs = list(recorder.sent)
+    if not reqs:
+        return 0
+    encoded = [backend._encode_input(r) for r in reqs]
+    total = 0
+    for shared, rows in prefix_groups(encoded):
+        total += shared + sum(len(encoded[i]) - shared for i in rows)
+    total += sum(max(0, c.completion_tokens - 1) for c in recorder.sent.values())
+    return total
+
+
+def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:
+    """Best fp32 FLOP/s of a square matmul through torch's default path and through oneDNN."""
+    import torch
+
+    from promptrobust.engine.backends.hf_kernels import onednn_available
+
+    a = torch.randn(size, size)
+    b = torch.randn(size, size)
+    paths: dict[str, Any] = {"default": lambda: torch.nn.functional.linear(a, b)}
+    if onednn_available():
+        paths["onednn"] = lambda: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+    best = {k: float("inf") for k in paths}
+    with torch.inference_mode():
+        for _ in range(repeats + 1):
+            for k, fn in paths.items():
+                t0 = time.perf_counter()
+                fn()
+                best[k] = min(best[k], time.perf_counter() - t0)
+    rates = {k: 2.0 * size**3 / t for k, t in best.items()}
+    top = max(rates, key=rates.get)
+    return {"flops_per_s": rates[top], "by_path_gflops": {k: v / 1e9 for k, v in rates.items()},
+            "source": f"best {size}^2 fp32 matmul, {top} path"}
+
+
+async def replay(backend: Any, requests: list[Request], batch_size: int) -> tuple[float, int, list[Completion]]:
+    """Send ``requests`` as the scheduler would (windows of 4 batches, the backend's plan); seconds in the backend."""
+    seconds = 0.0
+    positions = backend.positions
+    out: dict[int, Completion] = {}
+    window = 4 * batch_size
+    for start in range(0, len(requests), window):
+        chunk = requests[start : start + window]
+        for batch in backend.arrange_batches(chunk, batch_size):
+            t0 = time.perf_counter()
+            got = await backend.complete_batch([chunk[i] for i in batch])
+            seconds += time.perf_counter() - t0
+            for i, c in zip(batch, got):
+                out[start + i] = c
+    return seconds, backend.positions - positions, [out[i] for i in range(len(requests))]
+
+
+def _sample(recorder: Recorder, n: int) -> list[Request]:
+    """The first ``n`` distinct requests the engine sent, in order (one attack's steps, as they came)."""
+    return list(recorder.sent)[:n]
+
+
+async def lever_table(backend: Any, recorded: dict[str, Recorder], n: int, batch_size: int, cache_mb: float,
+                      rounds: int = 2) -> dict[str, Any]:
+    """Each lever added in turn, on the engines' recorded requests; configurations interleaved for ``rounds``."""
+    rows: list[dict[str, Any]] = []
+    lines = ["## Each exact lever, added one at a time", "",
+             f"The first {n} requests each engine sent, replayed through the backend as the scheduler sends them "
+             f"(batch {batch_size}); configurations interleaved, best of {rounds} rounds; a fresh prefix cache per round.", "",
+             "| mode | configuration | seconds | positions computed | speed vs before | same answers as before |",
+             "|---|---|---:|---:|---:|---|"]
+    for mode, rec in recorded.items():
+        reqs = _sample(rec, n)
+        if not reqs:
+            continue
+        best: dict[str, tuple[float, int, list[Completion]]] = {}
+        for _ in range(rounds):
+            for lv in LADDER:
+                configure(backend, lv, cache_mb=cache_mb)
+                sec, pos, out = await replay(backend, reqs, batch_size)
+                if lv.label not in best or sec < best[lv.label][0]:
+                    best[lv.label] = (sec, pos, out)
+        base_sec, _, base_out = best[LADDER[0].label]
+        for lv in LADDER:
+            sec, pos, out = best[lv.label]
+            agree = sum(_same(a, b) for a, b in zip(out, base_out))
+            rows.append({"mode": mode, "configuration": lv.label, "seconds": sec, "positions": pos,
+                         "speedup": base_sec / sec, "same_answers": agree, "requests": len(reqs)})
+            lines.append(f"| {mode} | {lv.label} | {sec:.2f} | {pos} | {base_sec / sec:.2f}x | {agree} of {len(reqs)} |")
+    configure(backend, ENGINE, cache_mb=cache_mb)
+    return {"rows": rows, "lines": lines}
+
+
+def _same(a: Completion, b: Completion) -> bool:
+    if a.choice_logprobs is not None and b.choice_logprobs is not None:
+        return all(abs(x - y) <= 1e-4 for x, y in zip(a.choice_logprobs, b.choice_logprobs))
+    return a.text == b.text
+
+
+def peak_fraction(backend: Any, levers: dict[str, Any], peak: dict[str, Any]) -> float | None:
+    """Model FLOPs the backend computed per second with every lever on (label scoring rows), over the fp32 peak.
+
+    Counted: 2 x parameters of every Linear but the head per position computed,
+    plus the head once per request; attention score FLOPs (a few percent at
+    these lengths) are left out, so the fraction is slightly understated.
+    """
+    import torch
+
+    rows = [r for r in levers["rows"] if r["mode"] == "engine" and r["configuration"] == LADDER[-1].label]
+    if not rows:
+        return None
+    body = head = 0
+    for name, m in backend.model.named_modules():
+        if isinstance(m, torch.nn.Linear):
+            if name.endswith("lm_head"):
+                head += m.weight.numel()
+            else:
+                body += m.weight.numel()
+    r = rows[0]
+    flops = 2.0 * body * r["positions"] + 2.0 * head * r["requests"]
+    return flops / r["seconds"] / peak["flops_per_s"]
+
+
+async def bf16_agreement(model_name: str, fp32: Any, recorded: dict[str, Recorder], n: int, batch_size: int) -> dict[str, Any]:
+    """How often bfloat16 gives fp32's label / text on recorded requests, and how much faster it is."""
+    from promptrobust.engine.backends.hf import embedded_backend
+
+    bf16 = embedded_backend(model_name, batch_size=batch_size, dtype="bfloat16")
+    await bf16.start()
+    result: dict[str, Any] = {"lines": ["| mode | requests | same answer | fp32 seconds | bf16 seconds | bf16 speed |",
+                                        "|---|---:|---:|---:|---:|---:|"]}
+    try:
+        for mode, rec in recorded.items():
+            reqs = _sample(rec, n)
+            if not reqs:
+                continue
+            configure(fp32, ENGINE)
+            t32, _, out32 = await replay(fp32, reqs, batch_size)
+            t16, _, out16 = await replay(bf16, reqs, batch_size)
+            if mode == "engine":
+                same = sum(max(range(len(a.choice_logprobs)), key=a.choice_logprobs.__getitem__)
+                           == max(range(len(b.choice_logprobs)), key=b.choice_logprobs.__getitem__)
+                           for a, b in zip(out32, out16))
+            else:
+                same = sum(a.text == b.text for a, b in zip(out32, out16))
+            result[mode] = {"requests": len(reqs), "same": same, "fp32_seconds": t32, "bf16_seconds": t16}
+            result["lines"].append(f"| {mode} | {len(reqs)} | {same} | {t32:.2f} | {t16:.2f} | {t32 / t16:.2f}x |")
+    finally:
+        await bf16.close()
+    return result

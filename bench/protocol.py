@@ -1,0 +1,319 @@
+"""The paper's whole protocol, four ways, in one run: how much faster is the engine?
+
+On one dataset: score every task prompt, then run every offline attack on
+the best ``--top-k`` prompts with an unlimited query budget, as promptbench
+does. Contenders, on one loaded model, interleaved attack by attack (the
+order rotates) so a shared machine's load falls on all of them alike:
+
+* ``promptbench``  stock promptbench per call (engine.reference.PromptbenchScorer):
+                   raw text, ``model.generate`` with 20 new tokens until EOS,
+                   whole output decoded, last-word parse; torch's default kernels;
+* ``reference``    our formatting (chat template), one call per (candidate,
+                   sample), generation of up to 20 tokens, last-word parse,
+                   no cache, torch's default kernels (engine.reference.ReferenceScorer);
+* ``engine-gen``   the engine in generation mode (same requests as ``reference``:
+                   it must find the same adversarial prompts), every exact lever on;
+* ``engine``       the engine scoring labels by log-probability, every exact lever on.
+
+Then, on requests the engines sent, in the same process: the hf backend's
+share of the measured fp32 peak, the positions it computed against the lower
+bound (each candidate's prefix once, no padding), each lever's speed on its
+own (interleaved rounds), and how often bfloat16 agrees with fp32.
+
+    python bench/protocol.py --limit 4 --top-k 3 --out bench/results/protocol.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.levers import (  # noqa: E402
+    BASELINE,
+    ENGINE,
+    Recorder,
+    bf16_agreement,
+    configure,
+    fp32_peak,
+    lever_table,
+    lower_bound_positions,
+    peak_fraction,
+)
+from bench.report import command_line, header, write_results  # noqa: E402
+from bench.summary import update_summary  # noqa: E402
+from promptrobust.attacks.errors import AttackResourceError  # noqa: E402
+from promptrobust.attacks.registry import get_attack, list_attacks  # noqa: E402
+from promptrobust.engine.backends.hf import embedded_backend  # noqa: E402
+from promptrobust.engine.backends.hf_prefix import PrefixCache  # noqa: E402
+from promptrobust.engine.cache import ScoreCache  # noqa: E402
+from promptrobust.engine.evaluator import Evaluator  # noqa: E402
+from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
+from promptrobust.engine.scheduler import Scheduler  # noqa: E402
+from promptrobust.tasks import get_task, load_prompts  # noqa: E402
+
+try:  # the protocol module is the new home of these helpers
+    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
+except ImportError:  # pragma: no cover - older checkouts
+    from promptrobust.engine.attack_job import protected_words, semantic_prompts_for
+
+CONTENDERS = ("promptbench", "reference", "engine-gen", "engine")
+#: Attacks that need nothing from the network (BertAttack needs a masked LM).
+OFFLINE_ATTACKS = ("textbugger", "deepwordbug", "textfooler", "checklist", "stresstest", "semantic")
+
+
+@dataclass
+class Contender:
+    name: str
+    seconds: float = 0.0
+    model_calls: int = 0
+    cache_hits: int = 0
+    saved_by_early_stopping: int = 0
+    ranking: list[tuple[str, float]] = field(default_factory=list)
+    #: (attack, prompt id) -> (clean, attacked, adversarial prompt)
+    results: dict[tuple[str, str], tuple[float, float, str]] = field(default_factory=dict)
+    positions: int = 0
+    # engine only
+    scheduler: Any = None
+    cache: Any = None
+    evaluators: list[Any] = field(default_factory=list)
+    prefixes: Any = None
+    recorder: Any = None
+
+    @property
+    def is_engine(self) -> bool:
+        return self.name.startswith("engine")
+
+    def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int) -> Any:
+        if self.name == "promptbench":
+            return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, max_new_tokens=max_tokens)
+        if self.name == "reference":
+            return ReferenceScorer(backend, task, samples, chat=backend.is_chat, max_tokens=max_tokens)
+        ev = Evaluator(self.scheduler, task, samples, mode="generate" if self.name == "engine-gen" else "choices",
+                       max_tokens=max_tokens, chunk_size=chunk_size)
+        self.evaluators.append(ev)
+        return ev
+
+
+async def turn(c: Contender, backend: Any, work) -> Any:
+    """Run ``work()`` as contender ``c``: its levers on the backend, its time and positions counted."""
+    configure(backend, ENGINE if c.is_engine else BASELINE, prefixes=c.prefixes)
+    before = backend.positions
+    t0 = time.perf_counter()
+    out = await work()
+    c.seconds += time.perf_counter() - t0
+    c.positions += backend.positions - before
+    return out
+
+
+async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: list, prompts: list, attacks: list[str],
+                  tmp: Path) -> tuple[list[Contender], dict[str, str]]:
+    contenders = [Contender(n) for n in args.contenders]
+    for c in contenders:
+        if c.is_engine:
+            c.prefixes = PrefixCache(int(args.prefix_cache_mb * 2**20))
+            c.recorder = Recorder(backend)
+            c.cache = ScoreCache(tmp / f"{c.name}.sqlite")
+            c.scheduler = Scheduler(c.recorder, cache=c.cache, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+            await c.scheduler.start()
+    protected = protected_words(task)
+    # 1. rank the prompt set
+    for c in contenders:
+        scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+
+        async def rank(scorer=scorer, c=c) -> list[tuple[str, float]]:
+            if c.is_engine:
+                scores = [r.score for r in await asyncio.gather(*(scorer.evaluate(p.text) for p in prompts))]
+            else:
+                scores = [await scorer.score(p.text) for p in prompts]
+            return sorted(((p.id, s) for p, s in zip(prompts, scores)), key=lambda x: -x[1])
+
+        c.ranking = await turn(c, backend, rank)
+        print(f"# rank        {c.name:<12} {c.seconds:8.1f}s", file=sys.stderr, flush=True)
+    by_id = {p.id: p for p in prompts}
+    unavailable: dict[str, str] = {}
+    # 2. every attack on each contender's top k, contenders interleaved, order rotating
+    for k, name in enumerate(attacks):
+        order = contenders[k % len(contenders):] + contenders[: k % len(contenders)]
+        for c in order:
+            top = [by_id[pid] for pid, score in c.ranking[: args.top_k] if score > 0]  # clean score 0: skipped
+
+            async def attack_top(c=c, top=top) -> None:
+                async def one(prompt: Any) -> None:
+                    scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+                    out = await get_attack(name).run(prompt.text, scorer, protected=protected, seed=args.seed,
+                                                     budget=args.budget, semantic_prompts=semantic_prompts_for(task, name))
+                    c.results[(name, prompt.id)] = (out.clean_score, out.adversarial_score, out.adversarial_prompt)
+                    if not c.is_engine:
+                        c.model_calls += scorer.cost.model_calls
+
+                if c.is_engine:  # as `pre run --attack all`: the prompts' attacks at once, one scheduler and cache
+                    await asyncio.gather(*(one(p) for p in top))
+                else:  # promptbench: one after another, every pass from scratch
+                    for p in top:
+                        await one(p)
+
+            try:
+                await turn(c, backend, attack_top)
+            except AttackResourceError as e:
+                unavailable[name] = str(e).splitlines()[0]
+                break
+            print(f"# {name:<11} {c.name:<12} {c.seconds:8.1f}s", file=sys.stderr, flush=True)
+    for c in contenders:
+        if c.is_engine:
+            c.model_calls = sum(e.requests.sent for e in c.evaluators)
+            c.cache_hits = sum(e.requests.cache_hits for e in c.evaluators)
+            c.saved_by_early_stopping = sum(e.cost.saved_by_early_stopping for e in c.evaluators)
+            await c.scheduler.close()
+            c.cache.close()
+    return contenders, unavailable
+
+
+def ratio(contenders: dict[str, Contender], slow: str, fast: str) -> float | None:
+    if slow in contenders and fast in contenders and contenders[fast].seconds:
+        return contenders[slow].seconds / contenders[fast].seconds
+    return None
+
+
+def same_prompts(a: Contender, b: Contender) -> tuple[int, int]:
+    keys = set(a.results) | set(b.results)
+    same = sum(1 for k in keys if k in a.results and k in b.results and a.results[k][2] == b.results[k][2])
+    return same, len(keys)
+
+
+def protocol_lines(contenders: list[Contender]) -> list[str]:
+    by = {c.name: c for c in contenders}
+    base = [b for b in ("reference", "promptbench") if b in by]
+    out = ["| contender | seconds | model calls | cache hits | saved by early stopping | positions computed | "
+           + " | ".join(f"speed vs {b}" for b in base) + " | same adversarial prompts as reference |",
+           "|---|---:|---:|---:|---:|---:|" + "---:|" * len(base) + "---|"]
+    for c in contenders:
+        cells = [f"{by[b].seconds / c.seconds:.2f}x" if c.seconds else "-" for b in base]
+        same = "-"
+        if "reference" in by and c.name in ("engine-gen", "engine", "reference"):
+            s, n = same_prompts(by["reference"], c)
+            same = f"{s} of {n}"
+        positions = str(c.positions) if c.name != "promptbench" else "- (transformers' generate)"
+        out.append(f"| {c.name} | {c.seconds:.1f} | {c.model_calls} | {c.cache_hits} | {c.saved_by_early_stopping} | "
+                   f"{positions} | " + " | ".join(cells) + f" | {same} |")
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m-instruct", help="an embedded model name")
+    ap.add_argument("--dataset", default="rotten_tomatoes")
+    ap.add_argument("--limit", type=int, default=4, help="samples per pass")
+    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--attacks", default="offline", help="'offline' (all but BertAttack), 'all', or a comma list")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
+    ap.add_argument("--max-tokens", type=int, default=20, help="new tokens per generation (promptbench: 20)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--chunk-size", type=int, default=8, help="samples per early-stopping round")
+    ap.add_argument("--prefix-cache-mb", type=float, default=256.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lever-requests", type=int, default=128, help="recorded requests replayed per lever configuration")
+    ap.add_argument("--bf16-requests", type=int, default=96, help="recorded requests compared in bfloat16 (0: skip)")
+    ap.add_argument("--out", default=None, help="write the Markdown here (and .json beside it)")
+    ap.add_argument("--summary", default=None, help="update this summary.json with the headline figures")
+    args = ap.parse_args()
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    for c in args.contenders:
+        if c not in CONTENDERS:
+            ap.error(f"unknown contender {c!r}: choose from {', '.join(CONTENDERS)}")
+    if args.attacks == "offline":
+        attacks = list(OFFLINE_ATTACKS)
+    elif args.attacks == "all":
+        attacks = [a for a, _ in list_attacks()]
+    else:
+        attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
+
+    task = get_task(args.dataset)
+    samples = task.load(limit=args.limit, seed=args.seed)
+    prompts = load_prompts(task.name, types=["task"])
+    backend = embedded_backend(args.model, batch_size=args.batch_size)
+    await backend.start()
+    kernel = backend.kernel
+    peak = fp32_peak()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp))
+    protocol_seconds = time.perf_counter() - started
+    by = {c.name: c for c in contenders}
+
+    # 3. the backend on the engines' own requests
+    recorded = {n: by[n].recorder for n in ("engine", "engine-gen") if n in by}
+    bounds = {n: lower_bound_positions(backend, r) for n, r in recorded.items()}
+    levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb)
+    fraction = peak_fraction(backend, levers, peak)
+    bf16 = await bf16_agreement(args.model, backend, recorded, args.bf16_requests, args.batch_size) if args.bf16_requests else None
+
+    runnable = [a for a in attacks if a not in unavailable]
+    lines = [
+        *header("The paper's protocol: engine vs reference loop vs stock promptbench", command_line("protocol.py"),
+                f"model {args.model}; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
+                f"attack the best {args.top_k} with {', '.join(runnable)}; budget {args.budget or 'unlimited'}; "
+                f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
+                f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
+                f"fp32 peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s ({peak['source']}). Whole run {protocol_seconds / 60:.1f} min."),
+        *protocol_lines(contenders),
+        "",
+    ]
+    for name, why in unavailable.items():
+        lines += [f"{name}: not measured, {why}", ""]
+    lines += ["## Positions computed against the lower bound", "",
+              "Lower bound: each candidate's shared prefix once, every request's own tokens once, no padding "
+              "(generation: plus one position per generated token after the first).", "",
+              "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
+    for n, lb in bounds.items():
+        lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")
+    lines += ["", *levers["lines"], ""]
+    if bf16:
+        lines += ["## bfloat16 against fp32 (opt-in: `dtype=bfloat16`)", "", *bf16["lines"], ""]
+    text = "\n".join(lines)
+    print(text)
+    ratios = {
+        "speedup_vs_reference_choices": ratio(by, "reference", "engine"),
+        "speedup_vs_reference_generate": ratio(by, "reference", "engine-gen"),
+        "speedup_vs_promptbench_choices": ratio(by, "promptbench", "engine"),
+        "speedup_vs_promptbench_generate": ratio(by, "promptbench", "engine-gen"),
+    }
+    same = same_prompts(by["reference"], by["engine-gen"]) if "reference" in by and "engine-gen" in by else None
+    payload = {
+        **ratios,
+        "same_adversarial_prompts_generate": same[0] / same[1] if same and same[1] else None,
+        "hf_fp32_peak_fraction": fraction,
+        "positions_over_lower_bound": by["engine"].positions / bounds["engine"] if bounds.get("engine") else None,
+        "positions_over_lower_bound_generate": (by["engine-gen"].positions / bounds["engine-gen"]
+                                                if bounds.get("engine-gen") else None),
+        "linear_kernel": kernel.kernel if kernel else None,
+        "linear_kernel_reason": kernel.reason if kernel else None,
+        "fp32_peak_gflops": peak["flops_per_s"] / 1e9,
+        "bf16": {k: v for k, v in (bf16 or {}).items() if k != "lines"},
+        "sizes": {"samples": len(samples), "top_k": args.top_k, "attacks": runnable, "budget": args.budget,
+                  "max_tokens": args.max_tokens, "batch_size": args.batch_size},
+    }
+    contender_rows = [{"name": c.name, "seconds": c.seconds, "model_calls": c.model_calls, "cache_hits": c.cache_hits,
+                       "saved_by_early_stopping": c.saved_by_early_stopping, "positions": c.positions,
+                       "ranking": c.ranking,
+                       "results": [{"attack": a, "prompt_id": p, "clean": r[0], "attacked": r[1], "adversarial_prompt": r[2]}
+                                   for (a, p), r in c.results.items()]} for c in contenders]
+    if args.out:
+        write_results(args.out, text, command_line("protocol.py"),
+                      {**payload, "levers": levers["rows"], "contenders": contender_rows, "unavailable": unavailable,
+                       "backend": backend.runtime()})
+    if args.summary:
+        update_summary(args.summary, command_line("protocol.py"), payload)
+    await backend.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

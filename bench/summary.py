@@ -1,0 +1,34 @@
+"""bench/results/summary.json: the headline figures, rewritten by the benches that measure them.
+
+Each bench replaces its own keys and leaves the others; every write records
+the machine, versions and commit of the run and the command that produced
+each figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.benchmarks.environment import describe
+
+
+def update_summary(path: str | Path, command: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``figures`` into the summary at ``path`` (created if missing); returns the new summary."""
+    import orjson
+
+    p = Path(path)
+    data: dict[str, Any] = orjson.loads(p.read_bytes()) if p.is_file() else {}
+    env = describe()
+    data.update(figures)
+    data["machine"] = {k: v for k, v in env.items() if k not in ("versions", "commit")}
+    data["versions"] = env["versions"]
+    data["commit"] = env["commit"]
+    commands = data.get("commands", {})
+    for key in figures:
+        commands[key] = command
+    data["commands"] = commands
+    data["command"] = command
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return data

@@ -1,0 +1,123 @@
+"""Pieces of the protocol bench: the promptbench baseline's per-call behaviour, the request recorder,
+the positions lower bound and summary.json."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+
+from promptrobust.engine.reference import PromptbenchScorer, promptbench_last_word
+from promptrobust.engine.types import ChatMessage, Completion, Request
+from promptrobust.testing.backends import TableTask
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.levers import Recorder, lower_bound_positions  # noqa: E402
+from bench.summary import update_summary  # noqa: E402
+
+
+def test_promptbench_parse_is_the_last_word_after_its_cleanup() -> None:
+    assert promptbench_last_word("Review: fine.\nAnswer: Positive.</s>") == "positive"
+    assert promptbench_last_word("<pad> the answer is NEGATIVE!") == "negative"
+    # the model's own end token is dropped only when asked (stock promptbench knows </s> and <pad>)
+    assert promptbench_last_word("answer: positive<|im_end|>", ("<|im_end|>",)) == "positive"
+    assert promptbench_last_word("answer: positive<|im_end|>") == "positive<|im_end"
+    assert promptbench_last_word("") == ""
+
+
+class _Ids:
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def to(self, _device: object) -> "_Ids":
+        return self
+
+
+class _Tokenizer:
+    """Characters as token ids; records what it was asked to encode."""
+
+    eos_token = "<|im_end|>"
+    pad_token = "<|im_end|>"
+    pad_token_id = 0
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def __call__(self, text: str, return_tensors: str) -> object:
+        self.encoded.append(text)
+        return type("Enc", (), {"input_ids": _Ids([ord(c) for c in text])})()
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+class _Model:
+    """Answers the table's score for the rendered input, then the end token; records generate's arguments."""
+
+    device = "cpu"
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.calls: list[dict] = []
+
+    def generate(self, ids: _Ids, **kwargs: object) -> list[list[int]]:
+        self.calls.append(kwargs)
+        prompt, _, sample_id = "".join(chr(i) for i in ids.ids).rpartition("\u241e")
+        answer = f" {self.table[(prompt, sample_id)]!r}<|im_end|>"
+        return [ids.ids + [ord(c) for c in answer]]
+
+
+async def test_promptbench_scorer_calls_generate_once_per_sample_on_raw_text() -> None:
+    n = 4
+    table = {("p0", str(j)): float(j % 2) for j in range(n)}
+    task = TableTask(n=n, table=table)
+    tok, model = _Tokenizer(), _Model(table)
+    scorer = PromptbenchScorer(model, tok, task, task.load())
+    out = await scorer(["p0"])
+    assert scorer.cost.model_calls == n and len(model.calls) == n
+    assert all(c["max_new_tokens"] == 20 and c["do_sample"] is False for c in model.calls)
+    assert tok.encoded == [f"p0\u241e{j}" for j in range(n)]  # raw text, no chat template
+    # the whole output is decoded (input included) and its last word parsed, the end token dropped
+    assert out[0].score == 0.5 and out[0].complete
+
+
+class _Encoder:
+    """A backend stand-in for the lower bound: characters as tokens."""
+
+    positions = 0
+
+    def _encode_input(self, r: Request) -> list[int]:
+        return [ord(c) for c in r.input_text()]
+
+    async def complete_batch(self, requests: list[Request]) -> list[Completion]:
+        return [Completion(text="ab", completion_tokens=3) for _ in requests]
+
+    def arrange_batches(self, requests: list[Request], batch_size: int) -> list[list[int]]:
+        return [list(range(len(requests)))]
+
+
+async def test_recorder_keeps_distinct_requests_and_the_lower_bound_counts_a_prefix_once() -> None:
+    inner = _Encoder()
+    rec = Recorder(inner)
+    prefix = "INSTRUCTION-ONE "
+    reqs = [Request("generate", messages=(ChatMessage("user", prefix + s),)) for s in ("aa", "bbb", "cccc")]
+    await rec.complete_batch(reqs)
+    await rec.complete_batch(reqs[:1])  # a repeat is not a new request
+    assert list(rec.sent) == reqs
+    assert rec.positions == 0  # everything else reaches the backend
+    own = sum(len(prefix + s) - len(prefix) for s in ("aa", "bbb", "cccc"))
+    assert lower_bound_positions(inner, rec) == len(prefix) + own + 3 * 2
+
+
+def test_summary_keeps_other_keys_and_records_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    path.write_bytes(orjson.dumps({"other_bench_figure": 1.5}))
+    data = update_summary(path, "python bench/protocol.py --limit 2", {"speedup_vs_reference_choices": 6.1})
+    again = orjson.loads(path.read_bytes())
+    assert again == data
+    assert again["other_bench_figure"] == 1.5 and again["speedup_vs_reference_choices"] == 6.1
+    assert again["commands"]["speedup_vs_reference_choices"] == "python bench/protocol.py --limit 2"
+    assert again["command"] == "python bench/protocol.py --limit 2"
+    assert {"machine", "versions", "commit"} <= set(again) and again["versions"]
