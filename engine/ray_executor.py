@@ -133,7 +133,7 @@ class SweepWorker:
                  backend_factory: Callable[[Any], Any] | None = None) -> None:
         from promptrobust.engine.session import Session
 
-        folder = Path(cache_dir or os.path.join(tempfile.gettempdir(), "promptrobust-ray")) / _slug(cfg.name)
+        folder = _worker_cache_folder(RayOptions(worker_cache_dir=cache_dir), cfg)
         folder.mkdir(parents=True, exist_ok=True)
         self.cache_path = folder / cache_name
         self.model = model
@@ -203,6 +203,212 @@ def _lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
             e.GetTimeoutError, e.LocalRayletDiedError, e.ActorUnschedulableError)
 
 
+def _why(exc: BaseException) -> str:
+    """A Ray error as one short line: its type and the first line of its message."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:160]}" if first else type(exc).__name__
+
+
+def _check_resources(ray: Any, options: RayOptions) -> None:
+    """Refuse worker sizes no node of the cluster can ever hold (Ray would wait forever)."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    fits = [n for n in nodes if n.get("CPU", 0) >= options.num_cpus and n.get("GPU", 0) >= options.num_gpus]
+    if not fits:
+        most_gpus = max((n.get("GPU", 0) for n in nodes), default=0)
+        most_cpus = max((n.get("CPU", 0) for n in nodes), default=0)
+        raise RayExecutorError(
+            f"no node of the Ray cluster has {options.num_cpus:g} CPUs and {options.num_gpus:g} GPUs for a worker "
+            f"(largest: {most_cpus:g} CPUs, {most_gpus:g} GPUs); lower --num-cpus/--num-gpus or add nodes"
+        )
+
+
+def _worker_cache_folder(options: RayOptions, cfg: SweepConfig) -> Path:
+    """Where a worker keeps its cache: the same rule on every node (the node's own temp folder by default)."""
+    return Path(options.worker_cache_dir or os.path.join(tempfile.gettempdir(), "promptrobust-ray")) / _slug(cfg.name)
+
+
+class _Driver:
+    """The Ray executor's driver loop: routes units to worker slots, writes records, replaces lost workers."""
+
+    def __init__(self, ray: Any, cfg: SweepConfig, options: RayOptions, jobs: Sequence[Job],
+                 on_event: Callable[[str], None], backend_factory: Callable[[Any], Any] | None) -> None:
+        self.ray, self.cfg, self.options, self.on_event = ray, cfg, options, on_event
+        self.backend_factory = backend_factory
+        self.folder = cfg.folder
+        self.results = self.folder / "results.jsonl"
+        repair_torn_tail(self.results)
+        self.done = completed_keys(self.results)
+        self.progress = RaySweepProgress(jobs_total=len(jobs))
+        self.per_worker = options.max_in_flight or cfg.max_jobs
+        self.cache_target = Path(cfg.cache) if cfg.cache else default_cache_path()
+        self.remote_worker = ray.remote(SweepWorker)
+        self.lost_errors = _lost_worker_errors(ray)
+        self.slots: dict[tuple[str, int], _Slot] = {}
+        for job in jobs:
+            index = stable_hash(*job.cell) % options.workers_per_model
+            slot = self.slots.setdefault((job.model, index), _Slot(job.model, index))
+            finished = self._finished(job)
+            if len(finished) >= cfg.attack.top_k:  # every attacked prompt of the job is recorded
+                self.progress.skipped += len(finished)
+                self.progress.jobs_done += 1
+            else:
+                slot.queue.append((job, 0))
+
+    def _finished(self, job: Job) -> list[str]:
+        return sorted(p for (j, p) in self.done if j == job.id)
+
+    # -- the loop --------------------------------------------------------------------
+    def run(self, after_submit: Callable[[dict[str, Any]], None] | None) -> RaySweepProgress:
+        started = time.monotonic()
+        try:
+            while True:
+                self._submit()
+                if after_submit is not None:
+                    after_submit({"slots": self.slots, "progress": self.progress, "elapsed": time.monotonic() - started})
+                owner = {ref: slot for slot in self.slots.values() for ref in slot.in_flight}
+                if not owner:
+                    break
+                ready, _ = self.ray.wait(list(owner), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    self._collect(owner[ref], ref)
+                self._expire()
+                for slot in self.slots.values():  # models with no work left give their resources back
+                    if not slot.released and not slot.queue and not slot.in_flight:
+                        self._release(slot)
+        finally:
+            for slot in self.slots.values():
+                self._kill(slot)
+        return self.progress
+
+    def _submit(self) -> None:
+        for slot in self.slots.values():
+            while slot.queue and len(slot.in_flight) < self.per_worker:
+                if slot.actor is None:
+                    self._start(slot)
+                job, attempts = slot.queue.popleft()
+                ref = slot.actor.run_unit.remote(job, self._finished(job))
+                slot.in_flight[ref] = (job, attempts, time.monotonic())
+
+    def _collect(self, slot: _Slot, ref: Any) -> None:
+        if ref not in slot.in_flight:  # its worker was declared lost earlier in this round
+            return
+        job = slot.in_flight[ref][0]
+        try:
+            result = self.ray.get(ref)
+        except self.lost_errors as exc:
+            self._lose(slot, _why(exc))
+            return
+        except self.ray.exceptions.RayTaskError as exc:  # run_unit catches job errors: this is a bug or bad pickle
+            del slot.in_flight[ref]
+            self._fail(job, " ".join(str(exc.cause or exc).split())[:300])
+            return
+        del slot.in_flight[ref]
+        self._write(job, result)
+
+    def _expire(self) -> None:
+        timeout = self.options.unit_timeout
+        if timeout is None:
+            return
+        now = time.monotonic()
+        for slot in self.slots.values():
+            if any(now - t > timeout for _, _, t in slot.in_flight.values()):
+                self._lose(slot, f"a unit ran past --unit-timeout {timeout:g}s")
+
+    # -- records -----------------------------------------------------------------------
+    def _write(self, job: Job, result: dict[str, Any]) -> None:
+        rows = []
+        for row in result["records"]:
+            key = (row.get("job_id") or job.id, row.get("prompt_id", ""))
+            if key in self.done:  # never twice, whatever a worker sends
+                continue
+            rows.append(row)
+            if row.get("status") != "failed":
+                self.done.add(key)
+        if rows:
+            append_jsonl(self.results, rows)
+        for row in rows:
+            if row.get("status") == "failed":
+                continue
+            self.progress.records += 1
+            pdr = "skipped (clean score 0)" if row.get("pdr") is None else f"PDR {row['pdr']:.3f}"
+            self.on_event(f"{row.get('model')} / {row.get('dataset')} / {row.get('attack')} / {row.get('prompt_id')}: {pdr}")
+        if result.get("error"):
+            self._fail(job, result["error"])
+        else:
+            self.progress.jobs_done += 1
+
+    def _fail(self, job: Job, reason: str) -> None:
+        self.progress.failed.append((job.label(), reason))
+        append_jsonl(self.folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
+        self.on_event(f"FAILED {job.label()}: {reason}")
+
+    # -- workers ------------------------------------------------------------------------
+    def _start(self, slot: _Slot) -> None:
+        slot.cache_name = f"{_slug(slot.model)}.w{slot.index}.a{slot.attempt}.sqlite"
+        placement = {"scheduling_strategy": "SPREAD"} if self.options.spread else {}
+        slot.actor = self.remote_worker.options(
+            num_cpus=self.options.num_cpus, num_gpus=self.options.num_gpus, max_restarts=0, max_task_retries=0, **placement,
+        ).remote(self.cfg, slot.model, slot.cache_name, self.options.worker_cache_dir, self.backend_factory)
+        self.progress.workers_started += 1
+        self.on_event(f"started {slot.label} (attempt {slot.attempt + 1})")
+
+    def _kill(self, slot: _Slot) -> None:
+        if slot.actor is not None:
+            try:
+                self.ray.kill(slot.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            slot.actor = None
+
+    def _lose(self, slot: _Slot, why: str) -> None:
+        """The slot's worker is gone: re-queue its units (at the front, in order) for a fresh worker."""
+        self.on_event(f"{slot.label} lost ({why}); re-sending {len(slot.in_flight)} units")
+        self._kill(slot)
+        slot.dead_caches.append(slot.cache_name)
+        for job, attempts, _ in sorted(slot.in_flight.values(), key=lambda u: u[2], reverse=True):
+            if attempts + 1 >= self.options.max_attempts:
+                self._fail(job, f"its worker died {attempts + 1} times (last: {why}); see the Ray logs")
+            else:
+                slot.queue.appendleft((job, attempts + 1))
+                self.progress.units_requeued += 1
+        slot.in_flight.clear()
+        slot.attempt += 1
+
+    def _release(self, slot: _Slot) -> None:
+        """A slot with no work left: bring its cache home and free its CPUs/GPUs."""
+        slot.released = True
+        if slot.actor is not None:
+            try:
+                data = self.ray.get(slot.actor.export_cache.remote(), timeout=self.options.unit_timeout or 600)
+                self._merge_bytes(data)
+            except self.lost_errors as exc:
+                slot.dead_caches.append(slot.cache_name)
+                self.on_event(f"{slot.label}: cache not exported ({_why(exc)})")
+            self._kill(slot)
+        for name in slot.dead_caches:
+            self._merge_dead(name)
+
+    # -- caches -------------------------------------------------------------------------
+    def _merge_bytes(self, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".worker-cache-", suffix=".sqlite", dir=self.folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            added = merge_caches(self.cache_target, [tmp]).added[0]
+        finally:
+            os.unlink(tmp)
+        self.progress.caches_merged += 1
+        self.progress.cache_rows_added += added
+
+    def _merge_dead(self, name: str) -> None:
+        path = _worker_cache_folder(self.options, self.cfg) / name
+        if not path.is_file():  # it was on a lost node
+            self.progress.caches_lost.append(name)
+            return
+        self.progress.caches_merged += 1
+        self.progress.cache_rows_added += merge_caches(self.cache_target, [path]).added[0]
+
+
 def run_sweep_ray(
     cfg: SweepConfig,
     options: RayOptions | None = None,
@@ -220,176 +426,16 @@ def run_sweep_ray(
     remove a node mid-sweep)."""
     ray = _import_ray()
     options = options or RayOptions()
-    folder = cfg.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
-    results = folder / "results.jsonl"
-    repair_torn_tail(results)
-    done = completed_keys(results)
-    jobs = list(jobs) if jobs is not None else cfg.jobs()
-    progress = RaySweepProgress(jobs_total=len(jobs))
-    per_worker = options.max_in_flight or cfg.max_jobs
-    cache_target = Path(cfg.cache) if cfg.cache else default_cache_path()
-
+    cfg.folder.mkdir(parents=True, exist_ok=True)
+    (cfg.folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
     owns_ray = not ray.is_initialized()
     if owns_ray:
         ray.init(address=options.address, include_dashboard=False, logging_level="WARNING")
-    remote_worker = ray.remote(SweepWorker)
-    lost_errors = _lost_worker_errors(ray)
-
-    slots: dict[tuple[str, int], _Slot] = {}
-    for job in jobs:
-        index = stable_hash(*job.cell) % options.workers_per_model
-        slot = slots.setdefault((job.model, index), _Slot(job.model, index))
-        finished = [p for (j, p) in done if j == job.id]
-        if len(finished) >= cfg.attack.top_k:  # every attacked prompt of the job is recorded
-            progress.skipped += len(finished)
-            progress.jobs_done += 1
-            continue
-        slot.queue.append((job, 0))
-
-    def write_unit(slot: _Slot, job: Job, result: dict[str, Any]) -> None:
-        rows = []
-        for row in result["records"]:
-            key = (row.get("job_id") or job.id, row.get("prompt_id", ""))
-            if key in done:  # never twice, whatever a worker sends
-                continue
-            rows.append(row)
-            if row.get("status") != "failed":
-                done.add(key)
-        if rows:
-            append_jsonl(results, rows)
-        for row in rows:
-            if row.get("status") == "failed":
-                continue
-            progress.records += 1
-            pdr = "skipped (clean score 0)" if row.get("pdr") is None else f"PDR {row['pdr']:.3f}"
-            on_event(f"{row.get('model')} / {row.get('dataset')} / {row.get('attack')} / {row.get('prompt_id')}: {pdr}")
-        if result.get("error"):
-            fail_job(job, result["error"])
-        else:
-            progress.jobs_done += 1
-
-    def fail_job(job: Job, reason: str) -> None:
-        progress.failed.append((job.label(), reason))
-        append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
-        on_event(f"FAILED {job.label()}: {reason}")
-
-    def start(slot: _Slot) -> None:
-        slot.cache_name = f"{_slug(slot.model)}.w{slot.index}.a{slot.attempt}.sqlite"
-        placement = {"scheduling_strategy": "SPREAD"} if options.spread else {}
-        slot.actor = remote_worker.options(
-            num_cpus=options.num_cpus, num_gpus=options.num_gpus, max_restarts=0, max_task_retries=0, **placement,
-        ).remote(cfg, slot.model, slot.cache_name, options.worker_cache_dir, backend_factory)
-        progress.workers_started += 1
-        on_event(f"started {slot.label} (attempt {slot.attempt + 1})")
-
-    def lose(slot: _Slot, why: str) -> None:
-        """The slot's worker is gone: re-queue its units (front, in order) and start afresh later."""
-        on_event(f"{slot.label} lost ({why}); re-sending {len(slot.in_flight)} units")
-        if slot.actor is not None:
-            try:
-                ray.kill(slot.actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
-                pass
-        slot.dead_caches.append(slot.cache_name)
-        for job, attempts, _ in sorted(slot.in_flight.values(), key=lambda u: u[2], reverse=True):
-            if attempts + 1 >= options.max_attempts:
-                fail_job(job, f"its worker died {attempts + 1} times ({why}); see the Ray logs")
-            else:
-                slot.queue.appendleft((job, attempts + 1))
-                progress.units_requeued += 1
-        slot.in_flight.clear()
-        slot.actor = None
-        slot.attempt += 1
-
-    def release(slot: _Slot) -> None:
-        """A slot with no work left: bring its cache home and free its resources."""
-        slot.released = True
-        if slot.actor is not None:
-            try:
-                data = ray.get(slot.actor.export_cache.remote(), timeout=options.unit_timeout or 600)
-                merge_bytes(data, slot)
-            except lost_errors as exc:
-                slot.dead_caches.append(slot.cache_name)
-                on_event(f"{slot.label}: cache not exported ({type(exc).__name__})")
-            ray.kill(slot.actor, no_restart=True)
-            slot.actor = None
-        for name in slot.dead_caches:
-            merge_dead(name)
-
-    def merge_bytes(data: bytes, slot: _Slot) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".worker-cache-", suffix=".sqlite", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            added = merge_caches(cache_target, [tmp]).added[0]
-        finally:
-            os.unlink(tmp)
-        progress.caches_merged += 1
-        progress.cache_rows_added += added
-
-    def merge_dead(name: str) -> None:
-        local = Path(options.worker_cache_dir or os.path.join(tempfile.gettempdir(), "promptrobust-ray"))
-        path = local / _slug(cfg.name) / name
-        if not path.is_file():
-            progress.caches_lost.append(name)
-            return
-        progress.caches_merged += 1
-        progress.cache_rows_added += merge_caches(cache_target, [path]).added[0]
-
-    started = time.monotonic()
     try:
-        while True:
-            for slot in slots.values():
-                while slot.queue and len(slot.in_flight) < per_worker:
-                    if slot.actor is None:
-                        start(slot)
-                    job, attempts = slot.queue.popleft()
-                    finished = sorted(p for (j, p) in done if j == job.id)
-                    ref = slot.actor.run_unit.remote(job, finished)
-                    slot.in_flight[ref] = (job, attempts, time.monotonic())
-            if after_submit is not None:
-                after_submit({"slots": slots, "progress": progress, "elapsed": time.monotonic() - started})
-            owner = {ref: slot for slot in slots.values() for ref in slot.in_flight}
-            if not owner:
-                break
-            ready, _ = ray.wait(list(owner), num_returns=1, timeout=1.0)
-            for ref in ready:
-                slot = owner[ref]
-                if ref not in slot.in_flight:  # its worker was declared lost in this round
-                    continue
-                job, attempts, _ = slot.in_flight[ref]
-                try:
-                    result = ray.get(ref)
-                except lost_errors as exc:
-                    lose(slot, type(exc).__name__)
-                    continue
-                except ray.exceptions.RayTaskError as exc:
-                    del slot.in_flight[ref]
-                    fail_job(job, " ".join(str(exc.cause if exc.cause else exc).split())[:300])
-                    continue
-                del slot.in_flight[ref]
-                write_unit(slot, job, result)
-            if options.unit_timeout is not None:
-                now = time.monotonic()
-                for slot in slots.values():
-                    if any(now - t > options.unit_timeout for _, _, t in slot.in_flight.values()):
-                        lose(slot, f"a unit ran past --unit-timeout {options.unit_timeout:g}s")
-            for slot in slots.values():  # models with no work left give their resources back
-                if not slot.released and not slot.queue and not slot.in_flight:
-                    release(slot)
-        for slot in slots.values():
-            if not slot.released:
-                release(slot)
+        _check_resources(ray, options)
+        driver = _Driver(ray, cfg, options, list(jobs) if jobs is not None else cfg.jobs(), on_event, backend_factory)
+        return driver.run(after_submit)
     finally:
-        for slot in slots.values():
-            if slot.actor is not None:
-                try:
-                    ray.kill(slot.actor, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
         if owns_ray:
             ray.shutdown()
-        consolidate_parquet(results, folder / "results.parquet")
-    return progress
+        consolidate_parquet(cfg.folder / "results.jsonl", cfg.folder / "results.parquet")

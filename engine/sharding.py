@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
-from promptrobust.engine.sweep import Job, SweepConfig, config_dict, repair_torn_tail
+from promptrobust.engine.sweep import Job, SweepConfig, repair_torn_tail
 
 __all__ = [
     "MergeResult", "Shard", "ShardError", "cell_shard", "merge_runs", "parse_shard", "select_jobs", "shard_config",
@@ -216,11 +216,3 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
         (out_dir / "config.json").write_bytes(orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
     consolidate_parquet(target, out_dir / "results.parquet")
     return result
-
-
-def write_shard_marker(cfg: SweepConfig, shard: Shard) -> None:
-    """Record which shard a folder holds in its config.json (read by ``pre sweep merge`` checks)."""
-    path = cfg.folder / "config.json"
-    data = orjson.loads(path.read_bytes()) if path.is_file() else config_dict(cfg)
-    data["shard"] = str(shard)
-    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str))

@@ -131,6 +131,13 @@ def test_bad_options_name_the_fix() -> None:
         RayOptions(workers_per_model=0)
 
 
+def test_workers_no_node_can_hold_are_refused_in_one_line(cluster: Any, tmp_path: Path,
+                                                          server: dict[str, FakeOpenAIServer]) -> None:
+    with pytest.raises(RayExecutorError, match="no node of the Ray cluster has 0.5 CPUs and 1 GPUs") as info:
+        run_sweep_ray(_config(tmp_path, "gpu", server), RayOptions(num_gpus=1))
+    assert "\n" not in str(info.value)
+
+
 def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys(
     cluster: Any, tmp_path: Path, server: dict[str, FakeOpenAIServer], reference: tuple[list[dict], set[str]]
 ) -> None:
@@ -156,3 +163,4 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
     assert not progress.failed and progress.units_requeued >= 1, events
     assert stable(records(cfg.folder)) == stable(reference[0])
     assert cache_keys(cfg.cache) == reference[1]  # per-node caches merged (one machine: the dead node's too)
+
