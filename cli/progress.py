@@ -1,4 +1,10 @@
-"""A progress line on stderr: requests done, requests/s, cache hits, ETA."""
+"""A progress line on stderr: requests done, requests/s, cache hits, ETA.
+
+The rate is measured from the first answered request, not from when the line
+was created (loading a model must not read as slow requests), and the ETA
+stays ``--:--`` until the work done says something: at least
+``ETA_MIN_FRACTION`` of it, or ``ETA_MIN_SECONDS`` of answering.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,11 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
+
+#: Show an ETA once this share of the requests is done ...
+ETA_MIN_FRACTION = 0.02
+#: ... or once requests have been answered for this many seconds.
+ETA_MIN_SECONDS = 10.0
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -28,31 +39,60 @@ class Progress:
         label: Callable[[], str] = lambda: "",
         enabled: bool = True,
         every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.total = total
+        self.clock = clock
         self.counters = counters
         self.label = label
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
         self.every = every if not self.tty else 0.25
         self._task: asyncio.Task[None] | None = None
-        self._start = time.monotonic()
+        self._start = clock()
         self._base = dict(counters())
+        self._first: tuple[float, float] | None = None  # (time, requests done) at the first look that saw answers
+
+    def eta(self, done: float) -> float | None:
+        """Seconds left, or None while too little is done to tell.
+
+        Measured from the first look that saw answers (time and count then), so
+        the time a model took to load never counts as slow answering.
+        """
+        now = self.clock()
+        if self._first is None:
+            if done > 0:
+                self._first = (now, done)
+            return None
+        since, done_then = self._first
+        working = now - since
+        enough = done >= ETA_MIN_FRACTION * self.total or working >= ETA_MIN_SECONDS
+        if not enough or working <= 0 or done <= done_then:
+            return None
+        return max(0.0, (self.total - done) * working / (done - done_then))
+
+    def rate(self, done: float) -> float:
+        """Requests answered per second since answers began (0 before)."""
+        if self._first is None:
+            return 0.0
+        since, done_then = self._first
+        working = self.clock() - since
+        return (done - done_then) / working if working > 0 else 0.0
 
     def line(self) -> str:
         now = self.counters()
         done = now.get("completed", 0) - self._base.get("completed", 0)
         hits = now.get("cache_hits", 0) - self._base.get("cache_hits", 0)
         sent = now.get("backend_requests", 0) - self._base.get("backend_requests", 0)
-        elapsed = max(time.monotonic() - self._start, 1e-9)
-        rate = done / elapsed
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
+        eta = self.eta(done)
+        rate = self.rate(done)
+        eta_text = "--:--" if eta is None else _fmt_eta(eta)
         pct = 100.0 * done / self.total if self.total else 100.0
         hit_pct = 100.0 * hits / done if done else 0.0
         label = self.label()
         return (
             f"{label}{done}/{self.total} requests ({pct:.0f}%) | {rate:.1f} req/s | "
-            f"sent {sent} | cache hits {hits} ({hit_pct:.0f}%) | ETA {_fmt_eta(eta)}"
+            f"sent {sent} | cache hits {hits} ({hit_pct:.0f}%) | ETA {eta_text}"
         )
 
     async def _loop(self) -> None:

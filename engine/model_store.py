@@ -26,6 +26,8 @@ import importlib.metadata as md
 import os
 import re
 import shutil
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -218,11 +220,23 @@ def cached_sha256(paths: list[Path], record: Path) -> str:
 # --------------------------------------------------------------------------- conversion
 
 
+def quiet_transformers_progress() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", GGUF dequantising).
+
+    They ignore ``--no-progress`` and break our one progress line; we say what
+    is loading ourselves. Process-wide and idempotent.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
     """Dequantise a GGUF with transformers and save it as a standard HF directory (float32)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers_progress()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
@@ -332,7 +346,11 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
                 gguf.parent.mkdir()
                 if _hash_files(parts, copy_to=gguf) != revision:
                     raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
+            # A fresh machine's first run would otherwise sit silent for half a minute.
+            print(f"pre: converting {spec.name} once into {root} (about 30 s)", file=sys.stderr, flush=True)
+            began = time.monotonic()
             convert(gguf, work)
+            print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
             _write_json_atomic(
                 work / MARKER,
                 {"format": _FORMAT, "name": spec.name, "revision": revision, "is_chat": spec.is_chat, "source": source},

@@ -1,8 +1,12 @@
 """Retries with exponential backoff and jitter for transient backend failures.
 
 Only ``TransientBackendError`` is retried (429, 5xx, timeouts, dropped
-connections); every other exception propagates at once. A server's
-Retry-After hint is a floor for the wait, never shortened by jitter.
+connections, malformed answers); every other exception propagates at once.
+A server's Retry-After hint is a floor for the wait, never shortened by jitter.
+
+The default waits can be shortened for a whole process with the environment
+variables ``PRE_RETRY_BASE_DELAY`` and ``PRE_RETRY_MAX_DELAY`` (seconds), e.g.
+for tests that inject faults into a local server.
 """
 
 from __future__ import annotations
@@ -10,15 +14,29 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import math
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from promptrobust.engine.backends.base import TransientBackendError
 
 T = TypeVar("T")
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a number of seconds >= 0 (got {raw!r})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -33,8 +51,8 @@ class RetryPolicy:
     """
 
     max_attempts: int = 8
-    base_delay: float = 0.5
-    max_delay: float = 60.0
+    base_delay: float = field(default_factory=lambda: _env_seconds("PRE_RETRY_BASE_DELAY", 0.5))
+    max_delay: float = field(default_factory=lambda: _env_seconds("PRE_RETRY_MAX_DELAY", 60.0))
     jitter: float = 0.5
 
     def __post_init__(self) -> None:

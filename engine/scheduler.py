@@ -16,6 +16,20 @@ bounded queue -> a worker -> the backend -> cache write -> every waiter.
 The queue is bounded (``max_pending``), workers are a fixed set of tasks, and
 ``submit_many`` keeps a bounded window of requests outstanding, so 100k
 pending requests cost neither 100k tasks nor unbounded memory.
+
+Failures stay small and honest:
+
+* A backend call that takes longer than ``request_timeout`` (HTTP-like
+  backends) counts as a transient failure and is retried.
+* A completion that lacks what its request needs (no text for ``generate``, no
+  or misaligned log-probabilities for ``score_choices``) is a transient failure
+  too: it is never cached and never handed to a job.
+* A request that still fails after the retry policy's attempts raises one
+  ``RequestFailedError`` with a one-line message naming the cause and the fix.
+
+The backend is started lazily when it allows it (``Backend.defer_start``): on
+the first request that misses the cache, so a fully cached run never loads
+weights.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from promptrobust.engine.backends.base import Backend
+from promptrobust.engine.backends.base import Backend, BackendError, RequestFailedError, TransientBackendError
 from promptrobust.engine.cache import ScoreCache
 from promptrobust.engine.ratelimit import RateLimiter
 from promptrobust.engine.retry import RetryPolicy, call_with_retries
@@ -46,6 +60,7 @@ class SchedulerStats:
     batches: int = 0  # backend calls (a batch counts once)
     retries: int = 0
     failures: int = 0
+    probes: int = 0  # start-up capability probes (answered from the cache or the backend)
     backend_seconds: float = 0.0  # time spent inside backend calls
     started: float = field(default_factory=time.monotonic)
 
@@ -64,6 +79,7 @@ class SchedulerStats:
             "batches": self.batches,
             "retries": self.retries,
             "failures": self.failures,
+            "probes": self.probes,
             "backend_seconds": round(self.backend_seconds, 3),
         }
 
@@ -86,6 +102,7 @@ class _Job:
     key: str
     request: Request
     future: asyncio.Future[Completion]
+    counted: bool = True  # False for the start-up capability probe (counted apart, as ``probes``)
 
 
 class Scheduler:
@@ -107,11 +124,18 @@ class Scheduler:
         sleep: Callable[[float], object] | None = None,
         limiter: RateLimiter | None = None,
         owns_backend: bool = True,
+        request_timeout: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch size must be at least 1")
+        if request_timeout is not None and not (request_timeout > 0 and request_timeout != float("inf")):
+            raise ValueError(f"request_timeout must be a positive number of seconds (got {request_timeout!r})")
+        #: Seconds one call of an HTTP-like backend may take (None: the backend's own).
+        #: In-process (batching) backends run in a thread that cannot be cut short,
+        #: so a retry would only queue behind it: they are not timed out here.
+        self.request_timeout = request_timeout
         self.backend = backend
         #: False when the caller starts and closes the backend (one backend, several schedulers).
         self.owns_backend = owns_backend
@@ -131,20 +155,18 @@ class Scheduler:
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._started = False
+        self._backend_started = False
         self._start_lock: asyncio.Lock | None = None
+        self._backend_lock: asyncio.Lock | None = None
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
-        """Start the backend and the workers (idempotent)."""
+        """Start the workers, and the backend unless it may wait for a cache miss (idempotent)."""
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if self._started:
                 return
-            if self.owns_backend:
-                await self.backend.start()
-            self._identity = self.backend.identity
-            self._model_tag = f"{self._identity.backend}:{self._identity.name}"
             self._queue = asyncio.Queue(maxsize=self.max_pending)
             if self.backend.batching:
                 self._workers = [asyncio.create_task(self._batch_worker(), name="pre-batch-worker")]
@@ -153,8 +175,79 @@ class Scheduler:
                     asyncio.create_task(self._single_worker(), name=f"pre-worker-{i}")
                     for i in range(self.concurrency)
                 ]
+            try:
+                if self._may_defer_start():
+                    self._set_identity()
+                else:
+                    await self.ensure_backend()
+            except BaseException:
+                await self.close()
+                raise
             self.stats.started = time.monotonic()
             self._started = True
+
+    def _set_identity(self) -> None:
+        self._identity = self.backend.identity
+        self._model_tag = f"{self._identity.backend}:{self._identity.name}"
+
+    def _may_defer_start(self) -> bool:
+        """Whether the backend can wait for the first cache miss: it says so, and what
+        jobs read before any request (identity, chat format, label scoring) is known."""
+        if not self.owns_backend or not getattr(self.backend, "defer_start", False):
+            return False
+        try:
+            self.backend.identity  # noqa: B018 - reading is the check
+            self.backend.is_chat  # noqa: B018
+            self.backend.supports_choice_scoring  # noqa: B018
+        except Exception:  # noqa: BLE001 - not knowable yet: start now
+            return False
+        return True
+
+    @property
+    def backend_started(self) -> bool:
+        """Whether this scheduler has started its backend (False for a fully cached run)."""
+        return self._backend_started
+
+    async def ensure_backend(self) -> None:
+        """Start the backend now if this scheduler owns it and has not yet (idempotent)."""
+        if self._backend_started:
+            return
+        if self._backend_lock is None:
+            self._backend_lock = asyncio.Lock()
+        async with self._backend_lock:
+            if self._backend_started:
+                return
+            if self.owns_backend:
+                await self.backend.start()
+            if self._identity is None:  # a deferred start keeps the identity its cache keys used
+                self._set_identity()
+            self._backend_started = True
+            await self._probe_capabilities()
+
+    async def _probe_capabilities(self) -> None:
+        """Send the backend's capability probe (if any) through the cache, so that what
+        it can do is decided before any job builds requests, and a rerun asks nothing."""
+        probe = self.backend.capability_probe()
+        if probe is None:
+            return
+        assert self._identity is not None and self._queue is not None
+        key = request_key(self._identity, probe)
+        answer = self.cache.get_many([key]).get(key) if self.cache is not None else None
+        self.stats.probes += 1
+        if answer is None:
+            fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+            self._inflight[key] = fut
+            await self._queue.put(_Job(key, probe, fut, counted=False))
+            try:
+                answer = await fut
+            except RequestFailedError as exc:
+                raise RequestFailedError(f"start-up check of {self._model_tag}: {exc}", cause=exc.cause,
+                                         attempts=exc.attempts) from None
+            except BackendError:
+                if self.backend.supports_choice_scoring:
+                    raise
+                return  # decided: the model cannot score labels (the backend said so, once)
+        self.backend.probe_answered(probe, answer)
 
     async def close(self) -> None:
         for task in self._workers:
@@ -165,9 +258,11 @@ class Scheduler:
             except (asyncio.CancelledError, Exception):
                 pass
         self._workers = []
-        if self._started and self.owns_backend:
+        if self._backend_started and self.owns_backend:
             await self.backend.close()
+        self._backend_started = False
         self._started = False
+        self._identity = None
 
     async def __aenter__(self) -> "Scheduler":
         await self.start()
@@ -192,6 +287,11 @@ class Scheduler:
         outstanding requests of this call have settled.
         """
         await self.start()
+        return await self._submit(requests, window=window, counters=counters)
+
+    async def _submit(
+        self, requests: Sequence[Request], *, window: int | None, counters: JobCounters | None
+    ) -> list[Completion]:
         assert self._identity is not None
         window = window or self.max_pending
         results: list[Completion | None] = [None] * len(requests)
@@ -232,6 +332,8 @@ class Scheduler:
                     if counters is not None:
                         counters.deduplicated += 1
                 else:
+                    if not self._backend_started:
+                        await self.ensure_backend()  # the first cache miss loads the model
                     if counters is not None:
                         counters.sent += 1
                     fut = asyncio.get_running_loop().create_future()
@@ -300,7 +402,14 @@ class Scheduler:
                 # Every attempt, retries included, takes its place under the limits.
                 if self._limiter is not None:
                     await self._limiter.acquire(request.estimated_tokens())
-                return [await self.backend.complete(request)]
+                if self.request_timeout is None:
+                    return [await self.backend.complete(request)]
+                try:
+                    return [await asyncio.wait_for(self.backend.complete(request), self.request_timeout)]
+                except TimeoutError:
+                    raise TransientBackendError(
+                        f"no answer within {self.request_timeout:g}s (--request-timeout)"
+                    ) from None
 
             await self._dispatch([job], call)
 
@@ -308,29 +417,37 @@ class Scheduler:
         def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
             self.stats.retries += 1
 
+        async def checked_call() -> list[Completion]:
+            completions = await call()  # type: ignore[misc]
+            if len(completions) != len(jobs):
+                raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
+            for job, completion in zip(jobs, completions):
+                problem = completion_problem(job.request, completion)
+                if problem is not None:
+                    raise TransientBackendError(f"malformed answer: {problem}")
+            return completions
+
         started = time.monotonic()
         try:
             completions = await call_with_retries(
-                call, self._retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry  # type: ignore[arg-type]
+                checked_call, self._retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry
             )
         except asyncio.CancelledError:
             for job in jobs:
                 self._finish(job, exc=asyncio.CancelledError())
             raise
         except Exception as exc:  # noqa: BLE001 - handed to every waiter
-            self.stats.failures += len(jobs)
+            self.stats.failures += sum(j.counted for j in jobs)
+            if isinstance(exc, TransientBackendError):
+                exc = self._gave_up(exc)
             for job in jobs:
                 self._finish(job, exc=exc)
             return
         finally:
             self.stats.backend_seconds += time.monotonic() - started
-        self.stats.batches += 1
-        self.stats.backend_requests += len(jobs)
-        if len(completions) != len(jobs):  # type: ignore[arg-type]
-            exc = RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")  # type: ignore[arg-type]
-            for job in jobs:
-                self._finish(job, exc=exc)
-            return
+        counted = sum(j.counted for j in jobs)
+        self.stats.batches += 1 if counted else 0
+        self.stats.backend_requests += counted
         if self.cache is not None:
             try:
                 self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))  # type: ignore[call-overload]
@@ -341,6 +458,25 @@ class Scheduler:
         for job, completion in zip(jobs, completions):
             self._finish(job, result=completion)
 
+    def _gave_up(self, last: TransientBackendError) -> RequestFailedError:
+        """The one error a request that exhausted its retries fails with (one line, names the fix)."""
+        attempts = self._retry.max_attempts
+        cause = " ".join(str(last).split()) or type(last).__name__
+        if len(cause) > 240:
+            cause = cause[:237] + "..."
+        hint = "raise --max-retries (now %d)" % (attempts - 1)
+        lowered = cause.lower()
+        if "timed out" in lowered or "no answer within" in lowered:
+            hint += " or --request-timeout"
+        elif last.status == 429:
+            hint += " or lower --rpm/--concurrency"
+        elif self.request_timeout is None:
+            hint += ", or set --request-timeout"
+        message = f"request failed after {attempts} attempt{'s' if attempts != 1 else ''}: {cause}; {hint}"
+        err = RequestFailedError(message, cause=last, attempts=attempts)
+        err.__cause__ = None
+        return err
+
     def _finish(self, job: _Job, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
         self._inflight.pop(job.key, None)
         if job.future.done():
@@ -349,3 +485,21 @@ class Scheduler:
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)  # type: ignore[arg-type]
+
+
+def completion_problem(request: Request, completion: object) -> str | None:
+    """What a completion lacks for its request, or None when it can be scored and cached."""
+    if not isinstance(completion, Completion):
+        return f"the backend returned {type(completion).__name__}, not a Completion"
+    if request.kind == "generate":
+        if not isinstance(completion.text, str):
+            return "no text for a generate request"
+        return None
+    logprobs = completion.choice_logprobs
+    if logprobs is None:
+        return "no label log-probabilities for a score_choices request"
+    if len(logprobs) != len(request.choices):
+        return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
+    if any(not isinstance(v, (int, float)) or v != v for v in logprobs):
+        return "a label log-probability is not a number"
+    return None

@@ -222,3 +222,13 @@ def test_smollm2_store_is_a_standard_hf_dir_and_is_reused() -> None:
     (gguf,) = EMBEDDED_MODELS["smollm2-135m-instruct"].parts()
     assert first.revision == hashlib.sha256(gguf.read_bytes()).hexdigest()
     assert first.is_chat
+
+
+def test_conversion_says_what_it_does_and_how_long_it_took(tmp_path: Path, source: Path, capsys) -> None:  # noqa: ANN001
+    store = tmp_path / "store"
+    _ensure(_spec([source]), store, CountingConverter())
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"pre: converting toy once into {store} (about 30 s)"
+    assert err[1].startswith("pre: converted toy in ") and err[1].endswith(" s") and len(err) == 2
+    _ensure(_spec([source]), store, CountingConverter())  # already converted: silent
+    assert capsys.readouterr().err == ""

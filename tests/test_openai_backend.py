@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from promptrobust.engine.backends.base import BackendError, BackendUnavailable, TransientBackendError
-from promptrobust.engine.backends.openai_backend import FALLBACK_NOTE, OpenAIBackend, clean_url
+from promptrobust.engine.backends.openai_backend import PROBE_ANSWERS, LogprobsUnsupported, OpenAIBackend, clean_url
 from promptrobust.engine.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.types import ChatMessage, Decoding, Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer
@@ -162,6 +162,23 @@ async def test_key_is_sent_but_never_leaks(monkeypatch, caplog):
         await good.close()
 
 
+@pytest.mark.parametrize("echo", [
+    SECRET,  # the whole key
+    SECRET.removeprefix("sk-"),  # its value without the prefix
+    SECRET.removeprefix("sk-")[2:12],  # a 10-character piece from its middle
+    SECRET[-9:],  # its last 9 characters
+    f"Bearer {SECRET}",
+])
+def test_the_key_and_any_long_piece_of_it_are_scrubbed(monkeypatch, echo):
+    monkeypatch.setenv("PRE_TEST_KEY", SECRET)
+    b = OpenAIBackend("fake-model", base_urls=["http://127.0.0.1:9/v1"], api_key_env="PRE_TEST_KEY")
+    out = b._redact(f"upstream said: key '{echo}' is not valid\n(see docs)")
+    assert "***" in out and "\n" not in out and "upstream said" in out
+    body = SECRET.removeprefix("sk-")
+    assert not any(body[i : i + 8] in out for i in range(len(body) - 7))
+    assert b._redact("no secret in this short text: Abc, 123") == "no secret in this short text: Abc, 123"
+
+
 async def test_unreachable_endpoint_is_unavailable():
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -249,42 +266,115 @@ async def test_score_choices_from_logprobs_picks_the_right_label(server, use_cha
     await b.close()
 
 
-async def test_score_choices_falls_back_to_generation_without_logprobs(caplog):
+async def test_server_without_logprobs_is_found_out_once_and_never_scored_by_generation(caplog):
     caplog.set_level(logging.WARNING)
     with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
         b = await started(srv.url)
+        assert b.supports_choice_scoring  # not decided yet
+        probe = b.capability_probe()
+        assert probe is not None and probe.kind == "score_choices"
+        with pytest.raises(LogprobsUnsupported, match="use --mode generate"):
+            await b.complete(probe)
+        assert not b.supports_choice_scoring and b.capability_probe() is None
+        assert srv.count("/v1/chat/completions") == PROBE_ANSWERS  # several answers decide, not one
+        assert caplog.text.count("returns no log-probabilities") == 1
+        # Decided: later scoring requests are refused at once, never answered with generated text.
         req = Request("score_choices", messages=chat("a good film"), choices=("positive", "negative"))
-        first = await b.complete(req)
-        assert first.choice_logprobs is None and first.text == "positive" and first.note == FALLBACK_NOTE
-        assert srv.count("/v1/chat/completions") == 2  # the logprobs attempt, then generation
-        second = await b.complete(req)
-        assert second.note == FALLBACK_NOTE
-        assert srv.count("/v1/chat/completions") == 3  # it learnt: straight to generation
-        assert caplog.text.count("fell back to generation") == 1
+        with pytest.raises(LogprobsUnsupported):
+            await b.complete(req)
+        assert srv.count("/v1/chat/completions") == PROBE_ANSWERS
+        assert (await b.complete(Request("generate", messages=chat("a good film")))).text == "positive"
         await b.close()
 
         strict = await started(srv.url, logprobs=True)
-        with pytest.raises(BackendError, match="returned no logprobs"):
+        assert strict.capability_probe() is None and strict.supports_choice_scoring
+        with pytest.raises(TransientBackendError, match="no log-probabilities although they were asked for"):
             await strict.complete(req)
         await strict.close()
 
 
-async def test_server_refusing_logprobs_falls_back_instead_of_retrying():
+async def test_one_answer_without_logprobs_does_not_decide_anything(server):
+    b = await started(server.url)
+    server.script("no_logprobs", "no_logprobs")
+    out = await b.complete(b.capability_probe())
+    assert out.choice_logprobs is not None and b.supports_choice_scoring
+    # Decided for logprobs: from now on an answer without them is garbage, retried.
+    server.script("no_logprobs")
+    req = Request("score_choices", prompt="Sentence:\nso good", choices=("positive", "negative"))
+    with pytest.raises(TransientBackendError, match="no log-probabilities"):
+        await b.complete(req)
+    assert (await call_with_retries(lambda: b.complete(req), FAST)).choice_logprobs is not None
+    await b.close()
+
+
+async def test_server_refusing_logprobs_is_decided_at_once_instead_of_retried():
     with FakeOpenAIServer(model="fake-model", logprobs_error=500) as srv:
-        b = await started(srv.url)
-        req = Request("score_choices", prompt="Sentence:\nso good", choices=("positive", "negative"))
-        out = await call_with_retries(lambda: b.complete(req), FAST)
-        assert out.text == "positive" and out.note == FALLBACK_NOTE
-        assert srv.count("/v1/completions") == 2  # one refusal, one generation: no retry storm
+        b = await started(srv.url, api="completions")
+        with pytest.raises(LogprobsUnsupported):
+            await call_with_retries(lambda: b.complete(b.capability_probe()), FAST)
+        assert srv.count("/v1/completions") == 1  # one refusal, no retry storm
+        assert not b.supports_choice_scoring
         await b.close()
 
 
 async def test_logprobs_false_never_asks_for_them(server):
     b = await started(server.url, logprobs=False)
-    out = await b.complete(Request("score_choices", prompt="Sentence:\ngood", choices=("positive", "negative")))
-    assert out.text == "positive" and out.choice_logprobs is None and "logprobs disabled" in out.note
-    assert "logprobs" not in server.bodies[-1][1]
+    assert not b.supports_choice_scoring and b.capability_probe() is None
+    with pytest.raises(LogprobsUnsupported, match="logprobs=false"):
+        await b.complete(Request("score_choices", prompt="Sentence:\ngood", choices=("positive", "negative")))
+    assert server.count("/v1/completions") == 0
     await b.close()
+
+
+# -- garbage answers are transient failures ------------------------------------------------
+
+GARBAGE = {
+    "malformed": "cut-off or invalid JSON",
+    "html": "HTML page",
+    "empty": "empty body",
+    "no_choices": "no choices",
+    "empty_choices": "empty choices",
+    "truncated": "connection to",
+    "reset": "connection to",
+}
+
+
+@pytest.mark.parametrize("kind", [*GARBAGE, "no_content"])
+@pytest.mark.parametrize("use_chat", [True, False])
+async def test_a_garbage_answer_is_a_transient_error_and_the_retry_answers(server, kind, use_chat):
+    b = await started(server.url)
+    req = (Request("generate", messages=chat("a great film")) if use_chat
+           else Request("generate", prompt="Sentence:\na great film"))
+    server.script(kind)
+    with pytest.raises(TransientBackendError) as err:
+        await b.complete(req)
+    message = str(err.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert (GARBAGE.get(kind) or ("no message content" if use_chat else "no text")) in message
+    server.script(kind)
+    assert (await call_with_retries(lambda: b.complete(req), FAST)).text == "positive"
+    await b.close()
+
+
+@pytest.mark.parametrize("kind", [*GARBAGE, "no_logprobs"])
+async def test_a_garbage_scoring_answer_is_transient_once_logprobs_are_known(server, kind):
+    b = await started(server.url)
+    await b.complete(b.capability_probe())
+    req = Request("score_choices", messages=chat("a great film"), choices=("positive", "negative"))
+    server.script(kind)
+    with pytest.raises(TransientBackendError):
+        await b.complete(req)
+    server.script(kind, kind)
+    out = await call_with_retries(lambda: b.complete(req), FAST)
+    assert out.choice_logprobs[0] > out.choice_logprobs[1]
+    await b.close()
+
+
+def test_content_missing_but_a_refusal_given_is_the_models_answer():
+    ep = type("E", (), {"shown": "http://x/v1"})()
+    choice = {"message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."}}
+    assert OpenAIBackend._text(choice, True, ep) == "I cannot help with that."
+    assert OpenAIBackend._text({"message": {"content": ""}}, True, ep) == ""  # empty text is an answer
 
 
 async def test_two_base_urls_share_the_load():
@@ -316,3 +406,52 @@ async def test_scheduler_with_limits_against_rate_limited_server():
         assert picks == [0 if i % 2 else 1 for i in range(30)]
         assert srv.count("/v1/completions") > 30  # some were refused with 429 and retried
         assert sched.stats.retries == srv.count("/v1/completions") - 30
+
+
+async def test_the_logprobs_probe_is_cached_and_a_rerun_sends_nothing(tmp_path):
+    from promptrobust.engine.cache import ScoreCache
+    from promptrobust.engine.scheduler import Scheduler
+
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeOpenAIServer(model="fake-model") as srv:
+        first = OpenAIBackend("fake-model", base_urls=[srv.url])
+        async with Scheduler(first, cache=cache):
+            assert first.supports_choice_scoring and first.capability_probe() is None  # decided at start
+        assert srv.count("/v1/chat/completions") == 1
+        again = OpenAIBackend("fake-model", base_urls=[srv.url])
+        async with Scheduler(again, cache=cache) as sched:
+            assert again.capability_probe() is None and sched.stats.probes == 1
+        assert srv.count("/v1/chat/completions") == 1  # the cached answer decided it
+    with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
+        none = OpenAIBackend("fake-model", base_urls=[srv.url])
+        async with Scheduler(none, cache=cache, retry_policy=FAST) as sched:
+            assert not none.supports_choice_scoring  # decided at start; the run goes on
+            assert (await sched.submit(Request("generate", messages=chat("good")))).text == "positive"
+    cache.close()
+
+
+async def test_a_choices_evaluation_without_logprobs_generates_says_so_and_caches_under_generate_keys(tmp_path, caplog):
+    from promptrobust.engine.cache import ScoreCache
+    from promptrobust.engine.evaluator import Evaluator
+    from promptrobust.engine.scheduler import Scheduler
+    from promptrobust.engine.types import request_key
+    from promptrobust.tasks.registry import get_task
+
+    caplog.set_level(logging.WARNING)
+    task = get_task("rotten_tomatoes")
+    samples = task.load(limit=6)
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url])
+        async with Scheduler(b, cache=cache, retry_policy=FAST) as sched:
+            ev = Evaluator(sched, task, samples, mode="choices")
+            assert ev.mode == "generate"  # and so every record written from it
+            result = await ev.evaluate("Is this review positive or negative?")
+    assert "evaluating with --mode generate" in caplog.text
+    assert result.samples == 6
+    requests = [ev.build_request("Is this review positive or negative?", s) for s in samples]
+    assert {r.kind for r in requests} == {"generate"}
+    keys = [request_key(b.identity, r) for r in requests]
+    assert set(cache.get_many(keys)) == set(keys)  # cached under the generate requests' own keys
+    assert all(c.text is not None and c.choice_logprobs is None for c in cache.get_many(keys).values())
+    cache.close()

@@ -163,3 +163,133 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
         with pytest.raises(ValueError, match="model exploded"):
             await sched.submit(gen("bad"))
         assert (await sched.submit(gen("good"))).text == "fine"
+
+
+# -- issue 12: timeouts, malformed completions, one error after the retries, lazy start --
+
+from promptrobust.engine.backends.base import BackendError, RequestFailedError, TransientBackendError  # noqa: E402
+from promptrobust.engine.retry import RetryPolicy  # noqa: E402
+from promptrobust.engine.types import Completion, request_key  # noqa: E402
+
+QUICK = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.0, jitter=0.0)
+
+
+class Scripted(CountingBackend):
+    """Answers like CountingBackend after consuming a script of misbehaviours, one per call."""
+
+    def __init__(self, script: list[str], **kw) -> None:  # noqa: ANN003
+        super().__init__(**kw)
+        self.script = list(script)
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.starts += 1
+
+    async def complete_batch(self, requests):  # noqa: ANN001, ANN201
+        step = self.script.pop(0) if self.script else "ok"
+        if step == "hang":
+            self.batches.append(list(requests))
+            await asyncio.sleep(30)
+        if step == "500":
+            self.batches.append(list(requests))
+            raise TransientBackendError("HTTP 500 from http://127.0.0.1:9/v1: upstream died", status=500)
+        if step == "none":
+            self.batches.append(list(requests))
+            return [Completion(text=None) for _ in requests]
+        return await super().complete_batch(requests)
+
+
+async def test_a_call_over_the_request_timeout_is_retried() -> None:
+    backend = Scripted(["hang"], batching=False)
+    async with Scheduler(backend, retry_policy=QUICK, request_timeout=0.2) as sched:
+        out = await sched.submit(gen("hello"))
+    assert out.text == "hello" and backend.calls == 2 and sched.stats.retries == 1
+
+
+async def test_a_completion_lacking_its_answer_is_retried_and_never_cached(tmp_path) -> None:  # noqa: ANN001
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    backend = Scripted(["none"], batching=False)
+    async with Scheduler(backend, cache=cache, retry_policy=QUICK) as sched:
+        out = await sched.submit(gen("hello"))
+    assert out.text == "hello" and sched.stats.retries == 1
+    assert cache.get_many([request_key(backend.identity, gen("hello"))]) == {
+        request_key(backend.identity, gen("hello")): out
+    }
+    broken = Scripted(["none"] * 4, batching=False)
+    async with Scheduler(broken, cache=cache, retry_policy=QUICK) as sched:
+        with pytest.raises(RequestFailedError, match="malformed answer: no text for a generate request"):
+            await sched.submit(gen("other"))
+    assert cache.get_many([request_key(backend.identity, gen("other"))]) == {}
+    cache.close()
+
+
+async def test_exhausted_retries_raise_one_line_naming_the_cause_and_the_fix() -> None:
+    backend = Scripted(["500"] * 10, batching=False)
+    async with Scheduler(backend, retry_policy=QUICK) as sched:
+        with pytest.raises(RequestFailedError) as err:
+            await sched.submit(gen("hello"))
+    message = str(err.value)
+    assert isinstance(err.value, BackendError) and "\n" not in message
+    assert message.startswith("request failed after 4 attempts: HTTP 500")
+    assert "--max-retries (now 3)" in message and "--request-timeout" in message
+    assert err.value.attempts == 4 and isinstance(err.value.cause, TransientBackendError)
+    assert backend.calls == 4 and sched.stats.failures == 1
+
+
+async def test_timeouts_that_exhaust_the_retries_name_the_request_timeout() -> None:
+    backend = Scripted(["hang"] * 3, batching=False)
+    async with Scheduler(backend, retry_policy=RetryPolicy(max_attempts=2, base_delay=0, jitter=0),
+                         request_timeout=0.05) as sched:
+        with pytest.raises(RequestFailedError, match=r"no answer within 0.05s .*--request-timeout"):
+            await sched.submit(gen("hello"))
+
+
+def test_request_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="request_timeout"):
+        Scheduler(CountingBackend(), request_timeout=0)
+
+
+async def test_a_fully_cached_run_never_starts_the_backend(tmp_path) -> None:  # noqa: ANN001
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    first = Scripted([], batching=True)
+    async with Scheduler(first, cache=cache) as sched:
+        assert not sched.backend_started  # started lazily, on the first cache miss
+        await sched.submit_many([gen("a"), gen("b")])
+        assert sched.backend_started and first.starts == 1
+    again = Scripted([], batching=True)
+    async with Scheduler(again, cache=cache) as sched:
+        out = await sched.submit_many([gen("a"), gen("b")])
+        assert [c.text for c in out] == ["a", "b"]
+        assert not sched.backend_started and again.starts == 0 and again.calls == 0
+        await sched.submit(gen("c"))  # one miss: now it loads
+        assert again.starts == 1
+    cache.close()
+
+
+async def test_a_backend_that_cannot_defer_is_started_at_once() -> None:
+    backend = Scripted([], batching=False)
+    backend.defer_start = False
+    async with Scheduler(backend) as sched:
+        assert sched.backend_started and backend.starts == 1
+
+
+async def test_the_capability_probe_goes_through_the_cache(tmp_path) -> None:  # noqa: ANN001
+    probe = Request("score_choices", prompt="probe?", choices=("yes", "no"))
+
+    class Probed(Scripted):
+        defer_start = False
+
+        def capability_probe(self):  # noqa: ANN201
+            return probe
+
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    b1 = Probed([], batching=False)
+    async with Scheduler(b1, cache=cache):
+        pass
+    assert b1.batches == [[probe]]
+    b2 = Probed([], batching=False)
+    async with Scheduler(b2, cache=cache) as sched:
+        assert b2.calls == 0  # a rerun asks nothing
+        # Counted apart: the jobs' own numbers stay what they asked for.
+        assert sched.stats.probes == 1 and sched.stats.cache_hits == 0 and sched.stats.backend_requests == 0
+    cache.close()

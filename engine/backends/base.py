@@ -26,8 +26,24 @@ class BackendUnavailable(BackendError):
     missing package, missing API key). The CLI turns it into exit code 2."""
 
 
+class RequestFailedError(BackendError):
+    """A request that still failed after all its retries.
+
+    The message is one line: the last cause (HTTP status, timeout, malformed
+    answer) and the fix (``--max-retries``, ``--request-timeout``). ``cause`` is
+    the last ``TransientBackendError``; ``attempts`` how many calls were made.
+    """
+
+    def __init__(self, message: str, *, cause: BaseException | None = None, attempts: int = 0):
+        super().__init__(message)
+        self.cause = cause
+        self.attempts = attempts
+
+
 class TransientBackendError(Exception):
-    """A failure worth retrying: 429, 5xx, timeouts, dropped connections.
+    """A failure worth retrying: 429, 5xx, timeouts, dropped connections, and
+    answers that lack what the request needs (malformed JSON, no content, no
+    log-probs when they were asked for): those are never scored or cached.
 
     ``retry_after`` is the server's own wait hint in seconds, when it gave one.
     """
@@ -52,6 +68,22 @@ class Backend(ABC):
     batching: bool = True
     #: Largest batch the backend wants at once (only used when ``batching``).
     max_batch_size: int = 16
+    #: Whether the scheduler may put off ``start()`` until the first request that
+    #: misses the cache (a fully cached run then never loads weights). Only
+    #: sound when ``identity``, ``is_chat`` and ``supports_choice_scoring`` are
+    #: known before ``start()``; the scheduler checks that they can be read.
+    defer_start: bool = True
+
+    @property
+    def supports_choice_scoring(self) -> bool:
+        """Whether ``score_choices`` requests get real label log-probabilities.
+
+        Decided once (at construction or ``start()``), never mid-run. When False
+        the evaluator switches a ``choices`` evaluation to ``generate`` and says
+        so; the backend refuses ``score_choices`` requests rather than answer
+        them with generated text.
+        """
+        return True
 
     @property
     @abstractmethod
@@ -62,6 +94,20 @@ class Backend(ABC):
     def is_chat(self) -> bool:
         """Whether inputs should be given as chat messages (model has a chat template)."""
         return False
+
+    def capability_probe(self) -> Request | None:
+        """A request whose answer decides what the backend can do (e.g. whether an
+        API server returns log-probabilities), or None when nothing is left to decide.
+
+        The scheduler sends it right after ``start()``, through its cache (a rerun
+        asks nothing), before any job builds requests, and hands the answer to
+        ``probe_answered``. A ``BackendError`` from it is fine when it settled the
+        question (``supports_choice_scoring`` became False).
+        """
+        return None
+
+    def probe_answered(self, request: Request, completion: Completion) -> None:
+        """Learn from the answer to ``capability_probe()`` (fresh, or from the cache)."""
 
     async def start(self) -> None:
         """Load weights / open clients. Called once before the first request."""

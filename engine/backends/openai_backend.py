@@ -6,38 +6,56 @@ concurrency, rate limits and retries, so the SDK's own retries are off
 
 * 429, 408, 409, 5xx, timeouts, refused or dropped connections ->
   ``TransientBackendError`` (with the server's Retry-After, when given);
+* a 200 answer that lacks what its request needs (a body that is empty, cut
+  off, not JSON or an HTML page; no ``choices`` or an empty list; no message
+  content or text; no log-probabilities when they were asked for) ->
+  ``TransientBackendError`` too: it is retried, never scored, never cached;
 * other 4xx -> ``BackendError``;
-* an endpoint that cannot be reached at ``start()``, a rejected or missing
-  API key, a model the server does not serve -> ``BackendUnavailable``.
+* no endpoint reachable at ``start()``, a rejected or missing API key, a model
+  the server does not serve -> ``BackendUnavailable``.
 
 Several base URLs serving the same model share the load: each request goes to
-the endpoint with the fewest requests in flight (ties broken round robin).
-They count as one model: the identity is the model name plus the first URL.
+the healthy endpoint with the fewest requests in flight (ties round robin),
+and a retry avoids the endpoint that just failed it. An endpoint that fails
+``eject_after`` calls in a row (5xx, timeouts, dropped connections, garbage;
+not 429) is ejected for a cool-down (``cooldown`` seconds, doubling up to a
+minute while it keeps failing); then one request probes it, and a success
+re-admits it. An endpoint unreachable at start begins ejected. All endpoints
+count as one model: the identity is the model name plus the first URL.
 
 Label scoring (``score_choices``) asks for the top-20 log-probabilities of the
 first generated token and reads each choice from them; see
-``choice_logprobs_from_top``. Servers that return no log-probabilities get a
-short generation instead, and the completion's ``note`` says so.
+``choice_logprobs_from_top``. Whether the server returns log-probabilities is
+decided once: by the ``logprobs`` argument, or else by the first label-scoring
+request (the scheduler sends ``capability_probe()`` right after start). A
+server that answers several well-formed requests without them, or refuses the
+option, cannot score labels (``supports_choice_scoring`` is False: the
+evaluator generates instead and says so); later ``score_choices`` requests are
+refused, never answered with generated text.
 
 The API key is read from an environment variable, kept in one private
-attribute and the SDK client, and scrubbed from every error message we raise.
+attribute and the SDK client, and scrubbed (with any fragment of 8 or more
+characters) from every error message we raise.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import json
 import logging
 import math
 import os
 import re
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
 from promptrobust.engine.retry import parse_retry_after
-from promptrobust.engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +66,17 @@ TOP_LOGPROBS = 20
 #: log-probability: its true value is lower than every listed one, by an
 #: unknown amount; a fixed margin keeps it ranked last without inventing -inf.
 MISSING_CHOICE_MARGIN = 1.0
-FALLBACK_NOTE = "score_choices fell back to generation: server returned no logprobs"
-DISABLED_NOTE = "score_choices by generation: logprobs disabled (logprobs=False)"
+#: Well-formed answers without log-probabilities, in a row, before we conclude
+#: that the server never sends them (one garbage answer must not decide it).
+PROBE_ANSWERS = 5
+#: Consecutive failed calls that eject an endpoint (when there are several).
+EJECT_AFTER = 3
+#: Seconds an ejected endpoint rests before one request probes it (doubles up to MAX_COOLDOWN).
+COOLDOWN = 2.0
+MAX_COOLDOWN = 60.0
+#: Shortest piece of the API key that is scrubbed wherever it appears.
+KEY_FRAGMENT = 8
+_PROBE_TEXT = "Answer with one word, yes or no: is water wet?"
 _PLACEHOLDER_KEY = "EMPTY"
 # Byte-level BPE and SentencePiece word-start markers some servers leave in tokens.
 _TOKEN_PREFIX_CHARS = " \t\n\u0120\u2581"
@@ -115,6 +142,16 @@ class _Endpoint:
     client: Any = None
     in_flight: int = 0
     sent: int = 0
+    failures: int = 0  # consecutive failed calls
+    ejected: bool = False
+    until: float = 0.0  # monotonic time the cool-down ends
+    ejections: int = 0  # ejections since it last answered well
+    probing: bool = False  # a request is testing it after its cool-down
+    last_error: str = field(default="", repr=False)
+
+
+class LogprobsUnsupported(BackendError):
+    """The server does not return log-probabilities, so it cannot score choices."""
 
 
 class OpenAIBackend(Backend):
@@ -122,6 +159,8 @@ class OpenAIBackend(Backend):
 
     kind = "openai"
     batching = False
+    #: identity needs the /models answer and label scoring a decision: start at once.
+    defer_start = False
 
     def __init__(
         self,
@@ -133,22 +172,32 @@ class OpenAIBackend(Backend):
         timeout: float = 60.0,
         max_connections: int = 256,
         logprobs: bool | None = None,
+        eject_after: int = EJECT_AFTER,
+        cooldown: float = COOLDOWN,
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
         if api not in ("chat", "completions", "auto"):
             raise ValueError(f"api must be chat, completions or auto, got {api!r}")
-        if not timeout or float(timeout) <= 0:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if int(max_connections) < 1:
-            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"max_connections must be a whole number >= 1, got {max_connections!r}")
         if logprobs not in (None, True, False):
             raise ValueError(f"logprobs must be true, false or unset (auto), got {logprobs!r}")
+        if isinstance(eject_after, bool) or not isinstance(eject_after, int) or eject_after < 1:
+            raise ValueError(f"eject_after must be a whole number >= 1, got {eject_after!r}")
+        if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < math.inf:
+            raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
         urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
         for url in urls:
             parts = urlsplit(url)
+            try:
+                parts.port  # noqa: B018 - raises on a port that is not a number
+            except ValueError:
+                raise ValueError(f"base URL {url!r} has a bad port: use http://host:PORT/v1") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"base URL {clean_url(url)!r} is not http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
         self.model = str(model)
@@ -156,6 +205,8 @@ class OpenAIBackend(Backend):
         self.timeout = float(timeout)
         self.max_connections = int(max_connections)
         self.logprobs = logprobs
+        self.eject_after = eject_after
+        self.cooldown = float(cooldown)
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env, "").strip()
         if not key:
@@ -171,8 +222,9 @@ class OpenAIBackend(Backend):
         self._rr = 0
         self._http: Any = None
         self._revision = ""
-        self._server_logprobs: bool | None = None  # learnt from the first scoring answer
-        self._warned_fallback = False
+        #: Whether the server returns log-probs: None until decided (see the module docstring).
+        self._server_logprobs: bool | None = logprobs
+        self._retry_avoid: dict[Request, _Endpoint] = {}
 
     def __repr__(self) -> str:
         urls = ", ".join(e.shown for e in self._endpoints)
@@ -201,9 +253,34 @@ class OpenAIBackend(Backend):
         return self.api != "completions"
 
     @property
+    def supports_choice_scoring(self) -> bool:
+        """False when ``logprobs=false`` or the server was found to return none."""
+        return self._server_logprobs is not False
+
+    def capability_probe(self) -> Request | None:
+        """A tiny label-scoring request whose answer decides ``supports_choice_scoring``
+        (None once decided). The scheduler sends it through its cache right after start."""
+        if self._server_logprobs is not None:
+            return None
+        decoding = Decoding(max_tokens=1)
+        if self.is_chat:
+            return Request("score_choices", messages=(ChatMessage("user", _PROBE_TEXT),), choices=("yes", "no"), decoding=decoding)
+        return Request("score_choices", prompt=_PROBE_TEXT + "\nAnswer:", choices=("yes", "no"), decoding=decoding)
+
+    def probe_answered(self, request: Request, completion: Completion) -> None:
+        """A probe answered with label log-probs (from the server or a cached earlier run) settles it."""
+        if self._server_logprobs is None and completion.choice_logprobs is not None:
+            self._server_logprobs = True
+
+    @property
     def endpoint_counts(self) -> dict[str, int]:
         """Requests sent to each endpoint (credential-free URL -> count)."""
         return {e.shown: e.sent for e in self._endpoints}
+
+    @property
+    def endpoint_health(self) -> dict[str, str]:
+        """Each endpoint's state: ``ok``, ``ejected`` or ``probing`` (credential-free URL -> state)."""
+        return {e.shown: ("probing" if e.probing else "ejected" if e.ejected else "ok") for e in self._endpoints}
 
     # -- lifecycle ---------------------------------------------------------------
     def _ensure_clients(self) -> None:
@@ -222,18 +299,34 @@ class OpenAIBackend(Backend):
             )
 
     async def start(self) -> None:
-        """Open the clients and probe ``GET /models`` on every endpoint."""
+        """Open the clients and read ``GET /models`` on every endpoint.
+
+        A rejected key or a model an endpoint does not serve stops here; an
+        endpoint that cannot be reached starts ejected (it is probed later),
+        unless none can be reached.
+        """
         try:
             import openai  # noqa: F401
         except ImportError:
             raise BackendUnavailable("the openai backend needs the openai package: pip install openai") from None
         self._ensure_clients()
         try:
-            revisions = [await self._probe(ep) for ep in self._endpoints]
+            answers = await asyncio.gather(*(self._probe(ep) for ep in self._endpoints), return_exceptions=True)
+            for answer in answers:
+                if isinstance(answer, BaseException) and not isinstance(answer, _Unreachable):
+                    raise answer
+            reachable = [(ep, a) for ep, a in zip(self._endpoints, answers) if not isinstance(a, _Unreachable)]
+            if not reachable:
+                raise BackendUnavailable(str(answers[0])) from None
+            for ep, answer in zip(self._endpoints, answers):
+                if isinstance(answer, _Unreachable):
+                    log.warning("%s; carrying on with the other endpoints", answer)
+                    ep.last_error, ep.failures = "unreachable at start", 1
+                    self._eject(ep)
         except BaseException:
             await self.close()  # a failed start leaves no open connections behind
             raise
-        self._revision = revisions[0]
+        self._revision = str(reachable[0][1])
 
     async def _probe(self, ep: _Endpoint) -> str:
         import openai
@@ -241,9 +334,7 @@ class OpenAIBackend(Backend):
         try:
             page = await ep.client.with_options(timeout=min(self.timeout, 10.0)).models.list()
         except openai.APIConnectionError as exc:
-            raise BackendUnavailable(
-                f"cannot reach {ep.shown}: is the server running? ({self._reason(exc)})"
-            ) from None
+            raise _Unreachable(f"cannot reach {ep.shown}: is the server running? ({self._reason(exc)})") from None
         except openai.APIStatusError as exc:
             if exc.status_code in (401, 403):
                 raise BackendUnavailable(
@@ -255,6 +346,9 @@ class OpenAIBackend(Backend):
                     f"{ep.shown}/models not found (HTTP 404): does the base URL need a /v1 suffix?"
                 ) from None
             log.warning("GET %s/models answered HTTP %s; carrying on", ep.shown, exc.status_code)
+            return ""
+        except (ValueError, TypeError, AttributeError):  # a model list that is not JSON: not fatal
+            log.warning("GET %s/models sent an unreadable answer; carrying on", ep.shown)
             return ""
         entries = list(getattr(page, "data", None) or [])
         if not entries:
@@ -279,29 +373,85 @@ class OpenAIBackend(Backend):
             for ep in self._endpoints:
                 ep.client = None
 
-    # -- requests ------------------------------------------------------------------
-    def _pick(self) -> _Endpoint:
+    # -- endpoint health -------------------------------------------------------------
+    def _pick(self, avoid: _Endpoint | None) -> tuple[_Endpoint, bool]:
+        """(endpoint for the next call, whether the call probes an ejected endpoint)."""
         n = len(self._endpoints)
-        start = self._rr
+        order = [self._endpoints[(self._rr + k) % n] for k in range(n)]
         self._rr = (self._rr + 1) % n
-        order = [self._endpoints[(start + k) % n] for k in range(n)]
-        return min(order, key=lambda e: e.in_flight)  # min() keeps the first of equals
+        now = time.monotonic()
+        healthy = [e for e in order if not e.ejected]
+        preferred = [e for e in healthy if e is not avoid] or healthy
+        ready = [e for e in order if e.ejected and not e.probing and e.until <= now and (e is not avoid or not preferred)]
+        if ready:  # its cool-down is over: one request at a time tests it
+            ready[0].probing = True
+            return ready[0], True
+        if preferred:
+            return min(preferred, key=lambda e: e.in_flight), False  # min() keeps the first of equals
+        # Every endpoint is resting: keep going on the one that rests the shortest.
+        return min(order, key=lambda e: e.until), False
 
+    def _eject(self, ep: _Endpoint) -> None:
+        ep.ejections += 1
+        rest = min(MAX_COOLDOWN, self.cooldown * 2.0 ** min(ep.ejections - 1, 16))
+        ep.ejected, ep.until = True, time.monotonic() + rest
+        if len(self._endpoints) > 1:
+            log.warning("endpoint %s ejected after %d failed calls in a row (%s); probing it again in %.3gs",
+                        ep.shown, ep.failures, ep.last_error or "no answer", rest)
+
+    def _settle(self, ep: _Endpoint, request: Request, outcome: bool | None, probe: bool) -> None:
+        """Book one call's outcome: True answered, False failed (counts towards ejection), None neither."""
+        if probe:
+            ep.probing = False
+        if outcome is True:
+            if ep.ejected:
+                log.warning("endpoint %s answers again: re-admitted", ep.shown)
+            ep.failures, ep.ejected, ep.ejections = 0, False, 0
+            return
+        if outcome is False:
+            ep.failures += 1
+            if len(self._endpoints) > 1 and (probe or (not ep.ejected and ep.failures >= self.eject_after)):
+                self._eject(ep)
+
+    def _avoid_next_time(self, request: Request, ep: _Endpoint) -> None:
+        if len(self._endpoints) < 2:
+            return
+        if len(self._retry_avoid) > 10_000:  # requests that never came back (failed for good)
+            self._retry_avoid.clear()
+        self._retry_avoid[request] = ep
+
+    # -- requests ------------------------------------------------------------------
     async def complete(self, request: Request) -> Completion:
         import openai
 
         self._ensure_clients()
-        ep = self._pick()
+        ep, probe = self._pick(self._retry_avoid.pop(request, None))
         ep.in_flight += 1
         ep.sent += 1
+        outcome: bool | None = None
         try:
-            if request.kind == "generate":
-                return await self._generate(ep, request)
-            return await self._score(ep, request)
-        except openai.APIError as exc:
-            raise self._map_error(exc, ep) from None
+            try:
+                if request.kind == "generate":
+                    out = await self._generate(ep, request)
+                else:
+                    out = await self._score(ep, request)
+            except openai.APIError as exc:
+                raise self._map_error(exc, ep) from None
+            outcome = True
+            return out
+        except TransientBackendError as exc:
+            ep.last_error = str(exc)
+            outcome = None if exc.status == 429 else False  # a busy server is not a broken one
+            self._avoid_next_time(request, ep)
+            raise
+        except asyncio.CancelledError:
+            ep.last_error = "call cut short (timeout)"
+            outcome = False  # the scheduler's --request-timeout gave up on this endpoint
+            self._avoid_next_time(request, ep)
+            raise
         finally:
             ep.in_flight -= 1
+            self._settle(ep, request, outcome, probe)
 
     def _use_chat(self, request: Request) -> bool:
         if self.api == "chat":
@@ -321,8 +471,12 @@ class OpenAIBackend(Backend):
         return [{"role": "user", "content": request.prompt or ""}]
 
     async def _call(self, ep: _Endpoint, request: Request, *, max_tokens: int, stop: Sequence[str],
-                    want_logprobs: bool) -> tuple[Any, bool]:
-        """One API call; returns (response, whether the chat API was used)."""
+                    want_logprobs: bool) -> tuple[dict[str, Any], bool]:
+        """One API call; returns (the answer's JSON object, whether the chat API was used).
+
+        The body is read and checked here, not by the SDK, so that an empty,
+        cut-off, non-JSON or HTML answer is a transient failure, never a crash.
+        """
         chat = self._use_chat(request)
         common: dict[str, Any] = {
             "model": self.model, "max_tokens": max_tokens, "temperature": request.decoding.temperature,
@@ -332,80 +486,126 @@ class OpenAIBackend(Backend):
         if chat:
             if want_logprobs:
                 common.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-            resp = await ep.client.chat.completions.create(messages=self._messages(request), **common)
+            raw = await ep.client.chat.completions.with_raw_response.create(messages=self._messages(request), **common)
         else:
             if want_logprobs:
                 common["logprobs"] = TOP_LOGPROBS
-            resp = await ep.client.completions.create(prompt=request.prompt or "", **common)
-        return resp, chat
+            raw = await ep.client.completions.with_raw_response.create(prompt=request.prompt or "", **common)
+        return self._json_body(raw.http_response, ep), chat
 
     @staticmethod
-    def _text(resp: Any, chat: bool) -> str:
-        if not resp.choices:
-            raise BackendError("the server answered with no choices")
-        choice = resp.choices[0]
+    def _json_body(response: Any, ep: _Endpoint) -> dict[str, Any]:
+        status = getattr(response, "status_code", 200)
+        content = response.content or b""
+        kind = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if not content.strip():
+            raise TransientBackendError(f"malformed answer from {ep.shown}: HTTP {status} with an empty body")
+        try:
+            data = json.loads(content)
+        except (ValueError, UnicodeDecodeError):
+            what = "an HTML page" if "html" in kind or content.lstrip()[:1] == b"<" else (
+                "cut-off or invalid JSON" if "json" in kind else f"{kind or 'an untyped body'}, not JSON")
+            raise TransientBackendError(f"malformed answer from {ep.shown}: HTTP {status} sent {what}") from None
+        if not isinstance(data, dict):
+            raise TransientBackendError(f"malformed answer from {ep.shown}: the JSON is a {type(data).__name__}, not an object")
+        return data
+
+    @staticmethod
+    def _first_choice(data: dict[str, Any], ep: _Endpoint) -> dict[str, Any]:
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            raise TransientBackendError(f"malformed answer from {ep.shown}: no choices in the answer")
+        if not choices or not isinstance(choices[0], dict):
+            raise TransientBackendError(f"malformed answer from {ep.shown}: an empty choices list")
+        return choices[0]
+
+    @staticmethod
+    def _text(choice: dict[str, Any], chat: bool, ep: _Endpoint) -> str:
         if chat:
-            return (choice.message.content if choice.message else None) or ""
-        return choice.text or ""
+            message = choice.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            if content is None and isinstance(message, dict) and isinstance(message.get("refusal"), str):
+                content = message["refusal"]  # the model's own answer, even if it declines
+            if not isinstance(content, str):
+                raise TransientBackendError(f"malformed answer from {ep.shown}: no message content")
+            return content
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise TransientBackendError(f"malformed answer from {ep.shown}: no text")
+        return text
 
     @staticmethod
-    def _usage(resp: Any) -> tuple[int, int]:
-        usage = getattr(resp, "usage", None)
-        if usage is None:
+    def _usage(data: dict[str, Any]) -> tuple[int, int]:
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
             return 0, 0
-        return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
 
-    async def _generate(self, ep: _Endpoint, request: Request, note: str | None = None) -> Completion:
+        def whole(v: Any) -> int:
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else 0
+
+        return whole(usage.get("prompt_tokens")), whole(usage.get("completion_tokens"))
+
+    async def _generate(self, ep: _Endpoint, request: Request) -> Completion:
         d = request.decoding
-        resp, chat = await self._call(ep, request, max_tokens=d.max_tokens, stop=d.stop, want_logprobs=False)
-        prompt_tokens, completion_tokens = self._usage(resp)
-        return Completion(text=self._text(resp, chat), prompt_tokens=prompt_tokens,
-                          completion_tokens=completion_tokens, note=note)
+        data, chat = await self._call(ep, request, max_tokens=d.max_tokens, stop=d.stop, want_logprobs=False)
+        text = self._text(self._first_choice(data, ep), chat, ep)
+        prompt_tokens, completion_tokens = self._usage(data)
+        return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
     @staticmethod
-    def _top_logprobs(resp: Any, chat: bool) -> list[tuple[str, float]]:
-        """The first generated token's alternatives, or [] when the server sent none."""
-        if not resp.choices:
+    def _top_logprobs(choice: dict[str, Any], chat: bool) -> list[tuple[str, float]]:
+        """The first generated token's alternatives, or [] when the answer has none (or unreadable ones)."""
+        lp = choice.get("logprobs")
+        if not isinstance(lp, dict):
             return []
-        lp = resp.choices[0].logprobs
-        if lp is None:
+        try:
+            if chat:
+                content = lp.get("content") or []
+                if not content or not isinstance(content[0], dict):
+                    return []
+                top = [(str(t["token"]), float(t["logprob"])) for t in (content[0].get("top_logprobs") or [])]
+            else:
+                tops = lp.get("top_logprobs") or []
+                if not tops or not isinstance(tops[0], dict):
+                    return []
+                top = [(str(tok), float(v)) for tok, v in tops[0].items()]
+        except (KeyError, TypeError, ValueError):
             return []
-        if chat:
-            content = getattr(lp, "content", None) or []
-            if not content:
-                return []
-            return [(t.token, float(t.logprob)) for t in (content[0].top_logprobs or [])]
-        tops = getattr(lp, "top_logprobs", None) or []
-        if not tops or not tops[0]:
-            return []
-        return [(tok, float(v)) for tok, v in tops[0].items()]
+        return [(t, v) for t, v in top if not math.isnan(v)]
 
     async def _score(self, ep: _Endpoint, request: Request) -> Completion:
-        if self.logprobs is False:
-            return await self._generate(ep, request, note=DISABLED_NOTE)
-        if self._server_logprobs is False and self.logprobs is None:
-            return await self._generate(ep, request, note=FALLBACK_NOTE)
-        try:
-            resp, chat = await self._call(ep, request, max_tokens=1, stop=(), want_logprobs=True)
-            top = self._top_logprobs(resp, chat)
-        except Exception as exc:
-            if not self._rejects_logprobs(exc):
-                raise
-            top = []  # e.g. llama-cpp-python without --logits_all: HTTP 500 "logprobs is not supported"
-        if top:
-            self._server_logprobs = True
-            prompt_tokens, completion_tokens = self._usage(resp)
-            return Completion(choice_logprobs=choice_logprobs_from_top(top, request.choices),
-                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        if self.logprobs is True:
-            raise BackendError(
-                f"{ep.shown} returned no logprobs but logprobs=true was asked: unset logprobs to allow generation"
+        if self._server_logprobs is False:
+            why = "logprobs=false" if self.logprobs is False else "it returns no log-probabilities"
+            raise LogprobsUnsupported(
+                f"{self.model} at {ep.shown} cannot score choices ({why}): use --mode generate"
             )
+        attempts = 1 if self._server_logprobs else PROBE_ANSWERS
+        for _ in range(attempts):
+            try:
+                data, chat = await self._call(ep, request, max_tokens=1, stop=(), want_logprobs=True)
+            except Exception as exc:
+                if self._server_logprobs is None and self._rejects_logprobs(exc):
+                    # e.g. llama-cpp-python without --logits_all: HTTP 500 "logprobs is not supported"
+                    self._decide_no_logprobs(ep, f"it refused them: {self._redact(self._detail(exc))}")
+                    return await self._score(ep, request)
+                raise
+            choice = self._first_choice(data, ep)
+            top = self._top_logprobs(choice, chat)
+            if top:
+                if self._server_logprobs is None:
+                    self._server_logprobs = True
+                prompt_tokens, completion_tokens = self._usage(data)
+                return Completion(choice_logprobs=choice_logprobs_from_top(top, request.choices),
+                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+            if self._server_logprobs:
+                raise TransientBackendError(f"malformed answer from {ep.shown}: no log-probabilities although they were asked for")
+        self._decide_no_logprobs(ep, f"{PROBE_ANSWERS} answers in a row came without them")
+        return await self._score(ep, request)
+
+    def _decide_no_logprobs(self, ep: _Endpoint, why: str) -> None:
         self._server_logprobs = False
-        if not self._warned_fallback:
-            self._warned_fallback = True
-            log.warning("%s for %s at %s", FALLBACK_NOTE, self.model, ep.shown)
-        return await self._generate(ep, request, note=FALLBACK_NOTE)
+        log.warning("%s at %s returns no log-probabilities (%s): label scoring is off, answers are generated; "
+                    "pass logprobs=false to skip this check", self.model, ep.shown, why)
 
     def _rejects_logprobs(self, exc: BaseException) -> bool:
         """An error answer that refuses the logprobs option itself (retrying cannot help)."""
@@ -417,9 +617,13 @@ class OpenAIBackend(Backend):
 
     # -- errors --------------------------------------------------------------------
     def _redact(self, text: str) -> str:
-        """One line, no secrets: our key, sk-... strings, and echoed key fragments."""
-        if self.__key and self.__key != _PLACEHOLDER_KEY:
-            text = text.replace(self.__key, "***")
+        """One line, no secrets: our key and any piece of it of KEY_FRAGMENT+ characters
+        (with or without its ``sk-`` prefix), other sk-... strings, and echoed keys."""
+        key = self.__key
+        if key and key != _PLACEHOLDER_KEY:
+            text = text.replace(key, "***")
+            if len(key) >= KEY_FRAGMENT:
+                text = _scrub_fragments(text, key)
         text = re.sub(r"sk-[A-Za-z0-9_*.\-]+", "sk-***", text)
         text = re.sub(r"(api key provided:\s*)\S+", r"\1***", text, flags=re.IGNORECASE)
         text = re.sub(r"(Bearer\s+)\S+", r"\1***", text)
@@ -459,4 +663,28 @@ class OpenAIBackend(Backend):
             if status in (401, 403):
                 return BackendError(f"{message} (check the key in {self.api_key_env})")
             return BackendError(message)
-        return BackendError(f"bad answer from {ep.shown}: {self._redact(str(exc))}")
+        # The SDK's own checks of an answer (we read bodies ourselves, so rare): retry it.
+        return TransientBackendError(f"malformed answer from {ep.shown}: {self._redact(str(exc))}")
+
+
+class _Unreachable(BackendUnavailable):
+    """An endpoint that did not answer at start (fatal only when none does)."""
+
+
+def _scrub_fragments(text: str, key: str) -> str:
+    """``text`` with every run of KEY_FRAGMENT or more characters that also occurs in ``key`` starred out."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        n = 0
+        if i + KEY_FRAGMENT <= len(text) and text[i : i + KEY_FRAGMENT] in key:
+            n = KEY_FRAGMENT
+            while i + n < len(text) and text[i : i + n + 1] in key:
+                n += 1
+        if n:
+            out.append("***")
+            i += n
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)

@@ -20,7 +20,21 @@ Each test can script failures for the next POST requests, consumed in order::
 Actions: ``ok``; an HTTP status such as ``500`` or ``429:2`` (status with a
 Retry-After of 2 s; ``429:date:2`` sends it as an HTTP-date); ``slow:S``
 (answer normally after S seconds); ``drop`` (close the connection without an
-answer). ``rpm=`` makes the server enforce a requests-per-minute limit of its
+answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
+``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
+``no_logprobs``, ``no_choices``, ``empty_choices``).
+
+Random faults: ``faults=FaultPlan({"500": 0.2}, seed=1)`` gives each POST (after
+the script is used up) the named fault with the given probability, from a
+seeded generator; ``FaultPlan.spread(FAULT_KINDS, 0.2)`` spreads 20% over every
+kind. ``key_faults={"key-1": plan}`` gives requests that carry that API key
+(``Authorization: Bearer key-1``) their own plan and generator instead, so
+several clients of one server (one URL, so one cache identity) can each see
+their own faults. ``injected`` counts the faults sent per kind. ``lifetime=`` stops the
+server by itself after that many seconds, and every wait inside a handler is
+bounded, so a forgotten server never outlives a test run by much.
+
+``rpm=`` makes the server enforce a requests-per-minute limit of its
 own with 429 + Retry-After, like a real provider; ``latency=`` delays every
 answer (for throughput benchmarks); ``logprobs=False`` omits log-probabilities
 from answers and ``logprobs_error=500`` refuses requests that ask for them.
@@ -37,16 +51,27 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import random
 import socket
+import struct
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["POSITIVE_WORDS", "Action", "FakeOpenAIServer", "sentiment_answer"]
+__all__ = ["FAULT_KINDS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+
+#: Every fault the server can inject: transport and status faults, then 200
+#: answers that lack what the request needs.
+FAULT_KINDS = (
+    "429", "500", "503", "timeout", "reset", "truncated", "malformed", "html", "empty",
+    "no_content", "no_logprobs", "no_choices", "empty_choices",
+)
+#: Faults that change or replace a 200 answer (the rest never reach the answer).
+_BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices", "empty_choices"})
 
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
@@ -62,8 +87,50 @@ def sentiment_answer(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class FaultPlan:
+    """Random faults: ``rates`` maps a fault kind (``FAULT_KINDS``) to its probability per POST.
+
+    ``retry_after`` is the Retry-After (seconds) sent with 429s; a ``timeout``
+    fault holds its answer for ``hang`` seconds (longer than the client waits).
+    """
+
+    rates: Mapping[str, float]
+    seed: int = 0
+    retry_after: float = 0.05
+    hang: float = 3.0
+    _cumulative: tuple[tuple[float, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.rates) - set(FAULT_KINDS))
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}: use {', '.join(FAULT_KINDS)}")
+        if any(not 0.0 <= r <= 1.0 for r in self.rates.values()) or sum(self.rates.values()) > 1.0 + 1e-9:
+            raise ValueError("fault rates must be probabilities that add up to at most 1")
+        total, steps = 0.0, []
+        for kind in FAULT_KINDS:  # a fixed order: the same seed gives the same faults
+            if self.rates.get(kind):
+                total += self.rates[kind]
+                steps.append((total, kind))
+        object.__setattr__(self, "_cumulative", tuple(steps))
+
+    @classmethod
+    def spread(cls, kinds: Iterable[str], rate: float, **kw: float | int) -> FaultPlan:
+        """``rate`` of all POSTs get a fault, spread evenly over ``kinds``."""
+        kinds = list(kinds)
+        return cls({k: rate / len(kinds) for k in kinds}, **kw)  # type: ignore[arg-type]
+
+    def draw(self, rng: random.Random) -> str | None:
+        """The fault for one request, or None."""
+        r = rng.random()
+        for bound, kind in self._cumulative:
+            if r < bound:
+                return kind
+        return None
+
+
+@dataclass(frozen=True)
 class Action:
-    kind: str  # "ok" | "status" | "slow" | "drop"
+    kind: str  # "ok" | "status" | "slow" | "drop" | a fault kind of _BODY_FAULTS or "reset"
     status: int = 200
     retry_after: float | None = None
     retry_after_date: bool = False
@@ -77,6 +144,8 @@ class Action:
             return cls("ok")
         if head == "drop":
             return cls("drop")
+        if head == "reset" or head in _BODY_FAULTS:
+            return cls(head)
         if head == "slow":
             return cls("slow", seconds=float(parts[1]))
         if head.isdigit():
@@ -84,7 +153,19 @@ class Action:
                 return cls("status", status=int(head), retry_after=float(parts[2]), retry_after_date=True)
             ra = float(parts[1]) if len(parts) > 1 else None
             return cls("status", status=int(head), retry_after=ra)
-        raise ValueError(f"unknown server action {text!r}: use ok, drop, slow:S, or a status like 429:2")
+        raise ValueError(
+            f"unknown server action {text!r}: use ok, drop, slow:S, a status like 429:2, or one of "
+            + ", ".join(sorted(_BODY_FAULTS | {"reset"}))
+        )
+
+    @classmethod
+    def of_fault(cls, kind: str, plan: FaultPlan) -> Action:
+        """The action that injects fault ``kind`` (one of ``FAULT_KINDS``)."""
+        if kind.isdigit():
+            return cls("status", status=int(kind), retry_after=plan.retry_after if kind == "429" else None)
+        if kind == "timeout":
+            return cls("slow", seconds=plan.hang)
+        return cls(kind)
 
 
 class _Server(ThreadingHTTPServer):
@@ -113,6 +194,9 @@ class FakeOpenAIServer:
         created: int = 1_700_000_000,
         answer: Callable[[str], str] = sentiment_answer,
         vocab: tuple[str, ...] = ("positive", "negative", "neutral", "The", "I", "It", "This"),
+        faults: FaultPlan | None = None,
+        key_faults: Mapping[str, FaultPlan] | None = None,
+        lifetime: float | None = 3600.0,
     ) -> None:
         self.model = model
         self.logprobs = logprobs
@@ -124,6 +208,14 @@ class FakeOpenAIServer:
         self.created = created
         self.answer = answer
         self.vocab = vocab
+        self.faults = faults
+        self.key_faults: dict[str, FaultPlan] = dict(key_faults or {})
+        self.lifetime = lifetime
+        self.injected: Counter[str] = Counter()
+        self.injected_by_key: dict[str, Counter[str]] = {}
+        self._rng = random.Random(faults.seed if faults is not None else 0)
+        self._key_rngs: dict[str, random.Random] = {}
+        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
         self._script: deque[Action] = deque()
         self._counts: Counter[str] = Counter()
@@ -144,16 +236,23 @@ class FakeOpenAIServer:
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
+        if self.lifetime is not None:
+            self._timer = threading.Timer(self.lifetime, self.stop)
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
     def stop(self) -> None:
         self.stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
+        with self._lock:
+            httpd, self._httpd = self._httpd, None
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.cancel()
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        self._httpd = None
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -211,9 +310,27 @@ class FakeOpenAIServer:
         with self._lock:
             self._outcomes.append((arrived, status))
 
-    def _next_action(self) -> Action:
+    def set_key_faults(self, key: str, plan: FaultPlan) -> None:
+        """Give requests with API key ``key`` their own fault plan (a fresh generator)."""
         with self._lock:
-            return self._script.popleft() if self._script else Action("ok")
+            self.key_faults[key] = plan
+            self._key_rngs.pop(key, None)
+
+    def _next_action(self, key: str = "") -> Action:
+        with self._lock:
+            if self._script:
+                return self._script.popleft()
+            plan, rng = self.faults, self._rng
+            if key in self.key_faults:
+                plan = self.key_faults[key]
+                rng = self._key_rngs.setdefault(key, random.Random(plan.seed))
+            if plan is not None:
+                kind = plan.draw(rng)
+                if kind is not None:
+                    self.injected[kind] += 1
+                    self.injected_by_key.setdefault(key, Counter())[kind] += 1
+                    return Action.of_fault(kind, plan)
+            return Action("ok")
 
     def _rate_limited(self) -> tuple[float | None, float]:
         """(seconds to wait if this request exceeds the rpm limit, else None; the time of the check).
@@ -239,18 +356,50 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    _fault: str | None = None  # a body fault to apply to this request's 200 answer
+
     # -- plumbing --------------------------------------------------------------
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        fault = self._fault if status == 200 else None
+        if fault is not None:
+            payload = _spoil(payload, fault)
         raw = json.dumps(payload).encode()
+        content_type = "application/json"
+        length = len(raw)
+        if fault == "malformed":
+            raw = raw[: max(1, len(raw) // 2)]  # valid HTTP, broken JSON
+            length = len(raw)
+        elif fault == "html":
+            raw = b"<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>"
+            content_type, length = "text/html", len(raw)
+        elif fault == "empty":
+            raw, length = b"", 0
+        elif fault == "truncated":
+            raw = raw[: len(raw) // 2]  # Content-Length promises the whole body; the connection ends early
         if self.command == "POST":
             self.server_state._note_outcome(getattr(self, "_arrived", time.monotonic()), status)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(raw)
+        if fault == "truncated":
+            self.wfile.flush()
+            self._hang_up(reset=False)
+
+    def _hang_up(self, *, reset: bool) -> None:
+        """End the connection without (the rest of) an answer: a FIN, or a TCP reset."""
+        self.close_connection = True
+        try:
+            if reset:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _error(self, status: int, message: str, *, retry_after: float | None = None, as_date: bool = False) -> None:
         headers = {}
@@ -292,6 +441,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         st = self.server_state
         self._arrived = time.monotonic()
+        self._fault = None  # one handler serves every request of a kept-alive connection
         path = self.path.split("?")[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         try:
@@ -303,14 +453,12 @@ class _Handler(BaseHTTPRequestHandler):
         st._record(path, body)
         if not self._authorised():
             return
-        action = st._next_action()
-        if action.kind == "drop":
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        action = st._next_action(self.headers.get("Authorization", "").removeprefix("Bearer ").strip())
+        if action.kind in ("drop", "reset"):
+            self._hang_up(reset=action.kind == "reset")
             return
+        if action.kind in _BODY_FAULTS:
+            self._fault = action.kind
         if action.kind == "status":
             self._error(action.status, f"scripted {action.status}", retry_after=action.retry_after,
                         as_date=action.retry_after_date)
@@ -402,3 +550,22 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "text": out, "logprobs": logprobs, "finish_reason": "stop"}],
             "usage": self._usage(text, len(tokens)),
         })
+
+
+def _spoil(payload: dict[str, Any], fault: str) -> dict[str, Any]:
+    """A 200 answer that lacks what the request needs (the JSON-level faults)."""
+    payload = json.loads(json.dumps(payload))  # a deep copy
+    choices = payload.get("choices") or []
+    if fault == "no_content":
+        for c in choices:
+            if "message" in c:
+                c["message"]["content"] = None
+            c.pop("text", None)
+    elif fault == "no_logprobs":
+        for c in choices:
+            c["logprobs"] = None
+    elif fault == "no_choices":
+        payload.pop("choices", None)
+    elif fault == "empty_choices":
+        payload["choices"] = []
+    return payload
