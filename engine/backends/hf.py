@@ -286,6 +286,9 @@ class HFBackend(Backend):
             kw["local_files_only"] = True
         device = self._pick_device()
         dtype_name = self._planned_dtype()
+        from promptrobust.engine.model_store import quiet_transformers_progress  # issue 12: no "Loading weights" bar
+
+        quiet_transformers_progress()
         try:
             config = AutoConfig.from_pretrained(ref, **kw)
             tok = AutoTokenizer.from_pretrained(ref, **kw)
