@@ -182,6 +182,9 @@ class _Slot:
     in_flight: dict[Any, tuple[Job, int, float]] = field(default_factory=dict)
     dead_caches: list[str] = field(default_factory=list)
     released: bool = False
+    ready_ref: Any = None
+    """Answers once the actor is placed and built (it may wait for a GPU another model still holds)."""
+    ready_since: float | None = None
 
     @property
     def label(self) -> str:
@@ -306,12 +309,21 @@ class _Driver:
         self._write(job, result)
 
     def _expire(self) -> None:
+        """Units past --unit-timeout mean a hung or unreachable worker; the clock starts once the
+        worker is placed, so waiting for resources another model still holds does not count."""
         timeout = self.options.unit_timeout
         if timeout is None:
             return
         now = time.monotonic()
         for slot in self.slots.values():
-            if any(now - t > timeout for _, _, t in slot.in_flight.values()):
+            if not slot.in_flight or slot.ready_ref is None:
+                continue
+            if slot.ready_since is None:
+                ready, _ = self.ray.wait([slot.ready_ref], timeout=0)
+                if not ready:
+                    continue
+                slot.ready_since = now
+            if any(now - max(t, slot.ready_since) > timeout for _, _, t in slot.in_flight.values()):
                 self._lose(slot, f"a unit ran past --unit-timeout {timeout:g}s")
 
     # -- records -----------------------------------------------------------------------
@@ -349,6 +361,7 @@ class _Driver:
         slot.actor = self.remote_worker.options(
             num_cpus=self.options.num_cpus, num_gpus=self.options.num_gpus, max_restarts=0, max_task_retries=0, **placement,
         ).remote(self.cfg, slot.model, slot.cache_name, self.options.worker_cache_dir, self.backend_factory)
+        slot.ready_ref, slot.ready_since = slot.actor.where.remote(), None
         self.progress.workers_started += 1
         self.on_event(f"started {slot.label} (attempt {slot.attempt + 1})")
 

@@ -102,7 +102,7 @@ def test_two_workers_give_the_local_executors_records(cluster: Any, tmp_path: Pa
     assert len(records(cfg.folder)) == len(reference[0])
 
 
-def test_a_killed_worker_still_completes_every_unit_exactly_once(cluster: Any, tmp_path: Path,
+def test_a_killed_worker_still_completes_every_unit_exactly_once_and_released_workers_make_room(cluster: Any, tmp_path: Path,
                                                                  server: dict[str, FakeOpenAIServer],
                                                                  reference: tuple[list[dict], set[str]]) -> None:
     cfg = _config(tmp_path, "killed", server)
@@ -114,10 +114,11 @@ def test_a_killed_worker_still_completes_every_unit_exactly_once(cluster: Any, t
             killed.append(slot.label)
             ray.kill(slot.actor, no_restart=True)
 
-    progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2),
-                             after_submit=kill_once)
+    # 4 workers (2 per model) of 2 CPUs on two 2-CPU nodes: two must wait until others finish and are released.
+    options = RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2, workers_per_model=2, num_cpus=2)
+    progress = run_sweep_ray(cfg, options, after_submit=kill_once)
     assert killed, "the sweep finished before a worker could be killed: make it slower"
-    assert progress.units_requeued >= 1 and progress.workers_started == 3
+    assert progress.units_requeued >= 1 and progress.workers_started == 5
     rows = records(cfg.folder)
     assert len({(r["job_id"], r["prompt_id"]) for r in rows}) == len(rows)  # exactly once
     assert stable(rows) == stable(reference[0])
