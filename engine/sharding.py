@@ -36,8 +36,9 @@ __all__ = [
 
 _SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SHARD_SUFFIX = re.compile(r"\.shard-\d+-of-\d+$")
+_SHARD_PART = re.compile(r"\.shard-\d+-of-\d+")
 #: config.json keys that may differ between the shards of one sweep.
-_PER_SHARD_KEYS = {"name", "output_dir", "cache", "source", "max_jobs", "shard"}
+_PER_SHARD_KEYS = {"name", "output_dir", "cache", "source", "max_jobs", "shard", "scheduler"}
 
 
 class ShardError(ValueError):
@@ -134,7 +135,13 @@ def _comparable_config(folder: Path) -> dict[str, Any] | None:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError:
         raise ShardError(f"{path} is not valid JSON; rerun that shard to rewrite it") from None
-    return {k: v for k, v in data.items() if k not in _PER_SHARD_KEYS}
+    out = {k: v for k, v in data.items() if k not in _PER_SHARD_KEYS}
+    # Where a model is served and how fast may differ per machine; what is measured may not.
+    out["model_options"] = {
+        model: ",".join(a for a in str(opts.get("model_args", "")).split(",") if not a.strip().startswith("base_url="))
+        for model, opts in (data.get("model_options") or {}).items()
+    }
+    return out
 
 
 def _key(row: dict[str, Any], where: Path) -> tuple[str, str]:
@@ -212,6 +219,8 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
     if known:
         merged_config = {**orjson.loads((known[0][0].parent / "config.json").read_bytes())}
         merged_config["name"] = base_name(str(merged_config.get("name", out_dir.name)))
+        if merged_config.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
+            merged_config["cache"] = _SHARD_PART.sub("", str(merged_config["cache"]))
         merged_config["merged_from"] = [str(f.parent) for f in files]
         (out_dir / "config.json").write_bytes(orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
     consolidate_parquet(target, out_dir / "results.parquet")
