@@ -464,14 +464,15 @@ class Scheduler:
         cause = " ".join(str(last).split()) or type(last).__name__
         if len(cause) > 240:
             cause = cause[:237] + "..."
-        hint = "raise --max-retries (now %d)" % (attempts - 1)
+        retries = f"--max-retries (now {attempts - 1})"
         lowered = cause.lower()
         if "timed out" in lowered or "no answer within" in lowered:
-            hint += " or --request-timeout"
+            now = f"now {self.request_timeout:g}s" if self.request_timeout is not None else "now the backend's own"
+            hint = f"raise --request-timeout ({now}) or {retries}"
         elif last.status == 429:
-            hint += " or lower --rpm/--concurrency"
-        elif self.request_timeout is None:
-            hint += ", or set --request-timeout"
+            hint = f"raise {retries} or lower --rpm/--concurrency"
+        else:
+            hint = f"raise {retries} or check the server"
         message = f"request failed after {attempts} attempt{'s' if attempts != 1 else ''}: {cause}; {hint}"
         err = RequestFailedError(message, cause=last, attempts=attempts)
         err.__cause__ = None
