@@ -132,17 +132,32 @@ def handle_merge(paths: list[str]) -> int:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from promptrobust.engine.sync import use_uvloop
+    from promptrobust.engine.sharding import ShardError, parse_shard, select_jobs, shard_config
     from promptrobust.engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
+    from promptrobust.engine.sync import use_uvloop
 
+    if args.config == "merge":
+        return handle_merge(args.more)
+    if args.more:
+        raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
+    ray_options = _ray_options(args)
     try:
         cfg = load_config(args.config)
     except SweepConfigError as exc:
         raise UserError(str(exc)) from None
     if args.output_dir:
         cfg = cfg.with_(output_dir=Path(args.output_dir))
+    jobs = cfg.jobs()
+    if args.shard:
+        try:
+            shard = parse_shard(args.shard)
+        except ShardError as exc:
+            raise UserError(str(exc)) from None
+        jobs = select_jobs(jobs, shard)
+        cfg = shard_config(cfg, shard)
     if args.dry_run:
-        plan = describe_plan(cfg)
+        ids = {j.id for j in jobs}
+        plan = [row for row in describe_plan(cfg) if row["job"].id in ids]
         total_clean = total_attack = 0
         cells: set[tuple] = set()
         print(f"sweep {cfg.name}: {len(plan)} jobs -> {cfg.folder}")

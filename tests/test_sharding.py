@@ -176,3 +176,113 @@ def test_merge_refuses_shards_of_different_sweeps_and_non_sweep_folders(tmp_path
     with pytest.raises(ShardError, match="without job_id"):
         merge_runs(tmp_path / "out2", [c])
     assert not (tmp_path / "out2" / "results.jsonl").exists() or not records(tmp_path / "out2")
+
+
+# -- the command line, with a shard killed mid-run --------------------------------
+
+_TOML = """
+[sweep]
+name = "cli"
+output_dir = "{out}"
+cache = "{cache}"
+limit = 4
+top_k = 1
+budget = 4
+concurrency = 2
+
+[grid]
+models = ["openai:fake-a", "openai:fake-b"]
+datasets = ["rotten_tomatoes"]
+prompt_types = ["task", "role"]
+attacks = ["checklist", "stresstest"]
+
+[models."openai:fake-a"]
+model_args = "base_url={url_a}"
+
+[models."openai:fake-b"]
+model_args = "base_url={url_b}"
+"""
+
+
+@pytest.mark.slow
+def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from promptrobust.cli.main import main
+    from promptrobust.engine.sweep import load_config
+    from promptrobust.testing import FakeOpenAIServer
+    from tests.sweep_helpers import hashed_text_answer
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with FakeOpenAIServer(model="fake-a", answer=hashed_text_answer, latency=0.03) as a, \
+            FakeOpenAIServer(model="fake-b", answer=hashed_text_answer, latency=0.03) as b:
+        config = tmp_path / "cli.toml"
+        config.write_text(_TOML.format(out=tmp_path / "runs", cache=tmp_path / "scores.sqlite", url_a=a.url, url_b=b.url))
+        cfg = load_config(config)
+        assert all(select_jobs(cfg.jobs(), Shard(i, 2)) for i in (1, 2))  # both shards have cells
+
+        reference = cfg.with_(name="reference", cache=str(tmp_path / "reference.sqlite"))
+
+        async def go() -> None:
+            session = Session(cache=reference.cache, settings=reference.scheduler)
+            try:
+                assert not (await run_sweep(reference, session=session)).failed
+            finally:
+                await session.close()
+
+        asyncio.run(go())
+
+        command = [sys.executable, "-m", "promptrobust.cli.main", "sweep", str(config), "--quiet", "--shard"]
+        shard1 = tmp_path / "runs" / "cli.shard-1-of-2"
+        proc = subprocess.Popen([*command, "1/2"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (shard1 / "results.jsonl").exists() and (shard1 / "results.jsonl").read_bytes().count(b"\n") >= 1:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the shard finished before it could be killed: make it slower"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        killed_with = len(records(shard1))
+        for part in ("1/2", "2/2"):  # resume shard 1, run shard 2
+            done = subprocess.run([*command, part], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+
+    assert 0 < killed_with < len(records(shard1))
+    out = tmp_path / "runs" / "cli"
+    shards = [str(shard1), str(tmp_path / "runs" / "cli.shard-2-of-2")]
+    assert main(["sweep", "merge", str(out), *shards]) == 0
+    assert main(["sweep", "merge", str(out), *shards]) == 0  # idempotent
+    assert stable(records(out)) == stable(records(reference.folder))
+    caches = [str(tmp_path / f"scores.shard-{i}-of-2.sqlite") for i in (1, 2)]
+    assert main(["cache", "merge", str(tmp_path / "merged.sqlite"), *caches]) == 0
+    assert cache_keys(tmp_path / "merged.sqlite") == cache_keys(reference.cache)
+
+
+def test_shards_may_differ_in_where_models_are_served_but_not_in_what_is_measured(tmp_path: Path) -> None:
+    import orjson
+
+    from promptrobust.engine.records import append_jsonl
+    from promptrobust.engine.settings import SchedulerSettings
+    from promptrobust.engine.sweep import config_dict
+
+    def shard(name: str, model_args: str, concurrency: int) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        cfg = small_config(tmp_path, models=("openai:m",)).with_(
+            model_options={"openai:m": {"model_args": model_args}}, scheduler=SchedulerSettings(concurrency=concurrency))
+        (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), default=str))
+        append_jsonl(folder / "results.jsonl", [{"job_id": name, "prompt_id": "p", "status": "attacked"}])
+        return folder
+
+    a = shard("a", "base_url=http://gpu1:8000/v1,logprobs=true", 64)
+    b = shard("b", "base_url=http://gpu2:8000/v1|http://gpu3:8000/v1,logprobs=true", 256)
+    assert merge_runs(tmp_path / "out", [a, b]).added == 2
+    c = shard("c", "base_url=http://gpu1:8000/v1,logprobs=false", 64)
+    with pytest.raises(ShardError, match="model_options"):
+        merge_runs(tmp_path / "out2", [a, c])
