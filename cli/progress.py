@@ -72,12 +72,13 @@ class Progress:
         return max(0.0, (self.total - done) * working / (done - done_then))
 
     def rate(self, done: float) -> float:
-        """Requests answered per second since answers began (0 before)."""
-        if self._first is None:
-            return 0.0
-        since, done_then = self._first
-        working = self.clock() - since
-        return (done - done_then) / working if working > 0 else 0.0
+        """Requests answered per second since answers began (over the whole time until then)."""
+        now = self.clock()
+        since, done_then = self._first if self._first is not None else (now, done)
+        if now > since and done > done_then:
+            return (done - done_then) / (now - since)
+        elapsed = now - self._start
+        return done / elapsed if elapsed > 0 else 0.0
 
     def line(self) -> str:
         now = self.counters()
@@ -86,7 +87,7 @@ class Progress:
         sent = now.get("backend_requests", 0) - self._base.get("backend_requests", 0)
         eta = self.eta(done)
         rate = self.rate(done)
-        eta_text = "--:--" if eta is None else _fmt_eta(eta)
+        eta_text = "00:00" if self.total and done >= self.total else "--:--" if eta is None else _fmt_eta(eta)
         pct = 100.0 * done / self.total if self.total else 100.0
         hit_pct = 100.0 * hits / done if done else 0.0
         label = self.label()

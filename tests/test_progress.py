@@ -45,3 +45,11 @@ def test_slow_work_gets_an_eta_after_ten_seconds() -> None:
     counters["completed"] = 21
     clock.now += 1.0
     assert progress.line().endswith("ETA 138:53:09")  # 2 req/s: a long run, said honestly
+
+
+def test_a_run_that_ends_before_the_second_look_still_reports_a_rate() -> None:
+    progress, counters, clock = make(40)
+    clock.now += 4.0
+    counters["completed"] = 40
+    line = progress.line()
+    assert "10.0 req/s" in line and line.endswith("ETA 00:00")
