@@ -35,7 +35,7 @@ value, so a prompt is re-measured as it was made; a base model gets at least
 def add_arguments(p: argparse.ArgumentParser, *, from_records: bool = False) -> None:
     """Model, data, query, scheduler and output flags (cli.common's groups)."""
     g = p.add_argument_group("model and data")
-    add_model_arguments(g, default=None if from_records else "smollm2-135m-instruct")
+    add_model_arguments(g, default=None if from_records else "")
     add_data_arguments(g)
     g.add_argument("--prompt-type", default="all", choices=PROMPT_TYPES, help="only prompts of this type (task, role, semantic)")
     g = p.add_argument_group("how to query the model")

@@ -20,7 +20,10 @@ from promptrobust.engine.settings import (
 )
 
 
-def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = "smollm2-135m-instruct") -> None:
+def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = "") -> None:
+    from promptrobust.engine.registry import DEFAULT_MODEL
+
+    default = DEFAULT_MODEL if default == "" else default
     g.add_argument("--model", default=default, help="registry name, HF id/folder, or BACKEND:ID (hf, vllm, openai, random)")
     g.add_argument(
         "--model-args",

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.registry import DEFAULT_MODEL
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
 from promptrobust.engine.sync import run_sync
 
@@ -33,7 +34,7 @@ def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, b
 def evaluate(
     evaluation: EvaluationSettings | None = None,
     *,
-    model: str = "smollm2-135m-instruct",
+    model: str = DEFAULT_MODEL,
     model_args: dict[str, Any] | None = None,
     prompts: Sequence[Any] | None = None,
     prompt_type: str = "task",
@@ -61,7 +62,7 @@ def attack(
     evaluation: EvaluationSettings | None = None,
     settings: AttackSettings | None = None,
     *,
-    model: str = "smollm2-135m-instruct",
+    model: str = DEFAULT_MODEL,
     model_args: dict[str, Any] | None = None,
     cache: str | Path | None = None,
     use_cache: bool = True,
@@ -84,7 +85,7 @@ def attack_top_k(
     evaluation: EvaluationSettings | None = None,
     settings: AttackSettings | None = None,
     *,
-    model: str = "smollm2-135m-instruct",
+    model: str = DEFAULT_MODEL,
     model_args: dict[str, Any] | None = None,
     prompt_type: str = "task",
     cache: str | Path | None = None,

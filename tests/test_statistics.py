@@ -103,6 +103,7 @@ def test_majority_rate_and_chance_flag() -> None:
     assert is_at_chance((0.41, 0.63), 0.5)
     assert not is_at_chance((0.55, 0.75), 0.5)
     assert not is_at_chance((0.41, 0.63), None)
+    assert is_at_chance((0.01, 0.06), 0.55)  # far below chance: not above it either
     assert "not meaningful" in AT_CHANCE_NOTE
     with pytest.raises(StatisticsError):
         majority_rate([])

@@ -214,12 +214,13 @@ def _hashable(value: Any) -> Any:
 
 
 def is_at_chance(ci95: Sequence[float] | None, chance: float | None) -> bool:
-    """True when the 95% interval ``ci95`` contains the chance rate (False
-    when either is unknown)."""
+    """True when the score is not significantly above the chance rate: its 95%
+    interval contains it, or lies wholly below it (a model that mostly fails to
+    answer, e.g. unparseable generations, has no robustness to measure either).
+    False when either is unknown."""
     if ci95 is None or chance is None:
         return False
-    lo, hi = float(ci95[0]), float(ci95[1])
-    return lo <= float(chance) <= hi
+    return float(ci95[0]) <= float(chance)
 
 
 @dataclass(frozen=True)
