@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", exc_type=ImportError)
 
 from promptrobust.engine.cache import cache_keys  # noqa: E402
 from promptrobust.engine.ray_executor import RayExecutorError, RayOptions, run_sweep_ray  # noqa: E402
