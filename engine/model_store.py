@@ -21,6 +21,7 @@ process that holds the lock.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.metadata as md
 import os
@@ -231,14 +232,35 @@ def quiet_transformers_progress() -> None:
     hf_logging.disable_progress_bar()
 
 
+@contextmanager
+def _quiet_gguf_bar() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar, outside its progress-bar switch:
+    silence that one bar while we convert (we print our own line and the time)."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
     """Dequantise a GGUF with transformers and save it as a standard HF directory (float32)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers_progress()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    with _quiet_gguf_bar():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
     # save_pretrained, and a quantization_config that would make config.json
     # claim GGUF weights. The weights are plain float32 tensors by now: drop both.
@@ -298,6 +320,11 @@ def _remove_leftovers(model_root: Path) -> int:
     return n
 
 
+def _conversion_estimate(gguf_bytes: int) -> int:
+    """Seconds a conversion takes here, roughly: 30 s per 100 MB of GGUF (SmolLM2: 30 s), in tens."""
+    return max(10, round(gguf_bytes / 1e8 * 30 / 10) * 10)
+
+
 def _is_complete(path: Path) -> bool:
     return (path / MARKER).is_file() and (path / "config.json").is_file()
 
@@ -347,7 +374,8 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
                 if _hash_files(parts, copy_to=gguf) != revision:
                     raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
             # A fresh machine's first run would otherwise sit silent for half a minute.
-            print(f"pre: converting {spec.name} once into {root} (about 30 s)", file=sys.stderr, flush=True)
+            about = _conversion_estimate(sum(p.stat().st_size for p in parts))
+            print(f"pre: converting {spec.name} once into {root} (about {about} s)", file=sys.stderr, flush=True)
             began = time.monotonic()
             convert(gguf, work)
             print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)

@@ -228,7 +228,15 @@ def test_conversion_says_what_it_does_and_how_long_it_took(tmp_path: Path, sourc
     store = tmp_path / "store"
     _ensure(_spec([source]), store, CountingConverter())
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == f"pre: converting toy once into {store} (about 30 s)"
+    assert err[0] == f"pre: converting toy once into {store} (about 10 s)"  # a tiny file: the floor
     assert err[1].startswith("pre: converted toy in ") and err[1].endswith(" s") and len(err) == 2
     _ensure(_spec([source]), store, CountingConverter())  # already converted: silent
     assert capsys.readouterr().err == ""
+
+
+def test_the_conversion_estimate_scales_with_the_gguf_size() -> None:
+    from promptrobust.engine.model_store import _conversion_estimate
+
+    assert _conversion_estimate(98_362_432) == 30  # SmolLM2-135M Q4_1
+    assert _conversion_estimate(253_113_024) == 80  # Gemma 3 270M Q4_K_M
+    assert _conversion_estimate(1000) == 10
