@@ -42,7 +42,6 @@ from bench.levers import (  # noqa: E402
     Recorder,
     bf16_agreement,
     configure,
-    fp32_peak,
     lever_table,
     lower_bound_positions,
     peak_fraction,
@@ -80,6 +79,8 @@ class Contender:
     #: (attack, prompt id) -> (clean, attacked, adversarial prompt)
     results: dict[tuple[str, str], tuple[float, float, str]] = field(default_factory=dict)
     positions: int = 0
+    #: seconds per phase ("rank", then each attack)
+    phases: dict[str, float] = field(default_factory=dict)
     # engine only
     scheduler: Any = None
     cache: Any = None
@@ -102,13 +103,14 @@ class Contender:
         return ev
 
 
-async def turn(c: Contender, backend: Any, work) -> Any:
+async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
     """Run ``work()`` as contender ``c``: its levers on the backend, its time and positions counted."""
     configure(backend, ENGINE if c.is_engine else BASELINE, prefixes=c.prefixes)
     before = backend.positions
     t0 = time.perf_counter()
     out = await work()
-    c.seconds += time.perf_counter() - t0
+    c.phases[phase] = time.perf_counter() - t0
+    c.seconds += c.phases[phase]
     c.positions += backend.positions - before
     return out
 
@@ -133,9 +135,11 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
                 scores = [r.score for r in await asyncio.gather(*(scorer.evaluate(p.text) for p in prompts))]
             else:
                 scores = [await scorer.score(p.text) for p in prompts]
+            if not c.is_engine:
+                c.model_calls += scorer.cost.model_calls
             return sorted(((p.id, s) for p, s in zip(prompts, scores)), key=lambda x: -x[1])
 
-        c.ranking = await turn(c, backend, rank)
+        c.ranking = await turn(c, backend, rank, "rank")
         print(f"# rank        {c.name:<12} {c.seconds:8.1f}s", file=sys.stderr, flush=True)
     by_id = {p.id: p for p in prompts}
     unavailable: dict[str, str] = {}
@@ -161,7 +165,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
                         await one(p)
 
             try:
-                await turn(c, backend, attack_top)
+                await turn(c, backend, attack_top, name)
             except AttackResourceError as e:
                 unavailable[name] = str(e).splitlines()[0]
                 break
@@ -186,6 +190,23 @@ def same_prompts(a: Contender, b: Contender) -> tuple[int, int]:
     keys = set(a.results) | set(b.results)
     same = sum(1 for k in keys if k in a.results and k in b.results and a.results[k][2] == b.results[k][2])
     return same, len(keys)
+
+
+def phase_lines(contenders: list[Contender]) -> list[str]:
+    """Seconds per phase and contender, and each engine's speed over the reference loop in that phase."""
+    by = {c.name: c for c in contenders}
+    phases = list(contenders[0].phases)
+    engines = [c for c in contenders if c.is_engine]
+    out = ["| phase | " + " | ".join(c.name for c in contenders) + " | "
+           + " | ".join(f"{c.name} vs reference" for c in engines if "reference" in by) + " |",
+           "|---|" + "---:|" * (len(contenders) + (len(engines) if "reference" in by else 0))]
+    for ph in phases:
+        cells = [f"{c.phases.get(ph, 0.0):.1f}" for c in contenders]
+        if "reference" in by:
+            ref = by["reference"].phases.get(ph, 0.0)
+            cells += [f"{ref / c.phases[ph]:.2f}x" if c.phases.get(ph) else "-" for c in engines]
+        out.append(f"| {ph} | " + " | ".join(cells) + " |")
+    return out
 
 
 def protocol_lines(contenders: list[Contender]) -> list[str]:
@@ -242,7 +263,6 @@ async def main() -> None:
     backend = embedded_backend(args.model, batch_size=args.batch_size)
     await backend.start()
     kernel = backend.kernel
-    peak = fp32_peak()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp))
@@ -253,7 +273,8 @@ async def main() -> None:
     recorded = {n: by[n].recorder for n in ("engine", "engine-gen") if n in by}
     bounds = {n: lower_bound_positions(backend, r) for n, r in recorded.items()}
     levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb)
-    fraction = peak_fraction(backend, levers, peak)
+    fraction = peak_fraction(backend, levers)
+    peak = levers["peak"]
     bf16 = await bf16_agreement(args.model, backend, recorded, args.bf16_requests, args.batch_size) if args.bf16_requests else None
 
     runnable = [a for a in attacks if a not in unavailable]
@@ -263,8 +284,13 @@ async def main() -> None:
                 f"attack the best {args.top_k} with {', '.join(runnable)}; budget {args.budget or 'unlimited'}; "
                 f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
                 f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
-                f"fp32 peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s ({peak['source']}). Whole run {protocol_seconds / 60:.1f} min."),
+                f"fp32 peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s ({peak['source']}, measured between the lever replays); "
+                f"hf backend with every lever: {fraction or 0:.2f} of it on label scoring. Whole run {protocol_seconds / 60:.1f} min."),
         *protocol_lines(contenders),
+        "",
+        "Seconds per phase (ranking the prompt set, then each attack on the top prompts):",
+        "",
+        *phase_lines(contenders),
         "",
     ]
     for name, why in unavailable.items():
@@ -303,6 +329,7 @@ async def main() -> None:
     }
     contender_rows = [{"name": c.name, "seconds": c.seconds, "model_calls": c.model_calls, "cache_hits": c.cache_hits,
                        "saved_by_early_stopping": c.saved_by_early_stopping, "positions": c.positions,
+                       "phases": c.phases,
                        "ranking": c.ranking,
                        "results": [{"attack": a, "prompt_id": p, "clean": r[0], "attacked": r[1], "adversarial_prompt": r[2]}
                                    for (a, p), r in c.results.items()]} for c in contenders]

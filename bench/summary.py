@@ -24,10 +24,11 @@ def update_summary(path: str | Path, command: str, figures: dict[str, Any]) -> d
     data["machine"] = {k: v for k, v in env.items() if k not in ("versions", "commit")}
     data["versions"] = env["versions"]
     data["commit"] = env["commit"]
-    commands = data.get("commands", {})
-    for key in figures:
-        commands[key] = command
-    data["commands"] = commands
+    # which command produced which figures (other benches keep their entries)
+    by_command = {c: [k for k in keys if k not in figures] for c, keys in data.get("figures_by_command", {}).items()}
+    by_command[command] = sorted(figures)
+    data["figures_by_command"] = {c: keys for c, keys in by_command.items() if keys}
+    data.pop("commands", None)
     data["command"] = command
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

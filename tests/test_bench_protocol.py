@@ -118,6 +118,6 @@ def test_summary_keeps_other_keys_and_records_the_run(tmp_path: Path) -> None:
     again = orjson.loads(path.read_bytes())
     assert again == data
     assert again["other_bench_figure"] == 1.5 and again["speedup_vs_reference_choices"] == 6.1
-    assert again["commands"]["speedup_vs_reference_choices"] == "python bench/protocol.py --limit 2"
+    assert again["figures_by_command"] == {"python bench/protocol.py --limit 2": ["speedup_vs_reference_choices"]}
     assert again["command"] == "python bench/protocol.py --limit 2"
     assert {"machine", "versions", "commit"} <= set(again) and again["versions"]

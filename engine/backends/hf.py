@@ -166,6 +166,10 @@ class HFBackend(Backend):
             return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
         return "float32"
 
+    def placement(self) -> tuple[str, str]:
+        """(device, dtype name) this backend loads the model on."""
+        return self._pick_device(), self._planned_dtype()
+
     def _pick_device(self) -> str:
         if self.device_request != "auto":
             return self.device_request
@@ -284,8 +288,7 @@ class HFBackend(Backend):
             kw["gguf_file"] = self.gguf_file
         if not local.is_dir() and _hub_offline():
             kw["local_files_only"] = True
-        device = self._pick_device()
-        dtype_name = self._planned_dtype()
+        device, dtype_name = self.placement()
         from promptrobust.engine.model_store import quiet_transformers_progress  # issue 12: no "Loading weights" bar
 
         quiet_transformers_progress()
