@@ -60,7 +60,7 @@ def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--rpm", type=float, default=None, help="requests-per-minute limit (API backends; default: none)")
     g.add_argument("--tpm", type=float, default=None, help="tokens-per-minute limit (API backends; default: none)")
     g.add_argument("--max-retries", type=int, default=d.max_retries, help="retries of a failed request (429, 5xx, timeout, malformed answer) before its job fails")
-    g.add_argument("--request-timeout", type=float, default=None, help="seconds one backend call may take before it is retried (default: the backend's)")
+    g.add_argument("--request-timeout", type=float, default=None, help="seconds one call to an HTTP or vLLM backend may take before it is retried (default: the backend's; in-process hf calls are not cut short)")
 
 
 def add_output_arguments(g: argparse._ArgumentGroup) -> None:

@@ -24,6 +24,9 @@ from promptrobust.tasks.base import ParserName, Sample, Task
 
 __all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord"]
 
+#: Models already reported as unable to score label log-probs (one warning each).
+_WARNED_NO_LOGPROBS: set[str] = set()
+
 
 @dataclass
 class SampleRecord:
@@ -91,10 +94,12 @@ class Evaluator:
         if mode == "choices" and not scheduler.backend.supports_choice_scoring:
             # Issue 12: a model that cannot score labels (an API server without log-probs,
             # decided once at start) generates instead; `mode` and so the records say so.
-            import logging
+            name = scheduler.backend.identity.name
+            if name not in _WARNED_NO_LOGPROBS:  # once per model and process, not per attack job
+                _WARNED_NO_LOGPROBS.add(name)
+                import logging
 
-            logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate",
-                                                scheduler.backend.identity.name)
+                logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate", name)
             mode = "generate"
         self.scheduler = scheduler
         self.task = task
