@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.registry import get_attack, list_attacks
 from bench.report import command_line, header, write_results
-from promptrobust.engine.attack_job import protected_words, semantic_prompts_for
+from promptrobust.engine.protocol import protected_words, semantic_prompts_for
 from promptrobust.engine.cache import ScoreCache
 from promptrobust.engine.evaluator import Evaluator
 from promptrobust.engine.reference import ReferenceScorer

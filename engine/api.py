@@ -31,6 +31,16 @@ def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, b
     return Session(cache=cache, settings=scheduler, use_cache=use_cache, backend_factory=backend_factory)
 
 
+def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
+    """``await call(session)`` on a fresh Session that is closed afterwards, from sync code."""
+
+    async def go() -> Any:
+        async with _session(cache, scheduler, use_cache, backend_factory) as session:
+            return await call(session)
+
+    return run_sync(go)
+
+
 def evaluate(
     evaluation: EvaluationSettings | None = None,
     *,
@@ -45,15 +55,12 @@ def evaluate(
     **evaluation_fields: Any,
 ) -> Any:
     """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
-
-    async def go() -> Any:
-        async with _session(cache, scheduler, use_cache, backend_factory) as session:
-            return await session.evaluate(
-                evaluation, model=model, model_args=model_args, prompts=prompts, prompt_type=prompt_type,
-                **evaluation_fields,
-            )
-
-    return run_sync(go)
+    return _in_session(
+        lambda session: session.evaluate(
+            evaluation, model=model, model_args=model_args, prompts=prompts, prompt_type=prompt_type, **evaluation_fields
+        ),
+        cache, scheduler, use_cache, backend_factory,
+    )
 
 
 def attack(
@@ -71,14 +78,10 @@ def attack(
     **evaluation_fields: Any,
 ) -> Any:
     """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
-
-    async def go() -> Any:
-        async with _session(cache, scheduler, use_cache, backend_factory) as session:
-            return await session.attack(
-                prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields
-            )
-
-    return run_sync(go)
+    return _in_session(
+        lambda session: session.attack(prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields),
+        cache, scheduler, use_cache, backend_factory,
+    )
 
 
 def attack_top_k(
@@ -95,15 +98,12 @@ def attack_top_k(
     **evaluation_fields: Any,
 ) -> Any:
     """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
-
-    async def go() -> Any:
-        async with _session(cache, scheduler, use_cache, backend_factory) as session:
-            return await session.attack_top_k(
-                evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type,
-                **evaluation_fields,
-            )
-
-    return run_sync(go)
+    return _in_session(
+        lambda session: session.attack_top_k(
+            evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type, **evaluation_fields
+        ),
+        cache, scheduler, use_cache, backend_factory,
+    )
 
 
 def sweep(config: Any, *, backend_factory: Any = None) -> Any:

@@ -165,16 +165,10 @@ TEMPLATE_WORDS = {"sentence", "question", "context", "premise", "hypothesis", "a
 
 
 def engine_protected(task):
-    """The engine's protected set for ``task`` (its own function where importable)."""
-    for module in ("promptrobust.engine.protocol", "promptrobust.engine.attack_job"):
-        try:
-            mod = __import__(module, fromlist=["protected_words"])
-            return mod.protected_words(task)
-        except (ImportError, AttributeError):
-            continue
-    words = {w.lower() for w in task.protected_words}
-    words |= {str(x).lower() for x in task.labels} | {str(v).lower() for v in task.verbalizers.values()}
-    return frozenset(words)
+    """The engine's protected set for ``task``."""
+    from promptrobust.engine.protocol import protected_words
+
+    return protected_words(task)
 
 
 @pytest.mark.parametrize(
