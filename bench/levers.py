@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.backends.hf_kernels import install
-from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
+from promptrobust.engine.backends.hf_prefix import PrefixCache, common_prefix_length
 from promptrobust.engine.types import Completion, Request
 
 
@@ -80,17 +80,14 @@ class Recorder:
 
 
 def lower_bound_positions(backend: Any, recorder: Recorder) -> int:
-    """Positions an ideal backend computes: each candidate's shared prefix once, each request's own tokens once,
-    no padding, plus one position per generated token after the first."""
-    reqs = list(recorder.sent)
-    if not reqs:
-        return 0
-    encoded = [backend._encode_input(r) for r in reqs]
-    total = 0
-    for shared, rows in prefix_groups(encoded):
-        total += shared + sum(len(encoded[i]) - shared for i in rows)
-    total += sum(max(0, c.completion_tokens - 1) for c in recorder.sent.values())
-    return total
+    """Positions an ideal exact backend computes: every distinct token prefix of the inputs once (the nodes of
+    their token trie: shared instruction starts once, no padding), plus one per generated token after the first."""
+    seqs = sorted({tuple(backend._encode_input(r)) for r in recorder.sent})
+    total, prev = 0, ()
+    for s in seqs:
+        total += len(s) - common_prefix_length([prev, s])
+        prev = s
+    return total + sum(max(0, c.completion_tokens - 1) for c in recorder.sent.values())
 
 
 def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 try:  # the protocol module is the new home of these helpers
     from promptrobust.engine.protocol import protected_words, semantic_prompts_for
 except ImportError:  # pragma: no cover - older checkouts
-    from promptrobust.engine.attack_job import protected_words, semantic_prompts_for
+    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
 
 CONTENDERS = ("promptbench", "reference", "engine-gen", "engine")
 #: Attacks that need nothing from the network (BertAttack needs a masked LM).
@@ -296,8 +296,9 @@ async def main() -> None:
     for name, why in unavailable.items():
         lines += [f"{name}: not measured, {why}", ""]
     lines += ["## Positions computed against the lower bound", "",
-              "Lower bound: each candidate's shared prefix once, every request's own tokens once, no padding "
-              "(generation: plus one position per generated token after the first).", "",
+              "Lower bound: every distinct token prefix of the inputs once (the nodes of their token trie: a start "
+              "that candidates share counts once), no padding; generation adds one position per generated token "
+              "after the first.", "",
               "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
     for n, lb in bounds.items():
         lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")

@@ -51,7 +51,7 @@ from promptrobust.engine.backends.base import (
     cut_into_batches,
 )
 from promptrobust.engine.backends.hf_kernels import KERNELS, KernelChoice, choose_kernel, install
-from promptrobust.engine.backends.hf_prefix import PrefixCache, PrefixEntry, prefix_groups
+from promptrobust.engine.backends.hf_prefix import PrefixCache, PrefixEntry, common_prefix_length, prefix_groups
 from promptrobust.engine.types import Completion, ModelIdentity, Request
 
 # OMP_WAIT_POLICY=PASSIVE is set once, in promptrobust/__init__.py, before torch loads.
@@ -426,14 +426,24 @@ class HFBackend(Backend):
         rows: list[PrefixEntry | None] = [None] * len(basis)
         if not self._sharing_possible():
             return rows
-        for shared, members in prefix_groups(basis):
+        groups = prefix_groups(basis)
+        alone: list[int] = []
+        for shared, members in groups:
             if len(members) >= 2 and shared >= MIN_SHARED_PREFIX:
                 entry = self.prefixes.obtain(tuple(basis[members[0]][:shared]), self._compute_prefix, MIN_SHARED_PREFIX)
                 for i in members:
                     rows[i] = entry
             else:
-                for i in members:  # alone in this batch: a prefix cached by an earlier batch may still fit
-                    rows[i] = self.prefixes.longest_within(tuple(basis[i][:-1]), MIN_SHARED_PREFIX)
+                alone += members
+        # Rows alone in this batch (after the groups, whose prefixes they may share): the longest start
+        # any cached prefix holds; failing that, the start every row of the batch shares (chat template,
+        # common instruction words), so that no row widens the whole batch with its full length.
+        batch_shared = min(common_prefix_length(basis), min(len(b) for b in basis) - 1)
+        for i in alone:
+            entry = self.prefixes.longest_within(tuple(basis[i][:-1]), MIN_SHARED_PREFIX)
+            if (entry is None or len(entry.tokens) < batch_shared) and batch_shared >= MIN_SHARED_PREFIX:
+                entry = self.prefixes.obtain(tuple(basis[i][:batch_shared]), self._compute_prefix, MIN_SHARED_PREFIX)
+            rows[i] = entry
         return rows
 
     def _compute_prefix(self, tokens: tuple[int, ...], start: PrefixEntry | None) -> PrefixEntry:

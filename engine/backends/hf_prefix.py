@@ -101,15 +101,23 @@ class PrefixCache:
         self.bytes = 0
 
     def longest_within(self, tokens: tuple[int, ...], minimum: int) -> PrefixEntry | None:
-        """The longest cached prefix of ``tokens`` with at least ``minimum`` tokens."""
+        """The longest start of ``tokens`` that some cached entry holds (at least ``minimum`` tokens).
+
+        A cached prefix's first k positions are valid for any input that
+        starts with the same k tokens (attention is causal), so an entry is
+        sliced to the common part: another candidate of the same instruction
+        reuses everything before the first changed word.
+        """
         best: PrefixEntry | None = None
+        best_n = minimum - 1
         for key, entry in self.entries.items():
-            n = len(key)
-            if minimum <= n <= len(tokens) and (best is None or n > len(best.tokens)) and tokens[:n] == key:
-                best = entry
-        if best is not None:
-            self.entries.move_to_end(best.tokens)
-        return best
+            n = common_prefix_length([key, tokens])
+            if n > best_n:
+                best, best_n = entry, n
+        if best is None:
+            return None
+        self.entries.move_to_end(best.tokens)
+        return best if best_n == len(best.tokens) else _sliced(best, best_n)
 
     def obtain(
         self,
@@ -142,6 +150,12 @@ class PrefixCache:
             _, old = self.entries.popitem(last=False)
             self.bytes -= old.nbytes
             self.stats.evictions += 1
+
+
+def _sliced(entry: PrefixEntry, n: int) -> PrefixEntry:
+    """The first ``n`` positions of a cached entry (views, never stored)."""
+    layers = [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
+    return PrefixEntry(entry.tokens[:n], layers, 0)
 
 
 __all__ = ["PREFIX_SLACK", "PrefixCache", "PrefixEntry", "PrefixStats", "common_prefix_length", "prefix_groups"]
