@@ -204,3 +204,28 @@ def test_prefix_groups_split_at_the_candidate() -> None:
 def test_prefix_cache_rejects_a_negative_budget() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         PrefixCache(-1)
+
+
+def test_a_cached_prefix_serves_any_input_sharing_its_start() -> None:
+    cache = PrefixCache(10**6)
+    calls: list[tuple[int, int]] = []
+
+    def compute(tokens, start):  # noqa: ANN001, ANN202
+        done = len(start.tokens) if start is not None else 0
+        calls.append((done, len(tokens)))
+        kv = torch.arange(len(tokens), dtype=torch.float32).reshape(1, 1, -1, 1)
+        from promptrobust.engine.backends.hf_prefix import PrefixEntry
+
+        return PrefixEntry(tokens, [(kv, kv.clone())], kv.numel() * 8)
+
+    first = tuple(range(40))
+    cache.obtain(first, compute, 8)
+    # another candidate: same first 30 tokens, then its own 10: computed from the 30 cached ones
+    other = tuple(range(30)) + tuple(range(100, 110))
+    cache.obtain(other, compute, 8)
+    assert calls == [(0, 40), (30, 40)]
+    # a lone row gets the longest shared start, sliced, never stored
+    got = cache.longest_within(tuple(range(35)) + (999,), 8)
+    assert got is not None and got.tokens == tuple(range(35)) and got.layers[0][0].shape[2] == 35
+    assert len(cache.entries) == 2
+    assert cache.longest_within((500, 501) + tuple(range(20)), 8) is None  # nothing shared at the start
