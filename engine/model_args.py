@@ -68,6 +68,10 @@ HF: dict[str, Check] = {
     "chat": _boolean,
     "gguf_file": _text,
     "share_prefix": _boolean,
+    "linear_kernel": _one_of("auto", "onednn", "default"),
+    "prefix_cache_mb": lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else "a number of MiB >= 0",
+    "length_order": _boolean,
+    "drop_finished": _boolean,
 }
 OPENAI: dict[str, Check] = {
     "base_url": _urls,

@@ -164,7 +164,10 @@ def _random_spec(config: str) -> ModelSpec:
     )
 
 
-_HF_ARGS = {"device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix"}
+_HF_ARGS = {
+    "device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix",
+    "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
+}
 _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
     "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
