@@ -144,3 +144,24 @@ def test_python_api_without_the_cli(tmp_path, server) -> None:  # noqa: ANN001
     # The oracle 'model' knows every label: every prompt scores 1.0.
     assert set(result.scores.values()) == {1.0}
     assert result.scheduler["backend_requests"] == 10 * 12
+
+
+def test_a_failing_attack_keeps_the_clean_scores_and_the_other_attacks(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    """BertAttack cannot load its masked LM offline: that attack fails as a record, the run
+    folder is still written with every clean score and the StressTest record, exit 1."""
+    out = tmp_path / "runs"
+    code = main([
+        "run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+        "--limit", "12", "--attack", "bertattack,stresstest", "--top-k", "1", "--attack-option", "mlm=/nonexistent/mlm",
+        "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(out), "--no-progress",
+    ])
+    err = capsys.readouterr().err
+    assert code == 1
+    (folder,) = out.iterdir()
+    assert not folder.name.startswith(".")
+    records = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert [(r["attack"], r["status"]) for r in records] == [("bertattack", "failed"), ("stresstest", "attacked")]
+    assert records[0]["error"] and records[0]["clean_score"] == records[1]["clean_score"]
+    summary = orjson.loads((folder / "results.json").read_bytes())
+    assert len(summary["clean_scores"]) == 10 and len(summary["failures"]) == 1
+    assert "Errno" not in err and "Traceback" not in err
