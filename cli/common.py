@@ -164,10 +164,6 @@ def attack_settings(args: argparse.Namespace, names: list[str], options: dict[st
     )
 
 
-def settings_error_types() -> tuple[type[BaseException], ...]:
-    return (SettingsError,)
-
-
 def config_of(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as written to config.json (no handler objects)."""
     skip = {"handler", "command"}

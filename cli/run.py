@@ -111,10 +111,3 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
     print(f"pre: results in {folder.final}", file=sys.stderr)
     return code
 
-
-# Transitional names for commands not yet moved onto cli/common.py.
-from promptrobust.cli.common import add_output_arguments, add_scheduler_arguments, config_of  # noqa: E402,F401
-
-
-def _validate(args: argparse.Namespace) -> None:
-    common.check_paths(args)

@@ -84,7 +84,6 @@ class Workbench:
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
-    from promptrobust.tasks.common import few_shot_examples
     from promptrobust.tasks.registry import get_task
 
     task = get_task(evaluation.dataset)
@@ -92,7 +91,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
     )
     shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
-    examples = list(few_shot_examples(task, evaluation.seed, k=shots, data_dir=evaluation.data_dir)) if shots else []
+    examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
     scheduler = await session.scheduler(spec, settings=scheduler_settings)
     return Workbench(
@@ -126,6 +125,15 @@ def check_input_lengths(task: Task, samples: Sequence[Sample], examples: Sequenc
                 f"sample {sample.id} renders to {size:,} characters, more than any model's context "
                 f"(~{MAX_INPUT_CHARS:,}); fix or drop it in the data file"
             )
+
+
+def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = None) -> list[Sample]:
+    """``shots`` worked examples from the task's fixed few-shot set (none for 0)."""
+    if shots <= 0:
+        return []
+    from promptrobust.tasks.common import few_shot_examples
+
+    return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
 
 
 def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:

@@ -170,15 +170,6 @@ def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True) -> list[dict[
     return out
 
 
-def read_records(paths: Sequence[str | os.PathLike[str]]) -> list[AttackRecord]:
-    """Every record under run folders, sweep folders or results.jsonl files
-    (searched recursively; unfinished hidden ``.NAME.partial`` folders skipped)."""
-    out: list[AttackRecord] = []
-    for f in results_files(paths):
-        out.extend(AttackRecord.from_dict(row) for row in read_jsonl(f))
-    return out
-
-
 def results_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
@@ -213,16 +204,3 @@ def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLik
     frame.write_parquet(tmp)
     os.replace(tmp, parquet)
     return frame.height
-
-
-def records_frame(paths: Sequence[str | os.PathLike[str]]):  # noqa: ANN201 - polars.DataFrame
-    """All records under run folders or files, as one polars DataFrame (flat rows, ``source`` column)."""
-    import polars as pl
-
-    rows: list[dict[str, Any]] = []
-    for f in results_files(paths):
-        for r in read_jsonl(f):
-            flat = flat_row(r)
-            flat["source"] = str(f.parent)
-            rows.append(flat)
-    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()

@@ -30,11 +30,12 @@ from typing import Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
+from promptrobust.engine.protocol import few_shot
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
 from promptrobust.engine.sync import use_uvloop
-from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.base import Prompt, Task
 
 __all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "use_uvloop"]
 
@@ -318,12 +319,3 @@ def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
     if not prompts:
         raise TaskError(f"dataset {task.name} has no {prompt_type} prompts; see `pre list prompts --dataset {task.name}`")
     return prompts
-
-
-def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = None) -> list[Sample]:
-    """``shots`` worked examples from the task's fixed few-shot set."""
-    if shots <= 0:
-        return []
-    from promptrobust.tasks import few_shot_examples
-
-    return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))

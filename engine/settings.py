@@ -15,14 +15,12 @@ and the fix, so the CLI can print it as one line.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
 
-#: The paper's generation length: promptbench decodes up to 20 new tokens and stops at EOS.
-PAPER_MAX_NEW_TOKENS = 20
 #: The paper's shots for base models (they only make sense few-shot).
 BASE_MODEL_SHOTS = 3
 #: ``AttackSettings.budget`` value that means "no cap" (promptbench's query budget is unlimited).
@@ -181,8 +179,3 @@ def parse_budget(text: str | int | None) -> int | None:
         raise SettingsError(f"budget must be a whole number or 'unlimited' (got {text!r})") from None
     _check(number >= 1, f"budget must be at least 1 or 'unlimited' (got {number})")
     return number
-
-
-def as_dict(settings: Any) -> dict[str, Any]:
-    """Plain dict of a settings value (for config.json and records)."""
-    return {f.name: getattr(settings, f.name) for f in fields(settings)}
