@@ -41,7 +41,8 @@ LADDER = (
     Levers("before: per-batch prefix, token-id order, default kernel, rows kept to the end",
            kernel="default", prefix_cache=False, length_order=False, drop_finished=False),
     Levers("+ fastest Linear kernel", prefix_cache=False, length_order=False, drop_finished=False),
-    Levers("+ length order within a candidate", prefix_cache=False, drop_finished=False),
+    Levers("+ length order across candidates, cut where padding costs more than a pass", prefix_cache=False,
+           drop_finished=False),
     Levers("+ persistent prefix cache", drop_finished=False),
     Levers("+ finished rows dropped (= every lever)"),
 )
@@ -81,17 +82,26 @@ class Recorder:
 
 def lower_bound_positions(backend: Any, recorder: Recorder) -> int:
     """Positions an ideal exact backend computes: every distinct token prefix of the inputs once (the nodes of
-    their token trie: shared instruction starts once, no padding), plus one per generated token after the first."""
+    their token trie: shared instruction starts once, no padding), plus one decode step per generated token after
+    the first, and one more where the answer ended at EOS (the step that predicts EOS must run)."""
     seqs = sorted({tuple(backend._encode_input(r)) for r in recorder.sent})
     total, prev = 0, ()
     for s in seqs:
         total += len(s) - common_prefix_length([prev, s])
         prev = s
-    return total + sum(max(0, c.completion_tokens - 1) for c in recorder.sent.values())
+    return total + sum(_decode_steps(r, c) for r, c in recorder.sent.items())
+
+
+def _decode_steps(request: Request, completion: Completion) -> int:
+    if request.kind != "generate" or completion.completion_tokens == 0:
+        return 0
+    n = completion.completion_tokens
+    ended_at_eos = n < request.decoding.max_tokens and not request.decoding.stop
+    return n if ended_at_eos else n - 1
 
 
 def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:
-    """Best fp32 FLOP/s of a square matmul through torch's default path and through oneDNN."""
+    """Best fp32 FLOP/s of a square matmul through torch's default path and through oneDNN (plain and packed weight)."""
     import torch
 
     from promptrobust.engine.backends.hf_kernels import onednn_available
@@ -101,6 +111,11 @@ def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:
     paths: dict[str, Any] = {"default": lambda: torch.nn.functional.linear(a, b)}
     if onednn_available():
         paths["onednn"] = lambda: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+        try:  # the weight packed once, as the hf backend runs it
+            packed = torch.ops.mkldnn._reorder_linear_weight(b, size)
+            paths["onednn-packed"] = lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+        except (AttributeError, RuntimeError):
+            pass
     best = {k: float("inf") for k in paths}
     with torch.inference_mode():
         for _ in range(repeats + 1):
@@ -200,6 +215,47 @@ def peak_fraction(backend: Any, levers: dict[str, Any]) -> float | None:
     r = rows[0]
     flops = 2.0 * body * r["positions"] + 2.0 * head * r["requests"]
     return flops / r["seconds"] / levers["peak"]["flops_per_s"]
+
+
+def peak_breakdown(backend: Any, levers: dict[str, Any], rows: int, repeats: int = 3) -> dict[str, Any] | None:
+    """The fp32 peak's share at two depths below the backend, on one batch of the engine's shape.
+
+    The batch: ``rows`` rows as long as the positions per request the engine
+    computed with every lever on (label scoring). ``linear``: the model's
+    Linear layers alone (the kernel); ``forward``: the model's whole forward
+    pass (adds norms, rotary embeddings, attention, activations, the
+    per-layer Python). The backend end to end is ``peak_fraction``.
+    """
+    import torch
+
+    engine_rows = [r for r in levers["rows"] if r["mode"] == "engine" and r["configuration"] == LADDER[-1].label]
+    if not engine_rows or not engine_rows[0]["requests"]:
+        return None
+    width = max(1, round(engine_rows[0]["positions"] / engine_rows[0]["requests"]))
+    configure(backend, ENGINE)
+    model = backend.model
+    body = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head")]
+    body_params = sum(m.weight.numel() for m in body)
+    head_params = sum(m.weight.numel() for n, m in model.named_modules() if n.endswith("lm_head"))
+    ids = torch.randint(0, int(model.config.vocab_size), (rows, width))
+    inputs = {m.in_features: torch.randn(rows * width, m.in_features) for m in body}
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    with torch.inference_mode():
+        linear_s = best(lambda: [m(inputs[m.in_features]) for m in body])
+        forward_s = best(lambda: model(input_ids=ids, logits_to_keep=1))
+    peak = levers["peak"]["flops_per_s"]
+    return {"rows": rows, "width": width,
+            "linear": 2.0 * body_params * rows * width / linear_s / peak,
+            "forward": (2.0 * body_params * rows * width + 2.0 * head_params * rows) / forward_s / peak}
 
 
 async def bf16_agreement(model_name: str, fp32: Any, recorded: dict[str, Recorder], n: int, batch_size: int) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from bench.levers import (  # noqa: E402
     configure,
     lever_table,
     lower_bound_positions,
+    peak_breakdown,
     peak_fraction,
 )
 from bench.report import command_line, header, write_results  # noqa: E402
@@ -274,6 +275,7 @@ async def main() -> None:
     bounds = {n: lower_bound_positions(backend, r) for n, r in recorded.items()}
     levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb)
     fraction = peak_fraction(backend, levers)
+    depths = peak_breakdown(backend, levers, args.batch_size)
     peak = levers["peak"]
     bf16 = await bf16_agreement(args.model, backend, recorded, args.bf16_requests, args.batch_size) if args.bf16_requests else None
 
@@ -297,12 +299,20 @@ async def main() -> None:
         lines += [f"{name}: not measured, {why}", ""]
     lines += ["## Positions computed against the lower bound", "",
               "Lower bound: every distinct token prefix of the inputs once (the nodes of their token trie: a start "
-              "that candidates share counts once), no padding; generation adds one position per generated token "
-              "after the first.", "",
+              "that candidates share counts once), no padding; generation adds one decode step per generated token "
+              "after the first, and the step that predicts EOS where an answer ends there.", "",
               "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
     for n, lb in bounds.items():
         lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")
     lines += ["", *levers["lines"], ""]
+    if depths:
+        lines += ["## Where the fp32 peak goes", "",
+                  f"Share of the measured fp32 peak ({peak['flops_per_s'] / 1e9:.0f} GFLOP/s) at three depths, on a batch of "
+                  f"{depths['rows']} rows x {depths['width']} positions (the positions per request the engine computed):", "",
+                  "| depth | share of the fp32 peak |", "|---|---:|",
+                  f"| the model's Linear layers alone (the kernel) | {depths['linear']:.2f} |",
+                  f"| the model's whole forward pass | {depths['forward']:.2f} |",
+                  f"| the hf backend end to end (label scoring, every lever) | {fraction or 0:.2f} |", ""]
     if bf16:
         lines += ["## bfloat16 against fp32 (opt-in: `dtype=bfloat16`)", "", *bf16["lines"], ""]
     text = "\n".join(lines)
@@ -318,6 +328,8 @@ async def main() -> None:
         **ratios,
         "same_adversarial_prompts_generate": same[0] / same[1] if same and same[1] else None,
         "hf_fp32_peak_fraction": fraction,
+        "hf_fp32_peak_fraction_forward": depths["forward"] if depths else None,
+        "hf_fp32_peak_fraction_linear": depths["linear"] if depths else None,
         "positions_over_lower_bound": by["engine"].positions / bounds["engine"] if bounds.get("engine") else None,
         "positions_over_lower_bound_generate": (by["engine-gen"].positions / bounds["engine-gen"]
                                                 if bounds.get("engine-gen") else None),

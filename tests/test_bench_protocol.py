@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from promptrobust.engine.reference import PromptbenchScorer, promptbench_last_word
-from promptrobust.engine.types import ChatMessage, Completion, Request
+from promptrobust.engine.types import ChatMessage, Completion, Decoding, Request
 from promptrobust.testing.backends import TableTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -108,7 +108,12 @@ async def test_recorder_keeps_distinct_requests_and_the_lower_bound_counts_a_pre
     assert list(rec.sent) == reqs
     assert rec.positions == 0  # everything else reaches the backend
     own = sum(len(prefix + s) - len(prefix) for s in ("aa", "bbb", "cccc"))
-    assert lower_bound_positions(inner, rec) == len(prefix) + own + 3 * 2
+    # 3 tokens ended by EOS: 3 decode steps each (the step that predicts EOS runs too)
+    assert lower_bound_positions(inner, rec) == len(prefix) + own + 3 * 3
+    # 3 tokens ended by the token limit: no step after the last one
+    capped = Recorder(inner)
+    await capped.complete_batch([Request("generate", messages=r.messages, decoding=Decoding(max_tokens=3)) for r in reqs])
+    assert lower_bound_positions(inner, capped) == len(prefix) + own + 3 * 2
 
 
 def test_summary_keeps_other_keys_and_records_the_run(tmp_path: Path) -> None:

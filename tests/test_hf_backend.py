@@ -174,7 +174,7 @@ def test_shared_prefix_generation_matches_generation_alone(smol: HFBackend) -> N
     assert any(rows == 1 for rows, _ in widths)  # the prefix pass
 
 
-def test_arrange_batches_groups_requests_of_one_prompt(smol: HFBackend) -> None:
+def test_arrange_batches_plans_each_prompts_prefix_and_orders_by_the_rest(smol: HFBackend) -> None:
     # Two instructions interleaved, with sample lengths that a length sort would mix up.
     other = "Decide if the following movie review is favourable. Reply positive or negative, nothing else.\nReview: "
     reqs = []
@@ -182,7 +182,16 @@ def test_arrange_batches_groups_requests_of_one_prompt(smol: HFBackend) -> None:
         reqs.append(Request("score_choices", messages=(ChatMessage("user", (SHARED if k < len(REVIEWS) else other) + r),), choices=LABELS))
     plan = smol.arrange_batches(reqs, 4)
     assert sorted(i for b in plan for i in b) == list(range(len(reqs)))
-    assert all(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 1 for b in plan)
+    # each request runs after its own prompt's prefix, found on the token ids
+    encoded = [tuple(smol._encode_input(r)) for r in reqs]
+    planned = [smol._planned_prefixes[e] for e in encoded]
+    half = len(REVIEWS)
+    assert len(set(planned[:half])) == 1 and len(set(planned[half:])) == 1
+    assert encoded[0][: planned[0]] != encoded[half][: planned[half]]
+    # batches follow the length after the prefix, so one review's two copies run side by side
+    rest = [len(encoded[i]) - planned[i] for b in plan for i in b]
+    assert rest == sorted(rest)
+    assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in plan)
     # Without prefix sharing the default length order is kept.
     smol.share_prefix = False
     try:

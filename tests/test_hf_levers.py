@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from promptrobust.engine.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.backends.hf_kernels import install, onednn_available
+from promptrobust.engine.backends.hf_kernels import install, onednn_available, packed_weights
 from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
 from promptrobust.engine.model_store import ModelNotInstalled
 from promptrobust.engine.types import ChatMessage, Decoding, Request
@@ -229,3 +229,76 @@ def test_a_cached_prefix_serves_any_input_sharing_its_start() -> None:
     assert got is not None and got.tokens == tuple(range(35)) and got.layers[0][0].shape[2] == 35
     assert len(cache.entries) == 2
     assert cache.longest_within((500, 501) + tuple(range(20)), 8) is None  # nothing shared at the start
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
+def test_packed_onednn_weights_give_the_unpacked_outputs(smol: HFBackend) -> None:
+    configure(smol, kernel="onednn")
+    assert packed_weights(smol._model)
+    ids = torch.tensor([smol._encode_input(REQUESTS[k]) for k in (0, 6)])
+    with torch.inference_mode():
+        packed = smol._model(input_ids=ids).logits
+        for m in smol._model.modules():
+            if "forward" in m.__dict__:
+                m.forward.packed = None  # the same oneDNN call on the plain weight
+        plain = smol._model(input_ids=ids).logits
+    assert not packed_weights(smol._model)
+    assert torch.allclose(packed, plain, atol=1e-5)
+    configure(smol)
+
+
+def _padding(b: HFBackend, reqs: list[Request], plan: list[list[int]]) -> int:
+    """Padded tail positions of a plan (the prefix each request runs after, as planned)."""
+    tails = []
+    for batch in plan:
+        lens = []
+        for i in batch:
+            ids = b._encode_input(reqs[i])
+            lens.append(len(ids) - b._planned_prefixes.get(tuple(ids), 0))
+        tails.append(max(lens) * len(lens) - sum(lens))
+    return sum(tails)
+
+
+def test_length_order_mixes_candidates_by_what_follows_their_prefix(smol: HFBackend, baseline: list) -> None:
+    scored = [r for r in REQUESTS if r.kind == "score_choices"][: len(INSTRUCTIONS) * len(REVIEWS)]
+    configure(smol, share=True, cache_mb=64, length_order=True)
+    plan = smol.arrange_batches(scored, 6)
+    # the three candidates' copies of one review run side by side, after three different prefixes
+    assert any(len({scored[i].input_text().split("Review: ")[0] for i in batch}) == 3 for batch in plan)
+    ordered = _padding(smol, scored, plan)
+    configure(smol, share=True, cache_mb=64, length_order=False)
+    by_candidate = smol.arrange_batches(scored, 6)
+    configure(smol, share=True, cache_mb=64, length_order=True)
+    smol.arrange_batches(scored, 6)  # the planned prefixes again, for the count
+    assert ordered < _padding(smol, scored, by_candidate)
+    got: list = [None] * len(scored)
+    for batch in plan:
+        for i, c in zip(batch, run(smol.complete_batch([scored[i] for i in batch]))):
+            got[i] = c.choice_logprobs
+    assert_same(got, baseline[: len(scored)])
+
+
+def test_new_prefixes_of_one_batch_run_in_one_pass_and_stay_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64, length_order=True)
+    mixed = [0, 6, 12, 1, 7, 13]  # three instructions, none cached yet
+    reqs = [REQUESTS[i] for i in mixed]
+    smol.arrange_batches(reqs, 8)
+    single_passes: list[int] = []
+    compute = smol._compute_prefix
+
+    def counted(tokens, start):  # noqa: ANN001, ANN202
+        single_passes.append(len(tokens))
+        return compute(tokens, start)
+
+    smol._compute_prefix = counted
+    try:
+        got = run(smol.complete_batch(reqs))
+    finally:
+        del smol._compute_prefix
+    # one pass for the start they share (the chat template), one pass for the three instructions after it
+    assert len(single_passes) == 1 and smol.prefixes.stats.misses == 4
+    assert_same([c.choice_logprobs for c in got], [baseline[i] for i in mixed])
+    again = run(smol.complete_batch(reqs))  # the stored entries (cut out of the batch's cache) serve later batches
+    assert smol.prefixes.stats.misses == 4
+    assert_same([c.choice_logprobs for c in again], [baseline[i] for i in mixed])
+

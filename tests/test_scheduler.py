@@ -167,7 +167,12 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
 
 # -- issue 12: timeouts, malformed completions, one error after the retries, lazy start --
 
-from promptrobust.engine.backends.base import BackendError, RequestFailedError, TransientBackendError  # noqa: E402
+from promptrobust.engine.backends.base import (  # noqa: E402
+    BackendError,
+    RequestFailedError,
+    TransientBackendError,
+    cut_least_padding,
+)
 from promptrobust.engine.retry import RetryPolicy  # noqa: E402
 from promptrobust.engine.types import Completion, request_key  # noqa: E402
 
@@ -294,3 +299,16 @@ async def test_the_capability_probe_goes_through_the_cache(tmp_path) -> None:  #
         # Counted apart: the jobs' own numbers stay what they asked for.
         assert sched.stats.probes == 1 and sched.stats.cache_hits == 0 and sched.stats.backend_requests == 0
     cache.close()
+
+
+def test_cut_least_padding_cuts_only_where_padding_costs_more_than_a_pass() -> None:
+    lengths = [2, 2, 2, 10, 10, 10]
+    order = list(range(6))
+    # one batch: 6 x 10 + 5 = 65 positions; two: 3 x 2 + 5 + 3 x 10 + 5 = 46
+    assert cut_least_padding(order, lengths, 6, overhead=5) == [[0, 1, 2], [3, 4, 5]]
+    # a pass worth 30 positions: one batch (90) beats two (96)
+    assert cut_least_padding(order, lengths, 6, overhead=30) == [order]
+    # never more rows than the batch size, and no more batches than needed
+    runs = cut_least_padding(order, [4] * 6, 4, overhead=1)
+    assert len(runs) == 2 and max(map(len, runs)) <= 4 and sum(runs, []) == order
+    assert cut_least_padding([], [], 4, overhead=10) == []

@@ -59,6 +59,32 @@ def cut_into_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
     return [list(order[k : k + batch_size]) for k in range(0, len(order), batch_size)]
 
 
+def cut_least_padding(order: Sequence[int], lengths: Sequence[int], batch_size: int, overhead: int) -> list[list[int]]:
+    """Consecutive runs of ``order`` (sorted by ``lengths``) that cost the fewest padded positions.
+
+    A batch costs its rows times its longest row, plus ``overhead`` positions
+    (what one more forward pass costs, in positions): where lengths jump, a
+    smaller batch wastes less on padding than a full one; where they do not,
+    batches stay full. Exact dynamic programme over the cut points.
+    """
+    n = len(order)
+    best = [0] * (n + 1)
+    cut = [0] * (n + 1)
+    for i in range(1, n + 1):
+        width = lengths[order[i - 1]]  # sorted: the last row of a run is its longest
+        best[i] = -1
+        for j in range(max(0, i - batch_size), i):  # largest batch first: it wins ties
+            cost = best[j] + (i - j) * width + overhead
+            if best[i] < 0 or cost < best[i]:
+                best[i], cut[i] = cost, j
+    runs: list[list[int]] = []
+    i = n
+    while i > 0:
+        runs.append(list(order[cut[i] : i]))
+        i = cut[i]
+    return runs[::-1]
+
+
 class Backend(ABC):
     """A model that answers Requests."""
 

@@ -11,7 +11,7 @@ alone or inside a batch of longer requests.
 Exact CPU levers (each leaves log-probabilities within float rounding and
 greedy texts identical; ``tests/test_hf_levers.py``):
 
-* the fp32 Linear kernel: oneDNN or torch's default (MKL), whichever is
+* the fp32 Linear kernel: oneDNN (weights packed once) or torch's default (MKL), whichever is
   faster on this CPU, decided at load (``hf_kernels``; ``linear_kernel``);
 * prefix sharing: the requests of one candidate prompt start with the same
   tokens (chat template, instruction, few-shot block), often more than half
@@ -19,8 +19,10 @@ greedy texts identical; ``tests/test_hf_levers.py``):
   byte-bounded LRU keyed by the token prefix (``hf_prefix``;
   ``prefix_cache_mb``) and every later batch of the candidate reuses them;
   each row of a batch may carry its own cached prefix;
-* length order: ``arrange_batches`` groups a candidate's requests together
-  and orders them by length, so a batch pads little (``length_order``);
+* length order: ``arrange_batches`` finds each request's candidate prefix
+  in the scheduler's window and orders the window by what is left after it
+  (the sample's length), across candidates: a batch then holds rows of one
+  length, each after its own cached prefix, and pads little (``length_order``);
 * generation decodes the batch step by step and drops finished rows, so a
   batch costs what its longest answer needs (``drop_finished``).
 
@@ -49,8 +51,9 @@ from promptrobust.engine.backends.base import (
     BackendError,
     BackendUnavailable,
     cut_into_batches,
+    cut_least_padding,
 )
-from promptrobust.engine.backends.hf_kernels import KERNELS, KernelChoice, choose_kernel, install
+from promptrobust.engine.backends.hf_kernels import KERNELS, KernelChoice, choose_kernel, install, packed_weights
 from promptrobust.engine.backends.hf_prefix import PrefixCache, PrefixEntry, common_prefix_length, prefix_groups
 from promptrobust.engine.types import Completion, ModelIdentity, Request
 
@@ -59,6 +62,9 @@ from promptrobust.engine.types import Completion, ModelIdentity, Request
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: Shorter common prefixes are not worth a separate forward pass.
 MIN_SHARED_PREFIX = 8
+#: What one more forward pass costs, in positions (fixed cost of a pass over the marginal cost of a position,
+#: SmolLM2-135M on the 2-core CPU of bench/results: ~18 ms over ~0.57 ms); decides where a batch is cut.
+_FORWARD_OVERHEAD_POSITIONS = 32
 #: Encoded inputs kept between ``arrange_batches`` and the batch that runs them.
 _ENCODED_MEMORY = 4096
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".jinja", ".txt", ".tiktoken")
@@ -129,6 +135,8 @@ class HFBackend(Backend):
         self.linear_kernel_request = linear_kernel
         self.kernel: KernelChoice | None = None
         self.prefixes = PrefixCache(int(prefix_cache_mb * 2**20))
+        #: input tokens -> length of its candidate's prefix, as the latest ``arrange_batches`` found it
+        self._planned_prefixes: dict[tuple[int, ...], int] = {}
         self.length_order = length_order
         self.drop_finished = drop_finished
         #: token positions run through the model: prefixes, padded tails, decode steps
@@ -254,6 +262,7 @@ class HFBackend(Backend):
             "dtype": self._dtype_name or self._planned_dtype(),
             "linear_kernel": self.kernel.kernel if self.kernel else None,
             "linear_kernel_reason": self.kernel.reason if self.kernel else None,
+            "packed_weights": packed_weights(self._model) if self._model is not None else False,
             "share_prefix": self.share_prefix,
             "prefix_cache_mb": self.prefixes.budget_bytes / 2**20,
             "length_order": self.length_order,
@@ -395,12 +404,15 @@ class HFBackend(Backend):
     # ------------------------------------------------------------------ prefix sharing
 
     def arrange_batches(self, requests: Sequence[Request], batch_size: int) -> list[list[int]]:
-        """Group requests into batches: a candidate's requests together, each group in length order.
+        """Group requests into batches by the length each has after its candidate's prefix.
 
         Groups are found on the token ids (``hf_prefix.prefix_groups``): the
         requests of one candidate share its prefix, which runs once (and is
-        then cached); ordering a group by length keeps each batch's padding
-        small. With ``length_order=False`` the groups keep token-id order (the
+        then cached). The prefix found for each input is remembered for the
+        batches of this plan, so a row keeps it even when it shares its batch
+        with rows of other candidates; the window is then ordered by the
+        length after the prefix, which keeps each batch's padding small.
+        With ``length_order=False`` the requests keep token-id order (the
         engine's old plan, for comparison); without prefix sharing, batches
         follow input length alone.
         """
@@ -412,11 +424,20 @@ class HFBackend(Backend):
         except BackendError:
             return by_length  # the batch will report the error itself
         if not self.length_order:
+            self._planned_prefixes = {}
             return cut_into_batches(sorted(range(len(requests)), key=lambda i: encoded[i]), batch_size)
-        order: list[int] = []
-        for _, rows in prefix_groups(encoded):
-            order += sorted(rows, key=lambda i: len(encoded[i]))
-        return cut_into_batches(order, batch_size)
+        planned: dict[tuple[int, ...], int] = {}
+        sort_key: dict[int, tuple[int, int]] = {}
+        for g, (shared, rows) in enumerate(prefix_groups(encoded)):
+            shares = len(rows) >= 2 and shared >= MIN_SHARED_PREFIX
+            for i in rows:
+                if shares:
+                    planned[tuple(encoded[i])] = shared
+                sort_key[i] = (len(encoded[i]) - (shared if shares else 0), g)
+        self._planned_prefixes = planned
+        order = sorted(range(len(requests)), key=sort_key.__getitem__)
+        tails = [sort_key[i][0] for i in range(len(requests))]
+        return cut_least_padding(order, tails, batch_size, _batch_overhead(requests))
 
     def _sharing_possible(self) -> bool:
         return self.share_prefix and not self._encdec and self._model is not None
@@ -426,7 +447,26 @@ class HFBackend(Backend):
         rows: list[PrefixEntry | None] = [None] * len(basis)
         if not self._sharing_possible():
             return rows
-        groups = prefix_groups(basis)
+        planned = self._planned_prefixes  # one reference: arrange_batches may replace it meanwhile
+        unplanned: list[int] = []
+        wanted: dict[int, tuple[int, ...]] = {}
+        for i, b in enumerate(basis):
+            shared = planned.get(tuple(b))
+            if shared is None:
+                unplanned.append(i)
+            else:
+                wanted[i] = tuple(b[:shared])
+        keys = list(wanted.values())
+        root = tuple(keys[0][: common_prefix_length(keys)]) if keys else ()
+        if len(set(keys)) > 1 and root not in self.prefixes.entries and len(root) >= MIN_SHARED_PREFIX:
+            # what the new prefixes share (chat template, the instruction a word attack edits) runs once
+            self.prefixes.obtain(root, self._compute_prefix, MIN_SHARED_PREFIX)
+        fresh = self._compute_prefixes(self.prefixes.missing(keys, MIN_SHARED_PREFIX))
+        for i, key in wanted.items():
+            rows[i] = fresh.get(key) or self.prefixes.obtain(key, self._compute_prefix, MIN_SHARED_PREFIX)
+        if not unplanned:
+            return rows
+        groups = prefix_groups(basis, unplanned)
         alone: list[int] = []
         for shared, members in groups:
             if len(members) >= 2 and shared >= MIN_SHARED_PREFIX:
@@ -462,8 +502,56 @@ class HFBackend(Backend):
         nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
         return PrefixEntry(tokens, layers, nbytes)
 
+    def _compute_prefixes(self, todo: list[tuple[tuple[int, ...], PrefixEntry | None]]) -> dict[tuple[int, ...], PrefixEntry]:
+        """Compute the prefixes ``todo`` (tokens, cached start), several per forward pass, and cache them.
+
+        Each row continues from its own start, as in a batch of requests; its
+        entry is then cut out of the batch's key/value cache without the
+        padding. One pass for the several new candidates of a batch costs
+        far less than one pass each (a pass's fixed cost is ~30 positions);
+        prefixes of very different lengths go in separate passes where the
+        padding would cost more (``cut_least_padding``).
+        """
+        out: dict[tuple[int, ...], PrefixEntry] = {}
+        rest = [len(t) - (len(s.tokens) if s is not None else 0) for t, s in todo]
+        order = sorted(range(len(todo)), key=rest.__getitem__)
+        for run in cut_least_padding(order, rest, self.batch_size, _FORWARD_OVERHEAD_POSITIONS):
+            if len(run) == 1:
+                tokens = todo[run[0]][0]
+                out[tokens] = self.prefixes.obtain(tokens, self._compute_prefix, MIN_SHARED_PREFIX)
+            else:
+                out.update(self._compute_prefix_batch([todo[i] for i in run]))
+        return out
+
+    def _compute_prefix_batch(self, todo: list[tuple[tuple[int, ...], PrefixEntry | None]]) -> dict[tuple[int, ...], PrefixEntry]:
+        """One forward pass for ``todo``; each row's entry cut out of the pass's key/value cache."""
+        import torch
+
+        seqs = [list(t) for t, _ in todo]
+        starts = [s for _, s in todo]
+        _, (cache, _, _) = self._forward_after(seqs, starts, 1, keep_cache=True)
+        width = max(len(s.tokens) if s is not None else 0 for s in starts)
+        out: dict[tuple[int, ...], PrefixEntry] = {}
+        for row, (tokens, start) in enumerate(todo):
+            done = len(start.tokens) if start is not None else 0
+            tail = len(tokens) - done
+            layers = []
+            for layer in cache.layers:
+                k, v = layer.keys, layer.values  # (rows, heads, width + tail width, head dim), left-padded parts
+                end = k.shape[2]
+                layers.append((torch.cat([k[row : row + 1, :, width - done : width], k[row : row + 1, :, end - tail :]], dim=2),
+                               torch.cat([v[row : row + 1, :, width - done : width], v[row : row + 1, :, end - tail :]], dim=2)))
+            nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+            out[tokens] = PrefixEntry(tokens, layers, nbytes)
+            self.prefixes.add_computed(out[tokens], start)
+        return out
+
     def _rows_forward(self, seqs: list[list[int]], basis: list[list[int]], keep: int, *, keep_cache: bool = False):
-        """Forward pass of ``seqs``, each row after its own cached prefix of ``basis`` (its input).
+        """Forward pass of ``seqs``, each row after its own cached prefix of ``basis`` (its input); see ``_forward_after``."""
+        return self._forward_after(seqs, self._row_prefixes(basis), keep, keep_cache=keep_cache)
+
+    def _forward_after(self, seqs: list[list[int]], entries: list[PrefixEntry | None], keep: int, *, keep_cache: bool = False):
+        """Forward pass of ``seqs``, each row after its cached prefix ``entries[row]`` (None: the row runs whole).
 
         Layout per row: [padding | cached prefix | padding | tail]; keys and
         values of the prefix come from the prefix cache, the padding is
@@ -475,7 +563,6 @@ class HFBackend(Backend):
         import torch
         from transformers import DynamicCache
 
-        entries = self._row_prefixes(basis)
         lens = [len(e.tokens) if e is not None else 0 for e in entries]
         width = max(lens)
         ids, tail_mask, tail_pos = self._pad_left([s[n:] for s, n in zip(seqs, lens)])
@@ -728,6 +815,17 @@ class HFBackend(Backend):
         # those columns always lie in the tails.
         logits = self._rows_forward(seqs, inputs, longest + 1)[0]
         return _sum_gathered(logits[:, :longest, :], conts, right_aligned=True)
+
+
+def _batch_overhead(requests: Sequence[Request]) -> int:
+    """Positions one more batch of ``requests`` costs beyond its rows: one pass, plus one per decode step if it generates.
+
+    A split batch computes the same rows but pays each pass's fixed cost twice.
+    Answers stop at EOS well before ``max_tokens`` as a rule; half of it is
+    the planning guess for the steps.
+    """
+    steps = max((r.decoding.max_tokens for r in requests if r.kind == "generate"), default=0)
+    return _FORWARD_OVERHEAD_POSITIONS * (1 + (steps + 1) // 2)
 
 
 def _sum_gathered(logits, conts: list[list[int]], *, right_aligned: bool) -> list[float]:

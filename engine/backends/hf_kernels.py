@@ -93,13 +93,30 @@ def choose_kernel(request: str, model: Any, device: str, dtype_name: str) -> Ker
     return KernelChoice("default", f"oneDNN only {speedup:.2f}x on the probe layer", speedup)
 
 
+#: Row count oneDNN is told to expect when it packs a weight (any count runs; this one picks a layout good
+#: for prefill batches and decode steps alike on the CPUs measured: bench/results/protocol.md).
+_PACK_ROWS_HINT = 64
+#: Packed weights are a second copy of every Linear: only kept while they need at most this share of RAM.
+_PACK_MEMORY_SHARE = 0.25
+
+
 def install(model: Any, kernel: str) -> int:
-    """Route every fp32 ``nn.Linear`` of ``model`` through ``kernel``; returns how many layers changed."""
+    """Route every fp32 ``nn.Linear`` of ``model`` through ``kernel``; returns how many layers changed.
+
+    With oneDNN each weight is also reordered once into oneDNN's blocked
+    layout when the copies fit in memory (``_PACK_MEMORY_SHARE``): the
+    arithmetic is the same (identical outputs), but no call pays for the
+    reorder again, which is most of a small call's time (a decode step, a
+    prefix of a few tokens). Weights changed after ``install`` need another
+    ``install``.
+    """
+    layers = _linears(model)
+    pack = kernel == "onednn" and _packing_fits(layers)
     changed = 0
-    for m in _linears(model):
+    for m in layers:
         if kernel == "onednn":
             m.weight.data = m.weight.data.contiguous()
-            m.forward = _OneDNNForward(m)
+            m.forward = _OneDNNForward(m, _packed(m.weight) if pack else None)
             changed += 1
         elif "forward" in m.__dict__:
             del m.forward
@@ -107,16 +124,43 @@ def install(model: Any, kernel: str) -> int:
     return changed
 
 
+def packed_weights(model: Any) -> bool:
+    """Whether ``model``'s Linear layers run on weights packed for oneDNN."""
+    return any(isinstance(m.__dict__.get("forward"), _OneDNNForward) and m.forward.packed is not None for m in _linears(model))
+
+
+def _packing_fits(layers: list[Any]) -> bool:
+    import os
+
+    need = sum(m.weight.numel() * m.weight.element_size() for m in layers)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return False
+    return need <= _PACK_MEMORY_SHARE * total
+
+
+def _packed(weight: Any) -> Any:
+    """``weight`` reordered for oneDNN, or None where this torch cannot (the plain weight then serves)."""
+    import torch
+
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _PACK_ROWS_HINT)
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class _OneDNNForward:
     """A Linear's forward through oneDNN (an instance attribute, so ``install(model, "default")`` undoes it)."""
 
-    __slots__ = ("layer",)
+    __slots__ = ("layer", "packed")
 
-    def __init__(self, layer: Any) -> None:
+    def __init__(self, layer: Any, packed: Any = None) -> None:
         self.layer = layer
+        self.packed = packed
 
     def __call__(self, x: Any) -> Any:
-        return _onednn_linear(x, self.layer.weight, self.layer.bias)
+        return _onednn_linear(x, self.layer.weight if self.packed is None else self.packed, self.layer.bias)
 
 
-__all__ = ["KERNELS", "KernelChoice", "choose_kernel", "install", "onednn_available"]
+__all__ = ["KERNELS", "KernelChoice", "choose_kernel", "install", "onednn_available", "packed_weights"]

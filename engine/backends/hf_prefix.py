@@ -141,6 +141,31 @@ class PrefixCache:
         self.put(entry)
         return entry
 
+    def missing(self, wanted: Sequence[tuple[int, ...]], minimum: int) -> list[tuple[tuple[int, ...], PrefixEntry | None]]:
+        """The prefixes of ``wanted`` that ``obtain`` would compute, each with the cached start it would continue from.
+
+        Lets the backend compute several missing prefixes in one forward pass
+        (then ``add_computed`` each) instead of one pass per prefix.
+        """
+        out: list[tuple[tuple[int, ...], PrefixEntry | None]] = []
+        for tokens in sorted(set(wanted)):
+            if tokens in self.entries:
+                continue
+            start = self.longest_within(tokens, minimum)
+            if start is not None and len(tokens) - len(start.tokens) <= PREFIX_SLACK:
+                continue
+            # as ``obtain`` one after another would: a prefix planned just before may serve this one
+            if out and len(tokens) - common_prefix_length([out[-1][0], tokens]) <= PREFIX_SLACK:
+                continue
+            out.append((tokens, start))
+        return out
+
+    def add_computed(self, entry: PrefixEntry, start: PrefixEntry | None) -> None:
+        """Store an entry computed outside ``obtain`` (a miss that computed ``entry`` past ``start``)."""
+        self.stats.misses += 1
+        self.stats.positions += len(entry.tokens) - (len(start.tokens) if start is not None else 0)
+        self.put(entry)
+
     def put(self, entry: PrefixEntry) -> None:
         if entry.nbytes > self.budget_bytes or entry.tokens in self.entries:
             return
