@@ -11,6 +11,9 @@ order rotates) so a shared machine's load falls on all of them alike:
 * ``reference``    our formatting (chat template), one call per (candidate,
                    sample), generation of up to 20 tokens, last-word parse,
                    no cache, torch's default kernels (engine.reference.ReferenceScorer);
+* ``reference-choices``  the same loop scoring labels by log-probability, one
+                   call per (candidate, sample): the baseline of ``engine``,
+                   which must find the same adversarial prompts as it;
 * ``engine-gen``   the engine in generation mode (same requests as ``reference``:
                    it must find the same adversarial prompts), every exact lever on;
 * ``engine``       the engine scoring labels by log-probability, every exact lever on.
@@ -64,7 +67,9 @@ try:  # the protocol module is the new home of these helpers
 except ImportError:  # pragma: no cover - older checkouts
     from promptrobust.engine.protocol import protected_words, semantic_prompts_for
 
-CONTENDERS = ("promptbench", "reference", "engine-gen", "engine")
+CONTENDERS = ("promptbench", "reference", "reference-choices", "engine-gen", "engine")
+#: The sequential loop each contender is held against (same mode: same scores, same search).
+REFERENCE_OF = {"engine": "reference-choices", "reference-choices": "reference-choices"}
 #: Attacks that need nothing from the network (BertAttack needs a masked LM).
 OFFLINE_ATTACKS = ("textbugger", "deepwordbug", "textfooler", "checklist", "stresstest", "semantic")
 
@@ -96,8 +101,9 @@ class Contender:
     def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int) -> Any:
         if self.name == "promptbench":
             return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, max_new_tokens=max_tokens)
-        if self.name == "reference":
-            return ReferenceScorer(backend, task, samples, chat=backend.is_chat, max_tokens=max_tokens)
+        if self.name in ("reference", "reference-choices"):
+            mode = "choices" if self.name == "reference-choices" else "generate"
+            return ReferenceScorer(backend, task, samples, chat=backend.is_chat, max_tokens=max_tokens, mode=mode)
         ev = Evaluator(self.scheduler, task, samples, mode="generate" if self.name == "engine-gen" else "choices",
                        max_tokens=max_tokens, chunk_size=chunk_size)
         self.evaluators.append(ev)
@@ -187,6 +193,10 @@ def ratio(contenders: dict[str, Contender], slow: str, fast: str) -> float | Non
     return None
 
 
+def reference_of(name: str) -> str:
+    return REFERENCE_OF.get(name, "reference")
+
+
 def same_prompts(a: Contender, b: Contender) -> tuple[int, int]:
     keys = set(a.results) | set(b.results)
     same = sum(1 for k in keys if k in a.results and k in b.results and a.results[k][2] == b.results[k][2])
@@ -194,34 +204,34 @@ def same_prompts(a: Contender, b: Contender) -> tuple[int, int]:
 
 
 def phase_lines(contenders: list[Contender]) -> list[str]:
-    """Seconds per phase and contender, and each engine's speed over the reference loop in that phase."""
+    """Seconds per phase and contender, and each engine's speed over its reference loop in that phase."""
     by = {c.name: c for c in contenders}
     phases = list(contenders[0].phases)
-    engines = [c for c in contenders if c.is_engine]
+    engines = [c for c in contenders if c.is_engine and reference_of(c.name) in by]
     out = ["| phase | " + " | ".join(c.name for c in contenders) + " | "
-           + " | ".join(f"{c.name} vs reference" for c in engines if "reference" in by) + " |",
-           "|---|" + "---:|" * (len(contenders) + (len(engines) if "reference" in by else 0))]
+           + " | ".join(f"{c.name} vs {reference_of(c.name)}" for c in engines) + " |",
+           "|---|" + "---:|" * (len(contenders) + len(engines))]
     for ph in phases:
         cells = [f"{c.phases.get(ph, 0.0):.1f}" for c in contenders]
-        if "reference" in by:
-            ref = by["reference"].phases.get(ph, 0.0)
-            cells += [f"{ref / c.phases[ph]:.2f}x" if c.phases.get(ph) else "-" for c in engines]
+        for c in engines:
+            ref = by[reference_of(c.name)].phases.get(ph, 0.0)
+            cells.append(f"{ref / c.phases[ph]:.2f}x" if c.phases.get(ph) else "-")
         out.append(f"| {ph} | " + " | ".join(cells) + " |")
     return out
 
 
 def protocol_lines(contenders: list[Contender]) -> list[str]:
     by = {c.name: c for c in contenders}
-    base = [b for b in ("reference", "promptbench") if b in by]
+    base = [b for b in ("reference", "reference-choices", "promptbench") if b in by]
     out = ["| contender | seconds | model calls | cache hits | saved by early stopping | positions computed | "
-           + " | ".join(f"speed vs {b}" for b in base) + " | same adversarial prompts as reference |",
+           + " | ".join(f"speed vs {b}" for b in base) + " | same adversarial prompts as its reference loop |",
            "|---|---:|---:|---:|---:|---:|" + "---:|" * len(base) + "---|"]
     for c in contenders:
         cells = [f"{by[b].seconds / c.seconds:.2f}x" if c.seconds else "-" for b in base]
         same = "-"
-        if "reference" in by and c.name in ("engine-gen", "engine", "reference"):
-            s, n = same_prompts(by["reference"], c)
-            same = f"{s} of {n}"
+        if reference_of(c.name) in by and c.name not in ("promptbench", reference_of(c.name)):
+            s, n = same_prompts(by[reference_of(c.name)], c)
+            same = f"{s} of {n} ({reference_of(c.name)})"
         positions = str(c.positions) if c.name != "promptbench" else "- (transformers' generate)"
         out.append(f"| {c.name} | {c.seconds:.1f} | {c.model_calls} | {c.cache_hits} | {c.saved_by_early_stopping} | "
                    f"{positions} | " + " | ".join(cells) + f" | {same} |")
@@ -318,15 +328,20 @@ async def main() -> None:
     text = "\n".join(lines)
     print(text)
     ratios = {
-        "speedup_vs_reference_choices": ratio(by, "reference", "engine"),
+        "speedup_vs_reference_choices": ratio(by, "reference-choices" if "reference-choices" in by else "reference", "engine"),
+        "speedup_choices_vs_generation_reference": ratio(by, "reference", "engine"),
         "speedup_vs_reference_generate": ratio(by, "reference", "engine-gen"),
         "speedup_vs_promptbench_choices": ratio(by, "promptbench", "engine"),
         "speedup_vs_promptbench_generate": ratio(by, "promptbench", "engine-gen"),
     }
     same = same_prompts(by["reference"], by["engine-gen"]) if "reference" in by and "engine-gen" in by else None
+    same_choices = (same_prompts(by["reference-choices"], by["engine"])
+                    if "reference-choices" in by and "engine" in by else None)
     payload = {
         **ratios,
         "same_adversarial_prompts_generate": same[0] / same[1] if same and same[1] else None,
+        "same_adversarial_prompts_choices": same_choices[0] / same_choices[1] if same_choices and same_choices[1] else None,
+        "model_calls": {c.name: c.model_calls for c in contenders},
         "hf_fp32_peak_fraction": fraction,
         "hf_fp32_peak_fraction_forward": depths["forward"] if depths else None,
         "hf_fp32_peak_fraction_linear": depths["linear"] if depths else None,

@@ -3,7 +3,8 @@
 For every candidate, a pass over the data with one model call per sample,
 one after the other: no batching, no cache, no deduplication, no early
 stopping; generation with the task's generation length and the paper's
-last-word parser. It exists so benchmarks can compare our engine with the
+last-word parser (or, with ``mode="choices"``, the label of highest
+log-probability, the engine's label scoring done one call at a time). It exists so benchmarks can compare our engine with the
 sequential baseline on the same model, backend, data and attack search, and
 so a test can show the two find the same adversarial prompt.
 
@@ -27,7 +28,7 @@ from typing import Any
 from promptrobust.attacks.base import CandidateScore
 from promptrobust.engine.backends.base import Backend
 from promptrobust.engine.requests import RequestBuilder
-from promptrobust.engine.types import Request
+from promptrobust.engine.types import Completion, Request
 from promptrobust.tasks.base import Sample, Task
 
 
@@ -49,12 +50,15 @@ class ReferenceScorer:
         examples: Sequence[Sample] = (),
         chat: bool | None = None,
         max_tokens: int | None = None,
+        mode: str = "generate",
     ) -> None:
         self.backend = backend
         self.task = task
         self.samples = list(samples)
         self.chat = backend.is_chat if chat is None else chat
-        self.builder = RequestBuilder(task, mode="generate", chat=self.chat, examples=examples, max_tokens=max_tokens)
+        #: "generate" (the paper's: answer text, last-word parse) or "choices" (the label of highest log-probability)
+        self.mode = mode
+        self.builder = RequestBuilder(task, mode=mode, chat=self.chat, examples=examples, max_tokens=max_tokens)
         self.cost = ReferenceCost()
 
     def request(self, prompt: str, sample: Sample) -> Request:
@@ -65,11 +69,17 @@ class ReferenceScorer:
         for sample in self.samples:
             (completion,) = await self.backend.complete_batch([self.request(prompt, sample)])
             self.cost.model_calls += 1
-            predictions.append(self.task.parse(completion.text or "", "last_word"))
+            predictions.append(self._prediction(completion))
         metric = self.task.metric
         if metric.decomposable:
             return math.fsum(metric.sample_score(p, s) for p, s in zip(predictions, self.samples)) / len(self.samples)
         return float(metric.corpus_score(predictions, self.samples))
+
+    def _prediction(self, completion: Completion) -> Any:
+        logprobs = completion.choice_logprobs
+        if logprobs is not None:  # as the evaluator reads it: the first label of highest log-probability
+            return self.task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
+        return self.task.parse(completion.text or "", "last_word")
 
     async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
         out = []
