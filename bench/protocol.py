@@ -297,7 +297,8 @@ async def main() -> None:
                 f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
                 f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
                 f"fp32 peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s ({peak['source']}, measured between the lever replays); "
-                f"hf backend with every lever: {fraction or 0:.2f} of it on label scoring. Whole run {protocol_seconds / 60:.1f} min."),
+                + (f"hf backend with every lever: {fraction:.2f} of it on label scoring. " if fraction is not None else "")
+                + f"Whole run {protocol_seconds / 60:.1f} min."),
         *protocol_lines(contenders),
         "",
         "Seconds per phase (ranking the prompt set, then each attack on the top prompts):",
@@ -314,7 +315,7 @@ async def main() -> None:
               "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
     for n, lb in bounds.items():
         lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")
-    lines += ["", *levers["lines"], ""]
+    lines += [""] + ([*levers["lines"], ""] if levers["rows"] else [])
     if depths:
         lines += ["## Where the fp32 peak goes", "",
                   f"Share of the measured fp32 peak ({peak['flops_per_s'] / 1e9:.0f} GFLOP/s) at three depths, on a batch of "
