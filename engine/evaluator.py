@@ -22,7 +22,12 @@ from promptrobust.engine.scheduler import JobCounters, Scheduler
 from promptrobust.engine.types import Completion, Request
 from promptrobust.tasks.base import ParserName, Sample, Task
 
-__all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord"]
+__all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord", "label_of_highest"]
+
+def label_of_highest(task: Task, logprobs: Sequence[float]) -> Any:
+    """The task label whose choice has the highest log-probability (the first one on a tie)."""
+    return task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
+
 
 #: Models already reported as unable to score label log-probs (one warning each).
 _WARNED_NO_LOGPROBS: set[str] = set()
@@ -133,9 +138,7 @@ class Evaluator:
     def interpret(self, completion: Completion) -> tuple[Any, str | None]:
         """The prediction read from a completion, and the answer text if any."""
         if completion.choice_logprobs is not None:
-            logprobs = completion.choice_logprobs
-            best = max(range(len(logprobs)), key=lambda k: logprobs[k])
-            return self.task.labels[best], None
+            return label_of_highest(self.task, completion.choice_logprobs), None
         text = completion.text or ""
         return self.task.parse(text, self.parser), text
 

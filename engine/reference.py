@@ -27,6 +27,7 @@ from typing import Any
 
 from promptrobust.attacks.base import CandidateScore
 from promptrobust.engine.backends.base import Backend
+from promptrobust.engine.evaluator import label_of_highest
 from promptrobust.engine.requests import RequestBuilder
 from promptrobust.engine.types import Completion, Request
 from promptrobust.tasks.base import Sample, Task
@@ -76,9 +77,8 @@ class ReferenceScorer:
         return float(metric.corpus_score(predictions, self.samples))
 
     def _prediction(self, completion: Completion) -> Any:
-        logprobs = completion.choice_logprobs
-        if logprobs is not None:  # as the evaluator reads it: the first label of highest log-probability
-            return self.task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
+        if completion.choice_logprobs is not None:  # read as the evaluator reads it
+            return label_of_highest(self.task, completion.choice_logprobs)
         return self.task.parse(completion.text or "", "last_word")
 
     async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:

@@ -498,9 +498,7 @@ class HFBackend(Backend):
         kw: dict[str, Any] = {"logits_to_keep": 1} if self._has_logits_to_keep else {}
         self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
         self.positions += len(tokens) - done
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
-        nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
-        return PrefixEntry(tokens, layers, nbytes)
+        return PrefixEntry.of(tokens, [(layer.keys, layer.values) for layer in cache.layers])
 
     def _compute_prefixes(self, todo: list[tuple[tuple[int, ...], PrefixEntry | None]]) -> dict[tuple[int, ...], PrefixEntry]:
         """Compute the prefixes ``todo`` (tokens, cached start), several per forward pass, and cache them.
@@ -541,8 +539,7 @@ class HFBackend(Backend):
                 end = k.shape[2]
                 layers.append((torch.cat([k[row : row + 1, :, width - done : width], k[row : row + 1, :, end - tail :]], dim=2),
                                torch.cat([v[row : row + 1, :, width - done : width], v[row : row + 1, :, end - tail :]], dim=2)))
-            nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
-            out[tokens] = PrefixEntry(tokens, layers, nbytes)
+            out[tokens] = PrefixEntry.of(tokens, layers)
             self.prefixes.add_computed(out[tokens], start)
         return out
 

@@ -37,6 +37,12 @@ class PrefixEntry:
     layers: list[tuple[Any, Any]]
     nbytes: int
 
+    @classmethod
+    def of(cls, tokens: tuple[int, ...], layers: list[tuple[Any, Any]]) -> "PrefixEntry":
+        """An entry owning ``layers``, its size counted from the tensors."""
+        nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        return cls(tokens, layers, nbytes)
+
 
 @dataclass
 class PrefixStats:
