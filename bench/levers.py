@@ -200,21 +200,30 @@ def peak_fraction(backend: Any, levers: dict[str, Any]) -> float | None:
     plus the head once per request; attention score FLOPs (a few percent at
     these lengths) are left out, so the fraction is slightly understated.
     """
+    r = _every_lever_row(levers)
+    if r is None:
+        return None
+    body, head = _linear_layers(backend.model)
+    flops = 2.0 * _params(body) * r["positions"] + 2.0 * _params(head) * r["requests"]
+    return flops / r["seconds"] / levers["peak"]["flops_per_s"]
+
+
+def _every_lever_row(levers: dict[str, Any]) -> dict[str, Any] | None:
+    """The lever table's label-scoring row with every lever on (None when no replay ran)."""
+    rows = [r for r in levers["rows"] if r["mode"] == "engine" and r["configuration"] == LADDER[-1].label]
+    return rows[0] if rows else None
+
+
+def _linear_layers(model: Any) -> tuple[list[Any], list[Any]]:
+    """The model's Linear layers: (every one but the output head, the output head)."""
     import torch
 
-    rows = [r for r in levers["rows"] if r["mode"] == "engine" and r["configuration"] == LADDER[-1].label]
-    if not rows:
-        return None
-    body = head = 0
-    for name, m in backend.model.named_modules():
-        if isinstance(m, torch.nn.Linear):
-            if name.endswith("lm_head"):
-                head += m.weight.numel()
-            else:
-                body += m.weight.numel()
-    r = rows[0]
-    flops = 2.0 * body * r["positions"] + 2.0 * head * r["requests"]
-    return flops / r["seconds"] / levers["peak"]["flops_per_s"]
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    return [m for n, m in linears if not n.endswith("lm_head")], [m for n, m in linears if n.endswith("lm_head")]
+
+
+def _params(layers: list[Any]) -> int:
+    return sum(m.weight.numel() for m in layers)
 
 
 def peak_breakdown(backend: Any, levers: dict[str, Any], rows: int, repeats: int = 3) -> dict[str, Any] | None:
@@ -228,15 +237,14 @@ def peak_breakdown(backend: Any, levers: dict[str, Any], rows: int, repeats: int
     """
     import torch
 
-    engine_rows = [r for r in levers["rows"] if r["mode"] == "engine" and r["configuration"] == LADDER[-1].label]
-    if not engine_rows or not engine_rows[0]["requests"]:
+    r = _every_lever_row(levers)
+    if r is None or not r["requests"]:
         return None
-    width = max(1, round(engine_rows[0]["positions"] / engine_rows[0]["requests"]))
+    width = max(1, round(r["positions"] / r["requests"]))
     configure(backend, ENGINE)
     model = backend.model
-    body = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head")]
-    body_params = sum(m.weight.numel() for m in body)
-    head_params = sum(m.weight.numel() for n, m in model.named_modules() if n.endswith("lm_head"))
+    body, head = _linear_layers(model)
+    body_params, head_params = _params(body), _params(head)
     ids = torch.randint(0, int(model.config.vocab_size), (rows, width))
     inputs = {m.in_features: torch.randn(rows * width, m.in_features) for m in body}
 
