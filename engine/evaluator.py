@@ -71,6 +71,15 @@ class EvaluatorCost:
         return dict(self.__dict__)
 
 
+def warn_no_logprobs(name: str) -> None:
+    """Say once per model and process (not per attack job) that it generates instead of scoring labels."""
+    if name not in _WARNED_NO_LOGPROBS:
+        _WARNED_NO_LOGPROBS.add(name)
+        import logging
+
+        logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate", name)
+
+
 class Evaluator:
     """Scores prompts on one task's samples through one model's scheduler."""
 
@@ -99,12 +108,7 @@ class Evaluator:
         if mode == "choices" and not scheduler.backend.supports_choice_scoring:
             # Issue 12: a model that cannot score labels (an API server without log-probs,
             # decided once at start) generates instead; `mode` and so the records say so.
-            name = scheduler.backend.identity.name
-            if name not in _WARNED_NO_LOGPROBS:  # once per model and process, not per attack job
-                _WARNED_NO_LOGPROBS.add(name)
-                import logging
-
-                logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate", name)
+            warn_no_logprobs(scheduler.backend.identity.name)
             mode = "generate"
         self.scheduler = scheduler
         self.task = task

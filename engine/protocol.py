@@ -25,7 +25,7 @@ from typing import Any
 
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.records import AttackRecord, Cost
-from promptrobust.engine.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.tasks.base import Prompt, Sample, Task
 
 RecordSink = Callable[[AttackRecord], Awaitable[None] | None]
@@ -64,22 +64,41 @@ class Workbench:
         """Per-sample scores are 0/1 (accuracy-like), so Wilson and McNemar apply."""
         return self.task.supports_choices
 
+    def measurement(self) -> MeasurementSettings:
+        """The settings every number of this workbench is made under (no attack: budget and options blank)."""
+        generate = self.mode == "generate"
+        return MeasurementSettings(
+            mode=self.mode,
+            parser=self.evaluation.parser if generate else None,
+            max_new_tokens=(self.evaluation.max_new_tokens or self.task.max_tokens) if generate else None,
+            samples=len(self.samples),
+            sample_selection=DEFAULT_SAMPLE_SELECTION,
+            shots=self.shots,
+            input_format="chat" if self.scheduler.backend.is_chat else "completion",
+            metric=self.task.metric.name,
+            seed=self.evaluation.seed,
+        )
+
     def describe(self) -> dict[str, Any]:
-        """The settings a number was made under (written into results and records)."""
-        ev = self.evaluator()
+        """What was measured and under which settings (written into results and records)."""
+        m = self.measurement()
         return {
-            "model": self.spec.name,
-            "backend": self.spec.backend,
-            "dataset": self.task.name,
-            "metric": self.task.metric.name,
-            "samples": len(self.samples),
-            "seed": self.evaluation.seed,
-            "shots": self.shots,
-            "mode": ev.mode,
-            "parser": self.evaluation.parser if ev.mode == "generate" else None,
-            "max_new_tokens": ev.builder.decoding.max_tokens if ev.mode == "generate" else None,
-            "input_format": "chat" if ev.chat else "completion",
+            "model": self.spec.name, "backend": self.spec.backend, "dataset": self.task.name, "metric": m.metric,
+            "samples": m.samples, "seed": m.seed, "shots": m.shots, "mode": m.mode, "parser": m.parser,
+            "max_new_tokens": m.max_new_tokens, "input_format": m.input_format, "sample_selection": m.sample_selection,
         }
+
+
+def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str:
+    """The one decision of a run's mode: free-text tasks always generate, and a
+    backend that cannot score label log-probs generates (said once per model)."""
+    mode = evaluation.mode_for(task.supports_choices)
+    if mode == "choices" and not backend.supports_choice_scoring:
+        from promptrobust.engine.evaluator import warn_no_logprobs
+
+        warn_no_logprobs(backend.identity.name)
+        mode = "generate"
+    return mode
 
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
@@ -101,7 +120,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
         examples=examples,
         evaluation=evaluation,
         shots=shots,
-        mode=evaluation.mode_for(task.supports_choices),
+        mode=decide_mode(evaluation, task, scheduler.backend),
         scheduler=scheduler,
         chance_rate=_chance_rate(task, samples),
     )
@@ -255,6 +274,8 @@ def _record_base(bench: Workbench, prompt: Prompt, attack: str, settings: Attack
         "budget": settings.budget,
         "early_stopping": settings.early_stopping,
         "chance_rate": bench.chance_rate,
+        "kind": "attack",
+        "attack_options": dict(settings.options.get(attack, {})),
     }
 
 

@@ -1,9 +1,23 @@
-"""The one result record, and the one reader and writer of run folders.
+"""The one result record, and the one reader and writer of record files.
 
 An ``AttackRecord`` holds one measurement: a clean prompt, the prompt an attack
 (or a transfer, a defense, a pairs file) put against it, both scores with
 their 95% intervals, the PDR, the settings under which it was made, and what
-it cost. Records are appended to ``results.jsonl`` the moment they exist (one
+it cost. Its ``kind`` says which measurement it is:
+
+- ``attack``: an attack's own search found the adversarial prompt (``pre run --attack``, sweeps);
+- ``pair``: a given clean/adversarial pair was scored (``pre eval --prompts PAIRS``);
+- ``transfer``: an adversarial prompt found on ``source_model`` was scored on another model;
+- ``defense``: the adversarial prompt was repaired by ``defense`` before scoring.
+
+Reports group by (kind, ``MeasurementSettings``) and never pool kinds.
+
+Rows written before records carried a kind (release 0.1.0) get one inferred
+from what they hold (``infer_kind``), in this order: the ``settings`` entry
+``analysis`` ("transfer", "defense", "eval" -> pair) that 0.1.0 wrote; else a
+``settings`` entry ``undefended_prompt`` or ``defense`` -> defense, or
+``source_model`` -> transfer; else ``adversarial_given`` true -> pair; else
+attack. Records are appended to ``results.jsonl`` the moment they exist (one
 flushed line each, so a crash loses nothing finished; ``cost`` stays a nested
 object there) and consolidated into ``results.parquet`` (cost flattened into
 columns) for analysis with polars.
@@ -21,11 +35,31 @@ from typing import Any, Literal
 
 import orjson
 
-Status = Literal["attacked", "skipped_clean_zero", "failed"]
+from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, MeasurementSettings
 
-#: Record fields that say under which settings a number was made; records that
-#: differ in any of them must not be pooled (reports group by them).
-SETTING_FIELDS = ("mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed")
+Status = Literal["attacked", "skipped_clean_zero", "failed"]
+Kind = Literal["attack", "pair", "transfer", "defense"]
+KINDS: tuple[str, ...] = ("attack", "pair", "transfer", "defense")
+
+
+def infer_kind(row: Mapping[str, Any]) -> str:
+    """The kind of a row that does not say (written before 0.2); the rule is in the module docstring."""
+    kind = row.get("kind")
+    if kind in KINDS:
+        return str(kind)
+    settings = row.get("settings") if isinstance(row.get("settings"), Mapping) else {}
+    analysis = settings.get("analysis")
+    if analysis in ("transfer", "defense"):
+        return str(analysis)
+    if analysis == "eval":
+        return "pair"
+    if "undefended_prompt" in settings or "defense" in settings:
+        return "defense"
+    if "source_model" in settings:
+        return "transfer"
+    if row.get("adversarial_given"):
+        return "pair"
+    return "attack"
 
 
 @dataclass(frozen=True)
@@ -103,21 +137,43 @@ class AttackRecord:
     """Free columns carried from the input (e.g. a pairs file's source_model)."""
     adversarial_given: bool = False
     """The adversarial prompt was an input (a pairs file, a transfer, a defense), not found by a search."""
+    kind: str = ""
+    """attack, pair, transfer or defense (see the module docstring); inferred when left empty."""
+    source_model: str | None = None
+    """transfer (and defense of a transferred record): the model the adversarial prompt was found on."""
+    defense: str | None = None
+    """defense: the defense's name (e.g. spellcheck)."""
+    sample_selection: str = DEFAULT_SAMPLE_SELECTION
+    attack_options: dict[str, str] = field(default_factory=dict)
+    """attack: the options the attack was built with (``--attack-option``)."""
     run_key: str = ""
 
     def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = infer_kind(self.to_dict())
+        if self.kind not in KINDS:
+            raise ValueError(f"record kind must be one of {', '.join(KINDS)} (got {self.kind!r})")
+        if self.kind == "transfer" and self.source_model is None:
+            self.source_model = self.settings.get("source_model")
+        if self.kind == "defense" and self.defense is None:
+            self.defense = self.settings.get("defense")
         if not self.run_key:
             self.run_key = self.measurement_key()
 
+    @property
+    def measurement(self) -> MeasurementSettings:
+        """The settings this number was made under, as they apply to its kind (the grouping key)."""
+        return MeasurementSettings.of(self.to_dict()).for_kind(self.kind)
+
     def measurement_key(self) -> str:
-        """Same key = a rerun of the same measurement (reports count it once). The
-        adversarial prompt is part of it when it was given rather than searched for
-        (a pairs file, a transfer), so two pairs on one clean prompt stay two."""
+        """Same key = a rerun of the same measurement (reports count it once): the
+        kind, what was measured (model, dataset, prompts, attack, source, defense)
+        and the ``MeasurementSettings``. The adversarial prompt is part of it when it
+        was given rather than searched for, so two pairs on one clean prompt stay two."""
         parts = [
-            self.adversarial_prompt if self.adversarial_given else "",
-            self.model, self.backend, self.dataset, self.samples, self.seed, self.mode, self.parser,
-            self.max_new_tokens, self.shots, self.input_format, self.clean_prompt, self.attack, self.budget,
-            self.early_stopping, sorted((str(k), str(v)) for k, v in self.settings.items()),
+            self.kind, self.adversarial_prompt if self.kind != "attack" else "",
+            self.model, self.backend, self.dataset, self.clean_prompt, self.attack, self.source_model, self.defense,
+            self.measurement.to_dict(), sorted((str(k), str(v)) for k, v in self.settings.items()),
         ]
         return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
@@ -141,6 +197,9 @@ class AttackRecord:
         row.setdefault("clean_score", 0.0)
         if "status" not in data:
             row["status"] = "attacked"
+        if not isinstance(row.get("attack_options"), dict):
+            row.pop("attack_options", None)
+        row["kind"] = infer_kind(data)
         return cls(**row)
 
 
@@ -188,7 +247,7 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     cost = row.get("cost")
     if isinstance(cost, Mapping):
         out.update(cost)
-    for key in ("settings", "extra", "prompt_scores", "clean_scores"):
+    for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options"):
         if key in out and not isinstance(out[key], str):
             out[key] = orjson.dumps(out[key], default=str).decode()
     return out

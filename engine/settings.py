@@ -179,3 +179,141 @@ def parse_budget(text: str | int | None) -> int | None:
         raise SettingsError(f"budget must be a whole number or 'unlimited' (got {text!r})") from None
     _check(number >= 1, f"budget must be at least 1 or 'unlimited' (got {number})")
     return number
+
+
+#: How the evaluation samples were chosen when a record does not say (the task's
+#: own draw with the seed: ``Task.load(limit=, seed=)``).
+DEFAULT_SAMPLE_SELECTION = "seeded"
+
+#: ``MeasurementSettings`` fields a report lays out as table rows and columns
+#: (they follow the model or the dataset: shots -> "few-shot" rows, metric and
+#: input format -> the dataset and model columns) instead of report sections.
+TABLE_DIMENSIONS = ("shots", "metric", "input_format")
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class MeasurementSettings:
+    """Under which settings a number was made: THE grouping key of records,
+    reports, merges and resume. Two numbers with different values here are
+    never pooled.
+
+    Built once per measurement (``from_workbench`` by the engine, ``of`` from a
+    written row); ``parser`` and ``max_new_tokens`` only mean something in
+    generate mode and are None otherwise; ``budget`` and ``attack_options``
+    only for an attack's own search (``for_kind`` clears them for the other
+    kinds, so a given pair never shows an "unlimited budget")."""
+
+    mode: str = "unknown"
+    parser: str | None = None
+    max_new_tokens: int | None = None
+    samples: int | None = None
+    sample_selection: str = DEFAULT_SAMPLE_SELECTION
+    shots: int | None = None
+    input_format: str = ""
+    metric: str = ""
+    seed: int | None = None
+    budget: int | None = None
+    attack_options: tuple[tuple[str, str], ...] = ()
+    searched: bool = True
+    """False for kinds without a search (pairs, transfers, defenses, clean scores): budget and options do not apply."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.attack_options, tuple), "attack_options must be a tuple of (key, value) pairs")
+
+    @classmethod
+    def of(cls, row: Any) -> "MeasurementSettings":
+        """The settings of a record or results row (a mapping; old rows with missing fields are read too)."""
+        get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+        mode = str(get("mode") or "unknown")
+        generate = mode == "generate"
+        options = get("attack_options") or {}
+        return cls(
+            mode=mode,
+            parser=(get("parser") or None) if generate else None,
+            max_new_tokens=_int_or_none(get("max_new_tokens")) if generate else None,
+            samples=_int_or_none(get("samples")),
+            sample_selection=str(get("sample_selection") or DEFAULT_SAMPLE_SELECTION),
+            shots=_int_or_none(get("shots")),
+            input_format=str(get("input_format") or ""),
+            metric=str(get("metric") or ""),
+            seed=_int_or_none(get("seed")),
+            budget=_int_or_none(get("budget")),
+            attack_options=tuple(sorted((str(k), str(v)) for k, v in dict(options).items())),
+        )
+
+    def for_kind(self, kind: str) -> "MeasurementSettings":
+        """These settings as they apply to ``kind``: only an attack searched, so only it has a budget and options."""
+        if kind == "attack":
+            return replace(self, searched=True)
+        return replace(self, budget=None, attack_options=(), searched=False)
+
+    def without(self, names: tuple[str, ...] = TABLE_DIMENSIONS) -> "MeasurementSettings":
+        """The value with ``names`` blanked (a report section's key: see ``TABLE_DIMENSIONS``)."""
+        blank = {f: MeasurementSettings.__dataclass_fields__[f].default for f in names}
+        return replace(self, **blank)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode, "parser": self.parser, "max_new_tokens": self.max_new_tokens, "samples": self.samples,
+            "sample_selection": self.sample_selection, "shots": self.shots, "input_format": self.input_format,
+            "metric": self.metric, "seed": self.seed,
+        }
+        if self.searched:
+            out["budget"] = self.budget
+            out["attack_options"] = dict(self.attack_options)
+        return out
+
+    def label(self) -> str:
+        """'mode generate, parser last_word, max_new_tokens 20, 100 samples, seed 0, budget unlimited'
+        (fields left blank are not printed; the budget only where a search ran)."""
+        parts = [f"mode {self.mode}"]
+        if self.mode == "generate":
+            parts.append(f"parser {self.parser or '?'}")
+            parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
+        parts.append(f"{self.samples if self.samples is not None else '?'} samples")
+        if self.sample_selection != DEFAULT_SAMPLE_SELECTION:
+            parts.append(f"samples {self.sample_selection}")
+        if self.shots is not None:
+            parts.append(f"{self.shots}-shot")
+        if self.metric:
+            parts.append(f"metric {self.metric}")
+        if self.input_format:
+            parts.append(f"{self.input_format} input")
+        if self.seed is not None:
+            parts.append(f"seed {self.seed}")
+        if self.searched:
+            parts.append("budget " + ("unlimited" if self.budget is None else str(self.budget)))
+            parts += [f"{k}={v}" for k, v in self.attack_options]
+        return ", ".join(parts)
+
+    def slug(self) -> str:
+        """A short file-name-safe form of the label (report table names)."""
+        parts = [self.mode]
+        if self.mode == "generate":
+            parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
+        parts.append(f"n{self.samples if self.samples is not None else 'x'}")
+        if self.sample_selection != DEFAULT_SAMPLE_SELECTION:
+            parts.append(self.sample_selection)
+        if self.seed is not None:
+            parts.append(f"s{self.seed}")
+        if self.searched:
+            parts.append("bunl" if self.budget is None else f"b{self.budget}")
+            if self.attack_options:
+                import hashlib
+
+                parts.append("o" + hashlib.sha1(repr(self.attack_options).encode()).hexdigest()[:6])
+        return "-".join(parts)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.mode, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.sample_selection,
+                self.shots or 0, self.metric, self.input_format, self.seed or 0, not self.searched, self.budget or 0,
+                self.attack_options)

@@ -39,25 +39,26 @@ def test_records_of_different_modes_are_reported_apart_never_pooled(tmp_path: Pa
                     max_new_tokens=20) for i, p in enumerate((0.7, 0.9))]
     write_run(tmp_path / "a", choices + generate)
     report = build_report([tmp_path], figures=False)
-    assert len(report.sections) == 2
-    assert any("reported apart, never pooled" in n for n in report.notes)
-    titles = [s.title for s in report.sections]
-    assert titles == ["Setting: mode choices, 10 samples, budget unlimited",
-                      "Setting: mode generate, parser last_word, max_new_tokens 20, 10 samples, budget unlimited"]
-    by_choice = report.table("apdr_attack_x_dataset__choices-n10-bunl").long[0]
-    by_generate = report.table("apdr_attack_x_dataset__generate-last_word-t20-n10-bunl").long[0]
+    assert [s.kind for s in report.sections] == ["clean", "clean", "attack", "attack"]
+    assert any("never pooled" in n for n in report.notes)
+    titles = [s.title for s in report.sections if s.kind == "attack"]
+    assert titles == ["Attacks (each attack's own search): mode choices, 10 samples, seed 0, budget unlimited",
+                      "Attacks (each attack's own search): mode generate, parser last_word, max_new_tokens 20, "
+                      "10 samples, seed 0, budget unlimited"]
+    by_choice = report.table("apdr_attack_x_dataset__choices-n10-s0-bunl").long[0]
+    by_generate = report.table("apdr_attack_x_dataset__generate-last_word-t20-n10-s0-bunl").long[0]
     assert (by_choice["mean"], by_choice["count"]) == (pytest.approx(0.2), 2)
     assert (by_generate["mean"], by_generate["count"]) == (pytest.approx(0.8), 2)
     assert all(t.long == [] or t.long[0].get("mean") != pytest.approx(0.5) for t in report.tables)  # no pooled cell
     md = report.markdown()
-    assert "## Setting: mode choices" in md and "## Setting: mode generate" in md
+    assert "## Attacks (each attack's own search): mode choices" in md and "## Attacks (each attack's own search): mode generate" in md
 
 
 def test_sample_size_and_generation_length_also_split(tmp_path: Path) -> None:
     write_run(tmp_path / "a", [rec(samples=10), rec(samples=50, prompt_id="p2", clean_prompt="Other.")])
     write_run(tmp_path / "b", [rec(mode="generate", parser="last_word", max_new_tokens=8),
                                rec(mode="generate", parser="last_word", max_new_tokens=20)])
-    assert len(build_report([tmp_path], figures=False).sections) == 4
+    assert sum(s.kind == "attack" for s in build_report([tmp_path], figures=False).sections) == 4
 
 
 def test_a_rerun_counts_once_by_run_key_and_the_latest_is_kept(tmp_path: Path) -> None:
@@ -72,8 +73,9 @@ def test_a_rerun_counts_once_by_run_key_and_the_latest_is_kept(tmp_path: Path) -
 def test_old_records_without_run_key_are_matched_on_the_measurement(tmp_path: Path) -> None:
     write_run(tmp_path / "a", [rec(pdr=0.1)])
     write_run(tmp_path / "b", [rec(pdr=0.1), rec(pdr=0.4, seed=1)])  # a different seed is a new measurement
-    cell = build_report([tmp_path], figures=False).table("apdr_attack_x_dataset").long[0]
-    assert cell["count"] == 2
+    report = build_report([tmp_path], figures=False)
+    assert report.table("apdr_attack_x_dataset__choices-n10-s0-bunl").long[0]["count"] == 1  # the rerun counted once
+    assert report.table("apdr_attack_x_dataset__choices-n10-s1-bunl").long[0]["count"] == 1  # reported apart
 
 
 def test_most_damaging_and_most_helpful_are_both_listed(tmp_path: Path) -> None:
@@ -137,7 +139,7 @@ def test_at_chance_clean_scores_are_flagged_with_the_note(tmp_path: Path) -> Non
     report = build_report([tmp_path], figures=False)
     chance = report.table("clean_at_chance")
     assert [r["prompt_id"] for r in chance.long] == ["p1"] and chance.note == AT_CHANCE_NOTE
-    assert any(AT_CHANCE_NOTE in n and "1 of 2" in n for n in report.sections[0].notes)
+    assert any(AT_CHANCE_NOTE in n and "1 of 2" in n for s in report.sections for n in s.notes)
     assert "yes" in report.table("worst_prompts").rows[1]  # the at-chance record is marked in the list
 
 

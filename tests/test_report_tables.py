@@ -56,7 +56,8 @@ def test_attack_x_dataset_cells_match_hand_computed_mean_and_sample_std(tables) 
     assert c["mean"] == pytest.approx(mean(tb_sst2))
     assert c["std"] == pytest.approx(stdev(tb_sst2))
     assert (c["count"], c["prompts"]) == (4, 2)
-    assert min(tb_sst2) <= c["ci_low"] <= mean(tb_sst2) <= c["ci_high"] <= max(tb_sst2)
+    # These fixture records carry no per-sample scores: no interval is claimed (issue 19).
+    assert c["ci_low"] is None and c["ci_high"] is None
     cl_rte = [0.00, 0.05, 0.15, 0.20]
     c = cell_of(t, "checklist", "rte")
     assert (c["mean"], c["std"]) == (pytest.approx(mean(cl_rte)), pytest.approx(stdev(cl_rte)))
@@ -66,8 +67,7 @@ def test_attack_x_dataset_cells_match_hand_computed_mean_and_sample_std(tables) 
     # Display: rows and columns sorted, 'all' last, cells as "mean ± std [low, high]".
     assert t.header == ["attack \\ dataset", "rte", "sst2", "all"]
     assert [r[0] for r in t.rows] == ["checklist", "textbugger"]
-    cell = cell_of(t, "textbugger", "sst2")
-    assert t.rows[1][2] == f"{mean(tb_sst2):.2f} ± {stdev(tb_sst2):.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]"
+    assert t.rows[1][2] == f"{mean(tb_sst2):.2f} ± {stdev(tb_sst2):.2f} (no interval: per-sample scores not recorded)"
 
 
 def test_model_tables(tables) -> None:

@@ -116,11 +116,13 @@ async def defend(
                 r = s.record
                 fixed = fixes[r.adversarial_prompt]
                 clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
-                undefended = pair_record(bench, prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv)
+                undefended = pair_record(bench, prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
+                                         kind="defense", defense="none")
                 records.append(
                     pair_record(
                         bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
                         clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
+                        kind="defense", defense=defense.name, source_model=r.model,
                         settings={
                             "analysis": "defense", "defense": defense.name, "distance": distance,
                             "undefended_prompt": r.adversarial_prompt, "undefended_score": adv.score,

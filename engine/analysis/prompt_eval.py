@@ -171,7 +171,7 @@ def _extra_columns(row: Mapping[str, Any]) -> dict[str, Any]:
         if key in KNOWN_COLUMNS or value in (None, ""):
             continue
         name = key
-        if key in taken:
+        if key in taken and not key.startswith("source_"):  # source_model: already names the source
             name = f"source_{key}" if f"source_{key}" not in row else f"file_{key}"
         out[name] = value
     return out
@@ -318,7 +318,7 @@ async def evaluate_prompts(
         result.records = [
             pair_record(
                 bench, prompt_id=it.id, attack=it.attack, clean=scores[it.clean], adversarial=scores[it.adversarial],  # type: ignore[index]
-                prompt_type=it.prompt_type, settings={"analysis": "eval"}, extra=it.extra,
+                prompt_type=it.prompt_type, settings={"analysis": "eval"}, extra=it.extra, kind="pair",
             )
             for it in items
         ]

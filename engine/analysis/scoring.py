@@ -123,9 +123,12 @@ def pair_record(
     attack: str,
     clean: PromptScore,
     adversarial: PromptScore,
+    kind: str = "pair",
     prompt_type: str = "given",
     settings: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    source_model: str | None = None,
+    defense: str | None = None,
 ) -> AttackRecord:
     """The record of a (clean, adversarial) pair scored on the same samples:
     both scores with intervals, the PDR with its paired bootstrap interval,
@@ -152,6 +155,7 @@ def pair_record(
         # An input here (an attack finds its own): two pairs with one clean prompt
         # and different adversarial prompts are two measurements, not reruns of one.
         adversarial_given=True,
+        kind=kind, source_model=source_model, defense=defense,
     )
     return record
 

@@ -34,9 +34,16 @@ class SourceRecord:
     data_file: str | None = None
 
 
+#: Record kinds whose adversarial prompts a transfer or a defense starts from.
+SOURCE_KINDS = ("attack", "pair")
+
+
 def load_source_records(paths: Sequence[str | Path]) -> list[SourceRecord]:
-    """Every attack record in ``results.jsonl`` files under ``paths`` (run
-    folders, folders of run folders, or the files themselves)."""
+    """Every attack (and given-pair) record in ``results.jsonl`` files under
+    ``paths`` (run folders, folders of run folders, or the files themselves).
+    Transfer and defense records are re-measurements of such a record, not
+    sources of their own, so a runs/ folder they were written into still
+    gives each adversarial prompt once."""
     out: list[SourceRecord] = []
     for raw in paths:
         path = Path(raw)
@@ -51,7 +58,9 @@ def load_source_records(paths: Sequence[str | Path]) -> list[SourceRecord]:
                 missing = [k for k in ("model", "dataset", "attack", "clean_prompt") if k not in row]
                 if missing:
                     raise AnalysisInputError(f"{f} line {n} is not an attack record (missing {', '.join(missing)})")
-                out.append(SourceRecord(AttackRecord.from_dict(row), f.parent, data_dir, data_file))
+                record = AttackRecord.from_dict(row)
+                if record.kind in SOURCE_KINDS:
+                    out.append(SourceRecord(record, f.parent, data_dir, data_file))
     if not out:
         raise AnalysisInputError(f"no attack records in {', '.join(map(str, paths))}; run `pre run --attack ...` first")
     return out

@@ -94,6 +94,7 @@ async def transfer(
                         bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
                         clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
                         settings={"analysis": "transfer", **source_fields(s)}, extra=dict(r.extra),
+                        kind="transfer", source_model=r.model,
                     )
                 )
             if keep_samples:

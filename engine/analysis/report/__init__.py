@@ -1,10 +1,14 @@
 """Reports over finished runs, as library code: ``build_report(paths)``.
 
-A report is a list of sections, one per *setting* (mode, parser, generation
-length, sample size, budget): records measured differently are never pooled.
-Each section holds the clean scores (with the at-chance flags), the paper's
-APDR grids (mean ± sample std and a 95% interval per cell), optional
-``group_by`` tables, the cost per attack and the word-frequency analysis.
+A report is a list of sections, one per (kind, setting): clean scores, an
+attack's own search, given pairs, transfers and defenses each get their own
+sections, one per ``MeasurementSettings`` (mode, parser, generation length,
+samples, sample selection, seed, and for attacks the budget and options);
+records of different kinds or settings are never pooled. Clean sections list
+every prompt's score with its interval and at-chance flag; attack sections
+hold the paper's APDR grids (mean ± sample std and a 95% interval per cell),
+the cost per attack and the word-frequency analysis; pairs, transfers (a
+source x target matrix) and defenses (APDR without / with) their own tables.
 Across sections come the most damaging and the most helpful adversarial
 prompts and the records that were not averaged (skipped or failed).
 
@@ -39,17 +43,21 @@ class Figure:
 
 @dataclass
 class Section:
-    """The tables and figures of one setting."""
+    """The tables and figures of one kind of measurement under one setting."""
 
     setting: Setting | None
-    """None when the whole report has one setting (then it is in the header)."""
+    kind: str = "attack"
+    """clean, attack, pair, transfer or defense (``engine.records``)."""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:
-        return "" if self.setting is None else f"Setting: {self.setting.label()}"
+        from promptrobust.engine.analysis.report.build import KIND_TITLES
+
+        head = KIND_TITLES.get(self.kind, self.kind)
+        return head if self.setting is None else f"{head}: {self.setting.label()}"
 
 
 @dataclass

@@ -10,91 +10,122 @@ from promptrobust.engine.analysis.report.tables import (
     Table,
     apdr_tables,
     at_chance_table,
+    clean_prompts_table,
     clean_table,
+    column_value,
     cost_table,
+    defense_table,
     excluded_table,
     extreme_prompts,
     group_table,
+    pair_tables,
     prompts_table,
+    transfer_tables,
 )
 from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE
 
 
-def _settings(data: RunData) -> list[Setting]:
-    """Settings of the records, then clean-only settings no record shares."""
-    found = {r["setting"] for r in data.records}
-    covered = {s.without_budget() for s in found}
-    found |= {c["setting"] for c in data.clean if c["setting"] not in covered}
-    return sorted(found, key=Setting.sort_key)
+KIND_TITLES = {
+    "clean": "Clean scores",
+    "attack": "Attacks (each attack's own search)",
+    "pair": "Given pairs (pre eval)",
+    "transfer": "Transfers (adversarial prompts of a source model on a target model)",
+    "defense": "Defenses (adversarial prompts repaired before scoring)",
+}
+KIND_ORDER = ("clean", "attack", "pair", "transfer", "defense")
+
+
+def section_keys(data: RunData) -> list[tuple[str, Setting]]:
+    """(kind, settings) of every section: clean scores, then each kind of record; never pooled."""
+    keys = {("clean", c["setting"]) for c in data.clean}
+    keys |= {(r["kind"], r["setting"]) for r in data.records}
+    return sorted(keys, key=lambda k: (KIND_ORDER.index(k[0]), k[1].sort_key()))
 
 
 def build_sections(
     data: RunData, *, words: int, word_threshold: float | None, group_by: Sequence[str], figures: bool
 ) -> list[Any]:
-    from promptrobust.engine.analysis.report import Figure, Section
-    from promptrobust.engine.analysis.report import word_frequency as wfq
+    from promptrobust.engine.analysis.report import Section
 
-    settings = _settings(data)
-    several = len(settings) > 1
+    keys = section_keys(data)
+    several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
     sections = []
-    for setting in settings:
-        suffix = f"__{setting.slug()}" if several else ""
-        title_suffix = f" ({setting.label()})" if several else ""
-        section = Section(setting if several else None)
-        records = [r for r in data.records if r["setting"] == setting]
-        attacked = [r for r in records if r["status"] == "attacked"]
-        clean = [c for c in data.clean if c["setting"] == setting.without_budget()]
-        if clean:
-            section.tables.append(clean_table(clean, suffix, title_suffix))
+    for kind, setting in keys:
+        suffix = f"__{setting.slug()}" if several[kind] else ""
+        title_suffix = f" ({setting.label()})" if several[kind] else ""
+        section = Section(setting, kind=kind)
+        if kind == "clean":
+            clean = [c for c in data.clean if c["setting"] == setting]
+            section.tables += [clean_prompts_table(clean, suffix, title_suffix), clean_table(clean, suffix, title_suffix)]
             chance = at_chance_table(clean, suffix, title_suffix)
             if chance is not None:
                 section.tables.append(chance)
-        else:
-            section.notes.append("no clean scores: no results.json with clean scores and no record with a clean score")
+            sections.append(section)
+            continue
+        records = [r for r in data.records if r["kind"] == kind and r["setting"] == setting]
+        attacked = [r for r in records if r["status"] == "attacked"]
         if not attacked:
-            section.notes.append("no attacked records: run `pre run --attack ...` for APDR, cost and word tables")
+            section.notes.append(f"no {kind} record has a PDR (all skipped or failed: see the records not averaged)")
             sections.append(section)
             continue
         n_chance = sum(1 for r in attacked if r["at_chance"])
         if n_chance:
-            section.notes.append(f"{n_chance} of {len(attacked)} attacked records have a clean score at chance: {AT_CHANCE_NOTE}")
-        grids = apdr_tables(attacked, suffix, title_suffix)
-        section.tables += grids
-        section.tables += [group_table(attacked, [c], suffix, title_suffix) for c in group_by]
-        section.tables.append(cost_table(attacked, suffix, title_suffix))
-        wf = None
-        try:
-            wf = wfq.analyse(attacked, threshold=word_threshold, top=words)
-            section.tables += wfq.tables(wf, suffix, title_suffix)
-        except wfq.WordFrequencyError as exc:
-            section.notes.append(f"word frequency skipped: {exc}")
-        if figures:
-            from promptrobust.engine.analysis.report import plots
-
-            by_attack, by_model, _, model_attack = grids
-            section.figures += [
-                Figure("apdr_by_attack" + suffix, "APDR by attack" + title_suffix, plots.apdr_bars(by_attack, "attack")),
-                Figure("apdr_by_model" + suffix, "APDR by model" + title_suffix, plots.apdr_bars(by_model, "model")),
-                Figure("heatmap_attack_x_dataset" + suffix, "APDR heat map: attack x dataset" + title_suffix,
-                       plots.heatmap(by_attack, "attack", "dataset")),
-                Figure("heatmap_model_x_attack" + suffix, "APDR heat map: model x attack" + title_suffix,
-                       plots.heatmap(model_attack, "model", "attack")),
-            ]
-            if wf is not None:
-                section.figures.append(Figure("word_frequency" + suffix, "Relative frequency difference per word" + title_suffix,
-                                              plots.word_bars(wf.robust_words(), wf.vulnerable_words())))
+            section.notes.append(f"{n_chance} of {len(attacked)} records have a clean score at chance: {AT_CHANCE_NOTE}")
+        if kind == "attack":
+            _attack_tables(section, attacked, suffix, title_suffix, words=words, word_threshold=word_threshold, figures=figures)
+        elif kind == "pair":
+            section.tables += pair_tables(attacked, suffix, title_suffix)
+        elif kind == "transfer":
+            section.tables += transfer_tables(attacked, suffix, title_suffix)
+        else:
+            section.tables.append(defense_table(attacked, suffix, title_suffix))
+        section.tables += [group_table(attacked, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
+                           for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
 
 
+def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
+                   word_threshold: float | None, figures: bool) -> None:
+    """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
+    from promptrobust.engine.analysis.report import Figure
+    from promptrobust.engine.analysis.report import word_frequency as wfq
+
+    grids = apdr_tables(attacked, suffix, title_suffix)
+    section.tables += grids
+    section.tables.append(cost_table(attacked, suffix, title_suffix))
+    wf = None
+    try:
+        wf = wfq.analyse(attacked, threshold=word_threshold, top=words)
+        section.tables += wfq.tables(wf, suffix, title_suffix)
+    except wfq.WordFrequencyError as exc:
+        section.notes.append(f"word frequency skipped: {exc}")
+    if figures:
+        from promptrobust.engine.analysis.report import plots
+
+        by_attack, by_model, _, model_attack = grids
+        section.figures += [
+            Figure("apdr_by_attack" + suffix, "APDR by attack" + title_suffix, plots.apdr_bars(by_attack, "attack")),
+            Figure("apdr_by_model" + suffix, "APDR by model" + title_suffix, plots.apdr_bars(by_model, "model")),
+            Figure("heatmap_attack_x_dataset" + suffix, "APDR heat map: attack x dataset" + title_suffix,
+                   plots.heatmap(by_attack, "attack", "dataset")),
+            Figure("heatmap_model_x_attack" + suffix, "APDR heat map: model x attack" + title_suffix,
+                   plots.heatmap(model_attack, "model", "attack")),
+        ]
+        if wf is not None:
+            section.figures.append(Figure("word_frequency" + suffix, "Relative frequency difference per word" + title_suffix,
+                                          plots.word_bars(wf.robust_words(), wf.vulnerable_words())))
+
+
 def extremes_and_excluded(data: RunData, top: int) -> tuple[list[Table], Table | None, list[str]]:
     notes: list[str] = []
-    damaging = extreme_prompts(data.records, top)
-    helpful = extreme_prompts(data.records, top, helpful=True)
+    attacks = [r for r in data.records if r["kind"] == "attack"]  # prompts an attack found, not given ones
+    damaging = extreme_prompts(attacks, top)
+    helpful = extreme_prompts(attacks, top, helpful=True)
     tables = []
     if damaging:
         tables.append(prompts_table(damaging, helpful=False))
-    elif any(r["status"] == "attacked" for r in data.records):
+    elif any(r["status"] == "attacked" for r in attacks):
         notes.append("no attack lowered a score (every PDR <= 0): no damaging adversarial prompts to show")
     if helpful:
         tables.append(prompts_table(helpful, helpful=True))
@@ -105,21 +136,19 @@ def meta_and_notes(data: RunData, sections: Sequence[Any]) -> tuple[list[str], l
     runs = sorted({str(f.parent) for f in data.files})
     recs = data.records
     by_status = {s: sum(1 for r in recs if r["status"] == s) for s in ("attacked", "skipped_clean_zero", "failed")}
+    by_kind = [f"{sum(1 for r in recs if r['kind'] == k)} {k}" for k in KIND_ORDER[1:] if any(r["kind"] == k for r in recs)]
     meta = [
-        f"{len(runs)} run folder(s), {len(recs)} attack record(s) ({by_status['attacked']} attacked, "
-        f"{by_status['skipped_clean_zero']} skipped, {by_status['failed']} failed), {len(data.clean)} clean prompt score(s)"
+        f"{len(runs)} run folder(s), {len(recs)} record(s) ({by_status['attacked']} attacked, "
+        f"{by_status['skipped_clean_zero']} skipped, {by_status['failed']} failed)"
+        + (f"; by kind: {', '.join(by_kind)}" if by_kind else "") + f"; {len(data.clean)} clean prompt score(s)"
     ]
     for col in ("model", "dataset", "attack"):
         values = sorted({r[col] for r in recs} | ({c[col] for c in data.clean} if col != "attack" else set()))
         if values:
             meta.append(f"{col}s: " + ", ".join(values))
-    notes = []
-    if len(sections) == 1:
-        only = _settings(data)[0]
-        meta.append(f"setting: {only.label()}")
-    else:
-        notes.append(f"records of {len(sections)} settings (mode, parser, generation length, samples, budget) "
-                     "are reported apart, never pooled")
+    notes = ["each section holds one kind of measurement under one setting; kinds and settings are never pooled"]
+    if not recs:
+        notes.append("no attacked records: run `pre run --attack ...` for APDR, cost and word tables")
     if data.reruns_dropped:
         notes.append(f"{data.reruns_dropped} rerun record(s) of a measurement already read counted once (the latest kept)")
     return meta, notes

@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.analysis.statistics import is_at_chance, record_status
+from promptrobust.engine.records import infer_kind
+from promptrobust.engine.settings import MeasurementSettings
 
 RESULT_NAMES = ("results.jsonl", "results.json")
 REQUIRED = ("model", "dataset", "attack", "clean_prompt")
@@ -35,6 +37,7 @@ KNOWN_FIELDS = frozenset((
     "metric", "seed", "budget", "early_stopping", "clean_ci95", "adversarial_ci95", "pdr_ci95", "mcnemar_p",
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
+    "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
 ))
 
 
@@ -42,55 +45,15 @@ class ReportInputError(ValueError):
     """Paths or files a report cannot be built from (the CLI exits with code 2)."""
 
 
-@dataclass(frozen=True)
-class Setting:
-    """What a score means: records of different settings are never pooled."""
+#: A report section's key: the measurement settings a record was made under, as
+#: they apply to its kind, without the fields the tables lay out as rows and
+#: columns (``settings.TABLE_DIMENSIONS``: shots, metric, input format).
+Setting = MeasurementSettings
 
-    mode: str
-    parser: str | None
-    max_new_tokens: int | None
-    samples: int | None
-    budget: int | None
-    budget_known: bool = True
-    """False for a clean score's setting: the attack budget does not apply."""
 
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> "Setting":
-        mode = str(row.get("mode") or "unknown")
-        generate = mode == "generate"
-        return cls(
-            mode=mode,
-            parser=(row.get("parser") or None) if generate else None,
-            max_new_tokens=_int_or_none(row.get("max_new_tokens")) if generate else None,
-            samples=_int_or_none(row.get("samples")),
-            budget=_int_or_none(row.get("budget")),
-        )
-
-    def label(self, *, with_budget: bool = True) -> str:
-        parts = [f"mode {self.mode}"]
-        if self.mode == "generate":
-            parts.append(f"parser {self.parser or '?'}")
-            parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
-        parts.append(f"{self.samples if self.samples is not None else '?'} samples")
-        if with_budget and self.budget_known:
-            parts.append("budget " + ("unlimited" if self.budget is None else str(self.budget)))
-        return ", ".join(parts)
-
-    def slug(self) -> str:
-        parts = [self.mode]
-        if self.mode == "generate":
-            parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
-        parts.append(f"n{self.samples if self.samples is not None else 'x'}")
-        if self.budget_known:
-            parts.append("bunl" if self.budget is None else f"b{self.budget}")
-        return "-".join(parts)
-
-    def without_budget(self) -> "Setting":
-        """The setting of a clean score: the attack budget does not change it."""
-        return Setting(self.mode, self.parser, self.max_new_tokens, self.samples, None, budget_known=False)
-
-    def sort_key(self) -> tuple[Any, ...]:
-        return (self.mode, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.budget_known, self.budget or 0)
+def section_setting(row: Mapping[str, Any], kind: str) -> MeasurementSettings:
+    """The section key of a record (or of a clean score: ``kind="clean"``)."""
+    return MeasurementSettings.of(row).for_kind(kind).without()
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -188,7 +151,13 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
     if at_chance is None:
         at_chance = is_at_chance(rec["clean_ci95"], rec["chance_rate"])
     rec["at_chance"] = bool(at_chance)
-    rec["setting"] = Setting.of(row)
+    kind = infer_kind(row)
+    rec["kind"] = kind
+    settings = rec["settings"]
+    rec["source_model"] = row.get("source_model") or (settings.get("source_model") if kind in ("transfer", "defense") else None)
+    rec["defense"] = row.get("defense") or (settings.get("defense") if kind == "defense" else None)
+    rec["setting"] = section_setting(row, kind)
+    rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
     if not rec["run_key"]:
         rec["run_key"] = legacy_run_key(rec)
     return rec
@@ -226,7 +195,7 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
     if shots is None:
         shots = next((_int_or_none(r.get("shots")) for r in data.get("attacked") or [] if isinstance(r, dict)), None)
     base = {"model": str(data["model"]), "dataset": str(data["dataset"]), "shots": shots,
-            "setting": Setting.of(merged).without_budget(), "source": str(path.parent)}
+            "setting": section_setting(merged, "clean"), "source": str(path.parent), "from": "run"}
     out: list[dict[str, Any]] = []
     run_chance = data.get("chance_rate")  # one majority-class rate per run (its samples)
     if isinstance(data.get("clean"), list):
@@ -234,13 +203,13 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
             if isinstance(r, dict) and isinstance(r.get("score"), (int, float)):
                 out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
                                       r.get("at_chance"), r.get("chance_rate", run_chance)))
-    elif isinstance(data.get("clean_scores"), dict):
-        out += [_clean_row(base, k, v) for k, v in data["clean_scores"].items() if isinstance(v, (int, float))]
-    elif isinstance(data.get("prompts"), list):
+    elif isinstance(data.get("prompts"), list):  # before clean_scores: it holds the intervals
         for r in data["prompts"]:
             if isinstance(r, dict) and isinstance(r.get("score"), (int, float)) and (r.get("prompt_id") or r.get("id")):
                 out.append(_clean_row(base, r.get("prompt_id") or r.get("id"), r["score"], r.get("ci95"),
                                       r.get("at_chance"), r.get("chance_rate", run_chance)))
+    elif isinstance(data.get("clean_scores"), dict):
+        out += [_clean_row(base, k, v, chance=run_chance) for k, v in data["clean_scores"].items() if isinstance(v, (int, float))]
     return out
 
 
@@ -260,7 +229,7 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         if r["clean_score"] is None or r["status"] == "failed":
             continue
         base = {"model": r["model"], "dataset": r["dataset"], "shots": r["shots"],
-                "setting": r["setting"].without_budget(), "source": r["source"]}
+                "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"]}
         out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
                               r["at_chance"], r["chance_rate"]))
         if r["clean_scores"]:  # a sweep record lists its whole prompt set
@@ -295,7 +264,7 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
         raise ReportInputError(f"no results.jsonl or results.json under {where}: run `pre run --attack ...` or `pre sweep` first")
     records, dropped = dedupe_reruns(raw)
     # A summary written before runs recorded their mode/samples takes the setting of its own records.
-    by_source = {r["source"]: r["setting"].without_budget() for r in records}
+    by_source = {r["source"]: r["setting"].for_kind("clean") for r in records}
     for c in summary_clean:
         if c["source"] in by_source:
             c["setting"] = by_source[c["source"]]

@@ -102,13 +102,32 @@ def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
     return MISSING if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def apdr_cell(s: PDRSummary, digits: int = 2) -> str:
-    """'0.31 ± 0.12 [0.20, 0.43]'; the PDR alone for one record; '–' for none."""
+NO_INTERVAL = "no interval: per-sample scores not recorded"
+
+
+def has_sample_scores(records: Iterable[Mapping[str, Any]]) -> bool:
+    """Every record carries per-sample scores (so a bootstrap over samples is possible)."""
+    return all(r.get("has_sample_scores", True) for r in records)
+
+
+def apdr_cell(s: PDRSummary, digits: int = 2, *, samples: bool = True) -> str:
+    """'0.31 ± 0.12 [0.20, 0.43]'; the PDR alone for one record; '–' for none;
+    without per-sample scores the interval is replaced by ``NO_INTERVAL``."""
     if s.n == 0 or s.mean is None:
         return MISSING
     if s.n == 1 or s.std is None:
-        return f"{s.mean:.{digits}f}"
-    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval_text(s.ci95, digits)}"
+        return f"{s.mean:.{digits}f}" + ("" if samples else f" ({NO_INTERVAL})")
+    interval = interval_text(s.ci95, digits) if samples else f"({NO_INTERVAL})"
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval}"
+
+
+def _summary(members: Sequence[Mapping[str, Any]]) -> tuple[PDRSummary, bool]:
+    """APDR of ``members`` and whether its interval may be shown (it is withheld without per-sample scores)."""
+    s = summarize_pdrs(members)
+    samples = has_sample_scores(r for r in members if r.get("status") == "attacked")
+    if not samples and s.ci95 is not None:
+        s = PDRSummary(s.mean, s.std, None, s.n, s.n_prompts)
+    return s, samples
 
 
 def summary_columns(s: PDRSummary) -> dict[str, Any]:
@@ -167,8 +186,8 @@ def grid_table(
                 line.append(MISSING)
                 means.append(None)
                 continue
-            s = summarize_pdrs(members)
-            line.append(apdr_cell(s))
+            s, samples = _summary(members)
+            line.append(apdr_cell(s, samples=samples))
             means.append(s.mean)
             long.append({row_title: rv, col_title: cv, **summary_columns(s)})
         display.append(line)
@@ -190,24 +209,25 @@ def apdr_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_su
     ]
 
 
-def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], suffix: str = "", title_suffix: str = "") -> Table:
+def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], suffix: str = "", title_suffix: str = "",
+                *, name: str = "", title: str = "") -> Table:
     """APDR per combination of ``columns`` (record fields or extra columns of a pairs file)."""
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in records:
         groups.setdefault(tuple(_column_text(r, c) for c in columns), []).append(r)
     display, long = [], []
     for key in sorted(groups):
-        s = summarize_pdrs(groups[key])
-        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s)])
+        s, samples = _summary(groups[key])
+        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples)])
         long.append({**dict(zip(columns, key)), **summary_columns(s)})
-    name = "apdr_by_" + "_".join(columns) + suffix
-    title = "APDR by " + ", ".join(columns) + title_suffix
+    name = (name or "apdr_by_" + "_".join(columns)) + suffix
+    title = (title or "APDR by " + ", ".join(columns)) + title_suffix
     return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE)
 
 
 def column_value(rec: Mapping[str, Any], column: str) -> Any:
     """A record's field, or an extra column it carries (e.g. source_model)."""
-    if column in rec and column not in ("extras", "cost", "settings"):
+    if column in rec and column not in ("extras", "cost", "settings") and rec[column] is not None:
         return rec[column]
     return rec.get("extras", {}).get(column)
 
@@ -250,10 +270,36 @@ def clean_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suff
             line.append(f"{m:.2f}" if sd is None else f"{m:.2f} ± {sd:.2f}")
             long.append({"model": labels[rv][0], "shots": labels[rv][1], "dataset": cv, "mean": m, "std": sd, "count": len(values)})
         display.append(line)
-    note = ("mean ± sample standard deviation (ddof=1) of the clean score over the prompts of each set; "
+    note = ("mean ± sample standard deviation (ddof=1) of the clean score over every distinct prompt listed in "
+            "the per-prompt table for that model and dataset (count in the CSV), whatever measurement scored it; "
             "a prompt scored by several runs counts once, with the mean of its scores")
     return Table("clean_model_x_dataset" + suffix, "Clean scores by model and dataset" + title_suffix,
                  ["model \\ dataset", *cols], display, long, note)
+
+
+FROM_TEXT = {"run": "prompt set", "attack": "attacked prompt", "pair": "pair (clean half)",
+             "transfer": "transfer (clean half)", "defense": "defense (clean half)"}
+
+
+def clean_prompts_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
+    """Every prompt's clean score with its 95% interval and the at-chance flag (one row per prompt and run)."""
+    rows: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for c in clean:
+        rows.setdefault((c["model"], c["shots"], c["dataset"], c["prompt_id"], c["source"]), c)
+    display, long = [], []
+    for key in sorted(rows, key=lambda k: tuple(str(x) for x in k)):
+        c = rows[key]
+        ci = c.get("ci95")
+        chance = MISSING if c.get("chance_rate") is None else f"{c['chance_rate']:.2f}"
+        model = c["model"] if c["shots"] is None else f"{c['model']} ({c['shots']}-shot)"
+        display.append([model, c["dataset"], c["prompt_id"], f"{c['score']:.2f}", interval_text(ci) if ci else NO_INTERVAL,
+                        "yes" if c.get("at_chance") else "", chance, FROM_TEXT.get(c.get("from", ""), str(c.get("from") or "")),
+                        Path(str(c["source"])).name])
+        long.append({k: c.get(k) for k in ("model", "shots", "dataset", "prompt_id", "score", "ci95", "at_chance",
+                                           "chance_rate", "from", "source")})
+    return Table("clean_prompts" + suffix, "Clean score of every prompt" + title_suffix,
+                 ["model", "dataset", "prompt", "clean score", "95% interval", "at chance", "chance rate", "scored as", "run"],
+                 display, long, f"95% interval: Wilson (0/1 scores) or bootstrap over samples; at chance: {AT_CHANCE_NOTE}")
 
 
 def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
@@ -339,3 +385,51 @@ def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
         note += f"; at chance: {AT_CHANCE_NOTE}"
     return Table(name, title, ["#", "PDR", "95% interval", "McNemar p", "at chance", "attack", "model", "dataset", "prompt"],
                  display, list(map(dict, rows)), note)
+
+
+# -- kinds other than an attack's own search: their own tables, never pooled with attacks -----------------
+
+
+def pair_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
+    """Given clean/adversarial pairs (``pre eval``): APDR per model, dataset and attack name of the file."""
+    return [group_table(records, ["model", "dataset", "attack"], suffix, title_suffix,
+                        name="pairs_apdr", title="APDR of given pairs by model, dataset and attack")]
+
+
+def transfer_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
+    """Transfers: the source x target matrix (all attacks), then per (source, target, attack)."""
+    matrix = grid_table(records, "source_model", "model", name="transfer_source_x_target" + suffix,
+                        title="Transfer APDR: source model x target model" + title_suffix,
+                        row_title="source model", col_title="target model")
+    return [matrix, group_table(records, ["source_model", "model", "attack"], suffix, title_suffix,
+                                name="transfer_by_attack", title="Transfer APDR by source, target and attack")]
+
+
+def _undefended(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A defense record as it was without the defense (its settings keep the undefended PDR)."""
+    pdr = r["settings"].get("undefended_pdr")
+    return {**r, "pdr": pdr, "status": r["status"] if pdr is not None else "skipped_clean_zero",
+            "adversarial_sample_scores": [], "has_sample_scores": False}
+
+
+def defense_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
+    """Defenses: APDR without and with the defense per (model, attack, defense), and the share recovered."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["model"], r["attack"], str(r.get("defense") or MISSING)), []).append(r)
+    display, long = [], []
+    for key in sorted(groups):
+        members = groups[key]
+        without = summarize_pdrs([_undefended(r) for r in members])
+        with_, samples = _summary(members)
+        recovered = (without.mean - with_.mean) / without.mean if (
+            without.mean and without.mean > 0 and with_.mean is not None) else None
+        display.append([*key, str(with_.n), apdr_cell(PDRSummary(without.mean, without.std, None, without.n, without.n_prompts),
+                                                      samples=without.n < 2),
+                        apdr_cell(with_, samples=samples), MISSING if recovered is None else f"{recovered:.0%}"])
+        long.append({"model": key[0], "attack": key[1], "defense": key[2], "pdr_without": without.mean,
+                     "pdr_without_std": without.std, **summary_columns(with_), "recovered": recovered})
+    note = ("APDR without the defense: mean ± sample std of the undefended PDRs (the records keep no per-sample scores of "
+            "the undefended prompt, so no interval); with: mean ± std and its 95% interval; recovered: share of the drop undone")
+    return Table("defense_with_without" + suffix, "Defense: APDR without and with it" + title_suffix,
+                 ["model", "attack", "defense", "records", "APDR without", "APDR with", "recovered"], display, long, note)
