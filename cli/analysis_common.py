@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from promptrobust.cli.common import (
     add_data_arguments,
     add_model_arguments,
@@ -99,30 +97,37 @@ def library_errors() -> Iterator[None]:
         raise UserError(str(exc)) from None
 
 
-def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> Any:
-    """``await call(session)`` on a Session built from the flags, closed afterwards."""
+def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:
+    """``await call(session)`` on a Session built from the flags, closed afterwards;
+    returns the result and the session's facts (model identities, counters) for results.json."""
+    from promptrobust.engine.run_results import session_facts
     from promptrobust.engine.session import Session
     from promptrobust.engine.sync import run_sync
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, dict[str, Any]]:
         async with Session(cache=args.cache, settings=scheduler_settings(args), use_cache=not args.no_cache) as session:
-            return await call(session)
+            result = await call(session)
+            return result, session_facts(session)
 
     with library_errors():
         return run_sync(go)
 
 
-def write_records(folder: Any, records: Sequence[Any], sample_log: Sequence[Mapping[str, Any]] = ()) -> None:
-    """results.jsonl (+ .parquet) and, with --log-samples, samples.jsonl."""
-    from promptrobust.engine.records import append_jsonl, consolidate_parquet
+def write_records(folder: Any, records: Sequence[Any], sample_log: Sequence[Mapping[str, Any]] = ()) -> int:
+    """results.jsonl (+ .parquet) and, with --log-samples, samples.jsonl; returns the sample lines written."""
+    folder.write_records(records)
+    return folder.write_jsonl("samples.jsonl", sample_log)
 
-    if records:
-        append_jsonl(folder.path("results.jsonl"), records)
-        consolidate_parquet(folder.path("results.jsonl"), folder.path("results.parquet"))
-    if sample_log:
-        with folder.path("samples.jsonl").open("wb") as fh:
-            for row in sample_log:
-                fh.write(orjson.dumps(row, default=str) + b"\n")
+
+def write_results(folder: Any, args: argparse.Namespace, result: Any, facts: Mapping[str, Any], logged: int,
+                  configs: Mapping[str, Any], **document: Any) -> None:
+    """results.json in the one layout, from an analysis result (``engine.run_results.records_document``)."""
+    from promptrobust.engine.run_results import records_document
+
+    folder.write_results(records_document(
+        getattr(args, "argv", ["pre", args.command or ""]), records=result.records, facts=facts, started=folder.started,
+        wall_seconds=result.wall_seconds, configs=configs, logged=logged, **document,
+    ))
 
 
 def print_notes(notes: Sequence[str]) -> None:

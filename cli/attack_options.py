@@ -13,7 +13,6 @@ from typing import Any
 
 from promptrobust.cli import common, printing
 from promptrobust.cli.errors import UserError
-from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
 ALL = "all"
 
@@ -72,28 +71,24 @@ def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -
 
 
 async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], settings: Any, folder: Any) -> int:
-    from promptrobust.engine.protocol import run_protocol
+    from promptrobust.engine.protocol import run_protocol, sample_log
+    from promptrobust.engine.run_results import protocol_document, session_facts
 
-    jsonl_path = folder.path("results.jsonl")
     say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
     result = await run_protocol(
         bench,
         prompts,
         settings,
-        on_record=lambda record: append_jsonl(jsonl_path, [record]),
+        on_record=lambda record: folder.append_records([record]),
         on_event=say,
         fail_fast=(KeyboardInterrupt,),
     )
-    consolidate_parquet(jsonl_path, folder.path("results.parquet"))
-    summary = result.summary()
-    summary["attack_settings"] = {
-        "attacks": list(settings.attacks), "top_k": settings.top_k, "budget": settings.budget,
-        "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size,
-    }
-    summary["chance_rate"] = bench.chance_rate
-    summary["scheduler"] = bench.scheduler.stats.snapshot()
-    summary["cache"] = session.cache.summary() if session.cache is not None else None
-    folder.write_json("results.json", summary)
+    folder.consolidate()
+    logged = folder.write_jsonl("samples.jsonl", await sample_log(bench, result.records)) if args.log_samples else 0
+    folder.write_results(protocol_document(
+        getattr(args, "argv", ["pre", "run"]), bench=bench, result=result, attacks=settings, facts=session_facts(session),
+        started=folder.started, configs=getattr(args, "configs", {}), logged=logged,
+    ))
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)
     printing.print_records(result.records)
     printing.next_step(attacked=True, output_dir=args.output_dir)

@@ -38,7 +38,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.cli.output import RunFolder
+    from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.analysis.defense import defend
     from promptrobust.engine.analysis.sources import load_source_records
 
@@ -48,17 +48,19 @@ def handle(args: argparse.Namespace) -> int:
     models = sorted({args.model} if args.model else {s.record.model for s in sources})
     progress = common.ProgressLine(enabled=not args.no_progress, label="[defend] ")
     with RunFolder(args.output_dir, ["defend", *models[:2]]) as folder:
-        result = common.run_in_session(
+        result, facts = common.run_in_session(
             args,
             lambda session: defend(
                 session, sources, model=args.model, model_args=common.model_args(args), settings=settings,
                 distance=args.distance, keep_samples=args.log_samples, progress=progress,
             ),
         )
-        common.write_records(folder, result.records, result.sample_log)
+        logged = common.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
-        folder.write_json("config.json", {**config_of(args), "sources": settings})
-        folder.write_json("results.json", result.to_dict())
+        folder.write_json("config.json", {**config_of(args), "sources": settings, "distance": args.distance})
+        common.write_results(folder, args, result, facts, logged, {"sources": settings, "distance": args.distance},
+                             apdr=result.summary, clean_from="defense",
+                             extra_results={"defense": result.defense, "notes": result.notes})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)
@@ -77,7 +79,7 @@ def _write_tables(folder: Any, result: Any) -> None:
     records = text_table(rows, list(rows[0]), name="records", title="Records")
     summary.write_csv(folder.partial)
     records.write_csv(folder.partial)
-    folder.path("defense.md").write_text(summary.markdown() + "\n" + records.markdown(), encoding="utf-8")
+    folder.write_text("defense.md", summary.markdown() + "\n" + records.markdown())
 
 
 def _pdr(value: float | None) -> str:

@@ -23,6 +23,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.engine.backends.base import BackendError
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.run_folder import RunFolderError
     from promptrobust.engine.protocol import InputTooLongError
     from promptrobust.engine.settings import SettingsError
     from promptrobust.engine.sweep import SweepConfigError
@@ -30,13 +31,17 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
     return (
         UserError, FileNotFoundError, PermissionError, BackendError, CacheError, ReportInputError, AnalysisInputError, StatisticsError, ModelArgsError,
-        UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError, InputTooLongError,
+        UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError, InputTooLongError, RunFolderError,
     )
 
 
 def one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
+    """The error as one line; a library error naming the ``setting`` to change gets its flag appended."""
+    text = " ".join((str(exc).strip() or type(exc).__name__).split())
+    setting = getattr(exc, "setting", None)
+    if isinstance(setting, str) and setting:
+        text += f" (--{setting.replace('_', '-')})"
+    return text
 
 
 def fail(message: str) -> int:

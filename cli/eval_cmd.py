@@ -43,7 +43,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.cli.output import RunFolder
+    from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.analysis.prompt_eval import evaluate_prompts, read_prompt_file
 
     check_paths(args)
@@ -52,17 +52,22 @@ def handle(args: argparse.Namespace) -> int:
         items = read_prompt_file(args.prompts)
     progress = common.ProgressLine(enabled=not args.no_progress, label="[eval] ")
     with RunFolder(args.output_dir, ["eval", args.model, args.dataset]) as folder:
-        result = common.run_in_session(
+        result, facts = common.run_in_session(
             args,
             lambda session: evaluate_prompts(
                 session, items, model=args.model, model_args=common.model_args(args), settings=settings,
                 prompt_type=args.prompt_type, keep_samples=args.log_samples, progress=progress,
             ),
         )
-        common.write_records(folder, result.records, result.sample_log)
-        folder.write_json("results.json", {**result.to_dict(), "prompts_file": str(args.prompts)})
+        logged = common.write_records(folder, result.records, result.sample_log)
+        common.write_results(
+            folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(args.prompts)},
+            clean=[c.to_dict() for c in result.clean], apdr=result.apdr, measurement=result.measurement,
+            dataset=result.settings["dataset"], chance_rate=result.chance_rate,
+            extra_results={"mean_score": result.mean_score, "notes": result.notes},
+        )
         folder.write_json("config.json", {**config_of(args), "evaluation": settings})
-        folder.path("results.md").write_text(_markdown(result), encoding="utf-8")
+        folder.write_text("results.md", _markdown(result))
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)

@@ -14,6 +14,7 @@ from promptrobust.cli import printing
 async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], folder: Any) -> int:
     from promptrobust.cli.progress import Progress
     from promptrobust.engine.protocol import clean_score
+    from promptrobust.engine.run_results import clean_document, session_facts
 
     scheduler = bench.scheduler
     evaluator = bench.evaluator()
@@ -27,6 +28,7 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
     started = time.monotonic()
     progress.start()
     clean = []
+    logged = 0
     samples_file = folder.path("samples.jsonl").open("wb") if args.log_samples else None
     try:
         for i, prompt in enumerate(prompts):
@@ -35,28 +37,18 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
             clean.append(clean_score(bench, prompt, ev))
             if samples_file is not None:
                 for rec in ev.records:
-                    samples_file.write(orjson.dumps({"prompt_id": prompt.id, **rec.__dict__}, default=str) + b"\n")
+                    samples_file.write(orjson.dumps({"prompt_id": prompt.id, "role": "clean", **rec.__dict__}, default=str) + b"\n")
+                    logged += 1
     finally:
         await progress.stop()
         if samples_file is not None:
             samples_file.close()
     wall = time.monotonic() - started
     settings = bench.describe()
-    settings["mode"] = evaluator.mode  # a backend without log-probs turns choices into generate
-    folder.write_json(
-        "results.json",
-        {
-            **settings,
-            "model_identity": identity_dict(scheduler),
-            "chance_rate": bench.chance_rate,
-            "prompts": [c.to_dict() for c in clean],
-            "clean_scores": {c.prompt.id: c.score for c in clean},
-            "mean_score": sum(c.score for c in clean) / len(clean),
-            "wall_seconds": round(wall, 3),
-            "scheduler": scheduler.stats.snapshot(),
-            "cache": session.cache.summary() if session.cache is not None else None,
-        },
-    )
+    folder.write_results(clean_document(
+        getattr(args, "argv", ["pre", "run"]), bench=bench, clean=clean, facts=session_facts(session), started=folder.started,
+        wall_seconds=wall, configs=getattr(args, "configs", {}), logged=logged,
+    ))
     printing.print_clean(settings, clean, chance=bench.chance_rate)
     s = scheduler.stats.snapshot()
     print(
@@ -66,7 +58,3 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
     printing.next_step(attacked=False)
     return 0
 
-
-def identity_dict(scheduler: Any) -> dict[str, Any]:
-    ident = scheduler.backend.identity
-    return {"backend": ident.backend, "name": ident.name, "revision": ident.revision, "extra": dict(ident.extra)}

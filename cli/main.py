@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
+    args.argv = ["pre", *args_list]  # recorded (secrets redacted) in results.json
     from promptrobust.cli.signals import quiet_asyncio_teardown, terminate_as_interrupt
 
     errors = user_error_types()

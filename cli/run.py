@@ -82,7 +82,7 @@ def resolve_prompts(task_name: str, args: argparse.Namespace) -> list[Any]:
 
 
 async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: Any, attacks: Any) -> int:
-    from promptrobust.cli.output import RunFolder
+    from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.session import Session
     from promptrobust.tasks.registry import get_task
 
@@ -98,6 +98,7 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
                 print(f"pre: {spec.name} is a base model: {bench.shots}-shot (the paper evaluates base models few-shot; --shots 0 to change)", file=sys.stderr)
             common.report_sample_count(bench, evaluation)
             folder.write_json("config.json", common.config_of(args))
+            args.configs = {"evaluation": evaluation, "scheduler": scheduler}
             if attacks is not None:
                 from promptrobust.cli.attack_options import run_attacks
 

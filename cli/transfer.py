@@ -36,7 +36,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.cli.output import RunFolder
+    from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.analysis.transfer import transfer
 
     if not args.model:
@@ -48,17 +48,18 @@ def handle(args: argparse.Namespace) -> int:
         sources, _ = settings.select(load_source_records(args.source))
     progress = common.ProgressLine(enabled=not args.no_progress, label="[transfer] ")
     with RunFolder(args.output_dir, ["transfer", args.model, *sorted({s.record.dataset for s in sources})[:2]]) as folder:
-        result = common.run_in_session(
+        result, facts = common.run_in_session(
             args,
             lambda session: transfer(
                 session, sources, model=args.model, model_args=common.model_args(args), settings=settings,
                 keep_samples=args.log_samples, progress=progress,
             ),
         )
-        common.write_records(folder, result.records, result.sample_log)
+        logged = common.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
         folder.write_json("config.json", {**config_of(args), "sources": settings})
-        folder.write_json("results.json", result.to_dict())
+        common.write_results(folder, args, result, facts, logged, {"sources": settings}, apdr=result.apdr,
+                             clean_from="transfer", extra_results={"target_model": result.target_model, "notes": result.notes})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)
@@ -76,7 +77,7 @@ def _write_tables(folder: Any, result: Any) -> None:
     records = text_table(rows, list(rows[0]), name="records", title="Records")
     apdr.write_csv(folder.partial)
     records.write_csv(folder.partial)
-    folder.path("transfer.md").write_text(apdr.markdown() + "\n" + records.markdown(), encoding="utf-8")
+    folder.write_text("transfer.md", apdr.markdown() + "\n" + records.markdown())
 
 
 def _print(result: Any) -> None:

@@ -77,6 +77,7 @@ class Workbench:
             input_format="chat" if self.scheduler.backend.is_chat else "completion",
             metric=self.task.metric.name,
             seed=self.evaluation.seed,
+            searched=False,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -388,6 +389,22 @@ class ProtocolResult:
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in self.failures],
             "wall_seconds": round(self.wall_seconds, 3),
         }
+
+
+async def sample_log(bench: Workbench, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """Per-sample answers of each record's clean and final adversarial prompt
+    (``--log-samples``). Both prompts were scored during the attack, so this
+    reads the cache (or joins requests in flight) rather than querying again."""
+    rows: list[dict[str, Any]] = []
+    for r in records:
+        if r.status == "failed":
+            continue
+        roles = [("clean", r.clean_prompt)] + ([("adversarial", r.adversarial_prompt)] if r.adversarial_prompt else [])
+        for role, text in roles:
+            evaluation = await bench.evaluator(early_stopping=False).evaluate(text, keep_records=True)
+            rows += [{"run_key": r.run_key, "kind": r.kind, "attack": r.attack, "prompt_id": r.prompt_id, "role": role,
+                      "prompt": text, **vars(s)} for s in evaluation.records]
+    return rows
 
 
 def one_line(exc: BaseException) -> str:

@@ -163,8 +163,10 @@ def test_pre_eval_pairs_run_folder_and_output(tmp_path, monkeypatch, capsys):
     assert rows["typo"]["pdr"] == pytest.approx(5 / 8) and rows["typo"]["extra"] == {"source_model": "t5"}
     assert rows["typo"]["cost"]["model_requests"] == 16
     summary = orjson.loads((run / "results.json").read_bytes())
-    assert summary["samples"] == 8 and summary["dataset"] == "rotten_tomatoes"
-    assert summary["clean"][0]["ci95"][1] == 1.0 and summary["clean"][0]["at_chance"] is False
+    assert summary["samples"]["evaluated"] == 8 and summary["dataset"] == "rotten_tomatoes"
+    clean = summary["results"]["clean"]
+    assert clean[0]["ci95"][1] == 1.0 and clean[0]["at_chance"] is False
+    assert summary["results"]["records"]["by_kind"] == {"pair": 2} and summary["samples"]["logged"] == 3 * 8
     samples = (run / "samples.jsonl").read_bytes().splitlines()
     assert len(samples) == 3 * 8  # three distinct prompts x 8 samples
     assert (run / "results.parquet").is_file() and "Pairs" in (run / "results.md").read_text()

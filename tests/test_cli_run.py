@@ -57,15 +57,17 @@ def test_run_writes_config_results_and_samples(tmp_path, server, capsys) -> None
     config = orjson.loads((folder / "config.json").read_bytes())
     assert config["seed"] == 3 and config["limit"] == 12 and config["model"] == "openai:fake-model"
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert [p["prompt_id"] for p in results["prompts"]] == ["sst2-task-01", "sst2-role-02"]
-    assert results["mode"] == "choices" and results["input_format"] in ("chat", "completion")
+    assert [p["prompt_id"] for p in results["results"]["clean"]] == ["sst2-task-01", "sst2-role-02"]
+    measurement = results["configs"]["measurement"]
+    assert measurement["mode"] == "choices" and measurement["input_format"] in ("chat", "completion")
+    assert results["samples"] == {"evaluated": 12, "logged": 24}
     lines = (folder / "samples.jsonl").read_bytes().splitlines()
     assert len(lines) == 2 * 12
     first = orjson.loads(lines[0])
     assert {"prompt_id", "sample_id", "input", "target", "prediction", "score"} <= set(first)
     # The printed score is the mean of the logged per-sample scores.
     per_prompt = [orjson.loads(x)["score"] for x in lines[:12]]
-    assert results["prompts"][0]["score"] == pytest.approx(sum(per_prompt) / 12)
+    assert results["results"]["clean"][0]["score"] == pytest.approx(sum(per_prompt) / 12)
     assert "sst2-task-01" in capsys.readouterr().out
 
 
@@ -79,13 +81,15 @@ def test_second_run_is_answered_from_the_cache(tmp_path, server) -> None:  # noq
     # The first run also sent the backend's one start-up capability probe (does the
     # server return log-probs?); the second run answers it from the cache too.
     assert sent_first == 12 + 1
-    assert results["scheduler"]["cache_hits"] >= 12
+    (counters,) = results["counters"]["scheduler"].values()  # one model, under its served name
+    assert counters["cache_hits"] >= 12
 
 
 def test_generate_mode_records_parser(tmp_path, server) -> None:  # noqa: ANN001
     folder = _run(tmp_path, server, "--prompt", "sst2-task-01", "--mode", "generate", "--parser", "robust")
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["mode"] == "generate" and results["parser"] == "robust"
+    measurement = results["configs"]["measurement"]
+    assert measurement["mode"] == "generate" and measurement["parser"] == "robust"
 
 
 def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: ANN001
@@ -116,7 +120,9 @@ def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: AN
     assert rec["status"] == "attacked" and 0.0 <= rec["mcnemar_p"] <= 1.0
     assert (folder / "results.parquet").exists()
     summary = orjson.loads((folder / "results.json").read_bytes())
-    assert summary["attacked"][0]["adversarial_prompt"] == rec["adversarial_prompt"]
+    assert summary["results"]["records"] == {"total": 1, "by_kind": {"attack": 1}, "by_status": {"attacked": 1}}
+    assert summary["results"]["apdr"][0]["pdr_mean"] == pytest.approx(rec["pdr"])
+    assert summary["configs"]["measurement"]["budget"] == 10
 
 
 def test_identity_of_the_cache_key_material_is_stable() -> None:
@@ -163,5 +169,5 @@ def test_a_failing_attack_keeps_the_clean_scores_and_the_other_attacks(tmp_path,
     assert [(r["attack"], r["status"]) for r in records] == [("bertattack", "failed"), ("stresstest", "attacked")]
     assert records[0]["error"] and records[0]["clean_score"] == records[1]["clean_score"]
     summary = orjson.loads((folder / "results.json").read_bytes())
-    assert len(summary["clean_scores"]) == 10 and len(summary["failures"]) == 1
+    assert len(summary["results"]["clean"]) == 10 and len(summary["results"]["failures"]) == 1
     assert "Errno" not in err and "Traceback" not in err

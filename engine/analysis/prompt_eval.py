@@ -236,6 +236,8 @@ class PromptEvalResult:
     notes: list[str] = field(default_factory=list)
     sample_log: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
+    measurement: dict[str, Any] | None = None
+    """``MeasurementSettings`` of the scores (a pair's record has it for its kind too)."""
 
     @property
     def is_pairs(self) -> bool:
@@ -312,7 +314,7 @@ async def evaluate_prompts(
             await progress.stop()
     result = PromptEvalResult(
         settings=bench.describe(), chance_rate=bench.chance_rate, clean=_clean_scores(items, scores), notes=notes,
-        wall_seconds=round(time.monotonic() - started, 3),
+        wall_seconds=round(time.monotonic() - started, 3), measurement=bench.measurement().to_dict(),
     )
     if items[0].is_pair:
         result.records = [

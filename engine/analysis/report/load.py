@@ -22,6 +22,7 @@ import orjson
 
 from promptrobust.engine.analysis.statistics import is_at_chance, record_status
 from promptrobust.engine.records import infer_kind
+from promptrobust.engine.run_folder import FORMAT as RESULTS_FORMAT
 from promptrobust.engine.settings import MeasurementSettings
 
 RESULT_NAMES = ("results.jsonl", "results.json")
@@ -187,6 +188,8 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
     """Clean scores a results.json holds: "clean" (list with intervals), "clean_scores"
     ({prompt_id: score}) or "prompts" (pre run / pre eval of single prompts)."""
     data = _read_json(path)
+    if data and data.get("format") == RESULTS_FORMAT:
+        return _clean_from_document(path, data)
     if not data or "model" not in data or "dataset" not in data:
         return []  # a sweep summary or another file: nothing to read from it
     config = _read_json(path.parent / "config.json") if (path.parent / "config.json").is_file() else None
@@ -210,6 +213,26 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
                                       r.get("at_chance"), r.get("chance_rate", run_chance)))
     elif isinstance(data.get("clean_scores"), dict):
         out += [_clean_row(base, k, v, chance=run_chance) for k, v in data["clean_scores"].items() if isinstance(v, (int, float))]
+    return out
+
+
+def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Clean scores of a results.json in the one layout (``engine.run_folder``)."""
+    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    measurement = (data.get("configs") or {}).get("measurement") or {}
+    out = []
+    for r in results.get("clean") or []:
+        if not isinstance(r, Mapping) or not isinstance(r.get("score"), (int, float)):
+            continue
+        model = r.get("model") or data.get("model")
+        dataset = r.get("dataset") or data.get("dataset")
+        if model is None or dataset is None:
+            continue
+        base = {"model": str(model), "dataset": str(dataset), "shots": _int_or_none(measurement.get("shots")),
+                "setting": section_setting(measurement, "clean"), "source": str(path.parent),
+                "from": str(results.get("clean_from") or "run")}
+        out.append(_clean_row(base, r.get("prompt_id"), r["score"], r.get("ci95"), r.get("at_chance"),
+                              r.get("chance_rate", data.get("chance_rate"))))
     return out
 
 

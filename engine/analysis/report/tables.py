@@ -337,7 +337,8 @@ def cost_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suf
         display.append(line)
         long.append(row)
     header = ["attack", "records", *(f"mean {label}" for _, label in COST_COLUMNS)]
-    note = "mean per attacked prompt (one record = one prompt attacked on one model and dataset); wall seconds = the record's own time"
+    note = ("mean per attacked prompt (one record = one prompt attacked on one model and dataset); requests: the record's own; "
+            "wall seconds: elapsed while its attack ran (attacks that ran at the same time overlap, so they do not add up)")
     return Table("cost_by_attack" + suffix, "Attack cost per attacked prompt" + title_suffix, header, display, long, note)
 
 

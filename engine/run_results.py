@@ -1,0 +1,117 @@
+"""What each command's ``results.json`` holds, in the one layout of
+``engine.run_folder.results_document``: built here from the typed results the
+library returns, so the CLI (and any API caller) only hands them over.
+
+- ``clean_document``: clean scores of a prompt set (``pre run``);
+- ``protocol_document``: the protocol's ranking and attack records (``pre run --attack``);
+- ``records_document``: scored prompts and pair/transfer/defense records
+  (``pre eval``, ``pre transfer``, ``pre defend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.run_folder import results_document
+from promptrobust.engine.settings import AttackSettings
+
+__all__ = ["clean_document", "protocol_document", "records_document", "session_facts"]
+
+
+def session_facts(session: Any) -> dict[str, Any]:
+    """Identity of every model the session queried and its counters (read before it closes)."""
+    from promptrobust.engine.run_folder import identity_of
+
+    schedulers = list(getattr(session, "_schedulers", {}).values())
+    return {
+        "models": [identity_of(s) for s in schedulers],
+        "counters": {
+            "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
+            "cache": session.cache.summary() if getattr(session, "cache", None) is not None else None,
+        },
+    }
+
+
+def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
+    return {"attacks": list(settings.attacks), "top_k": settings.top_k, "budget": settings.budget,
+            "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size,
+            "options": {k: dict(v) for k, v in settings.options.items()}}
+
+
+def clean_document(argv: Sequence[str], *, bench: Any, clean: Sequence[Any], facts: Mapping[str, Any], started: str,
+                   wall_seconds: float, configs: Mapping[str, Any], logged: int = 0) -> dict[str, Any]:
+    """``pre run`` without an attack: every prompt's clean score."""
+    rows = [c.to_dict() for c in clean]
+    return results_document(
+        argv=argv, models=facts["models"], dataset=bench.task.name, measurement=bench.measurement().to_dict(),
+        configs=configs, clean=rows, extra_results={"mean_score": sum(c.score for c in clean) / len(clean) if clean else None},
+        samples=len(bench.samples), logged_samples=logged, started=started, wall_seconds=wall_seconds,
+        chance_rate=bench.chance_rate, counters=facts["counters"],
+    )
+
+
+def protocol_document(argv: Sequence[str], *, bench: Any, result: Any, attacks: AttackSettings, facts: Mapping[str, Any],
+                      started: str, configs: Mapping[str, Any], logged: int = 0) -> dict[str, Any]:
+    """``pre run --attack``: the ranked prompt set, then the APDR of each attack over its records."""
+    from promptrobust.engine.analysis.scoring import apdr_rows
+
+    from dataclasses import replace
+
+    records: list[AttackRecord] = list(result.records)
+    measurement = replace(bench.measurement(), budget=attacks.budget, searched=True)  # options: per attack, in configs
+    return results_document(
+        argv=argv, models=facts["models"], dataset=bench.task.name, measurement=measurement.to_dict(),
+        configs={**configs, "attack": _attack_configs(attacks)}, clean=[c.to_dict() for c in result.clean],
+        records=records, apdr=apdr_rows(records, ["kind", "attack"]),
+        extra_results={
+            "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
+            "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
+        },
+        samples=len(bench.samples), logged_samples=logged, started=started, wall_seconds=result.wall_seconds,
+        chance_rate=bench.chance_rate, counters=facts["counters"],
+    )
+
+
+def _unique(values: Sequence[Any]) -> Any:
+    distinct = {repr(v): v for v in values}
+    return next(iter(distinct.values())) if len(distinct) == 1 else None
+
+
+def _clean_of_records(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """Each record's clean half once per (model, dataset, prompt)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in records:
+        if r.status == "failed":
+            continue
+        out.setdefault((r.model, r.dataset, r.clean_prompt), {
+            "prompt_id": r.prompt_id, "prompt_type": r.prompt_type, "model": r.model, "dataset": r.dataset,
+            "score": r.clean_score, "ci95": list(r.clean_ci95) if r.clean_ci95 else None, "at_chance": r.at_chance,
+            "chance_rate": r.chance_rate, "prompt": r.clean_prompt,
+        })
+    return list(out.values())
+
+
+def records_document(argv: Sequence[str], *, records: Sequence[AttackRecord], facts: Mapping[str, Any], started: str,
+                     wall_seconds: float, configs: Mapping[str, Any], clean: Sequence[Mapping[str, Any]] | None = None,
+                     apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
+                     measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
+                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None) -> dict[str, Any]:
+    """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
+
+    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind)."""
+    if measurement is None and records:
+        measurement = _unique([r.measurement.to_dict() for r in records])
+    if dataset is None and records:
+        dataset = _unique([r.dataset for r in records])
+    if chance_rate is None and records:
+        chance_rate = _unique([r.chance_rate for r in records])
+    rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
+    return results_document(
+        argv=argv, models=facts["models"], dataset=dataset, measurement=measurement, configs=configs, clean=rows,
+        records=records, apdr=apdr,
+        extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
+        samples=(measurement or {}).get("samples"), logged_samples=logged, started=started, wall_seconds=wall_seconds,
+        chance_rate=chance_rate, counters=facts["counters"],
+    )

@@ -1,0 +1,111 @@
+"""One writer of run folders and one results.json layout (issue 19): every
+command's results.json validates against the shipped JSON Schema (checked with
+the ``jsonschema`` package) and carries the versions, the commit, the command
+and the settings; --log-samples works with --attack."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from promptrobust.cli.main import main
+from promptrobust.engine import run_folder
+from promptrobust.engine.records import read_jsonl
+from promptrobust.engine.run_folder import SCHEMA_PATH, RunFolder, redact_argv
+from tests.fixtures.analysis.fake_model import REVIEWS, patch_backend, rt_samples
+from tests.fixtures.run_folders.make_v010 import make
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def validator() -> object:
+    schema = orjson.loads(SCHEMA_PATH.read_bytes())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_the_schema_ships_with_the_package() -> None:
+    from importlib import resources
+
+    shipped = resources.files("promptrobust.engine").joinpath("results.schema.json")
+    assert shipped.is_file() and orjson.loads(shipped.read_bytes())["properties"]["format"]["const"] == run_folder.FORMAT
+
+
+def test_every_command_writes_one_validating_layout(tmp_path: Path) -> None:
+    make(tmp_path)  # pre run, pre run --attack, pre eval (pairs), pre transfer, pre defend
+    check = validator()
+    docs = {}
+    for folder in sorted((tmp_path / "runs").iterdir()):
+        doc = orjson.loads((folder / "results.json").read_bytes())
+        errors = sorted(check.iter_errors(doc), key=str)
+        assert not errors, f"{folder.name}: {errors[0].message} at {list(errors[0].path)}"
+        docs[doc["command"][1] + ("-attack" if "--attack" in doc["command"] else "")] = doc
+    assert set(docs) == {"run", "run-attack", "eval", "transfer", "defend"}
+    for name, doc in docs.items():
+        v = doc["versions"]
+        assert v["promptrobust"] and v["python"] and v["torch"]
+        # This test runs from a checkout: the commit is recorded.
+        assert v["git_commit"] is not None and re.fullmatch(r"[0-9a-f]{40}", v["git_commit"])
+        assert doc["command"][:2] == ["pre", name.split("-")[0]]
+        m = doc["configs"]["measurement"]
+        assert (m["mode"], m["samples"], m["seed"], m["shots"]) == ("choices", 8, 0, 0), name
+        assert doc["models"] and doc["models"][0]["name"].startswith("hf:fake")
+        assert doc["date"]["started"] <= doc["date"]["finished"]
+    assert docs["run-attack"]["configs"]["measurement"]["budget"] is None  # an attack: "unlimited" applies
+    assert "budget" not in docs["eval"]["configs"]["measurement"]  # given pairs: no search, no budget
+    assert docs["run-attack"]["results"]["records"]["by_kind"] == {"attack": 4}
+    assert docs["transfer"]["results"]["records"]["by_kind"] == {"transfer": 4}
+    assert docs["defend"]["results"]["records"]["by_kind"] == {"defense": 4}
+    assert len(docs["run"]["results"]["clean"]) == 10 and docs["run"]["samples"]["evaluated"] == 8
+
+
+def test_git_commit_is_null_outside_a_checkout(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    assert run_folder._git_commit(tmp_path / "pkg" / "run_folder.py") is None
+
+
+def test_secrets_never_reach_the_recorded_command() -> None:
+    argv = ["pre", "run", "--model-args", "api_key=sk-live-1,base_url=http://user:pw@host/v1", "--api-key", "sk-2",
+            "--token=abc", "--limit", "8"]
+    shown = " ".join(redact_argv(argv))
+    for secret in ("sk-live-1", "pw@", "sk-2", "abc"):
+        assert secret not in shown
+    assert "base_url=http://<redacted>@host/v1" in shown and "--limit 8" in shown
+
+
+def test_files_are_written_whole_and_a_failed_block_leaves_no_folder(tmp_path: Path) -> None:
+    with RunFolder(tmp_path, ["m", "d"]) as folder:
+        folder.write_json("config.json", {"a": 1})
+        assert not list(folder.partial.glob("*.tmp"))  # temp files renamed into place
+    assert orjson.loads((folder.final / "config.json").read_bytes()) == {"a": 1}
+    with pytest.raises(RuntimeError):
+        with RunFolder(tmp_path, ["m", "d"]) as broken:
+            broken.write_json("config.json", {})
+            raise RuntimeError("boom")
+    assert not broken.final.exists() and not broken.partial.exists()
+    with pytest.raises(ValueError, match="results_document"):
+        RunFolder(tmp_path, ["x"]).write_results({"not": "the layout"})
+
+
+def test_log_samples_with_an_attack_logs_the_clean_and_the_adversarial_prompt(tmp_path: Path, monkeypatch) -> None:
+    patch_backend(monkeypatch, rt_samples(8, seed=0))
+    out = tmp_path / "runs"
+    assert main(["run", "--model", "hf:fake", "--data-file", str(REVIEWS), "--limit", "8", "--mode", "choices",
+                 "--attack", "stresstest", "--top-k", "1", "--log-samples", "--cache", str(tmp_path / "c.sqlite"),
+                 "--output-dir", str(out), "--no-progress"]) == 0
+    (run,) = list(out.iterdir())
+    records = read_jsonl(run / "results.jsonl")
+    assert len(records) == 1 and records[0]["kind"] == "attack"
+    rows = read_jsonl(run / "samples.jsonl")
+    by_role = {role: [r for r in rows if r["role"] == role] for role in ("clean", "adversarial")}
+    assert len(by_role["clean"]) == len(by_role["adversarial"]) == 8
+    assert {r["prompt"] for r in by_role["clean"]} == {records[0]["clean_prompt"]}
+    assert {r["prompt"] for r in by_role["adversarial"]} == {records[0]["adversarial_prompt"]}
+    assert all(r["run_key"] == records[0]["run_key"] and "input" in r and "score" in r for r in rows)
+    # Each sample's logged score is the one the record's statistics were computed from.
+    assert [r["score"] for r in by_role["adversarial"]] == records[0]["adversarial_sample_scores"]
+    doc = orjson.loads((run / "results.json").read_bytes())
+    assert doc["samples"]["logged"] == 16
