@@ -44,10 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from promptrobust.engine.cache import default_cache_path, merge_caches
-from promptrobust.engine.records import append_jsonl, consolidate_parquet
+from promptrobust.engine.run_folder import SweepFolder
 from promptrobust.engine.sharding import stable_hash
 from promptrobust.engine.sweep import (
     Job,
@@ -238,7 +237,8 @@ class _Driver:
         self.ray, self.cfg, self.options, self.on_event = ray, cfg, options, on_event
         self.backend_factory = backend_factory
         self.folder = cfg.folder
-        self.results = self.folder / "results.jsonl"
+        self.out = SweepFolder(self.folder)
+        self.results = self.out.results
         repair_torn_tail(self.results)
         self.done = completed_keys(self.results)
         self.progress = RaySweepProgress(jobs_total=len(jobs))
@@ -337,7 +337,7 @@ class _Driver:
             if row.get("status") != "failed":
                 self.done.add(key)
         if rows:
-            append_jsonl(self.results, rows)
+            self.out.append_records(rows)
         for row in rows:
             if row.get("status") == "failed":
                 continue
@@ -351,7 +351,7 @@ class _Driver:
 
     def _fail(self, job: Job, reason: str) -> None:
         self.progress.failed.append((job.label(), reason))
-        append_jsonl(self.folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
+        self.out.append_error({"job_id": job.id, "job": job.label(), "error": reason})
         self.on_event(f"FAILED {job.label()}: {reason}")
 
     # -- workers ------------------------------------------------------------------------
@@ -439,8 +439,8 @@ def run_sweep_ray(
     remove a node mid-sweep)."""
     ray = _import_ray()
     options = options or RayOptions()
-    cfg.folder.mkdir(parents=True, exist_ok=True)
-    (cfg.folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
+    out = SweepFolder(cfg.folder)
+    out.write_config(config_dict(cfg))
     owns_ray = not ray.is_initialized()
     if owns_ray:
         ray.init(address=options.address, include_dashboard=False, logging_level="WARNING")
@@ -451,4 +451,4 @@ def run_sweep_ray(
     finally:
         if owns_ray:
             ray.shutdown()
-        consolidate_parquet(cfg.folder / "results.jsonl", cfg.folder / "results.parquet")
+        out.consolidate()

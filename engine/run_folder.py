@@ -52,6 +52,7 @@ __all__ = [
     "OWNER_FILE",
     "RunFolder",
     "RunFolderError",
+    "SweepFolder",
     "SCHEMA_PATH",
     "now",
     "redact_argv",
@@ -225,6 +226,37 @@ class RunFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.partial, ignore_errors=True)
+
+
+class SweepFolder:
+    """A sweep's folder: unlike a ``RunFolder`` it is resumable, so it is written in
+    place (records append across reruns; a rerun skips what ``results.jsonl`` holds).
+    The local executor and the Ray driver both write through it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.results = self.path / "results.jsonl"
+        self.started = now()
+
+    def write_config(self, config: Mapping[str, Any]) -> Path:
+        return _write_bytes(self.path / "config.json", orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
+
+    def append_records(self, records: Iterable[Any]) -> None:
+        from promptrobust.engine.records import append_jsonl
+
+        append_jsonl(self.results, records)
+
+    def append_error(self, row: Mapping[str, Any]) -> None:
+        """One line of ``errors.jsonl`` (a failed job: its id, label and reason)."""
+        from promptrobust.engine.records import append_jsonl
+
+        append_jsonl(self.path / "errors.jsonl", [row])
+
+    def consolidate(self) -> None:
+        from promptrobust.engine.records import consolidate_parquet
+
+        consolidate_parquet(self.results, self.path / "results.parquet")
 
 
 # -- the results.json document ------------------------------------------------------------

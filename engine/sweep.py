@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
 
-from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
+from promptrobust.engine.records import AttackRecord, read_jsonl
+from promptrobust.engine.run_folder import SweepFolder
 from promptrobust.engine.settings import (
     AttackSettings,
     EvaluationSettings,
@@ -379,10 +379,9 @@ async def run_sweep(
     """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters."""
     from promptrobust.engine.session import Session
 
-    folder = cfg.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
-    results = folder / "results.jsonl"
+    out = SweepFolder(cfg.folder)
+    out.write_config(config_dict(cfg))
+    results = out.results
     repair_torn_tail(results)
     done = completed_keys(results)
     jobs = list(jobs) if jobs is not None else cfg.jobs()
@@ -396,7 +395,7 @@ async def run_sweep(
 
     async def write(record: AttackRecord) -> None:
         async with write_lock:
-            append_jsonl(results, [record])
+            out.append_records([record])
         if record.status == "failed":
             return
         progress.records += 1
@@ -419,7 +418,7 @@ async def run_sweep(
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
                 async with write_lock:
-                    append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
+                    out.append_error({"job_id": job.id, "job": job.label(), "error": reason})
                 on_event(f"FAILED {job.label()}: {reason}")
                 return
             progress.jobs_done += 1
@@ -429,7 +428,7 @@ async def run_sweep(
     finally:
         if own_session:
             await session.close()
-        consolidate_parquet(results, folder / "results.parquet")
+        out.consolidate()
     return progress
 
 
