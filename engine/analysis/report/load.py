@@ -256,7 +256,8 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
                               r["at_chance"], r["chance_rate"]))
         if r["clean_scores"]:  # a sweep record lists its whole prompt set
-            out += [_clean_row(base, k, v) for k, v in r["clean_scores"].items() if isinstance(v, (int, float))]
+            ranking = {**base, "from": "run"}
+            out += [_clean_row(ranking, k, v) for k, v in r["clean_scores"].items() if isinstance(v, (int, float))]
     return out
 
 

@@ -24,7 +24,8 @@ ALL = "all"
 MISSING = "–"
 APDR_NOTE = (
     "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
-    "then its 95% interval (bootstrap over prompts and samples); one record shows its PDR alone"
+    "then its 95% interval (bootstrap over prompts and samples; none where the records hold no per-sample scores); "
+    "one record shows its PDR alone"
 )
 PROMPT_TYPE_ORDER = ("zero-shot task", "zero-shot role", "few-shot task", "few-shot role")
 COST_COLUMNS = (
