@@ -75,7 +75,8 @@ def test_cache_written_before_the_refactor_still_answers_every_request(tmp_path:
     assert sum(b.calls for b in backends) == 0
     (folder,) = (tmp_path / "runs").iterdir()
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["scheduler"]["cache_hits"] == 12
+    (counters,) = results["counters"]["scheduler"].values()
+    assert counters["cache_hits"] == 12
 
 
 def _comparable(record: dict) -> dict:
@@ -149,7 +150,7 @@ def test_api_and_cli_apply_the_same_shots_rule_to_a_base_model(tmp_path: Path, m
     assert code == 0
     (folder,) = (tmp_path / "runs").iterdir()
     cli_results = orjson.loads((folder / "results.json").read_bytes())
-    assert result.shots == cli_results["shots"] == 3
+    assert result.shots == cli_results["configs"]["measurement"]["shots"] == 3
     # And the requests really carried the same three worked examples.
     api_inputs = sorted(r.input_text() for b in api_backends[0].batches for r in b)
     cli_inputs = sorted(r.input_text() for b in cli_backends[0].batches for r in b)
