@@ -1,8 +1,9 @@
 """`pre run --attack`: the paper's protocol on one model and dataset.
 
-The protocol itself is library code (engine/protocol.py); this module turns
-the attack flags into ``AttackSettings``, writes each record the moment it
-exists (results.jsonl), then the summary (results.json) and prints the table.
+The protocol itself is library code (``Session.attack_top_k``); this module turns
+the attack flags into ``AttackSettings``, hands each record to the run-folder
+writer the moment it exists, then results.json (``engine.run_results``) and
+prints the table.
 """
 
 from __future__ import annotations
@@ -71,20 +72,15 @@ def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -
 
 
 async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], settings: Any, folder: Any) -> int:
-    from promptrobust.engine.protocol import run_protocol, sample_log
     from promptrobust.engine.run_results import protocol_document, session_facts
 
     say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
-    result = await run_protocol(
-        bench,
-        prompts,
-        settings,
-        on_record=lambda record: folder.append_records([record]),
-        on_event=say,
-        fail_fast=(KeyboardInterrupt,),
+    result = await session.attack_top_k(
+        bench.evaluation, settings, model=bench.spec, prompts=prompts,
+        on_record=lambda record: folder.append_records([record]), on_event=say, fail_fast=(KeyboardInterrupt,),
     )
     folder.consolidate()
-    logged = folder.write_jsonl("samples.jsonl", await sample_log(bench, result.records)) if args.log_samples else 0
+    logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(result.records)) if args.log_samples else 0
     folder.write_results(protocol_document(
         getattr(args, "argv", ["pre", "run"]), bench=bench, result=result, attacks=settings, facts=session_facts(session),
         started=folder.started, configs=getattr(args, "configs", {}), logged=logged,

@@ -24,7 +24,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
     from promptrobust.engine.run_folder import RunFolderError
-    from promptrobust.engine.protocol import InputTooLongError
+    from promptrobust.engine.workbench import InputTooLongError
     from promptrobust.engine.settings import SettingsError
     from promptrobust.engine.sweep import SweepConfigError
     from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files

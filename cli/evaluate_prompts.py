@@ -6,43 +6,35 @@ import argparse
 import time
 from typing import Any
 
-import orjson
-
 from promptrobust.cli import printing
 
 
 async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], folder: Any) -> int:
     from promptrobust.cli.progress import Progress
-    from promptrobust.engine.protocol import clean_score
     from promptrobust.engine.run_results import clean_document, session_facts
 
     scheduler = bench.scheduler
-    evaluator = bench.evaluator()
-    current = {"i": 0}
+    finished = {"n": 0}
     progress = Progress(
         len(prompts) * len(bench.samples),
         scheduler.stats.snapshot,
-        label=lambda: f"[prompt {min(current['i'] + 1, len(prompts))}/{len(prompts)}] ",
+        label=lambda: f"[{finished['n']}/{len(prompts)} prompts done] ",
         enabled=not args.no_progress,
     )
     started = time.monotonic()
     progress.start()
-    clean = []
-    logged = 0
-    samples_file = folder.path("samples.jsonl").open("wb") if args.log_samples else None
     try:
-        for i, prompt in enumerate(prompts):
-            current["i"] = i
-            ev = await evaluator.evaluate(prompt.text, keep_records=args.log_samples)
-            clean.append(clean_score(bench, prompt, ev))
-            if samples_file is not None:
-                for rec in ev.records:
-                    samples_file.write(orjson.dumps({"prompt_id": prompt.id, "role": "clean", **rec.__dict__}, default=str) + b"\n")
-                    logged += 1
+        result = await session.evaluate(
+            bench.evaluation, model=bench.spec, prompts=prompts, keep_records=args.log_samples,
+            on_prompt_done=lambda _: finished.__setitem__("n", finished["n"] + 1),
+        )
     finally:
         await progress.stop()
-        if samples_file is not None:
-            samples_file.close()
+    clean = result.clean
+    logged = folder.write_jsonl("samples.jsonl", (
+        {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
+        for c, ev in zip(result.clean, result.evaluations) for rec in ev.records
+    )) if args.log_samples else 0
     wall = time.monotonic() - started
     settings = bench.describe()
     folder.write_results(clean_document(

@@ -30,7 +30,7 @@ from typing import Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
-from promptrobust.engine.protocol import few_shot
+from promptrobust.engine.workbench import Workbench, few_shot, prepare
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
@@ -117,6 +117,7 @@ class Session:
         self.settings = settings or SchedulerSettings()
         self.backend_factory = backend_factory or build_backend
         self._schedulers: dict[str, Scheduler] = {}
+        self._workbenches: dict[tuple[Any, ...], Workbench] = {}
 
     def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | None = None) -> ModelSpec:
         return model if isinstance(model, ModelSpec) else resolve_model(model, model_args)
@@ -155,11 +156,17 @@ class Session:
 
     async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
                         *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Any:
-        """Task, samples, examples and the model's scheduler for one evaluation (engine.protocol.Workbench)."""
-        from promptrobust.engine.protocol import prepare
-
-        return await prepare(self, self.resolve(model, model_args), evaluation or EvaluationSettings(),
-                             scheduler_settings=scheduler_settings)
+        """Task, samples, examples, the mode and the model's scheduler for one evaluation
+        (``engine.workbench.Workbench``), prepared once per session and reused."""
+        spec = self.resolve(model, model_args)
+        evaluation = evaluation or EvaluationSettings()
+        key = (spec.name, spec.backend, tuple(sorted((str(k), str(v)) for k, v in spec.args.items())), evaluation,
+               scheduler_settings)
+        bench = self._workbenches.get(key)
+        if bench is None:
+            bench = await prepare(self, spec, evaluation, scheduler_settings=scheduler_settings)
+            self._workbenches[key] = bench
+        return bench
 
     async def evaluate(
         self,
@@ -178,20 +185,14 @@ class Session:
         Settings come as an ``EvaluationSettings`` or as its fields by keyword
         (``session.evaluate(dataset="sst2", limit=100)``); both are validated alike.
         """
-        from promptrobust.engine.protocol import clean_score
-
         evaluation = _evaluation(evaluation, evaluation_fields)
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        evaluator = bench.evaluator()
         started = time.monotonic()
-        evaluations: list[PromptEvaluation] = []
-        clean = []
-        for prompt in prompts:
-            evaluations.append(await evaluator.evaluate(prompt.text, keep_records=keep_records))
-            clean.append(clean_score(bench, prompt, evaluations[-1]))
-            if on_prompt_done is not None:
-                on_prompt_done(clean[-1])
+        done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
+        scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
+        clean = [s.clean for s in scored]
+        evaluations: list[PromptEvaluation] = [s.evaluation for s in scored]
         return EvaluationResult(
             model=bench.spec.name,
             dataset=bench.task.name,
@@ -214,14 +215,12 @@ class Session:
         **evaluation_fields: Any,
     ) -> Any:
         """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
-        from promptrobust.engine.protocol import attack_one
-
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = (settings or AttackSettings()).with_(attacks=(attack,))
         bench = await self.workbench(model, evaluation, model_args=model_args)
         if isinstance(prompt, str):
             prompt = Prompt(id="custom", dataset=bench.task.name, type="task", text=prompt)
-        return await attack_one(bench, prompt, attack, settings)
+        return await bench.attack(prompt, attack, settings)
 
     async def attack_top_k(
         self,
@@ -234,16 +233,19 @@ class Session:
         prompt_type: str = "task",
         on_record: Any = None,
         on_event: Callable[[str], None] = lambda message: None,
+        fail_fast: tuple[type[BaseException], ...] = (),
         **evaluation_fields: Any,
     ) -> Any:
-        """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult)."""
+        """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
+        Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
+        attack becomes a ``failed`` record."""
         from promptrobust.engine.protocol import run_protocol
 
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = settings or AttackSettings(attacks=("stresstest",))
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        return await run_protocol(bench, prompts, settings, on_record=on_record, on_event=on_event)
+        return await run_protocol(bench, prompts, settings, on_record=on_record, on_event=on_event, fail_fast=fail_fast)
 
     async def evaluate_prompts(
         self,

@@ -316,7 +316,7 @@ class JobRunner:
         self._ranked: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
 
     async def _bench(self, job: Job) -> Any:
-        from promptrobust.engine.protocol import prepare
+        from promptrobust.engine.workbench import prepare
 
         key = (job.model, job.dataset, job.shots)
         if key not in self._benches:

@@ -81,7 +81,7 @@ async def defend(
     """Spell-correct the adversarial prompts of ``sources`` and score all three
     prompts on ``model`` (None: each record on the model that produced it)."""
     from promptrobust.attacks.defense import SpellCheckDefense
-    from promptrobust.engine.protocol import protected_words
+    from promptrobust.engine.workbench import protected_words
 
     settings = settings or SourceSettings()
     paths = [s for s in sources if not isinstance(s, SourceRecord)]

@@ -10,8 +10,6 @@ clean score its 95% interval and chance flag.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -51,12 +49,10 @@ class ProgressSink(Protocol):
 
 
 async def prepare(session: Any, spec: Any, settings: EvaluationSettings) -> Any:
-    """The evaluation resolved for one model (``engine.protocol.Workbench``): task,
-    samples, few-shot examples (a base model without explicit shots gets the
-    paper's 3), the mode the task allows, the chance rate and the shared scheduler."""
-    from promptrobust.engine.protocol import prepare as prepare_workbench
-
-    bench = await prepare_workbench(session, spec, settings)
+    """The evaluation resolved for one model (``Session.workbench``: prepared once per
+    session): task, samples, few-shot examples (a base model without explicit shots
+    gets the paper's 3), the mode, the chance rate and the shared scheduler."""
+    bench = await session.workbench(spec, settings)
     if not bench.samples:
         raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check --data-dir/--data-file and --limit")
     return bench
@@ -79,29 +75,18 @@ class PromptScore:
 
 
 async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
-    """Exact scores of the distinct ``prompts`` (no early stopping), all
-    submitted at once to the shared scheduler; each prompt has its own
-    evaluator, so its cost is its own."""
-    from promptrobust.engine.protocol import clean_score
+    """Exact scores of the distinct ``prompts`` through ``Workbench.score_prompts``
+    (the one loop: no early stopping, all submitted at once, each prompt's cost its own)."""
     from promptrobust.tasks.base import Prompt
 
-    async def one(text: str) -> PromptScore:
-        ev = bench.evaluator(early_stopping=False)
-        started = time.monotonic()
-        result = await ev.evaluate(text, keep_records=keep_samples)
-        clean = clean_score(bench, Prompt(id="", dataset=bench.task.name, type="given", text=text), result)
-        c = ev.requests
-        cost = Cost(
-            candidate_evaluations=1, model_requests=c.requests, requests_sent=c.sent, cache_hits=c.cache_hits,
-            deduplicated=c.deduplicated, samples_evaluated=ev.cost.samples_evaluated,
-            wall_seconds=round(time.monotonic() - started, 3),
-        )
-        log = tuple(dict(vars(r)) for r in result.records) if keep_samples else ()
-        return PromptScore(text, clean.score, clean.sample_scores, clean.ci95, clean.at_chance, clean.unparseable, cost, log)
-
     distinct = list(dict.fromkeys(prompts))
-    scored = await asyncio.gather(*(one(t) for t in distinct))
-    return dict(zip(distinct, scored))
+    given = [Prompt(id="", dataset=bench.task.name, type="given", text=t) for t in distinct]
+    out: dict[str, PromptScore] = {}
+    for s in await bench.score_prompts(given, keep_records=keep_samples):
+        c = s.clean
+        log = tuple(dict(vars(r)) for r in s.evaluation.records) if keep_samples else ()
+        out[s.prompt.text] = PromptScore(s.prompt.text, c.score, c.sample_scores, c.ci95, c.at_chance, c.unparseable, s.cost, log)
+    return out
 
 
 def _sum_costs(a: Cost, b: Cost) -> Cost:
@@ -135,7 +120,7 @@ def pair_record(
     McNemar's p and the chance flag (``engine.protocol.pair_statistics``, as
     attack records have). A clean score of 0 leaves no PDR: "skipped_clean_zero"."""
     from promptrobust.attacks.result import performance_drop_rate
-    from promptrobust.engine.protocol import pair_statistics
+    from promptrobust.engine.workbench import pair_statistics
 
     stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
     skipped = clean.score == 0

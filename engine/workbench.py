@@ -1,0 +1,397 @@
+"""One owner of measuring: a ``Workbench`` is one (model, dataset, settings)
+evaluation, prepared once, with typed methods for everything that measures.
+
+``prepare`` turns (session, model, EvaluationSettings) into a ``Workbench``:
+the task, its samples, the few-shot examples (the base-model rule applied
+once, by ``EvaluationSettings.shots_for``), the mode decided once
+(``decide_mode``: free-text tasks and backends without label log-probs
+generate), the chance rate and the model's shared scheduler. Then:
+
+- ``Workbench.score_prompts``: THE prompt-scoring loop (clean score of each
+  prompt with its interval, chance flag, per-sample scores and its own cost);
+  ranking, ``Session.evaluate``, ``pre run``, ``pre eval``, transfer and
+  defense all score through it;
+- ``Workbench.attack``: one attack on one prompt -> one ``attack`` record;
+- ``Workbench.sample_log``: per-sample answers of records' prompts (--log-samples).
+
+The protocol (rank the set, attack the top k) sits on it: ``engine.protocol``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
+from promptrobust.engine.records import AttackRecord, Cost
+from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
+from promptrobust.tasks.base import Prompt, Sample, Task
+
+@dataclass
+class Workbench:
+    """Everything one (model, dataset, settings) evaluation needs, built once."""
+
+    spec: Any  # engine.registry.ModelSpec
+    task: Task
+    samples: list[Sample]
+    examples: list[Sample]
+    evaluation: EvaluationSettings
+    shots: int
+    mode: str
+    scheduler: Any  # engine.scheduler.Scheduler
+    chance_rate: float | None
+
+    def evaluator(self, *, chunk_size: int = 32, early_stopping: bool = True) -> Evaluator:
+        """A fresh evaluator (its own cost counters) on the shared scheduler."""
+        return Evaluator(
+            self.scheduler,
+            self.task,
+            self.samples,
+            mode=self.mode,  # type: ignore[arg-type]
+            parser=self.evaluation.parser,
+            examples=self.examples,
+            chunk_size=chunk_size,
+            early_stopping=early_stopping,
+            max_tokens=self.evaluation.max_new_tokens,
+        )
+
+    @property
+    def binary(self) -> bool:
+        """Per-sample scores are 0/1 (accuracy-like), so Wilson and McNemar apply."""
+        return self.task.supports_choices
+
+    def measurement(self) -> MeasurementSettings:
+        """The settings every number of this workbench is made under (no attack: budget and options blank)."""
+        generate = self.mode == "generate"
+        return MeasurementSettings(
+            mode=self.mode,
+            parser=self.evaluation.parser if generate else None,
+            max_new_tokens=(self.evaluation.max_new_tokens or self.task.max_tokens) if generate else None,
+            samples=len(self.samples),
+            sample_selection=DEFAULT_SAMPLE_SELECTION,
+            shots=self.shots,
+            input_format="chat" if self.scheduler.backend.is_chat else "completion",
+            metric=self.task.metric.name,
+            seed=self.evaluation.seed,
+            searched=False,
+        )
+
+    async def score_prompts(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        keep_records: bool = False,
+        on_done: Callable[["ScoredPrompt"], None] | None = None,
+    ) -> list["ScoredPrompt"]:
+        """THE prompt-scoring loop: the exact clean score of every prompt (no early
+        stopping), each with its interval, chance flag, per-sample scores and its own
+        cost (a fresh evaluator per prompt), all submitted at once to the shared
+        scheduler. Returned in input order; ``on_done`` is called as each finishes."""
+
+        async def one(prompt: Prompt) -> ScoredPrompt:
+            evaluator = self.evaluator(early_stopping=False)
+            started = time.monotonic()
+            evaluation = await evaluator.evaluate(prompt.text, keep_records=keep_records)
+            c = evaluator.requests
+            cost = Cost(
+                candidate_evaluations=1, model_requests=c.requests, requests_sent=c.sent, cache_hits=c.cache_hits,
+                deduplicated=c.deduplicated, samples_evaluated=evaluator.cost.samples_evaluated,
+                wall_seconds=round(time.monotonic() - started, 3),
+            )
+            scored = ScoredPrompt(prompt, clean_score(self, prompt, evaluation), evaluation, cost)
+            if on_done is not None:
+                on_done(scored)
+            return scored
+
+        return list(await asyncio.gather(*(one(p) for p in prompts)))
+
+    async def attack(self, prompt: Prompt, attack_name: str, settings: AttackSettings, *,
+                     clean: "CleanScore | None" = None) -> AttackRecord:
+        """One attack on one prompt: its ``attack`` record (``attack_one``)."""
+        return await attack_one(self, prompt, attack_name, settings, clean=clean)
+
+    async def sample_log(self, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+        """Per-sample answers of each record's clean and final adversarial prompt
+        (``--log-samples``). Both prompts were scored when the record was made, so
+        this reads the cache (or joins requests in flight) rather than querying again."""
+        rows: list[dict[str, Any]] = []
+        for r in records:
+            if r.status == "failed":
+                continue
+            roles = [("clean", r.clean_prompt)] + ([("adversarial", r.adversarial_prompt)] if r.adversarial_prompt else [])
+            for role, text in roles:
+                evaluation = await self.evaluator(early_stopping=False).evaluate(text, keep_records=True)
+                rows += [{"run_key": r.run_key, "kind": r.kind, "attack": r.attack, "prompt_id": r.prompt_id,
+                          "role": role, "prompt": text, **vars(s)} for s in evaluation.records]
+        return rows
+
+    def describe(self) -> dict[str, Any]:
+        """What was measured and under which settings (written into results and records)."""
+        m = self.measurement()
+        return {
+            "model": self.spec.name, "backend": self.spec.backend, "dataset": self.task.name, "metric": m.metric,
+            "samples": m.samples, "seed": m.seed, "shots": m.shots, "mode": m.mode, "parser": m.parser,
+            "max_new_tokens": m.max_new_tokens, "input_format": m.input_format, "sample_selection": m.sample_selection,
+        }
+
+
+def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str:
+    """The one decision of a run's mode: free-text tasks always generate, and a
+    backend that cannot score label log-probs generates (said once per model)."""
+    mode = evaluation.mode_for(task.supports_choices)
+    if mode == "choices" and not backend.supports_choice_scoring:
+        from promptrobust.engine.evaluator import warn_no_logprobs
+
+        warn_no_logprobs(backend.identity.name)
+        mode = "generate"
+    return mode
+
+
+async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
+    """Load the task's samples and examples and start the model's shared scheduler."""
+    from promptrobust.tasks.registry import get_task
+
+    task = get_task(evaluation.dataset)
+    samples = task.load(
+        limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
+    )
+    shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
+    examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
+    check_input_lengths(task, samples, examples)
+    scheduler = await session.scheduler(spec, settings=scheduler_settings)
+    return Workbench(
+        spec=spec,
+        task=task,
+        samples=list(samples),
+        examples=examples,
+        evaluation=evaluation,
+        shots=shots,
+        mode=decide_mode(evaluation, task, scheduler.backend),
+        scheduler=scheduler,
+        chance_rate=_chance_rate(task, samples),
+    )
+
+
+#: No model's context holds an input longer than this (about 250k tokens): such a
+#: sample is a data problem, and is reported before any model loads.
+MAX_INPUT_CHARS = 1_000_000
+
+
+class InputTooLongError(ValueError):
+    """A sample that no model could read; the message names it and the fix."""
+
+
+def check_input_lengths(task: Task, samples: Sequence[Sample], examples: Sequence[Sample]) -> None:
+    """Fail up front (not after minutes of scoring) on an input no context can hold."""
+    for sample in samples:
+        size = len(task.render("", sample, examples))
+        if size > MAX_INPUT_CHARS:
+            raise InputTooLongError(
+                f"sample {sample.id} renders to {size:,} characters, more than any model's context "
+                f"(~{MAX_INPUT_CHARS:,}); fix or drop it in the data file"
+            )
+
+
+def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = None) -> list[Sample]:
+    """``shots`` worked examples from the task's fixed few-shot set (none for 0)."""
+    if shots <= 0:
+        return []
+    from promptrobust.tasks.common import few_shot_examples
+
+    return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
+
+
+def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:
+    if not task.supports_choices or not samples:
+        return None
+    from promptrobust.engine.analysis.statistics import majority_rate
+
+    return majority_rate([s.target for s in samples])
+
+
+# -- clean scores -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CleanScore:
+    """One prompt's clean score with its uncertainty."""
+
+    prompt: Prompt
+    score: float
+    ci95: tuple[float, float]
+    at_chance: bool
+    sample_scores: tuple[float, ...]
+    unparseable: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_id": self.prompt.id,
+            "prompt_type": self.prompt.type,
+            "language": self.prompt.language,
+            "prompt": self.prompt.text,
+            "score": self.score,
+            "ci95": list(self.ci95),
+            "at_chance": self.at_chance,
+            "unparseable": self.unparseable,
+        }
+
+
+@dataclass(frozen=True)
+class ScoredPrompt:
+    """One prompt scored by ``Workbench.score_prompts``."""
+
+    prompt: Prompt
+    clean: CleanScore
+    evaluation: PromptEvaluation
+    """Scores per sample (and, when kept, what happened on each sample)."""
+    cost: Cost
+    """This prompt's own requests (its own evaluator) and wall time."""
+
+
+def clean_score(bench: Workbench, prompt: Prompt, evaluation: PromptEvaluation) -> CleanScore:
+    from promptrobust.engine.analysis.statistics import is_at_chance, score_interval
+
+    scores = tuple(evaluation.sample_scores)
+    ci = tuple(score_interval(scores, binary=bench.binary)) if scores else (evaluation.score, evaluation.score)
+    return CleanScore(
+        prompt=prompt,
+        score=evaluation.score,
+        ci95=(float(ci[0]), float(ci[1])),
+        at_chance=is_at_chance(ci, bench.chance_rate),  # type: ignore[arg-type]
+        sample_scores=scores,
+        unparseable=evaluation.unparseable,
+    )
+
+
+# -- one attack ----------------------------------------------------------------------
+
+
+def protected_words(task: Task) -> frozenset[str]:
+    """Words no attack may touch: the labels, their verbalizers and the task's special words."""
+    words = {w.lower() for w in task.protected_words}
+    words |= {str(label).lower() for label in task.labels}
+    words |= {str(v).lower() for v in task.verbalizers.values()}
+    return frozenset(words)
+
+
+def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
+    """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
+    if attack_name != "semantic":
+        return []
+    from promptrobust.tasks.prompt_sets import load_prompts
+
+    return [(p.language, p.text) for p in load_prompts(task.name, types=["semantic"])]
+
+
+def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:
+    """Intervals, paired test and chance flag of a clean/adversarial pair on the same samples."""
+    from promptrobust.engine.analysis.statistics import is_at_chance, mcnemar_p, pdr_interval, score_interval
+
+    clean_ci = score_interval(clean, binary=binary)
+    pdr_ci = pdr_interval(clean, adversarial)
+    return {
+        "clean_ci95": [float(clean_ci[0]), float(clean_ci[1])],
+        "adversarial_ci95": [float(x) for x in score_interval(adversarial, binary=binary)],
+        "pdr_ci95": [float(pdr_ci[0]), float(pdr_ci[1])] if pdr_ci is not None else None,
+        "mcnemar_p": mcnemar_p(clean, adversarial) if binary else None,
+        "chance_rate": chance,
+        "at_chance": is_at_chance(clean_ci, chance),
+    }
+
+
+def _record_base(bench: Workbench, prompt: Prompt, attack: str, settings: AttackSettings) -> dict[str, Any]:
+    described = bench.describe()
+    return {
+        **described,
+        "prompt_id": prompt.id,
+        "prompt_type": prompt.type,
+        "attack": attack,
+        "clean_prompt": prompt.text,
+        "budget": settings.budget,
+        "early_stopping": settings.early_stopping,
+        "chance_rate": bench.chance_rate,
+        "kind": "attack",
+        "attack_options": dict(settings.options.get(attack, {})),
+    }
+
+
+async def attack_one(
+    bench: Workbench,
+    prompt: Prompt,
+    attack_name: str,
+    settings: AttackSettings,
+    *,
+    clean: CleanScore | None = None,
+    semantic_prompts: Sequence[str] | None = None,
+) -> AttackRecord:
+    """Attack one prompt; the record carries both scores, their intervals and the PDR."""
+    from promptrobust.attacks.registry import get_attack
+
+    started = time.monotonic()
+    if clean is None:
+        clean = clean_score(bench, prompt, await bench.evaluator().evaluate(prompt.text))
+    base = _record_base(bench, prompt, attack_name, settings)
+    if clean.score == 0:
+        # promptbench skips prompts whose clean score is 0: there is nothing to drop.
+        return AttackRecord(
+            **base, clean_score=0.0, status="skipped_clean_zero", clean_ci95=list(clean.ci95),
+            at_chance=clean.at_chance, clean_sample_scores=list(clean.sample_scores),
+            cost=Cost(wall_seconds=round(time.monotonic() - started, 3)),
+        )
+    evaluator = bench.evaluator(chunk_size=settings.chunk_size, early_stopping=settings.early_stopping == "exact")
+    attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
+    outcome = await attack.run(
+        prompt.text,
+        evaluator,
+        protected=protected_words(bench.task),
+        seed=bench.evaluation.seed,
+        budget=settings.budget,
+        semantic_prompts=semantic_prompts_for(bench.task, attack_name) if semantic_prompts is None else semantic_prompts,
+    )
+    cost = Cost(
+        candidate_evaluations=outcome.queries,
+        model_requests=evaluator.requests.requests,
+        requests_sent=evaluator.requests.sent,
+        cache_hits=evaluator.requests.cache_hits,
+        deduplicated=evaluator.requests.deduplicated,
+        saved_by_early_stopping=evaluator.cost.saved_by_early_stopping,
+        pruned_candidates=evaluator.cost.pruned_candidates,
+        samples_evaluated=outcome.samples_evaluated,
+        wall_seconds=round(time.monotonic() - started, 3),
+    )
+    # Per-sample scores of the winner for the paired statistics: a separate evaluator
+    # (its requests are cache hits or in flight, and do not count as the attack's cost).
+    adversarial = await bench.evaluator().evaluate(outcome.adversarial_prompt)
+    stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
+    return AttackRecord(
+        **{**base, "chance_rate": stats.pop("chance_rate")},
+        clean_score=outcome.clean_score,
+        adversarial_prompt=outcome.adversarial_prompt,
+        adversarial_score=outcome.adversarial_score,
+        pdr=outcome.pdr,
+        **stats,
+        clean_sample_scores=list(clean.sample_scores),
+        adversarial_sample_scores=list(adversarial.sample_scores),
+        cost=cost,
+        budget_exhausted=outcome.budget_exhausted,
+        perturbed_words=outcome.perturbed_words,
+        settings=dict(outcome.settings),
+        prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
+    )
+
+
+def failed_record(bench: Workbench, prompt: Prompt, attack_name: str, settings: AttackSettings,
+                  clean: CleanScore | None, reason: str) -> AttackRecord:
+    """The record of an attack that could not run (a missing resource, a dead endpoint)."""
+    base = _record_base(bench, prompt, attack_name, settings)
+    return AttackRecord(
+        **base,
+        clean_score=clean.score if clean else 0.0,
+        clean_ci95=list(clean.ci95) if clean else None,
+        at_chance=clean.at_chance if clean else False,
+        status="failed",
+        error=reason,
+    )
