@@ -183,3 +183,33 @@ async def test_readme_example_runs_inside_a_running_event_loop(tmp_path: Path, m
     assert record.pdr is not None and record.pdr_ci95 is not None
     assert record.pdr_ci95[0] <= record.pdr <= record.pdr_ci95[1]
     assert namespace["clean"].clean and all(c.ci95[0] <= c.score <= c.ci95[1] for c in namespace["clean"].clean)
+
+
+def test_imports_follow_the_layers() -> None:
+    """The directions the README draws (tests/import_rules.py), function-level imports included."""
+    from tests.import_rules import violations
+
+    assert violations(ROOT) == []
+
+
+def test_the_import_check_fails_on_violations_planted_in_a_copy(tmp_path: Path) -> None:
+    from tests.import_rules import PACKAGES, violations
+
+    for folder in PACKAGES:
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations(tmp_path) == []
+    plants = {
+        "cli/run.py": "from promptrobust.engine.protocol import run_protocol\n",
+        "engine/cache.py": "def _late():\n    from promptrobust.engine.session import Session\n",
+        "attacks/registry.py": "from ..engine import workbench\n",
+        "tasks/base.py": "import promptrobust.testing.backends\n",
+    }
+    for rel, code in plants.items():
+        with open(tmp_path / rel, "a", encoding="utf-8") as fh:
+            fh.write("\n" + code)
+    found = "\n".join(violations(tmp_path))
+    assert "cli/run.py" in found and "cli calls the API" in found
+    assert "engine/cache.py" in found and "serving core" in found  # a function-level import counts
+    assert "attacks/registry.py" in found and "attacks know no orchestration" in found  # a relative import counts
+    assert "tasks/base.py" in found and "promptrobust.testing" in found
+    assert len({line.split(": ")[0] for line in violations(tmp_path)}) == 4  # the four planted lines, nothing else

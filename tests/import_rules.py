@@ -1,0 +1,96 @@
+"""The import directions the README draws, checked on source files (AST, so
+function-level imports count too). Used by tests/test_architecture.py, which
+also plants a violation in a temporary copy to show the check can fail."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Repository folder -> the package it installs as (pyproject's package-dir).
+PACKAGES = {"promptrobust": "promptrobust", "engine": "promptrobust.engine", "tasks": "promptrobust.tasks",
+            "attacks": "promptrobust.attacks", "cli": "promptrobust.cli"}
+
+SERVING_CORE = ("promptrobust.engine.types", "promptrobust.engine.scheduler", "promptrobust.engine.cache",
+                "promptrobust.engine.ratelimit", "promptrobust.engine.retry", "promptrobust.engine.backends",
+                "promptrobust.engine.model_store", "promptrobust.engine.registry")
+ORCHESTRATION = ("promptrobust.engine.protocol", "promptrobust.engine.workbench", "promptrobust.engine.session",
+                 "promptrobust.engine.sweep", "promptrobust.engine.api", "promptrobust.engine.ray_executor",
+                 "promptrobust.engine.sharding", "promptrobust.engine.run_folder", "promptrobust.engine.run_results",
+                 "promptrobust.engine.analysis", "promptrobust.cli")
+
+#: (importer, imported) pairs allowed for a stated reason.
+KNOWN_EXCEPTIONS = {
+    # `pre bench api` measures the client against a local rate-limited server; the
+    # server lives in promptrobust.testing (owned by the bench stream; to move).
+    ("promptrobust.engine.benchmarks.api", "promptrobust.testing.fake_openai"),
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    importer: str
+    imported: str
+    path: str
+    line: int
+
+
+def _under(name: str, prefixes: tuple[str, ...] | str) -> bool:
+    prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def module_name(root: Path, path: Path) -> str:
+    rel = path.relative_to(root)
+    package = PACKAGES[rel.parts[0]]
+    parts = [*package.split("."), *rel.parts[1:-1]]
+    if path.stem != "__init__":
+        parts.append(path.stem)
+    return ".".join(parts)
+
+
+def edges(root: Path) -> list[Edge]:
+    """Every import of a promptrobust module by a promptrobust module under ``root``."""
+    out: list[Edge] = []
+    for folder in PACKAGES:
+        for path in sorted((root / folder).rglob("*.py")):
+            name = module_name(root, path)
+            is_package = path.stem == "__init__"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                targets: list[str] = []
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        anchor = name.split(".") if is_package else name.split(".")[:-1]
+                        anchor = anchor[: len(anchor) - (node.level - 1)]
+                        base = ".".join([*anchor, *([base] if base else [])])
+                    targets = [base] + [f"{base}.{a.name}" for a in node.names]
+                for t in targets:
+                    if _under(t, "promptrobust"):
+                        out.append(Edge(name, t, str(path.relative_to(root)), node.lineno))
+    return out
+
+
+def violations(root: Path) -> list[str]:
+    """Broken import directions under ``root``, one line each (empty: all rules hold)."""
+    found: list[str] = []
+
+    def bad(edge: Edge, rule: str) -> None:
+        if not any(edge.importer == i and _under(edge.imported, m) for i, m in KNOWN_EXCEPTIONS):
+            found.append(f"{edge.path}:{edge.line}: {edge.importer} imports {edge.imported} ({rule})")
+
+    for e in edges(root):
+        if _under(e.importer, SERVING_CORE) and _under(e.imported, ("promptrobust.tasks", "promptrobust.attacks", *ORCHESTRATION)):
+            bad(e, "the serving core knows no tasks, attacks, analysis or orchestration")
+        if _under(e.importer, "promptrobust.attacks") and _under(e.imported, ORCHESTRATION):
+            bad(e, "attacks know no orchestration")
+        if not _under(e.importer, "promptrobust.testing") and _under(e.imported, "promptrobust.testing"):
+            bad(e, "nothing in the product imports promptrobust.testing")
+        if _under(e.importer, "promptrobust.cli") and _under(e.imported, "promptrobust.engine.protocol"):
+            bad(e, "cli calls the API (Session), not engine.protocol")
+        if not _under(e.importer, "promptrobust.cli") and _under(e.imported, "promptrobust.cli"):
+            bad(e, "only cli knows cli")
+    return sorted(set(found))
