@@ -81,6 +81,10 @@ class Cost:
     """(candidate, sample) pairs scored, the clean prompt included."""
     wall_seconds: float = 0.0
     """This record's own wall time."""
+    shared: bool = False
+    """The record's work was shared with other records (pairs, transfers, defenses: every
+    prompt is scored once for all the records that use it, all at the same time), so no
+    cost is its own: every count here is left at 0. The run's totals are in results.json."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Cost":

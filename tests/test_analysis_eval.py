@@ -161,7 +161,8 @@ def test_pre_eval_pairs_run_folder_and_output(tmp_path, monkeypatch, capsys):
     run = only_run(tmp_path / "out")
     rows = {r["prompt_id"]: r for r in map(orjson.loads, (run / "results.jsonl").read_bytes().splitlines())}
     assert rows["typo"]["pdr"] == pytest.approx(5 / 8) and rows["typo"]["extra"] == {"source_model": "t5"}
-    assert rows["typo"]["cost"]["model_requests"] == 16
+    # Both prompts were scored once for all pairs, concurrently: no cost is a pair's own.
+    assert rows["typo"]["cost"]["shared"] is True and rows["typo"]["cost"]["model_requests"] == 0
     summary = orjson.loads((run / "results.json").read_bytes())
     assert summary["samples"]["evaluated"] == 8 and summary["dataset"] == "rotten_tomatoes"
     clean = summary["results"]["clean"]

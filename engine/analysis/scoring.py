@@ -89,18 +89,6 @@ async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: boo
     return out
 
 
-def _sum_costs(a: Cost, b: Cost) -> Cost:
-    return Cost(
-        candidate_evaluations=a.candidate_evaluations + b.candidate_evaluations,
-        model_requests=a.model_requests + b.model_requests,
-        requests_sent=a.requests_sent + b.requests_sent,
-        cache_hits=a.cache_hits + b.cache_hits,
-        deduplicated=a.deduplicated + b.deduplicated,
-        samples_evaluated=a.samples_evaluated + b.samples_evaluated,
-        wall_seconds=max(a.wall_seconds, b.wall_seconds),  # the two run concurrently
-    )
-
-
 def pair_record(
     bench: Any,
     *,
@@ -135,7 +123,7 @@ def pair_record(
         status="skipped_clean_zero" if skipped else "attacked",
         budget=None, early_stopping="off", **stats,
         clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
-        cost=_sum_costs(clean.cost, adversarial.cost),
+        cost=Cost(shared=True),  # both prompts were scored once for every record using them, concurrently
         settings=dict(settings or {}), extra=dict(extra or {}),
         # An input here (an attack finds its own): two pairs with one clean prompt
         # and different adversarial prompts are two measurements, not reruns of one.
