@@ -47,6 +47,7 @@ from typing import Any
 
 from promptrobust.engine.cache import default_cache_path, merge_caches
 from promptrobust.engine.run_folder import SweepFolder
+from promptrobust.engine.run_results import sweep_document
 from promptrobust.engine.sharding import stable_hash
 from promptrobust.engine.sweep import (
     Job,
@@ -422,6 +423,14 @@ class _Driver:
         self.progress.cache_rows_added += merge_caches(self.cache_target, [path]).added[0]
 
 
+def _driver_facts(cfg: SweepConfig) -> dict[str, Any]:
+    """What the driver knows of the models (the workers hold the backends, so no revision or weights hash)."""
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+
+    specs = [resolve_model(m, parse_model_args(cfg.model_options.get(m, {}).get("model_args", ""))) for m in cfg.models]
+    return {"models": [{"backend": s.backend, "name": s.name, "revision": None, "extra": {}} for s in specs], "counters": {}}
+
+
 def run_sweep_ray(
     cfg: SweepConfig,
     options: RayOptions | None = None,
@@ -447,7 +456,11 @@ def run_sweep_ray(
     try:
         _check_resources(ray, options)
         driver = _Driver(ray, cfg, options, list(jobs) if jobs is not None else cfg.jobs(), on_event, backend_factory)
-        return driver.run(after_submit)
+        began = time.monotonic()
+        progress = driver.run(after_submit)
+        out.write_results(sweep_document(out, facts=_driver_facts(cfg), configs={"sweep": config_dict(cfg)},
+                                         started=out.started, wall_seconds=time.monotonic() - began))
+        return progress
     finally:
         if owns_ray:
             ray.shutdown()

@@ -258,6 +258,12 @@ class SweepFolder:
 
         consolidate_parquet(self.results, self.path / "results.parquet")
 
+    def write_results(self, document: Mapping[str, Any]) -> Path:
+        """``results.json`` in the one layout (``engine.run_results.sweep_document``)."""
+        if document.get("format") != FORMAT:
+            raise ValueError("results.json must be built by results_document()")
+        return _write_bytes(self.path / "results.json", orjson.dumps(document, option=_JSON_OPTIONS, default=_default))
+
 
 # -- the results.json document ------------------------------------------------------------
 

@@ -115,3 +115,21 @@ def records_document(argv: Sequence[str], *, records: Sequence[AttackRecord], fa
         samples=(measurement or {}).get("samples"), logged_samples=logged, started=started, wall_seconds=wall_seconds,
         chance_rate=chance_rate, counters=facts["counters"],
     )
+
+
+def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
+                   wall_seconds: float, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
+    clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack)."""
+    import sys
+
+    from promptrobust.engine.analysis.scoring import apdr_rows
+    from promptrobust.engine.records import read_jsonl
+
+    rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
+    records = [AttackRecord.from_dict(r) for r in rows]
+    return records_document(
+        list(argv) if argv is not None else ["python", *sys.argv], records=records, facts=facts, started=started,
+        wall_seconds=wall_seconds, configs=configs, apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]),
+        clean_from="attack",
+    )

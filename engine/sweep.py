@@ -15,6 +15,7 @@ Resuming: a rerun of the same config reads ``results.jsonl`` and skips every
 from __future__ import annotations
 
 import asyncio
+import time
 import hashlib
 import os
 import re
@@ -27,6 +28,7 @@ from typing import Any
 
 from promptrobust.engine.records import AttackRecord, read_jsonl
 from promptrobust.engine.run_folder import SweepFolder
+from promptrobust.engine.run_results import session_facts, sweep_document
 from promptrobust.engine.settings import (
     AttackSettings,
     EvaluationSettings,
@@ -423,8 +425,11 @@ async def run_sweep(
                 return
             progress.jobs_done += 1
 
+    began = time.monotonic()
     try:
         await asyncio.gather(*(guarded(j) for j in jobs))
+        out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
+                                         started=out.started, wall_seconds=time.monotonic() - began))
     finally:
         if own_session:
             await session.close()

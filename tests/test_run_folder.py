@@ -109,3 +109,29 @@ def test_log_samples_with_an_attack_logs_the_clean_and_the_adversarial_prompt(tm
     assert [r["score"] for r in by_role["adversarial"]] == records[0]["adversarial_sample_scores"]
     doc = orjson.loads((run / "results.json").read_bytes())
     assert doc["samples"]["logged"] == 16
+
+
+def test_a_sweep_writes_the_same_validating_layout(tmp_path: Path) -> None:
+    from promptrobust.engine.session import Session
+    from promptrobust.engine.sweep import run_sweep
+    from promptrobust.engine.sync import run_sync
+    from promptrobust.testing import CountingBackend
+    from tests.sweep_helpers import hashed_answer, small_config
+
+    cfg = small_config(tmp_path, models=("openai:fake-a",), prompt_types=("task",), attacks=("stresstest",))
+
+    async def go() -> None:
+        session = Session(cache=tmp_path / "c.sqlite", backend_factory=lambda spec: CountingBackend(answer=hashed_answer, name=spec.name))
+        try:
+            await run_sweep(cfg, session=session)
+        finally:
+            await session.close()
+
+    run_sync(go)
+    doc = orjson.loads((cfg.folder / "results.json").read_bytes())
+    errors = list(validator().iter_errors(doc))
+    assert not errors, errors[0].message
+    records = read_jsonl(cfg.folder / "results.jsonl")
+    assert doc["results"]["records"]["total"] == len(records) == 2 and doc["results"]["records"]["by_kind"] == {"attack": 2}
+    assert doc["models"][0]["name"] == "openai:fake-a" and doc["configs"]["sweep"]["name"] == "grid"
+    assert {(a["kind"], a["attack"]) for a in doc["results"]["apdr"]} == {("attack", "stresstest")}
