@@ -59,13 +59,12 @@ from promptrobust.engine.backends.hf_prefix import PrefixCache  # noqa: E402
 from promptrobust.engine.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.evaluator import Evaluator  # noqa: E402
 from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
+from promptrobust.engine.registry import resolve_model  # noqa: E402
+from promptrobust.engine.settings import EvaluationSettings  # noqa: E402
 from promptrobust.engine.scheduler import Scheduler  # noqa: E402
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
-try:  # the protocol module is the new home of these helpers
-    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
-except ImportError:  # pragma: no cover - older checkouts
-    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
+from promptrobust.engine.protocol import few_shot, protected_words, semantic_prompts_for  # noqa: E402
 
 CONTENDERS = ("promptbench", "reference", "reference-choices", "engine-gen", "engine")
 #: The sequential loop each contender is held against (same mode: same scores, same search).
@@ -98,16 +97,26 @@ class Contender:
     def is_engine(self) -> bool:
         return self.name.startswith("engine")
 
-    def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int) -> Any:
+    def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int,
+               examples: list | tuple = ()) -> Any:
         if self.name == "promptbench":
-            return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, max_new_tokens=max_tokens)
+            return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, examples=examples,
+                                     max_new_tokens=max_tokens)
         if self.name in ("reference", "reference-choices"):
             mode = "choices" if self.name == "reference-choices" else "generate"
-            return ReferenceScorer(backend, task, samples, chat=backend.is_chat, max_tokens=max_tokens, mode=mode)
+            return ReferenceScorer(backend, task, samples, examples=examples, chat=backend.is_chat,
+                                   max_tokens=max_tokens, mode=mode)
         ev = Evaluator(self.scheduler, task, samples, mode="generate" if self.name == "engine-gen" else "choices",
-                       max_tokens=max_tokens, chunk_size=chunk_size)
+                       examples=examples, max_tokens=max_tokens, chunk_size=chunk_size)
         self.evaluators.append(ev)
         return ev
+
+
+def shots_and_examples(task: Any, model: str, shots: int | None, seed: int) -> tuple[int, list]:
+    """The worked examples ``pre run`` puts before each sample: the engine's one rule
+    (``EvaluationSettings.shots_for``: 3 for a base model unless ``shots`` says otherwise)."""
+    n = EvaluationSettings(dataset=task.name, shots=shots, seed=seed).shots_for(bool(resolve_model(model).base_model))
+    return n, few_shot(task, n, seed=seed)
 
 
 async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
@@ -123,7 +132,7 @@ async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
 
 
 async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: list, prompts: list, attacks: list[str],
-                  tmp: Path) -> tuple[list[Contender], dict[str, str]]:
+                  tmp: Path, examples: list | tuple = ()) -> tuple[list[Contender], dict[str, str]]:
     contenders = [Contender(n) for n in args.contenders]
     for c in contenders:
         if c.is_engine:
@@ -135,7 +144,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
     protected = protected_words(task)
     # 1. rank the prompt set
     for c in contenders:
-        scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+        scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size, examples)
 
         async def rank(scorer=scorer, c=c) -> list[tuple[str, float]]:
             if c.is_engine:
@@ -158,7 +167,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
 
             async def attack_top(c=c, top=top) -> None:
                 async def one(prompt: Any) -> None:
-                    scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+                    scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size, examples)
                     out = await get_attack(name).run(prompt.text, scorer, protected=protected, seed=args.seed,
                                                      budget=args.budget, semantic_prompts=semantic_prompts_for(task, name))
                     c.results[(name, prompt.id)] = (out.clean_score, out.adversarial_score, out.adversarial_prompt)
@@ -242,6 +251,9 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="an embedded model name")
     ap.add_argument("--dataset", default="rotten_tomatoes")
+    ap.add_argument("--shots", type=int, default=None,
+                    help="worked examples before each sample (default: as `pre run`, 3 for a base model such as "
+                         "gemma3-270m, else 0; --shots 0 forces 0-shot)")
     ap.add_argument("--limit", type=int, default=4, help="samples per pass")
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--attacks", default="offline", help="'offline' (all but BertAttack), 'all', or a comma list")
@@ -271,12 +283,13 @@ async def main() -> None:
     task = get_task(args.dataset)
     samples = task.load(limit=args.limit, seed=args.seed)
     prompts = load_prompts(task.name, types=["task"])
+    shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
     backend = embedded_backend(args.model, batch_size=args.batch_size)
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp))
+        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples)
     protocol_seconds = time.perf_counter() - started
     by = {c.name: c for c in contenders}
 
@@ -292,7 +305,7 @@ async def main() -> None:
     runnable = [a for a in attacks if a not in unavailable]
     lines = [
         *header("The paper's protocol: engine vs reference loop vs stock promptbench", command_line("protocol.py"),
-                f"model {args.model}; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
+                f"model {args.model}, {shots}-shot; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
                 f"attack the best {args.top_k} with {', '.join(runnable)}; budget {args.budget or 'unlimited'}; "
                 f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
                 f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
@@ -353,6 +366,8 @@ async def main() -> None:
         "linear_kernel_reason": kernel.reason if kernel else None,
         "fp32_peak_gflops": peak["flops_per_s"] / 1e9,
         "bf16": {k: v for k, v in (bf16 or {}).items() if k != "lines"},
+        "model": args.model,
+        "shots": shots,
         "sizes": {"samples": len(samples), "top_k": args.top_k, "attacks": runnable, "budget": args.budget,
                   "max_tokens": args.max_tokens, "batch_size": args.batch_size},
     }
