@@ -33,12 +33,14 @@ import asyncio
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.breakdown import PassProfile, achieved_rates, breakdown_lines, breakdown_payload  # noqa: E402
 from bench.levers import (  # noqa: E402
     BASELINE,
     ENGINE,
@@ -92,6 +94,8 @@ class Contender:
     evaluators: list[Any] = field(default_factory=list)
     prefixes: Any = None
     recorder: Any = None
+    #: bench.breakdown.PassProfile when --breakdown (label-scoring engine only)
+    profile: Any = None
 
     @property
     def is_engine(self) -> bool:
@@ -124,7 +128,8 @@ async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
     configure(backend, ENGINE if c.is_engine else BASELINE, prefixes=c.prefixes)
     before = backend.positions
     t0 = time.perf_counter()
-    out = await work()
+    with c.profile if c.profile is not None else nullcontext():
+        out = await work()
     c.phases[phase] = time.perf_counter() - t0
     c.seconds += c.phases[phase]
     c.positions += backend.positions - before
@@ -140,6 +145,8 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
             c.recorder = Recorder(backend)
             c.cache = ScoreCache(tmp / f"{c.name}.sqlite")
             c.scheduler = Scheduler(c.recorder, cache=c.cache, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+            if args.breakdown and c.name == "engine":
+                c.profile = PassProfile(backend)
             await c.scheduler.start()
     protected = protected_words(task)
     # 1. rank the prompt set
@@ -256,6 +263,9 @@ async def main() -> None:
                          "gemma3-270m, else 0; --shots 0 forces 0-shot)")
     ap.add_argument("--limit", type=int, default=4, help="samples per pass")
     ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=None, help="rank only the first N task prompts (default: all)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time each part of the label-scoring engine's passes (bench/breakdown.py) and report FLOP/s")
     ap.add_argument("--attacks", default="offline", help="'offline' (all but BertAttack), 'all', or a comma list")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
@@ -282,7 +292,7 @@ async def main() -> None:
 
     task = get_task(args.dataset)
     samples = task.load(limit=args.limit, seed=args.seed)
-    prompts = load_prompts(task.name, types=["task"])
+    prompts = load_prompts(task.name, types=["task"])[: args.prompts]
     shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
     backend = embedded_backend(args.model, batch_size=args.batch_size)
     await backend.start()
@@ -328,6 +338,23 @@ async def main() -> None:
               "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
     for n, lb in bounds.items():
         lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")
+    breakdown = None
+    if "engine" in by and by["engine"].profile is not None:
+        eng = by["engine"]
+        requests = eng.model_calls
+        rates = achieved_rates(backend.model, positions=eng.positions, lower_bound=bounds.get("engine") or 0,
+                               requests=requests, wall_seconds=eng.seconds,
+                               backend_seconds=eng.profile.backend_seconds, peak_flops=peak["flops_per_s"])
+        breakdown = {**breakdown_payload(eng.profile, eng.seconds, requests), **rates}
+        lines += ["", "## Where the label-scoring engine's time goes", "",
+                  f"Self time of each part over the whole protocol ({requests} requests sent, {eng.positions} positions "
+                  f"computed, {(eng.positions / bounds['engine']) if bounds.get('engine') else float('nan'):.2f}x the lower "
+                  f"bound). Model FLOPs (Linear layers, the head once per request; {rates['head_share_of_flops']:.1%} of them "
+                  f"in the head): {rates['gflops_per_s_wall']:.0f} GFLOP/s over the wall time, "
+                  f"{rates['gflops_per_s_backend']:.0f} over the backend's time, against a measured fp32 peak of "
+                  f"{rates['peak_gflops']:.0f} GFLOP/s: {rates['peak_fraction_wall']:.2f} / "
+                  f"{rates['peak_fraction_backend']:.2f} of it.", "",
+                  *breakdown_lines(eng.profile, eng.seconds, requests)]
     lines += [""] + ([*levers["lines"], ""] if levers["rows"] else [])
     if depths:
         lines += ["## Where the fp32 peak goes", "",
@@ -366,6 +393,7 @@ async def main() -> None:
         "linear_kernel_reason": kernel.reason if kernel else None,
         "fp32_peak_gflops": peak["flops_per_s"] / 1e9,
         "bf16": {k: v for k, v in (bf16 or {}).items() if k != "lines"},
+        "breakdown": breakdown,
         "model": args.model,
         "shots": shots,
         "sizes": {"samples": len(samples), "top_k": args.top_k, "attacks": runnable, "budget": args.budget,
