@@ -33,12 +33,14 @@ import asyncio
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.breakdown import PassProfile, achieved_rates, breakdown_lines, breakdown_payload  # noqa: E402
 from bench.levers import (  # noqa: E402
     BASELINE,
     ENGINE,
@@ -59,13 +61,12 @@ from promptrobust.engine.backends.hf_prefix import PrefixCache  # noqa: E402
 from promptrobust.engine.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.evaluator import Evaluator  # noqa: E402
 from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
+from promptrobust.engine.registry import resolve_model  # noqa: E402
+from promptrobust.engine.settings import EvaluationSettings  # noqa: E402
 from promptrobust.engine.scheduler import Scheduler  # noqa: E402
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
-try:  # the protocol module is the new home of these helpers
-    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
-except ImportError:  # pragma: no cover - older checkouts
-    from promptrobust.engine.protocol import protected_words, semantic_prompts_for
+from promptrobust.engine.protocol import few_shot, protected_words, semantic_prompts_for  # noqa: E402
 
 CONTENDERS = ("promptbench", "reference", "reference-choices", "engine-gen", "engine")
 #: The sequential loop each contender is held against (same mode: same scores, same search).
@@ -93,21 +94,33 @@ class Contender:
     evaluators: list[Any] = field(default_factory=list)
     prefixes: Any = None
     recorder: Any = None
+    #: bench.breakdown.PassProfile when --breakdown (label-scoring engine only)
+    profile: Any = None
 
     @property
     def is_engine(self) -> bool:
         return self.name.startswith("engine")
 
-    def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int) -> Any:
+    def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int,
+               examples: list | tuple = ()) -> Any:
         if self.name == "promptbench":
-            return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, max_new_tokens=max_tokens)
+            return PromptbenchScorer(backend.model, backend.tokenizer, task, samples, examples=examples,
+                                     max_new_tokens=max_tokens)
         if self.name in ("reference", "reference-choices"):
             mode = "choices" if self.name == "reference-choices" else "generate"
-            return ReferenceScorer(backend, task, samples, chat=backend.is_chat, max_tokens=max_tokens, mode=mode)
+            return ReferenceScorer(backend, task, samples, examples=examples, chat=backend.is_chat,
+                                   max_tokens=max_tokens, mode=mode)
         ev = Evaluator(self.scheduler, task, samples, mode="generate" if self.name == "engine-gen" else "choices",
-                       max_tokens=max_tokens, chunk_size=chunk_size)
+                       examples=examples, max_tokens=max_tokens, chunk_size=chunk_size)
         self.evaluators.append(ev)
         return ev
+
+
+def shots_and_examples(task: Any, model: str, shots: int | None, seed: int) -> tuple[int, list]:
+    """The worked examples ``pre run`` puts before each sample: the engine's one rule
+    (``EvaluationSettings.shots_for``: 3 for a base model unless ``shots`` says otherwise)."""
+    n = EvaluationSettings(dataset=task.name, shots=shots, seed=seed).shots_for(bool(resolve_model(model).base_model))
+    return n, few_shot(task, n, seed=seed)
 
 
 async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
@@ -115,7 +128,8 @@ async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
     configure(backend, ENGINE if c.is_engine else BASELINE, prefixes=c.prefixes)
     before = backend.positions
     t0 = time.perf_counter()
-    out = await work()
+    with c.profile if c.profile is not None else nullcontext():
+        out = await work()
     c.phases[phase] = time.perf_counter() - t0
     c.seconds += c.phases[phase]
     c.positions += backend.positions - before
@@ -123,7 +137,7 @@ async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
 
 
 async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: list, prompts: list, attacks: list[str],
-                  tmp: Path) -> tuple[list[Contender], dict[str, str]]:
+                  tmp: Path, examples: list | tuple = ()) -> tuple[list[Contender], dict[str, str]]:
     contenders = [Contender(n) for n in args.contenders]
     for c in contenders:
         if c.is_engine:
@@ -131,11 +145,13 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
             c.recorder = Recorder(backend)
             c.cache = ScoreCache(tmp / f"{c.name}.sqlite")
             c.scheduler = Scheduler(c.recorder, cache=c.cache, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+            if args.breakdown and c.name == "engine":
+                c.profile = PassProfile(backend)
             await c.scheduler.start()
     protected = protected_words(task)
     # 1. rank the prompt set
     for c in contenders:
-        scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+        scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size, examples)
 
         async def rank(scorer=scorer, c=c) -> list[tuple[str, float]]:
             if c.is_engine:
@@ -158,7 +174,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
 
             async def attack_top(c=c, top=top) -> None:
                 async def one(prompt: Any) -> None:
-                    scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size)
+                    scorer = c.scorer(backend, task, samples, args.max_tokens, args.chunk_size, examples)
                     out = await get_attack(name).run(prompt.text, scorer, protected=protected, seed=args.seed,
                                                      budget=args.budget, semantic_prompts=semantic_prompts_for(task, name))
                     c.results[(name, prompt.id)] = (out.clean_score, out.adversarial_score, out.adversarial_prompt)
@@ -242,8 +258,14 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="an embedded model name")
     ap.add_argument("--dataset", default="rotten_tomatoes")
+    ap.add_argument("--shots", type=int, default=None,
+                    help="worked examples before each sample (default: as `pre run`, 3 for a base model such as "
+                         "gemma3-270m, else 0; --shots 0 forces 0-shot)")
     ap.add_argument("--limit", type=int, default=4, help="samples per pass")
     ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=None, help="rank only the first N task prompts (default: all)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time each part of the label-scoring engine's passes (bench/breakdown.py) and report FLOP/s")
     ap.add_argument("--attacks", default="offline", help="'offline' (all but BertAttack), 'all', or a comma list")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
@@ -270,13 +292,14 @@ async def main() -> None:
 
     task = get_task(args.dataset)
     samples = task.load(limit=args.limit, seed=args.seed)
-    prompts = load_prompts(task.name, types=["task"])
+    prompts = load_prompts(task.name, types=["task"])[: args.prompts]
+    shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
     backend = embedded_backend(args.model, batch_size=args.batch_size)
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp))
+        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples)
     protocol_seconds = time.perf_counter() - started
     by = {c.name: c for c in contenders}
 
@@ -292,7 +315,7 @@ async def main() -> None:
     runnable = [a for a in attacks if a not in unavailable]
     lines = [
         *header("The paper's protocol: engine vs reference loop vs stock promptbench", command_line("protocol.py"),
-                f"model {args.model}; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
+                f"model {args.model}, {shots}-shot; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
                 f"attack the best {args.top_k} with {', '.join(runnable)}; budget {args.budget or 'unlimited'}; "
                 f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
                 f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
@@ -315,6 +338,23 @@ async def main() -> None:
               "| contender | positions computed | lower bound | ratio |", "|---|---:|---:|---:|"]
     for n, lb in bounds.items():
         lines.append(f"| {n} | {by[n].positions} | {lb} | {by[n].positions / lb:.2f} |" if lb else f"| {n} | {by[n].positions} | - | - |")
+    breakdown = None
+    if "engine" in by and by["engine"].profile is not None:
+        eng = by["engine"]
+        requests = eng.model_calls
+        rates = achieved_rates(backend.model, positions=eng.positions, lower_bound=bounds.get("engine") or 0,
+                               requests=requests, wall_seconds=eng.seconds,
+                               backend_seconds=eng.profile.backend_seconds, peak_flops=peak["flops_per_s"])
+        breakdown = {**breakdown_payload(eng.profile, eng.seconds, requests), **rates}
+        lines += ["", "## Where the label-scoring engine's time goes", "",
+                  f"Self time of each part over the whole protocol ({requests} requests sent, {eng.positions} positions "
+                  f"computed, {(eng.positions / bounds['engine']) if bounds.get('engine') else float('nan'):.2f}x the lower "
+                  f"bound). Model FLOPs (Linear layers, the head once per request; {rates['head_share_of_flops']:.1%} of them "
+                  f"in the head): {rates['gflops_per_s_wall']:.0f} GFLOP/s over the wall time, "
+                  f"{rates['gflops_per_s_backend']:.0f} over the backend's time, against a measured fp32 peak of "
+                  f"{rates['peak_gflops']:.0f} GFLOP/s: {rates['peak_fraction_wall']:.2f} / "
+                  f"{rates['peak_fraction_backend']:.2f} of it.", "",
+                  *breakdown_lines(eng.profile, eng.seconds, requests)]
     lines += [""] + ([*levers["lines"], ""] if levers["rows"] else [])
     if depths:
         lines += ["## Where the fp32 peak goes", "",
@@ -353,6 +393,9 @@ async def main() -> None:
         "linear_kernel_reason": kernel.reason if kernel else None,
         "fp32_peak_gflops": peak["flops_per_s"] / 1e9,
         "bf16": {k: v for k, v in (bf16 or {}).items() if k != "lines"},
+        "breakdown": breakdown,
+        "model": args.model,
+        "shots": shots,
         "sizes": {"samples": len(samples), "top_k": args.top_k, "attacks": runnable, "budget": args.budget,
                   "max_tokens": args.max_tokens, "batch_size": args.batch_size},
     }

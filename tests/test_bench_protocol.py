@@ -126,3 +126,23 @@ def test_summary_keeps_other_keys_and_records_the_run(tmp_path: Path) -> None:
     assert again["figures_by_command"] == {"python bench/protocol.py --limit 2": ["speedup_vs_reference_choices"]}
     assert again["command"] == "python bench/protocol.py --limit 2"
     assert {"machine", "versions", "commit"} <= set(again) and again["versions"]
+
+
+async def test_the_bench_applies_pre_runs_shots_rule(tmp_path: Path) -> None:
+    """The protocol bench runs what users run: gemma3-270m (a base model) gets `pre run`'s few-shot examples."""
+    from bench.protocol import shots_and_examples
+    from promptrobust.engine.session import Session
+    from promptrobust.engine.settings import EvaluationSettings
+    from promptrobust.tasks import get_task
+    from promptrobust.testing.backends import CountingBackend
+
+    task = get_task("rotten_tomatoes")
+    # `pre run --model gemma3-270m` builds its workbench this way (cli/run.py); only the model is a stand-in
+    async with Session(use_cache=False, backend_factory=lambda spec: CountingBackend()) as session:
+        bench = await session.workbench("gemma3-270m", EvaluationSettings(limit=2))
+        chat = await session.workbench("smollm2-135m-instruct", EvaluationSettings(limit=2))
+    shots, examples = shots_and_examples(task, "gemma3-270m", None, 0)
+    assert bench.shots == shots == 3
+    assert examples == list(bench.examples) and len(examples) == 3
+    assert shots_and_examples(task, "smollm2-135m-instruct", None, 0)[0] == chat.shots == 0
+    assert shots_and_examples(task, "gemma3-270m", 0, 0) == (0, [])  # --shots 0 forces 0-shot

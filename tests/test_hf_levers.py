@@ -69,12 +69,17 @@ def smol() -> HFBackend:
 
 
 def configure(b: HFBackend, *, kernel: str = "default", share: bool = False, cache_mb: float = 0.0,
-              length_order: bool = False, drop: bool = False) -> None:
+              length_order: bool = False, drop: bool = False, no_head: bool = False, short_tail: bool = False,
+              kv_views: bool = False, logsumexp: bool = False) -> None:
     install(b._model, kernel)
     b.share_prefix = share
     b.prefixes = PrefixCache(int(cache_mb * 2**20))
     b.length_order = length_order
     b.drop_finished = drop
+    b.prefix_without_head = no_head
+    b.short_tail_batches = short_tail
+    b.kv_views = kv_views
+    b.label_logsumexp = logsumexp
 
 
 def answers(b: HFBackend, reqs: list[Request], *, alone: bool = False) -> list:
@@ -165,7 +170,8 @@ def test_dropping_finished_rows_is_exact(smol: HFBackend, baseline: list) -> Non
 
 @pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
 def test_all_levers_together_are_exact(smol: HFBackend, baseline: list) -> None:
-    configure(smol, kernel="onednn", share=True, cache_mb=64, length_order=True, drop=True)
+    configure(smol, kernel="onednn", share=True, cache_mb=64, length_order=True, drop=True, no_head=True,
+              short_tail=True, kv_views=True, logsumexp=True)
     assert_same(answers(smol, REQUESTS), baseline)
     assert_same(answers(smol, REQUESTS), baseline)  # all prefixes cached now
 
@@ -302,3 +308,78 @@ def test_new_prefixes_of_one_batch_run_in_one_pass_and_stay_exact(smol: HFBacken
     assert smol.prefixes.stats.misses == 4
     assert_same([c.choice_logprobs for c in again], [baseline[i] for i in mixed])
 
+
+
+def _head_calls(b: HFBackend) -> list[int]:
+    """Rows the output layer computed, one entry per call (a hook on the model's lm_head)."""
+    calls: list[int] = []
+    b._model.lm_head.register_forward_hook(lambda _m, args, _out: calls.append(args[0].shape[0] * args[0].shape[1]))
+    return calls
+
+
+def test_prefix_passes_without_the_output_layer_are_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64, length_order=True, no_head=True)
+    heads = _head_calls(smol)
+    keeps: list[int] = []  # the logits each pass keeps (0: a prefix pass, the decoder alone)
+    forward = smol._forward_logits
+    smol._forward_logits = lambda *a, **k: keeps.append(a[3]) or forward(*a, **k)
+    try:
+        got = answers(smol, REQUESTS[:18])  # label scoring: three candidates' prefixes computed, then the rows
+    finally:
+        del smol._forward_logits
+        smol._model.lm_head._forward_hooks.clear()
+    assert smol.prefixes.stats.misses >= len(INSTRUCTIONS)
+    # the head ran once per pass of requests' rows, never for a prefix
+    assert heads and len(heads) == sum(1 for k in keeps if k > 0)
+    configure(smol, share=True, cache_mb=64, length_order=True)
+    heads = _head_calls(smol)
+    try:
+        answers(smol, REQUESTS[:18])
+    finally:
+        smol._model.lm_head._forward_hooks.clear()
+    assert len(heads) >= smol.prefixes.stats.misses  # without the lever, every prefix pass pays the head too
+    assert_same(got, baseline[:18])
+    configure(smol, share=True, cache_mb=64, length_order=True, no_head=True, drop=True)
+    assert_same(answers(smol, REQUESTS), baseline)  # generation too
+
+
+def test_short_tail_batches_are_exact_and_hold_more_rows(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64, length_order=True, short_tail=True)
+    plan = smol.arrange_batches(REQUESTS, smol.batch_size)
+    assert sorted(i for b in plan for i in b) == list(range(len(REQUESTS)))
+    assert max(len(b) for b in plan) > smol.batch_size  # rows after a shared prefix: more per pass
+    longest = max(len(smol._encode_input(r)) for r in REQUESTS)
+    for batch in plan:  # never more padded positions than batch_size whole inputs
+        tails = [len(smol._encode_input(REQUESTS[i])) - smol._planned_prefixes.get(tuple(smol._encode_input(REQUESTS[i])), 0)
+                 for i in batch]
+        assert len(batch) == 1 or len(batch) * max(tails) <= smol.batch_size * longest
+    heads = _head_calls(smol)
+    try:
+        assert_same(answers(smol, REQUESTS), baseline)
+    finally:
+        smol._model.lm_head._forward_hooks.clear()
+    assert max(heads) > smol.batch_size  # a planned wide batch ran as one pass, not cut back to batch_size
+    configure(smol, share=True, cache_mb=64, length_order=True, short_tail=False)
+    assert max(len(b) for b in smol.arrange_batches(REQUESTS, smol.batch_size)) <= smol.batch_size
+
+
+def test_cached_prefixes_enter_a_pass_as_views_and_stay_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, share=True, cache_mb=64, length_order=True, kv_views=True)
+    first = answers(smol, REQUESTS)
+    entry = next(iter(smol.prefixes.entries.values()))
+    cache = smol._cache_of(entry.layers)
+    k0, v0 = entry.layers[0]
+    assert cache.layers[0].keys.data_ptr() == k0.data_ptr() and cache.layers[0].values.data_ptr() == v0.data_ptr()
+    stored = [k.clone() for k, _ in entry.layers]
+    second = answers(smol, REQUESTS)  # every prefix cached now: entered as views, and left unchanged by the passes
+    assert all(torch.equal(a, k) for a, (k, _) in zip(stored, entry.layers))
+    assert_same(first, baseline)
+    assert_same(second, baseline)
+
+
+def test_label_logprobs_from_the_logsumexp_are_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, logsumexp=True)
+    assert_same(answers(smol, REQUESTS), baseline)
+    assert_same(answers(smol, REQUESTS, alone=True), baseline)
+    # two-token labels take the general path and stay exact
+    assert all(len(smol._choice_ids(c)) > 1 for c in ("very positive", "rather negative"))

@@ -59,13 +59,16 @@ def cut_into_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
     return [list(order[k : k + batch_size]) for k in range(0, len(order), batch_size)]
 
 
-def cut_least_padding(order: Sequence[int], lengths: Sequence[int], batch_size: int, overhead: int) -> list[list[int]]:
+def cut_least_padding(order: Sequence[int], lengths: Sequence[int], batch_size: int, overhead: int,
+                      max_positions: int | None = None) -> list[list[int]]:
     """Consecutive runs of ``order`` (sorted by ``lengths``) that cost the fewest padded positions.
 
     A batch costs its rows times its longest row, plus ``overhead`` positions
     (what one more forward pass costs, in positions): where lengths jump, a
     smaller batch wastes less on padding than a full one; where they do not,
-    batches stay full. Exact dynamic programme over the cut points.
+    batches stay full. A batch holds at most ``batch_size`` rows and, when
+    ``max_positions`` is given, at most that many padded positions (a single
+    row always fits). Exact dynamic programme over the cut points.
     """
     n = len(order)
     best = [0] * (n + 1)
@@ -74,6 +77,8 @@ def cut_least_padding(order: Sequence[int], lengths: Sequence[int], batch_size: 
         width = lengths[order[i - 1]]  # sorted: the last row of a run is its longest
         best[i] = -1
         for j in range(max(0, i - batch_size), i):  # largest batch first: it wins ties
+            if max_positions is not None and i - j > 1 and (i - j) * width > max_positions:
+                continue
             cost = best[j] + (i - j) * width + overhead
             if best[i] < 0 or cost < best[i]:
                 best[i], cut[i] = cost, j

@@ -24,7 +24,19 @@ greedy texts identical; ``tests/test_hf_levers.py``):
   (the sample's length), across candidates: a batch then holds rows of one
   length, each after its own cached prefix, and pads little (``length_order``);
 * generation decodes the batch step by step and drops finished rows, so a
-  batch costs what its longest answer needs (``drop_finished``).
+  batch costs what its longest answer needs (``drop_finished``);
+* prefix passes stop before the output layer (``prefix_without_head``): a
+  prefix is computed for its keys and values, and a large vocabulary's head
+  (Gemma 3: 262,144 x 640, 0.67 GB in fp32, read whole on every pass) costs
+  a pass ~0.1 s on this CPU whatever its rows;
+* short-tail batches (``short_tail_batches``): after a cached prefix a row is
+  only its sample, so a batch may hold more rows, as many as keep its
+  positions within ``batch_size`` whole inputs: fewer passes, each paying the
+  head and the per-layer fixed costs once for more rows;
+* cached prefixes enter a pass as views (``kv_views``): the key/value cache
+  starts from the stored (or broadcast) tensors instead of a copy of them;
+* label scoring reads only the labels' logits and the vocabulary's
+  logsumexp (``label_logsumexp``) instead of a full log-softmax copied out.
 
 Choice scoring tokenises each choice on its own (no special tokens) and
 appends its tokens to the input's tokens. That matches the literal text
@@ -65,6 +77,8 @@ MIN_SHARED_PREFIX = 8
 #: What one more forward pass costs, in positions (fixed cost of a pass over the marginal cost of a position,
 #: SmolLM2-135M on the 2-core CPU of bench/results: ~18 ms over ~0.57 ms); decides where a batch is cut.
 _FORWARD_OVERHEAD_POSITIONS = 32
+#: Short-tail batches hold at most this many times ``batch_size`` rows (the scheduler's window is 4 batches).
+_SHORT_TAIL_MAX_FACTOR = 4
 #: Encoded inputs kept between ``arrange_batches`` and the batch that runs them.
 _ENCODED_MEMORY = 4096
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".jinja", ".txt", ".tiktoken")
@@ -109,6 +123,10 @@ class HFBackend(Backend):
         prefix_cache_mb: float = 256.0,
         length_order: bool = True,
         drop_finished: bool = True,
+        prefix_without_head: bool = True,
+        short_tail_batches: bool = True,
+        kv_views: bool = True,
+        label_logsumexp: bool = True,
     ) -> None:
         if not model:
             raise ValueError("hf backend: model must be a Hugging Face id or a local directory")
@@ -139,6 +157,10 @@ class HFBackend(Backend):
         self._planned_prefixes: dict[tuple[int, ...], int] = {}
         self.length_order = length_order
         self.drop_finished = drop_finished
+        self.prefix_without_head = prefix_without_head
+        self.short_tail_batches = short_tail_batches
+        self.kv_views = kv_views
+        self.label_logsumexp = label_logsumexp
         #: token positions run through the model: prefixes, padded tails, decode steps
         self.positions = 0
         self._lock = threading.Lock()
@@ -267,6 +289,10 @@ class HFBackend(Backend):
             "prefix_cache_mb": self.prefixes.budget_bytes / 2**20,
             "length_order": self.length_order,
             "drop_finished": self.drop_finished,
+            "prefix_without_head": self.prefix_without_head,
+            "short_tail_batches": self.short_tail_batches,
+            "kv_views": self.kv_views,
+            "label_logsumexp": self.label_logsumexp,
             "prefix_cache": {"entries": len(self.prefixes.entries), "bytes": self.prefixes.bytes, "hits": st.hits,
                              "partial_hits": st.partial_hits, "misses": st.misses, "evictions": st.evictions},
             "positions": self.positions,
@@ -352,7 +378,7 @@ class HFBackend(Backend):
             score = [i for i, r in enumerate(requests) if r.kind == "score_choices"]
             for temp in sorted({requests[i].decoding.temperature for i in gen}):
                 group = [i for i in gen if requests[i].decoding.temperature == temp]
-                for chunk in self._chunks(group, lambda i: len(encoded[i])):
+                for chunk in self._chunks(group, lambda i: len(encoded[i]), [encoded[i] for i in group]):
                     for i, c in zip(chunk, self._generate([requests[i] for i in chunk], [encoded[i] for i in chunk])):
                         out[i] = c
             if score:
@@ -361,8 +387,19 @@ class HFBackend(Backend):
         assert all(c is not None for c in out)
         return out  # type: ignore[return-value]
 
-    def _chunks(self, idx: list[int], length) -> list[list[int]]:
-        return cut_into_batches(sorted(idx, key=length), self.batch_size)
+    def _chunks(self, idx: list[int], length, inputs: Sequence[list[int]] = ()) -> list[list[int]]:
+        return cut_into_batches(sorted(idx, key=length), self._row_cap(inputs))
+
+    def _row_cap(self, inputs: Sequence[list[int]]) -> int:
+        """Most rows of one pass: ``batch_size``; with ``short_tail_batches``, a batch that ``arrange_batches``
+        planned (each row after its prefix, its size already bounded there) runs whole, up to the window."""
+        size = self.batch_size
+        if not (self.short_tail_batches and self._sharing_possible() and inputs):
+            return size
+        planned = self._planned_prefixes
+        if not all(tuple(s) in planned for s in inputs):
+            return size
+        return max(size, min(_SHORT_TAIL_MAX_FACTOR * size, len(inputs)))
 
     def _encode_input(self, r: Request) -> list[int]:
         """Token ids of a request's input, remembered for a while (``arrange_batches`` encodes them first)."""
@@ -437,6 +474,9 @@ class HFBackend(Backend):
         self._planned_prefixes = planned
         order = sorted(range(len(requests)), key=sort_key.__getitem__)
         tails = [sort_key[i][0] for i in range(len(requests))]
+        if self.short_tail_batches:  # rows after a prefix are short: more of them per pass, no more positions
+            return cut_least_padding(order, tails, _SHORT_TAIL_MAX_FACTOR * batch_size, _batch_overhead(requests),
+                                     max_positions=batch_size * max(len(e) for e in encoded))
         return cut_least_padding(order, tails, batch_size, _batch_overhead(requests))
 
     def _sharing_possible(self) -> bool:
@@ -492,11 +532,14 @@ class HFBackend(Backend):
         from transformers import DynamicCache
 
         done = len(start.tokens) if start is not None else 0
-        cache = DynamicCache(ddp_cache_data=start.layers) if start is not None else DynamicCache()
+        cache = self._cache_of(start.layers) if start is not None else DynamicCache()
         ids = torch.tensor([tokens[done:]], dtype=torch.long, device=self._device)
         pos = torch.arange(done, len(tokens), device=self._device).unsqueeze(0)
-        kw: dict[str, Any] = {"logits_to_keep": 1} if self._has_logits_to_keep else {}
-        self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
+        if self._headless() is not None:  # keys and values are all a prefix is for
+            self._headless()(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True)
+        else:
+            kw: dict[str, Any] = {"logits_to_keep": 1} if self._has_logits_to_keep else {}
+            self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
         self.positions += len(tokens) - done
         return PrefixEntry.of(tokens, [(layer.keys, layer.values) for layer in cache.layers])
 
@@ -527,7 +570,7 @@ class HFBackend(Backend):
 
         seqs = [list(t) for t, _ in todo]
         starts = [s for _, s in todo]
-        _, (cache, _, _) = self._forward_after(seqs, starts, 1, keep_cache=True)
+        _, (cache, _, _) = self._forward_after(seqs, starts, 0 if self._headless() is not None else 1, keep_cache=True)
         width = max(len(s.tokens) if s is not None else 0 for s in starts)
         out: dict[tuple[int, ...], PrefixEntry] = {}
         for row, (tokens, start) in enumerate(todo):
@@ -570,7 +613,7 @@ class HFBackend(Backend):
         if width:
             prefix_mask = (torch.arange(width, device=self._device).unsqueeze(0) >= (width - lens_t).unsqueeze(1)).long()
             mask = torch.cat([prefix_mask, tail_mask], dim=1)
-            cache = DynamicCache(ddp_cache_data=self._stack_prefixes(entries, lens, width))
+            cache = self._cache_of(self._stack_prefixes(entries, lens, width))
         else:
             mask = tail_mask
             cache = DynamicCache() if keep_cache else None
@@ -579,6 +622,18 @@ class HFBackend(Backend):
             return logits, None
         lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long, device=self._device)
         return logits, (cache, mask, lengths)
+
+    def _cache_of(self, layers: list[tuple[Any, Any]]) -> Any:
+        """A DynamicCache holding ``layers``: with ``kv_views`` the tensors themselves (the pass's own
+        concatenation is then their only copy), else as transformers fills one (a copy on creation)."""
+        from transformers import DynamicCache
+
+        if not self.kv_views:
+            return DynamicCache(ddp_cache_data=layers)
+        cache = DynamicCache(ddp_cache_data=[(k[..., :0, :], v[..., :0, :]) for k, v in layers])
+        for layer, (k, v) in zip(cache.layers, layers):
+            layer.keys, layer.values = k, v
+        return cache
 
     def _stack_prefixes(self, entries: list[PrefixEntry | None], lens: list[int], width: int) -> list[tuple[Any, Any]]:
         """Per layer (keys, values) of shape (rows, heads, width, head_dim), each row's prefix right-aligned."""
@@ -751,7 +806,12 @@ class HFBackend(Backend):
         single = [i for i in range(len(reqs)) if all(len(c) == 1 for c in choice_ids[i])]
         single_set = set(single)
         # Fast path: every choice is one token -> one forward pass per input.
-        for chunk in self._chunks(single, lambda i: len(inputs[i])):
+        for chunk in self._chunks(single, lambda i: len(inputs[i]), [inputs[i] for i in single]):
+            if self.label_logsumexp and not self._encdec:
+                got = self._label_logprobs([inputs[i] for i in chunk], [[c[0] for c in choice_ids[i]] for i in chunk])
+                for row, i in enumerate(chunk):
+                    results[i] = got[row]
+                continue
             dist = self._next_token_logprobs([inputs[i] for i in chunk])
             for row, i in enumerate(chunk):
                 results[i] = [float(dist[row, c[0]]) for c in choice_ids[i]]
@@ -773,10 +833,21 @@ class HFBackend(Backend):
             for i in range(len(reqs))
         ]
 
+    def _headless(self) -> Any:
+        """The decoder without its output layer (None: lever off, or no such module to call)."""
+        if not self.prefix_without_head or self._encdec:
+            return None
+        decoder = getattr(self._model, "model", None)  # transformers' CausalLM: .model is the decoder stack
+        return decoder if decoder is not None and decoder is not self._model and callable(decoder) else None
+
     def _forward_logits(self, ids, mask, pos, keep: int, cache: Any = None):
+        """Logits of the last ``keep`` columns; ``keep=0``: the decoder alone runs (no output layer), returns None."""
         kw: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": cache is not None}
         if cache is not None:
             kw["past_key_values"] = cache
+        if keep == 0:
+            self._headless()(**kw)
+            return None
         if self._has_logits_to_keep:
             kw["logits_to_keep"] = keep
         logits = self._model(**kw).logits
@@ -793,6 +864,18 @@ class HFBackend(Backend):
         else:
             logits = self._rows_forward(inputs, inputs, 1)[0][:, -1, :]
         return torch.log_softmax(logits.float(), dim=-1).cpu()
+
+    def _label_logprobs(self, inputs: list[list[int]], labels: list[list[int]]) -> list[list[float]]:
+        """log p(label token | input) for each row's label tokens: their logits minus the logsumexp over the
+        whole vocabulary (the exact normaliser); nothing of the vocabulary's size leaves the pass."""
+        import torch
+
+        logits = self._rows_forward(inputs, inputs, 1)[0][:, -1, :].float()
+        norm = torch.logsumexp(logits, dim=-1)
+        width = max(len(x) for x in labels)
+        idx = torch.tensor([x + [x[0]] * (width - len(x)) for x in labels], dtype=torch.long, device=logits.device)
+        picked = (logits.gather(1, idx) - norm.unsqueeze(1)).cpu().tolist()
+        return [row[: len(x)] for row, x in zip(picked, labels)]
 
     def _continuation_logprobs(self, inputs: list[list[int]], conts: list[list[int]]) -> list[float]:
         """Sum of log p(continuation tokens | input) for each (input, continuation) pair."""
