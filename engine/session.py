@@ -284,13 +284,6 @@ class Session:
         return await defend(self, sources, model=model, model_args=model_args, settings=settings, distance=distance,
                             keep_samples=keep_samples, progress=progress)
 
-    async def sweep(self, config: Any, *, on_event: Callable[[str], None] = lambda message: None) -> Any:
-        """Run (or resume) a sweep (``engine.sweep.SweepConfig`` or a TOML path) on this session."""
-        from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
-
-        cfg = config if isinstance(config, SweepConfig) else load_config(config)
-        return await run_sweep(cfg, session=self, on_event=on_event)
-
     async def close(self) -> None:
         for sched in self._schedulers.values():
             await sched.close()
