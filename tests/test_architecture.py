@@ -217,7 +217,7 @@ def test_the_import_check_fails_on_violations_planted_in_a_copy(tmp_path: Path) 
 
     with open(tmp_path / "engine" / "session.py", "a", encoding="utf-8") as fh:
         fh.write("\ndef _late():\n    from promptrobust.engine import sweep\n")  # sweep already imports session
-    assert ["promptrobust.engine.session", "promptrobust.engine.sweep"] in [c for c in cycles(tmp_path) if c not in KNOWN_CYCLES]
+    assert any({"promptrobust.engine.session", "promptrobust.engine.sweep"} <= set(c) for c in cycles(tmp_path) if c not in KNOWN_CYCLES)
 
 
 def test_no_new_import_circles() -> None:
