@@ -26,11 +26,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.workbench import Workbench, few_shot, prepare
+
+if TYPE_CHECKING:
+    from promptrobust.engine.analysis.defense import DefenseResult
+    from promptrobust.engine.analysis.prompt_eval import PromptEvalResult
+    from promptrobust.engine.analysis.transfer import TransferResult
+    from promptrobust.engine.protocol import ProtocolResult
+    from promptrobust.engine.records import AttackRecord
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
@@ -155,7 +162,7 @@ class Session:
         return sched
 
     async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
-                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Any:
+                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Workbench:
         """Task, samples, examples, the mode and the model's scheduler for one evaluation
         (``engine.workbench.Workbench``), prepared once per session and reused."""
         spec = self.resolve(model, model_args)
@@ -213,7 +220,7 @@ class Session:
         model: str | ModelSpec = DEFAULT_MODEL,
         model_args: Mapping[str, Any] | None = None,
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> AttackRecord:
         """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = (settings or AttackSettings()).with_(attacks=(attack,))
@@ -235,7 +242,7 @@ class Session:
         on_event: Callable[[str], None] = lambda message: None,
         fail_fast: tuple[type[BaseException], ...] = (),
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> ProtocolResult:
         """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
         attack becomes a ``failed`` record."""
@@ -258,7 +265,7 @@ class Session:
         keep_samples: bool = False,
         progress: Any = None,
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> PromptEvalResult:
         """Score given prompts or (clean, adversarial) pairs, e.g. the paper's published
         adversarial prompts (``engine.analysis.prompt_eval.evaluate_prompts``)."""
         from promptrobust.engine.analysis.prompt_eval import evaluate_prompts
@@ -269,7 +276,7 @@ class Session:
         )
 
     async def transfer(self, sources: Any, *, model: str | ModelSpec, model_args: Mapping[str, Any] | None = None,
-                       settings: Any = None, keep_samples: bool = False, progress: Any = None) -> Any:
+                       settings: Any = None, keep_samples: bool = False, progress: Any = None) -> TransferResult:
         """The adversarial prompts of earlier runs on another model (``engine.analysis.transfer``)."""
         from promptrobust.engine.analysis.transfer import transfer
 
@@ -277,7 +284,7 @@ class Session:
                               keep_samples=keep_samples, progress=progress)
 
     async def defend(self, sources: Any, *, model: str | ModelSpec | None = None, model_args: Mapping[str, Any] | None = None,
-                     settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> Any:
+                     settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> DefenseResult:
         """PDR without and with spell-correcting the adversarial prompts (``engine.analysis.defense``)."""
         from promptrobust.engine.analysis.defense import defend
 
