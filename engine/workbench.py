@@ -11,6 +11,8 @@ generate), the chance rate and the model's shared scheduler. Then:
   prompt with its interval, chance flag, per-sample scores and its own cost);
   ranking, ``Session.evaluate``, ``pre run``, ``pre eval``, transfer and
   defense all score through it;
+- ``Workbench.pair``: a clean prompt and a given other prompt -> one ``pair``,
+  ``transfer`` or ``defense`` record;
 - ``Workbench.attack``: one attack on one prompt -> one ``attack`` record;
 - ``Workbench.sample_log``: per-sample answers of records' prompts (--log-samples).
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +114,49 @@ class Workbench:
                      clean: "CleanScore | None" = None) -> AttackRecord:
         """One attack on one prompt: its ``attack`` record (``attack_one``)."""
         return await attack_one(self, prompt, attack_name, settings, clean=clean)
+
+    def pair(
+        self,
+        *,
+        prompt_id: str,
+        attack: str,
+        clean: Any,
+        adversarial: Any,
+        kind: str = "pair",
+        prompt_type: str = "given",
+        settings: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        source_model: str | None = None,
+        defense: str | None = None,
+    ) -> AttackRecord:
+        """The record of a clean prompt paired with a given other prompt, both scored on these
+        samples (``clean`` and ``adversarial``: ``analysis.scoring.PromptScore``): both scores with
+        intervals, the PDR with its paired interval, McNemar's p and the chance flag, as an attack
+        record has. ``kind``: pair, transfer (``source_model``) or defense (``defense``). A clean
+        score of 0 leaves no PDR ("skipped_clean_zero"). Its work is shared with the other records
+        that use the same prompts, so its cost is marked shared."""
+        from promptrobust.attacks.result import performance_drop_rate
+
+        stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=self.binary, chance=self.chance_rate)
+        skipped = clean.score == 0
+        if skipped:
+            stats["pdr_ci95"] = None
+        return AttackRecord(
+            **self.describe(),
+            prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
+            clean_prompt=clean.prompt, clean_score=clean.score,
+            adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
+            pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
+            status="skipped_clean_zero" if skipped else "attacked",
+            budget=None, early_stopping="off", **stats,
+            clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
+            cost=Cost(shared=True),
+            settings=dict(settings or {}), extra=dict(extra or {}),
+            # An input here (an attack finds its own): two pairs with one clean prompt
+            # and different adversarial prompts are two measurements, not reruns of one.
+            adversarial_given=True,
+            kind=kind, source_model=source_model, defense=defense,
+        )
 
     async def sample_log(self, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
         """Per-sample answers of each record's clean and final adversarial prompt

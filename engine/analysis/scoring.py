@@ -89,48 +89,9 @@ async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: boo
     return out
 
 
-def pair_record(
-    bench: Any,
-    *,
-    prompt_id: str,
-    attack: str,
-    clean: PromptScore,
-    adversarial: PromptScore,
-    kind: str = "pair",
-    prompt_type: str = "given",
-    settings: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
-    source_model: str | None = None,
-    defense: str | None = None,
-) -> AttackRecord:
-    """The record of a (clean, adversarial) pair scored on the same samples:
-    both scores with intervals, the PDR with its paired bootstrap interval,
-    McNemar's p and the chance flag (``engine.protocol.pair_statistics``, as
-    attack records have). A clean score of 0 leaves no PDR: "skipped_clean_zero"."""
-    from promptrobust.attacks.result import performance_drop_rate
-    from promptrobust.engine.workbench import pair_statistics
-
-    stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
-    skipped = clean.score == 0
-    if skipped:
-        stats["pdr_ci95"] = None
-    record = AttackRecord(
-        **bench.describe(),
-        prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
-        clean_prompt=clean.prompt, clean_score=clean.score,
-        adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
-        pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
-        status="skipped_clean_zero" if skipped else "attacked",
-        budget=None, early_stopping="off", **stats,
-        clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
-        cost=Cost(shared=True),  # both prompts were scored once for every record using them, concurrently
-        settings=dict(settings or {}), extra=dict(extra or {}),
-        # An input here (an attack finds its own): two pairs with one clean prompt
-        # and different adversarial prompts are two measurements, not reruns of one.
-        adversarial_given=True,
-        kind=kind, source_model=source_model, defense=defense,
-    )
-    return record
+def pair_record(bench: Any, **pair: Any) -> AttackRecord:
+    """``Workbench.pair`` (kept for callers of release 0.1)."""
+    return bench.pair(**pair)
 
 
 def field_of(record: Any, key: str) -> Any:
