@@ -40,16 +40,10 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def clean_document(argv: Sequence[str], *, bench: Any, clean: Sequence[Any], facts: Mapping[str, Any], started: str,
-                   wall_seconds: float, configs: Mapping[str, Any], logged: int = 0) -> dict[str, Any]:
-    """``pre run`` without an attack: every prompt's clean score."""
-    rows = [c.to_dict() for c in clean]
-    return results_document(
-        argv=argv, models=facts["models"], dataset=bench.task.name, measurement=bench.measurement().to_dict(),
-        configs=configs, clean=rows, extra_results={"mean_score": sum(c.score for c in clean) / len(clean) if clean else None},
-        samples=len(bench.samples), logged_samples=logged, started=started, wall_seconds=wall_seconds,
-        chance_rate=bench.chance_rate, counters=facts["counters"],
-    )
+def clean_document(argv: Sequence[str], *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
+                   logged: int = 0) -> dict[str, Any]:
+    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``)."""
+    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"])
 
 
 def protocol_document(argv: Sequence[str], *, bench: Any, result: Any, attacks: AttackSettings, facts: Mapping[str, Any],

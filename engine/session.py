@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
+from promptrobust.engine.run_folder import identity_of
+from promptrobust.engine.run_folder import now as now_iso
 from promptrobust.engine.workbench import Workbench, few_shot, prepare
 
 if TYPE_CHECKING:
@@ -60,6 +62,11 @@ class EvaluationResult:
     evaluations: list[PromptEvaluation]
     scheduler: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    measurement: dict[str, Any] = field(default_factory=dict)
+    """``MeasurementSettings`` of every score here."""
+    chance_rate: float | None = None
+    model_identity: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
 
     @property
     def scores(self) -> dict[str, float]:
@@ -90,14 +97,23 @@ class EvaluationResult:
             lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.settings,
-            "prompts": [c.to_dict() for c in self.clean],
-            "mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None,
-            "wall_seconds": round(self.wall_seconds, 3),
-            "scheduler": self.scheduler,
-        }
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes
+        (``engine.run_folder``); ``argv`` defaults to this process's command line."""
+        import sys
+
+        from promptrobust.engine.run_folder import results_document
+
+        return results_document(
+            argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
+            dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
+            clean=[c.to_dict() for c in self.clean],
+            extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
+            samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
+            wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
+            counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
+        )
 
 
 class Session:
@@ -195,7 +211,7 @@ class Session:
         evaluation = _evaluation(evaluation, evaluation_fields)
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        started = time.monotonic()
+        started, began = time.monotonic(), now_iso()
         done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
         scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
         clean = [s.clean for s in scored]
@@ -208,6 +224,10 @@ class Session:
             evaluations=evaluations,
             scheduler=bench.scheduler.stats.snapshot(),
             wall_seconds=time.monotonic() - started,
+            measurement=bench.measurement().to_dict(),
+            chance_rate=bench.chance_rate,
+            model_identity=identity_of(bench.scheduler),
+            started=began,
         )
 
     async def attack(

@@ -135,3 +135,25 @@ def test_a_sweep_writes_the_same_validating_layout(tmp_path: Path) -> None:
     assert doc["results"]["records"]["total"] == len(records) == 2 and doc["results"]["records"]["by_kind"] == {"attack": 2}
     assert doc["models"][0]["name"] == "openai:fake-a" and doc["configs"]["sweep"]["name"] == "grid"
     assert {(a["kind"], a["attack"]) for a in doc["results"]["apdr"]} == {("attack", "stresstest")}
+
+
+def test_the_python_api_result_has_the_cli_layout(tmp_path: Path, monkeypatch) -> None:
+    """`Session.evaluate(...).to_dict()` and `pre run` write one layout (they were two)."""
+    import promptrobust
+    from tests.fixtures.analysis.fake_model import factory
+
+    _, build = factory(rt_samples(8, seed=0))
+    result = promptrobust.evaluate(model="hf:fake", dataset="rotten_tomatoes", limit=8, mode="choices",
+                                   data_file=str(REVIEWS), use_cache=False, backend_factory=build)
+    doc = orjson.loads(orjson.dumps(result.to_dict(), default=str))
+    errors = list(validator().iter_errors(doc))
+    assert not errors, errors[0].message
+    patch_backend(monkeypatch, rt_samples(8, seed=0))
+    assert main(["run", "--model", "hf:fake", "--data-file", str(REVIEWS), "--limit", "8", "--mode", "choices",
+                 "--no-cache", "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    cli = orjson.loads((run / "results.json").read_bytes())
+    assert set(doc) == set(cli)
+    assert doc["configs"]["measurement"] == cli["configs"]["measurement"]
+    assert doc["results"]["clean"] == cli["results"]["clean"]
+    assert doc["models"] == cli["models"]
