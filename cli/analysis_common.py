@@ -94,7 +94,9 @@ def library_errors() -> Iterator[None]:
     try:
         yield
     except AnalysisInputError as exc:
-        raise UserError(str(exc)) from None
+        from promptrobust.cli.errors import one_line
+
+        raise UserError(one_line(exc)) from None
 
 
 def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:

@@ -47,6 +47,8 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine.errors import PromptRobustError
+
 __all__ = [
     "FORMAT",
     "OWNER_FILE",
@@ -68,11 +70,10 @@ OWNER_FILE = ".owner-pid"
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
-class RunFolderError(ValueError):
+class RunFolderError(PromptRobustError, ValueError):
     """The output folder cannot be used; the message names the fix."""
 
     setting = "output_dir"
-    """The setting to change (the CLI names its flag)."""
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:

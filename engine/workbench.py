@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
@@ -225,7 +226,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
 MAX_INPUT_CHARS = 1_000_000
 
 
-class InputTooLongError(ValueError):
+class InputTooLongError(PromptRobustError, ValueError):
     """A sample that no model could read; the message names it and the fix."""
 
 

@@ -367,7 +367,8 @@ def _filter(items: list[PromptItem], dataset: str, prompt_type: str) -> tuple[li
         kept = [it for it in items if it.prompt_type == prompt_type]
         if not kept:
             types = sorted({it.prompt_type for it in items})
-            raise AnalysisInputError(f"no prompt of type {prompt_type!r} (the file has {', '.join(types)}); use --prompt-type all")
+            raise AnalysisInputError(f"no prompt of type {prompt_type!r} (the file has {', '.join(types)}); use prompt type 'all'",
+                                     setting="prompt_type")
         items = kept
     return items, notes
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import EvaluationSettings
 
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class AnalysisInputError(ValueError):
+class AnalysisInputError(PromptRobustError, ValueError):
     """Inputs an analysis cannot work with (missing runs, bad prompt files); the
     message names the fix."""
 
@@ -54,7 +55,8 @@ async def prepare(session: Any, spec: Any, settings: EvaluationSettings) -> Any:
     gets the paper's 3), the mode, the chance rate and the shared scheduler."""
     bench = await session.workbench(spec, settings)
     if not bench.samples:
-        raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check --data-dir/--data-file and --limit")
+        raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check the data folder or file and the sample limit",
+                                 setting="limit")
     return bench
 
 
