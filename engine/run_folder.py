@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -240,8 +240,23 @@ class SweepFolder:
         self.results = self.path / "results.jsonl"
         self.started = now()
 
-    def write_config(self, config: Mapping[str, Any]) -> Path:
-        return _write_bytes(self.path / "config.json", orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
+    def write_config(self, config: Mapping[str, Any], *, resume_key: Callable[[Mapping[str, Any]], Any] | None = None) -> Path:
+        """``config.json``. With ``resume_key`` (the settings every record depends on), a folder
+        that already holds records made under another key is refused: a rerun would skip their
+        prompts as done and mix two settings in one sweep."""
+        old_path = self.path / "config.json"
+        if resume_key is not None and old_path.is_file() and self.results.is_file() and self.results.stat().st_size:
+            try:
+                old = resume_key(orjson.loads(old_path.read_bytes()))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+                old = None
+            new = resume_key(config)
+            if old is not None and old != new:
+                differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)) if isinstance(old, dict) else []
+                raise RunFolderError(
+                    f"{self.path} holds records made with other settings ({', '.join(differ[:3]) or 'settings'} differ); "
+                    "resuming would mix them: give the sweep another name or output folder", setting="output_dir")
+        return _write_bytes(old_path, orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
 
     def append_records(self, records: Iterable[Any]) -> None:
         from promptrobust.engine.records import append_jsonl

@@ -157,3 +157,33 @@ def test_the_python_api_result_has_the_cli_layout(tmp_path: Path, monkeypatch) -
     assert doc["configs"]["measurement"] == cli["configs"]["measurement"]
     assert doc["results"]["clean"] == cli["results"]["clean"]
     assert doc["models"] == cli["models"]
+
+
+def test_a_sweep_folder_is_resumed_only_under_the_same_settings(tmp_path: Path) -> None:
+    """The settings are the resume key: records of limit 6 must not count as done for limit 8
+    (the rerun would skip their prompts and mix two settings); growing the grid is fine."""
+    from promptrobust.engine.run_folder import RunFolderError
+    from promptrobust.engine.session import Session
+    from promptrobust.engine.sweep import run_sweep
+    from promptrobust.engine.sync import run_sync
+    from promptrobust.testing import CountingBackend
+    from tests.sweep_helpers import hashed_answer, small_config
+
+    def sweep(cfg) -> None:  # noqa: ANN001
+        async def go() -> None:
+            session = Session(cache=tmp_path / "c.sqlite", backend_factory=lambda spec: CountingBackend(answer=hashed_answer, name=spec.name))
+            try:
+                await run_sweep(cfg, session=session)
+            finally:
+                await session.close()
+
+        run_sync(go)
+
+    cfg = small_config(tmp_path, models=("openai:fake-a",), prompt_types=("task",), attacks=("stresstest",))
+    sweep(cfg)
+    before = (cfg.folder / "results.jsonl").read_bytes()
+    with pytest.raises(RunFolderError, match="evaluation.limit"):
+        sweep(cfg.with_(evaluation=cfg.evaluation.with_(limit=8)))
+    assert (cfg.folder / "results.jsonl").read_bytes() == before  # nothing appended
+    sweep(cfg.with_(models=("openai:fake-a", "openai:fake-b")))  # a bigger grid resumes
+    assert len(read_jsonl(cfg.folder / "results.jsonl")) == 4
