@@ -22,6 +22,7 @@ from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.records import AttackRecord
 from promptrobust.engine.run_folder import identity_of
 from promptrobust.engine.run_folder import now as now_iso
+from promptrobust.engine.run_results import protocol_document
 from promptrobust.engine.settings import AttackSettings
 from promptrobust.engine.workbench import (  # noqa: F401 - re-exported
     MAX_INPUT_CHARS,
@@ -98,8 +99,6 @@ class ProtocolResult:
     def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """This result as ``results.json`` in the one layout (``engine.run_results.protocol_document``)."""
-        from promptrobust.engine.run_results import protocol_document
-
         return protocol_document(argv, result=self, configs=configs, logged=logged, counters=counters)
 
     summary = to_dict  # release 0.1's name

@@ -33,6 +33,7 @@ place to point at a shared atomic writer.
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import asdict
 import os
 import re
 import shutil
@@ -48,6 +49,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
 __all__ = [
     "FORMAT",
@@ -132,8 +134,6 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
     if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict
-
         return asdict(obj)
     return str(obj)
 
@@ -186,8 +186,6 @@ class RunFolder:
 
     def append_records(self, records: Iterable[Any]) -> None:
         """Append records to ``results.jsonl`` the moment they exist (one flushed, fsynced line each)."""
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.path("results.jsonl"), records)
 
     def write_records(self, records: Sequence[Any]) -> None:
@@ -198,8 +196,6 @@ class RunFolder:
 
     def consolidate(self) -> None:
         """``results.parquet`` from ``results.jsonl`` (when there are records)."""
-        from promptrobust.engine.records import consolidate_parquet
-
         if self.path("results.jsonl").exists():
             consolidate_parquet(self.path("results.jsonl"), self.path("results.parquet"))
 
@@ -259,19 +255,13 @@ class SweepFolder:
         return _write_bytes(old_path, orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
 
     def append_records(self, records: Iterable[Any]) -> None:
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.results, records)
 
     def append_error(self, row: Mapping[str, Any]) -> None:
         """One line of ``errors.jsonl`` (a failed job: its id, label and reason)."""
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.path / "errors.jsonl", [row])
 
     def consolidate(self) -> None:
-        from promptrobust.engine.records import consolidate_parquet
-
         consolidate_parquet(self.results, self.path / "results.parquet")
 
     def write_results(self, document: Mapping[str, Any]) -> Path:

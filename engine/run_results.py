@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.analysis.scoring import apdr_rows
+from promptrobust.engine.records import read_jsonl
+from promptrobust.engine.run_folder import identity_of
 from promptrobust.engine.run_folder import now, results_document
 from promptrobust.engine.settings import AttackSettings
 
@@ -22,8 +25,6 @@ __all__ = ["clean_document", "protocol_document", "records_document", "session_f
 
 def session_facts(session: Any) -> dict[str, Any]:
     """Identity of every model the session queried and its counters (read before it closes)."""
-    from promptrobust.engine.run_folder import identity_of
-
     schedulers = list(getattr(session, "_schedulers", {}).values())
     return {
         "models": [identity_of(s) for s in schedulers],
@@ -50,8 +51,6 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
                       logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
     of each attack over its records."""
-    from promptrobust.engine.analysis.scoring import apdr_rows
-
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
     return results_document(
@@ -122,8 +121,6 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
 
 def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
     """The identity of each distinct model the workbenches queried."""
-    from promptrobust.engine.run_folder import identity_of
-
     out: dict[str, dict[str, Any]] = {}
     for b in benches:
         ident = identity_of(b.scheduler)
@@ -136,9 +133,6 @@ def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[st
     """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
     clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack)."""
     import sys
-
-    from promptrobust.engine.analysis.scoring import apdr_rows
-    from promptrobust.engine.records import read_jsonl
 
     rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
     records = [AttackRecord.from_dict(r) for r in rows]

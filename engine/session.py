@@ -26,20 +26,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.run_folder import identity_of
+from promptrobust.engine.run_folder import results_document
 from promptrobust.engine.run_folder import now as now_iso
 from promptrobust.engine.workbench import Workbench, few_shot, prepare
 
-if TYPE_CHECKING:
-    from promptrobust.engine.analysis.defense import DefenseResult
-    from promptrobust.engine.analysis.prompt_eval import PromptEvalResult
-    from promptrobust.engine.analysis.transfer import TransferResult
-    from promptrobust.engine.protocol import ProtocolResult
-    from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.analysis.defense import DefenseResult, defend
+from promptrobust.engine.analysis.prompt_eval import PromptEvalResult, evaluate_prompts
+from promptrobust.engine.analysis.transfer import TransferResult, transfer
+from promptrobust.engine.protocol import ProtocolResult, run_protocol
+from promptrobust.engine.records import AttackRecord
+from promptrobust.tasks.errors import TaskError
+from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
@@ -102,8 +104,6 @@ class EvaluationResult:
         """This result as ``results.json`` in the one layout every command writes
         (``engine.run_folder``); ``argv`` defaults to this process's command line."""
         import sys
-
-        from promptrobust.engine.run_folder import results_document
 
         return results_document(
             argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
@@ -266,8 +266,6 @@ class Session:
         """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
         attack becomes a ``failed`` record."""
-        from promptrobust.engine.protocol import run_protocol
-
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = settings or AttackSettings(attacks=("stresstest",))
         bench = await self.workbench(model, evaluation, model_args=model_args)
@@ -288,8 +286,6 @@ class Session:
     ) -> PromptEvalResult:
         """Score given prompts or (clean, adversarial) pairs, e.g. the paper's published
         adversarial prompts (``engine.analysis.prompt_eval.evaluate_prompts``)."""
-        from promptrobust.engine.analysis.prompt_eval import evaluate_prompts
-
         return await evaluate_prompts(
             self, prompts, model=model, model_args=model_args, settings=_evaluation(evaluation, evaluation_fields),
             prompt_type=prompt_type, keep_samples=keep_samples, progress=progress,
@@ -298,16 +294,12 @@ class Session:
     async def transfer(self, sources: Any, *, model: str | ModelSpec, model_args: Mapping[str, Any] | None = None,
                        settings: Any = None, keep_samples: bool = False, progress: Any = None) -> TransferResult:
         """The adversarial prompts of earlier runs on another model (``engine.analysis.transfer``)."""
-        from promptrobust.engine.analysis.transfer import transfer
-
         return await transfer(self, sources, model=model, model_args=model_args, settings=settings,
                               keep_samples=keep_samples, progress=progress)
 
     async def defend(self, sources: Any, *, model: str | ModelSpec | None = None, model_args: Mapping[str, Any] | None = None,
                      settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> DefenseResult:
         """PDR without and with spell-correcting the adversarial prompts (``engine.analysis.defense``)."""
-        from promptrobust.engine.analysis.defense import defend
-
         return await defend(self, sources, model=model, model_args=model_args, settings=settings, distance=distance,
                             keep_samples=keep_samples, progress=progress)
 
@@ -333,9 +325,6 @@ def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]
 
 def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
     """The dataset's stored prompts of one type ('task', 'role', 'semantic', or 'all' = task + role)."""
-    from promptrobust.tasks.errors import TaskError
-    from promptrobust.tasks.prompt_sets import load_prompts
-
     types = ["task", "role"] if prompt_type == "all" else [prompt_type]
     prompts = load_prompts(task.name, types=types)
     if not prompts:

@@ -28,10 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
+from promptrobust.engine.analysis.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
+from promptrobust.engine.evaluator import Evaluator, PromptEvaluation, warn_no_logprobs
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.common import few_shot_examples
+from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.tasks.registry import get_task
 
 @dataclass
 class Workbench:
@@ -189,8 +193,6 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
     backend that cannot score label log-probs generates (said once per model)."""
     mode = evaluation.mode_for(task.supports_choices)
     if mode == "choices" and not backend.supports_choice_scoring:
-        from promptrobust.engine.evaluator import warn_no_logprobs
-
         warn_no_logprobs(backend.identity.name)
         mode = "generate"
     return mode
@@ -198,8 +200,6 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
-    from promptrobust.tasks.registry import get_task
-
     task = get_task(evaluation.dataset)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
@@ -245,16 +245,12 @@ def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = No
     """``shots`` worked examples from the task's fixed few-shot set (none for 0)."""
     if shots <= 0:
         return []
-    from promptrobust.tasks.common import few_shot_examples
-
     return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
 
 
 def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:
     if not task.supports_choices or not samples:
         return None
-    from promptrobust.engine.analysis.statistics import majority_rate
-
     return majority_rate([s.target for s in samples])
 
 
@@ -298,8 +294,6 @@ class ScoredPrompt:
 
 
 def clean_score(bench: Workbench, prompt: Prompt, evaluation: PromptEvaluation) -> CleanScore:
-    from promptrobust.engine.analysis.statistics import is_at_chance, score_interval
-
     scores = tuple(evaluation.sample_scores)
     ci = tuple(score_interval(scores, binary=bench.binary)) if scores else (evaluation.score, evaluation.score)
     return CleanScore(
@@ -327,15 +321,11 @@ def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
         return []
-    from promptrobust.tasks.prompt_sets import load_prompts
-
     return [(p.language, p.text) for p in load_prompts(task.name, types=["semantic"])]
 
 
 def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:
     """Intervals, paired test and chance flag of a clean/adversarial pair on the same samples."""
-    from promptrobust.engine.analysis.statistics import is_at_chance, mcnemar_p, pdr_interval, score_interval
-
     clean_ci = score_interval(clean, binary=binary)
     pdr_ci = pdr_interval(clean, adversarial)
     return {

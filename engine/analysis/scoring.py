@@ -16,8 +16,11 @@ from typing import Any, Protocol
 
 
 from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.analysis.report.tables import Table
+from promptrobust.engine.analysis.statistics import summarize_pdrs
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.tasks.base import Prompt
 
 __all__ = [
     "AnalysisInputError",
@@ -79,8 +82,6 @@ class PromptScore:
 async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
     """Exact scores of the distinct ``prompts`` through ``Workbench.score_prompts``
     (the one loop: no early stopping, all submitted at once, each prompt's cost its own)."""
-    from promptrobust.tasks.base import Prompt
-
     distinct = list(dict.fromkeys(prompts))
     given = [Prompt(id="", dataset=bench.task.name, type="given", text=t) for t in distinct]
     out: dict[str, PromptScore] = {}
@@ -110,8 +111,6 @@ def field_of(record: Any, key: str) -> Any:
 def apdr_rows(records: Sequence[Any], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
     """APDR per group (first-seen order): ``statistics.summarize_pdrs`` of each
     group's records, so the numbers equal what ``pre report`` prints."""
-    from promptrobust.engine.analysis.statistics import summarize_pdrs
-
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for r in records:
         groups.setdefault(tuple(get(r, k) for k in by), []).append(r)
@@ -143,8 +142,6 @@ def format_apdr(row: Mapping[str, Any], digits: int = 2) -> str:
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:
     """Rows as the report's ``Table`` (one Markdown/CSV writer for every analysis)."""
-    from promptrobust.engine.analysis.report.tables import Table
-
     def cell(v: Any) -> str:
         if v is None:
             return "–"
