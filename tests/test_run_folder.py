@@ -187,3 +187,15 @@ def test_a_sweep_folder_is_resumed_only_under_the_same_settings(tmp_path: Path) 
     assert (cfg.folder / "results.jsonl").read_bytes() == before  # nothing appended
     sweep(cfg.with_(models=("openai:fake-a", "openai:fake-b")))  # a bigger grid resumes
     assert len(read_jsonl(cfg.folder / "results.jsonl")) == 4
+
+
+def test_files_get_the_users_umask_not_private_modes(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with RunFolder(tmp_path, ["m"]) as folder:
+            folder.write_json("results-like.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (folder.final / "results-like.json").stat().st_mode & 0o777 == 0o644
