@@ -94,7 +94,9 @@ def library_errors() -> Iterator[None]:
     try:
         yield
     except AnalysisInputError as exc:
-        raise UserError(str(exc)) from None
+        from promptrobust.cli.errors import one_line
+
+        raise UserError(one_line(exc)) from None
 
 
 def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:
@@ -120,13 +122,10 @@ def write_records(folder: Any, records: Sequence[Any], sample_log: Sequence[Mapp
 
 
 def write_results(folder: Any, args: argparse.Namespace, result: Any, facts: Mapping[str, Any], logged: int,
-                  configs: Mapping[str, Any], **document: Any) -> None:
-    """results.json in the one layout, from an analysis result (``engine.run_results.records_document``)."""
-    from promptrobust.engine.run_results import records_document
-
-    folder.write_results(records_document(
-        getattr(args, "argv", ["pre", args.command or ""]), records=result.records, facts=facts, started=folder.started,
-        wall_seconds=result.wall_seconds, configs=configs, logged=logged, **document,
+                  configs: Mapping[str, Any]) -> None:
+    """results.json: the library result in the one layout (its ``to_dict``), with this command's line."""
+    folder.write_results(result.to_dict(
+        argv=getattr(args, "argv", ["pre", args.command or ""]), configs=configs, logged=logged, counters=facts["counters"],
     ))
 
 

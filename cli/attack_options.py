@@ -72,7 +72,7 @@ def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -
 
 
 async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], settings: Any, folder: Any) -> int:
-    from promptrobust.engine.run_results import protocol_document, session_facts
+    from promptrobust.engine.run_results import session_facts
 
     say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
     result = await session.attack_top_k(
@@ -81,9 +81,9 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     )
     folder.consolidate()
     logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(result.records)) if args.log_samples else 0
-    folder.write_results(protocol_document(
-        getattr(args, "argv", ["pre", "run"]), bench=bench, result=result, attacks=settings, facts=session_facts(session),
-        started=folder.started, configs=getattr(args, "configs", {}), logged=logged,
+    folder.write_results(result.to_dict(
+        argv=getattr(args, "argv", ["pre", "run"]), configs=getattr(args, "configs", {}), logged=logged,
+        counters=session_facts(session)["counters"],
     ))
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)
     printing.print_records(result.records)

@@ -58,9 +58,7 @@ def handle(args: argparse.Namespace) -> int:
         logged = common.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
         folder.write_json("config.json", {**config_of(args), "sources": settings, "distance": args.distance})
-        common.write_results(folder, args, result, facts, logged, {"sources": settings, "distance": args.distance},
-                             apdr=result.summary, clean_from="defense",
-                             extra_results={"defense": result.defense, "notes": result.notes})
+        common.write_results(folder, args, result, facts, logged, {"sources": settings, "distance": args.distance})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)

@@ -21,6 +21,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.engine.analysis.scoring import AnalysisInputError
     from promptrobust.engine.analysis.statistics import StatisticsError
     from promptrobust.engine.backends.base import BackendError
+    from promptrobust.engine.errors import PromptRobustError
     from promptrobust.engine.cache import CacheError
     from promptrobust.engine.registry import ModelArgsError, UnknownModelError
     from promptrobust.engine.run_folder import RunFolderError
@@ -32,15 +33,21 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     return (
         UserError, FileNotFoundError, PermissionError, BackendError, CacheError, ReportInputError, AnalysisInputError, StatisticsError, ModelArgsError,
         UnknownModelError, SweepConfigError, TaskError, AttackError, SettingsError, InputTooLongError, RunFolderError,
+        PromptRobustError,
     )
 
 
+#: Settings whose flag is not the setting's name with dashes.
+FLAG_OF = {"max_new_tokens": "max-tokens"}
+
+
 def one_line(exc: BaseException) -> str:
-    """The error as one line; a library error naming the ``setting`` to change gets its flag appended."""
+    """The error as one line; a library error naming the ``setting`` to change (``PromptRobustError``)
+    gets its flag appended."""
     text = " ".join((str(exc).strip() or type(exc).__name__).split())
     setting = getattr(exc, "setting", None)
     if isinstance(setting, str) and setting:
-        text += f" (--{setting.replace('_', '-')})"
+        text += f" (--{FLAG_OF.get(setting, setting.replace('_', '-'))})"
     return text
 
 

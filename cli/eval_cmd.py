@@ -60,12 +60,7 @@ def handle(args: argparse.Namespace) -> int:
             ),
         )
         logged = common.write_records(folder, result.records, result.sample_log)
-        common.write_results(
-            folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(args.prompts)},
-            clean=[c.to_dict() for c in result.clean], apdr=result.apdr, measurement=result.measurement,
-            dataset=result.settings["dataset"], chance_rate=result.chance_rate,
-            extra_results={"mean_score": result.mean_score, "notes": result.notes},
-        )
+        common.write_results(folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(args.prompts)})
         folder.write_json("config.json", {**config_of(args), "evaluation": settings})
         folder.write_text("results.md", _markdown(result))
     common.print_notes(result.notes)

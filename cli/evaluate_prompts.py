@@ -38,8 +38,8 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
     wall = time.monotonic() - started
     settings = bench.describe()
     folder.write_results(clean_document(
-        getattr(args, "argv", ["pre", "run"]), bench=bench, clean=clean, facts=session_facts(session), started=folder.started,
-        wall_seconds=wall, configs=getattr(args, "configs", {}), logged=logged,
+        getattr(args, "argv", ["pre", "run"]), result=result, facts=session_facts(session),
+        configs=getattr(args, "configs", {}), logged=logged,
     ))
     printing.print_clean(settings, clean, chance=bench.chance_rate)
     s = scheduler.stats.snapshot()

@@ -23,10 +23,12 @@ examples:
   pre run --model openai:gpt-4o-mini --rpm 500 --tpm 200000 --concurrency 64 --dataset sst2
   pre run --model vllm:meta-llama/Llama-2-13b-chat-hf --dataset mnli --limit 1000
 
-The run folder (under --output-dir) holds config.json (the exact settings),
-results.json (scores with 95% intervals, cost, cache and scheduler counters),
-results.jsonl (one record per attacked prompt) and, with --log-samples,
-samples.jsonl (one line per prompt x sample).
+The run folder (under --output-dir) holds config.json (the exact flags),
+results.json (one layout for every command: versions, command, settings, every
+prompt's score with its 95% interval, APDR, counters), results.jsonl (one record
+per attacked prompt, kind "attack") and, with --log-samples, samples.jsonl (one
+line per prompt x sample; with --attack, the clean and the final adversarial
+prompt of every record).
 """
 
 

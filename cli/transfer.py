@@ -58,8 +58,7 @@ def handle(args: argparse.Namespace) -> int:
         logged = common.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
         folder.write_json("config.json", {**config_of(args), "sources": settings})
-        common.write_results(folder, args, result, facts, logged, {"sources": settings}, apdr=result.apdr,
-                             clean_from="transfer", extra_results={"target_model": result.target_model, "notes": result.notes})
+        common.write_results(folder, args, result, facts, logged, {"sources": settings})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)

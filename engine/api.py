@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.registry import DEFAULT_MODEL
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
 from promptrobust.engine.sync import run_sync
+
+if TYPE_CHECKING:
+    from promptrobust.engine.analysis.report import Report
+    from promptrobust.engine.protocol import ProtocolResult
+    from promptrobust.engine.records import AttackRecord
+    from promptrobust.engine.session import EvaluationResult
+    from promptrobust.engine.sweep import SweepProgress
 
 __all__ = ["attack", "attack_top_k", "evaluate", "report", "sweep"]
 
@@ -53,7 +60,7 @@ def evaluate(
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
     **evaluation_fields: Any,
-) -> Any:
+) -> EvaluationResult:
     """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
     return _in_session(
         lambda session: session.evaluate(
@@ -76,7 +83,7 @@ def attack(
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
     **evaluation_fields: Any,
-) -> Any:
+) -> AttackRecord:
     """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
     return _in_session(
         lambda session: session.attack(prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields),
@@ -96,7 +103,7 @@ def attack_top_k(
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
     **evaluation_fields: Any,
-) -> Any:
+) -> ProtocolResult:
     """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
     return _in_session(
         lambda session: session.attack_top_k(
@@ -106,7 +113,7 @@ def attack_top_k(
     )
 
 
-def sweep(config: Any, *, backend_factory: Any = None) -> Any:
+def sweep(config: Any, *, backend_factory: Any = None) -> SweepProgress:
     """Run or resume a sweep from a ``SweepConfig`` or a TOML path (``engine.sweep.SweepProgress``)."""
     from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
 
@@ -125,7 +132,7 @@ def sweep(config: Any, *, backend_factory: Any = None) -> Any:
     return run_sync(go)
 
 
-def report(paths: Sequence[str | Path] | str | Path, **options: Any) -> Any:
+def report(paths: Sequence[str | Path] | str | Path, **options: Any) -> Report:
     """Tables and figures from finished run or sweep folders; ``.write(folder)`` saves them."""
     from promptrobust.engine.analysis.report import build_report
 

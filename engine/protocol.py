@@ -14,12 +14,15 @@ record means the same thing wherever it was made. The names below from
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.run_folder import identity_of
+from promptrobust.engine.run_folder import now as now_iso
+from promptrobust.engine.run_results import protocol_document
 from promptrobust.engine.settings import AttackSettings
 from promptrobust.engine.workbench import (  # noqa: F401 - re-exported
     MAX_INPUT_CHARS,
@@ -78,6 +81,12 @@ class ProtocolResult:
     clean: list[CleanScore]
     records: list[AttackRecord] = field(default_factory=list)
     wall_seconds: float = 0.0
+    attack_settings: AttackSettings | None = None
+    measurement: dict[str, Any] = field(default_factory=dict)
+    """``MeasurementSettings`` of the attacks (with their budget)."""
+    chance_rate: float | None = None
+    model_identity: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
 
     @property
     def failures(self) -> list[AttackRecord]:
@@ -87,16 +96,12 @@ class ProtocolResult:
     def skipped(self) -> list[AttackRecord]:
         return [r for r in self.records if r.status == "skipped_clean_zero"]
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            **self.settings,
-            "clean_scores": {c.prompt.id: c.score for c in self.clean},
-            "clean": [c.to_dict() for c in self.clean],
-            "attacked": [r.to_dict() for r in self.records if r.status == "attacked"],
-            "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in self.skipped],
-            "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in self.failures],
-            "wall_seconds": round(self.wall_seconds, 3),
-        }
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout (``engine.run_results.protocol_document``)."""
+        return protocol_document(argv, result=self, configs=configs, logged=logged, counters=counters)
+
+    summary = to_dict  # release 0.1's name
 
 
 async def sample_log(bench: Workbench, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
@@ -124,11 +129,15 @@ async def run_protocol(
     cell), then run every attack of ``settings`` on the top k. A failing attack
     becomes a ``failed`` record and the others go on; exception types in
     ``fail_fast`` (e.g. interrupts) propagate."""
-    started = time.monotonic()
+    started, began = time.monotonic(), now_iso()
     if ranked is None:
         on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
         ranked = await rank_prompts(bench, prompts)
-    result = ProtocolResult(settings=bench.describe(), clean=ranked)
+    result = ProtocolResult(
+        settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
+        measurement=replace(bench.measurement(), budget=settings.budget, searched=True).to_dict(),
+        model_identity=identity_of(bench.scheduler), started=began,
+    )
     for clean in ranked[: settings.top_k]:
         for name in settings.attacks:
             if skip(clean.prompt, name):

@@ -57,6 +57,7 @@ from promptrobust.engine.sweep import (
     completed_keys,
     config_dict,
     repair_torn_tail,
+    resume_key,
 )
 
 __all__ = ["RayExecutorError", "RayOptions", "RaySweepProgress", "SweepWorker", "run_sweep_ray"]
@@ -449,7 +450,7 @@ def run_sweep_ray(
     ray = _import_ray()
     options = options or RayOptions()
     out = SweepFolder(cfg.folder)
-    out.write_config(config_dict(cfg))
+    out.write_config(config_dict(cfg), resume_key=resume_key)
     owns_ray = not ray.is_initialized()
     if owns_ray:
         ray.init(address=options.address, include_dashboard=False, logging_level="WARNING")

@@ -33,6 +33,7 @@ place to point at a shared atomic writer.
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import asdict
 import os
 import re
 import shutil
@@ -40,12 +41,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.records import append_jsonl, consolidate_parquet
 
 __all__ = [
     "FORMAT",
@@ -68,16 +73,17 @@ OWNER_FILE = ".owner-pid"
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
-class RunFolderError(ValueError):
+class RunFolderError(PromptRobustError, ValueError):
     """The output folder cannot be used; the message names the fix."""
 
     setting = "output_dir"
-    """The setting to change (the CLI names its flag)."""
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temp file beside it, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # os.open with 0o666 (not mkstemp's 0o600): the file gets the user's umask like any other.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -131,8 +137,6 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
     if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict
-
         return asdict(obj)
     return str(obj)
 
@@ -185,8 +189,6 @@ class RunFolder:
 
     def append_records(self, records: Iterable[Any]) -> None:
         """Append records to ``results.jsonl`` the moment they exist (one flushed, fsynced line each)."""
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.path("results.jsonl"), records)
 
     def write_records(self, records: Sequence[Any]) -> None:
@@ -197,8 +199,6 @@ class RunFolder:
 
     def consolidate(self) -> None:
         """``results.parquet`` from ``results.jsonl`` (when there are records)."""
-        from promptrobust.engine.records import consolidate_parquet
-
         if self.path("results.jsonl").exists():
             consolidate_parquet(self.path("results.jsonl"), self.path("results.parquet"))
 
@@ -239,23 +239,32 @@ class SweepFolder:
         self.results = self.path / "results.jsonl"
         self.started = now()
 
-    def write_config(self, config: Mapping[str, Any]) -> Path:
-        return _write_bytes(self.path / "config.json", orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
+    def write_config(self, config: Mapping[str, Any], *, resume_key: Callable[[Mapping[str, Any]], Any] | None = None) -> Path:
+        """``config.json``. With ``resume_key`` (the settings every record depends on), a folder
+        that already holds records made under another key is refused: a rerun would skip their
+        prompts as done and mix two settings in one sweep."""
+        old_path = self.path / "config.json"
+        if resume_key is not None and old_path.is_file() and self.results.is_file() and self.results.stat().st_size:
+            try:
+                old = resume_key(orjson.loads(old_path.read_bytes()))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+                old = None
+            new = resume_key(config)
+            if old is not None and old != new:
+                differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)) if isinstance(old, dict) else []
+                raise RunFolderError(
+                    f"{self.path} holds records made with other settings ({', '.join(differ[:3]) or 'settings'} differ); "
+                    "resuming would mix them: give the sweep another name or output folder", setting="output_dir")
+        return _write_bytes(old_path, orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
 
     def append_records(self, records: Iterable[Any]) -> None:
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.results, records)
 
     def append_error(self, row: Mapping[str, Any]) -> None:
         """One line of ``errors.jsonl`` (a failed job: its id, label and reason)."""
-        from promptrobust.engine.records import append_jsonl
-
         append_jsonl(self.path / "errors.jsonl", [row])
 
     def consolidate(self) -> None:
-        from promptrobust.engine.records import consolidate_parquet
-
         consolidate_parquet(self.results, self.path / "results.parquet")
 
     def write_results(self, document: Mapping[str, Any]) -> Path:

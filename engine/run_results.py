@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promptrobust.engine.records import AttackRecord
-from promptrobust.engine.run_folder import results_document
+from promptrobust.engine.analysis.scoring import apdr_rows
+from promptrobust.engine.records import read_jsonl
+from promptrobust.engine.run_folder import identity_of
+from promptrobust.engine.run_folder import now, results_document
 from promptrobust.engine.settings import AttackSettings
 
 __all__ = ["clean_document", "protocol_document", "records_document", "session_facts"]
@@ -22,8 +25,6 @@ __all__ = ["clean_document", "protocol_document", "records_document", "session_f
 
 def session_facts(session: Any) -> dict[str, Any]:
     """Identity of every model the session queried and its counters (read before it closes)."""
-    from promptrobust.engine.run_folder import identity_of
-
     schedulers = list(getattr(session, "_schedulers", {}).values())
     return {
         "models": [identity_of(s) for s in schedulers],
@@ -40,38 +41,38 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def clean_document(argv: Sequence[str], *, bench: Any, clean: Sequence[Any], facts: Mapping[str, Any], started: str,
-                   wall_seconds: float, configs: Mapping[str, Any], logged: int = 0) -> dict[str, Any]:
-    """``pre run`` without an attack: every prompt's clean score."""
-    rows = [c.to_dict() for c in clean]
-    return results_document(
-        argv=argv, models=facts["models"], dataset=bench.task.name, measurement=bench.measurement().to_dict(),
-        configs=configs, clean=rows, extra_results={"mean_score": sum(c.score for c in clean) / len(clean) if clean else None},
-        samples=len(bench.samples), logged_samples=logged, started=started, wall_seconds=wall_seconds,
-        chance_rate=bench.chance_rate, counters=facts["counters"],
-    )
+def clean_document(argv: Sequence[str], *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
+                   logged: int = 0) -> dict[str, Any]:
+    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``)."""
+    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"])
 
 
-def protocol_document(argv: Sequence[str], *, bench: Any, result: Any, attacks: AttackSettings, facts: Mapping[str, Any],
-                      started: str, configs: Mapping[str, Any], logged: int = 0) -> dict[str, Any]:
-    """``pre run --attack``: the ranked prompt set, then the APDR of each attack over its records."""
-    from promptrobust.engine.analysis.scoring import apdr_rows
-
-    from dataclasses import replace
-
+def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mapping[str, Any] | None = None,
+                      logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
+    of each attack over its records."""
     records: list[AttackRecord] = list(result.records)
-    measurement = replace(bench.measurement(), budget=attacks.budget, searched=True)  # options: per attack, in configs
+    attacks = result.attack_settings
     return results_document(
-        argv=argv, models=facts["models"], dataset=bench.task.name, measurement=measurement.to_dict(),
-        configs={**configs, "attack": _attack_configs(attacks)}, clean=[c.to_dict() for c in result.clean],
-        records=records, apdr=apdr_rows(records, ["kind", "attack"]),
+        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [],
+        dataset=result.settings.get("dataset"), measurement=result.measurement or None,
+        configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
+        clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
         extra_results={
             "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
         },
-        samples=len(bench.samples), logged_samples=logged, started=started, wall_seconds=result.wall_seconds,
-        chance_rate=bench.chance_rate, counters=facts["counters"],
+        samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
+        wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,
+        counters=dict(counters) if counters is not None else {},
     )
+
+
+def _argv(argv: Sequence[str] | None) -> list[str]:
+    """The command to record: the one given, else this process's command line."""
+    import sys
+
+    return list(argv) if argv is not None else ["python", *sys.argv]
 
 
 def _unique(values: Sequence[Any]) -> Any:
@@ -93,8 +94,9 @@ def _clean_of_records(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def records_document(argv: Sequence[str], *, records: Sequence[AttackRecord], facts: Mapping[str, Any], started: str,
-                     wall_seconds: float, configs: Mapping[str, Any], clean: Sequence[Mapping[str, Any]] | None = None,
+def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackRecord], models: Sequence[Mapping[str, Any]],
+                     counters: Mapping[str, Any] | None, started: str | None, wall_seconds: float,
+                     configs: Mapping[str, Any] | None, clean: Sequence[Mapping[str, Any]] | None = None,
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
                      chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None) -> dict[str, Any]:
@@ -109,12 +111,21 @@ def records_document(argv: Sequence[str], *, records: Sequence[AttackRecord], fa
         chance_rate = _unique([r.chance_rate for r in records])
     rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
     return results_document(
-        argv=argv, models=facts["models"], dataset=dataset, measurement=measurement, configs=configs, clean=rows,
+        argv=_argv(argv), models=models, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
-        samples=(measurement or {}).get("samples"), logged_samples=logged, started=started, wall_seconds=wall_seconds,
-        chance_rate=chance_rate, counters=facts["counters"],
+        samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
+        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(counters or {}),
     )
+
+
+def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
+    """The identity of each distinct model the workbenches queried."""
+    out: dict[str, dict[str, Any]] = {}
+    for b in benches:
+        ident = identity_of(b.scheduler)
+        out.setdefault(repr(sorted(ident.items(), key=str)), ident)
+    return list(out.values())
 
 
 def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
@@ -123,13 +134,10 @@ def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[st
     clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack)."""
     import sys
 
-    from promptrobust.engine.analysis.scoring import apdr_rows
-    from promptrobust.engine.records import read_jsonl
-
     rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
     records = [AttackRecord.from_dict(r) for r in rows]
     return records_document(
-        list(argv) if argv is not None else ["python", *sys.argv], records=records, facts=facts, started=started,
-        wall_seconds=wall_seconds, configs=configs, apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]),
-        clean_from="attack",
+        list(argv) if argv is not None else ["python", *sys.argv], records=records, models=facts["models"],
+        counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
+        apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack",
     )

@@ -30,7 +30,18 @@ from typing import Any
 
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
+from promptrobust.engine.run_folder import identity_of
+from promptrobust.engine.run_folder import results_document
+from promptrobust.engine.run_folder import now as now_iso
 from promptrobust.engine.workbench import Workbench, few_shot, prepare
+
+from promptrobust.engine.analysis.defense import DefenseResult, defend
+from promptrobust.engine.analysis.prompt_eval import PromptEvalResult, evaluate_prompts
+from promptrobust.engine.analysis.transfer import TransferResult, transfer
+from promptrobust.engine.protocol import ProtocolResult, run_protocol
+from promptrobust.engine.records import AttackRecord
+from promptrobust.tasks.errors import TaskError
+from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.engine.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.scheduler import Scheduler
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
@@ -53,6 +64,11 @@ class EvaluationResult:
     evaluations: list[PromptEvaluation]
     scheduler: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    measurement: dict[str, Any] = field(default_factory=dict)
+    """``MeasurementSettings`` of every score here."""
+    chance_rate: float | None = None
+    model_identity: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
 
     @property
     def scores(self) -> dict[str, float]:
@@ -83,14 +99,21 @@ class EvaluationResult:
             lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.settings,
-            "prompts": [c.to_dict() for c in self.clean],
-            "mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None,
-            "wall_seconds": round(self.wall_seconds, 3),
-            "scheduler": self.scheduler,
-        }
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes
+        (``engine.run_folder``); ``argv`` defaults to this process's command line."""
+        import sys
+
+        return results_document(
+            argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
+            dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
+            clean=[c.to_dict() for c in self.clean],
+            extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
+            samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
+            wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
+            counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
+        )
 
 
 class Session:
@@ -155,7 +178,7 @@ class Session:
         return sched
 
     async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
-                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Any:
+                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Workbench:
         """Task, samples, examples, the mode and the model's scheduler for one evaluation
         (``engine.workbench.Workbench``), prepared once per session and reused."""
         spec = self.resolve(model, model_args)
@@ -188,7 +211,7 @@ class Session:
         evaluation = _evaluation(evaluation, evaluation_fields)
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        started = time.monotonic()
+        started, began = time.monotonic(), now_iso()
         done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
         scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
         clean = [s.clean for s in scored]
@@ -201,6 +224,10 @@ class Session:
             evaluations=evaluations,
             scheduler=bench.scheduler.stats.snapshot(),
             wall_seconds=time.monotonic() - started,
+            measurement=bench.measurement().to_dict(),
+            chance_rate=bench.chance_rate,
+            model_identity=identity_of(bench.scheduler),
+            started=began,
         )
 
     async def attack(
@@ -213,7 +240,7 @@ class Session:
         model: str | ModelSpec = DEFAULT_MODEL,
         model_args: Mapping[str, Any] | None = None,
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> AttackRecord:
         """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = (settings or AttackSettings()).with_(attacks=(attack,))
@@ -235,12 +262,10 @@ class Session:
         on_event: Callable[[str], None] = lambda message: None,
         fail_fast: tuple[type[BaseException], ...] = (),
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> ProtocolResult:
         """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
         attack becomes a ``failed`` record."""
-        from promptrobust.engine.protocol import run_protocol
-
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = settings or AttackSettings(attacks=("stresstest",))
         bench = await self.workbench(model, evaluation, model_args=model_args)
@@ -258,38 +283,25 @@ class Session:
         keep_samples: bool = False,
         progress: Any = None,
         **evaluation_fields: Any,
-    ) -> Any:
+    ) -> PromptEvalResult:
         """Score given prompts or (clean, adversarial) pairs, e.g. the paper's published
         adversarial prompts (``engine.analysis.prompt_eval.evaluate_prompts``)."""
-        from promptrobust.engine.analysis.prompt_eval import evaluate_prompts
-
         return await evaluate_prompts(
             self, prompts, model=model, model_args=model_args, settings=_evaluation(evaluation, evaluation_fields),
             prompt_type=prompt_type, keep_samples=keep_samples, progress=progress,
         )
 
     async def transfer(self, sources: Any, *, model: str | ModelSpec, model_args: Mapping[str, Any] | None = None,
-                       settings: Any = None, keep_samples: bool = False, progress: Any = None) -> Any:
+                       settings: Any = None, keep_samples: bool = False, progress: Any = None) -> TransferResult:
         """The adversarial prompts of earlier runs on another model (``engine.analysis.transfer``)."""
-        from promptrobust.engine.analysis.transfer import transfer
-
         return await transfer(self, sources, model=model, model_args=model_args, settings=settings,
                               keep_samples=keep_samples, progress=progress)
 
     async def defend(self, sources: Any, *, model: str | ModelSpec | None = None, model_args: Mapping[str, Any] | None = None,
-                     settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> Any:
+                     settings: Any = None, distance: int = 2, keep_samples: bool = False, progress: Any = None) -> DefenseResult:
         """PDR without and with spell-correcting the adversarial prompts (``engine.analysis.defense``)."""
-        from promptrobust.engine.analysis.defense import defend
-
         return await defend(self, sources, model=model, model_args=model_args, settings=settings, distance=distance,
                             keep_samples=keep_samples, progress=progress)
-
-    async def sweep(self, config: Any, *, on_event: Callable[[str], None] = lambda message: None) -> Any:
-        """Run (or resume) a sweep (``engine.sweep.SweepConfig`` or a TOML path) on this session."""
-        from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
-
-        cfg = config if isinstance(config, SweepConfig) else load_config(config)
-        return await run_sweep(cfg, session=self, on_event=on_event)
 
     async def close(self) -> None:
         for sched in self._schedulers.values():
@@ -313,9 +325,6 @@ def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]
 
 def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
     """The dataset's stored prompts of one type ('task', 'role', 'semantic', or 'all' = task + role)."""
-    from promptrobust.tasks.errors import TaskError
-    from promptrobust.tasks.prompt_sets import load_prompts
-
     types = ["task", "role"] if prompt_type == "all" else [prompt_type]
     prompts = load_prompts(task.name, types=types)
     if not prompts:

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from promptrobust.engine.errors import PromptRobustError
+
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
 
@@ -27,7 +29,7 @@ BASE_MODEL_SHOTS = 3
 UNLIMITED = None
 
 
-class SettingsError(ValueError):
+class SettingsError(PromptRobustError, ValueError):
     """A setting with a bad value; the message names the field and what to use instead."""
 
 

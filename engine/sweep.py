@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -382,7 +382,7 @@ async def run_sweep(
     from promptrobust.engine.session import Session
 
     out = SweepFolder(cfg.folder)
-    out.write_config(config_dict(cfg))
+    out.write_config(config_dict(cfg), resume_key=resume_key)
     results = out.results
     repair_torn_tail(results)
     done = completed_keys(results)
@@ -441,6 +441,15 @@ def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:
     """Scheduler settings for one model: the sweep's, overridden by [models.NAME]."""
     opts = {k: v for k, v in cfg.model_options.get(model, {}).items() if k != "model_args"}
     return replace(cfg.scheduler, **opts)
+
+
+def resume_key(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What every record of a sweep folder depends on (from its config.json): the evaluation
+    settings (the dataset is per job) and the attack's top k, budget and options. A folder is
+    resumed only under the same key; growing the grid (models, datasets, attacks) is fine."""
+    evaluation = {f"evaluation.{k}": v for k, v in dict(config.get("evaluation") or {}).items() if k != "dataset"}
+    attack = dict(config.get("attack") or {})
+    return {**evaluation, **{f"attack.{k}": attack.get(k) for k in ("top_k", "budget", "options")}}
 
 
 def config_dict(cfg: SweepConfig) -> dict[str, Any]:

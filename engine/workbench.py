@@ -11,6 +11,8 @@ generate), the chance rate and the model's shared scheduler. Then:
   prompt with its interval, chance flag, per-sample scores and its own cost);
   ranking, ``Session.evaluate``, ``pre run``, ``pre eval``, transfer and
   defense all score through it;
+- ``Workbench.pair``: a clean prompt and a given other prompt -> one ``pair``,
+  ``transfer`` or ``defense`` record;
 - ``Workbench.attack``: one attack on one prompt -> one ``attack`` record;
 - ``Workbench.sample_log``: per-sample answers of records' prompts (--log-samples).
 
@@ -21,14 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
+from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.analysis.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
+from promptrobust.engine.evaluator import Evaluator, PromptEvaluation, warn_no_logprobs
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.common import few_shot_examples
+from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.tasks.registry import get_task
 
 @dataclass
 class Workbench:
@@ -113,6 +120,49 @@ class Workbench:
         """One attack on one prompt: its ``attack`` record (``attack_one``)."""
         return await attack_one(self, prompt, attack_name, settings, clean=clean)
 
+    def pair(
+        self,
+        *,
+        prompt_id: str,
+        attack: str,
+        clean: Any,
+        adversarial: Any,
+        kind: str = "pair",
+        prompt_type: str = "given",
+        settings: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        source_model: str | None = None,
+        defense: str | None = None,
+    ) -> AttackRecord:
+        """The record of a clean prompt paired with a given other prompt, both scored on these
+        samples (``clean`` and ``adversarial``: ``analysis.scoring.PromptScore``): both scores with
+        intervals, the PDR with its paired interval, McNemar's p and the chance flag, as an attack
+        record has. ``kind``: pair, transfer (``source_model``) or defense (``defense``). A clean
+        score of 0 leaves no PDR ("skipped_clean_zero"). Its work is shared with the other records
+        that use the same prompts, so its cost is marked shared."""
+        from promptrobust.attacks.result import performance_drop_rate
+
+        stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=self.binary, chance=self.chance_rate)
+        skipped = clean.score == 0
+        if skipped:
+            stats["pdr_ci95"] = None
+        return AttackRecord(
+            **self.describe(),
+            prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
+            clean_prompt=clean.prompt, clean_score=clean.score,
+            adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
+            pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
+            status="skipped_clean_zero" if skipped else "attacked",
+            budget=None, early_stopping="off", **stats,
+            clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
+            cost=Cost(shared=True),
+            settings=dict(settings or {}), extra=dict(extra or {}),
+            # An input here (an attack finds its own): two pairs with one clean prompt
+            # and different adversarial prompts are two measurements, not reruns of one.
+            adversarial_given=True,
+            kind=kind, source_model=source_model, defense=defense,
+        )
+
     async def sample_log(self, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
         """Per-sample answers of each record's clean and final adversarial prompt
         (``--log-samples``). Both prompts were scored when the record was made, so
@@ -143,8 +193,6 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
     backend that cannot score label log-probs generates (said once per model)."""
     mode = evaluation.mode_for(task.supports_choices)
     if mode == "choices" and not backend.supports_choice_scoring:
-        from promptrobust.engine.evaluator import warn_no_logprobs
-
         warn_no_logprobs(backend.identity.name)
         mode = "generate"
     return mode
@@ -152,8 +200,6 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
-    from promptrobust.tasks.registry import get_task
-
     task = get_task(evaluation.dataset)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
@@ -180,7 +226,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
 MAX_INPUT_CHARS = 1_000_000
 
 
-class InputTooLongError(ValueError):
+class InputTooLongError(PromptRobustError, ValueError):
     """A sample that no model could read; the message names it and the fix."""
 
 
@@ -199,16 +245,12 @@ def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = No
     """``shots`` worked examples from the task's fixed few-shot set (none for 0)."""
     if shots <= 0:
         return []
-    from promptrobust.tasks.common import few_shot_examples
-
     return list(few_shot_examples(task, seed, k=shots, data_dir=data_dir))
 
 
 def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:
     if not task.supports_choices or not samples:
         return None
-    from promptrobust.engine.analysis.statistics import majority_rate
-
     return majority_rate([s.target for s in samples])
 
 
@@ -252,8 +294,6 @@ class ScoredPrompt:
 
 
 def clean_score(bench: Workbench, prompt: Prompt, evaluation: PromptEvaluation) -> CleanScore:
-    from promptrobust.engine.analysis.statistics import is_at_chance, score_interval
-
     scores = tuple(evaluation.sample_scores)
     ci = tuple(score_interval(scores, binary=bench.binary)) if scores else (evaluation.score, evaluation.score)
     return CleanScore(
@@ -281,15 +321,11 @@ def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
         return []
-    from promptrobust.tasks.prompt_sets import load_prompts
-
     return [(p.language, p.text) for p in load_prompts(task.name, types=["semantic"])]
 
 
 def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:
     """Intervals, paired test and chance flag of a clean/adversarial pair on the same samples."""
-    from promptrobust.engine.analysis.statistics import is_at_chance, mcnemar_p, pdr_interval, score_interval
-
     clean_ci = score_interval(clean, binary=binary)
     pdr_ci = pdr_interval(clean, adversarial)
     return {

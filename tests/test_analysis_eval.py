@@ -119,7 +119,9 @@ def test_single_prompts_scores_with_intervals_and_chance_flag():
     assert not result.records
     assert result.clean[1].at_chance  # 3/8 right: its interval holds the majority rate 5/8
     assert not result.clean[0].at_chance
-    assert result.to_dict()["clean_scores"] == {"p1": 1.0, "p2": 0.375}
+    doc = result.to_dict()  # the one results.json layout
+    assert {c["prompt_id"]: c["score"] for c in doc["results"]["clean"]} == {"p1": 1.0, "p2": 0.375}
+    assert doc["results"]["records"]["total"] == 0 and doc["models"][0]["name"] == "hf:fake"
 
 
 def test_dataset_and_prompt_type_columns_filter_rows():

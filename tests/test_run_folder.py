@@ -135,3 +135,67 @@ def test_a_sweep_writes_the_same_validating_layout(tmp_path: Path) -> None:
     assert doc["results"]["records"]["total"] == len(records) == 2 and doc["results"]["records"]["by_kind"] == {"attack": 2}
     assert doc["models"][0]["name"] == "openai:fake-a" and doc["configs"]["sweep"]["name"] == "grid"
     assert {(a["kind"], a["attack"]) for a in doc["results"]["apdr"]} == {("attack", "stresstest")}
+
+
+def test_the_python_api_result_has_the_cli_layout(tmp_path: Path, monkeypatch) -> None:
+    """`Session.evaluate(...).to_dict()` and `pre run` write one layout (they were two)."""
+    import promptrobust
+    from tests.fixtures.analysis.fake_model import factory
+
+    _, build = factory(rt_samples(8, seed=0))
+    result = promptrobust.evaluate(model="hf:fake", dataset="rotten_tomatoes", limit=8, mode="choices",
+                                   data_file=str(REVIEWS), use_cache=False, backend_factory=build)
+    doc = orjson.loads(orjson.dumps(result.to_dict(), default=str))
+    errors = list(validator().iter_errors(doc))
+    assert not errors, errors[0].message
+    patch_backend(monkeypatch, rt_samples(8, seed=0))
+    assert main(["run", "--model", "hf:fake", "--data-file", str(REVIEWS), "--limit", "8", "--mode", "choices",
+                 "--no-cache", "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    cli = orjson.loads((run / "results.json").read_bytes())
+    assert set(doc) == set(cli)
+    assert doc["configs"]["measurement"] == cli["configs"]["measurement"]
+    assert doc["results"]["clean"] == cli["results"]["clean"]
+    assert doc["models"] == cli["models"]
+
+
+def test_a_sweep_folder_is_resumed_only_under_the_same_settings(tmp_path: Path) -> None:
+    """The settings are the resume key: records of limit 6 must not count as done for limit 8
+    (the rerun would skip their prompts and mix two settings); growing the grid is fine."""
+    from promptrobust.engine.run_folder import RunFolderError
+    from promptrobust.engine.session import Session
+    from promptrobust.engine.sweep import run_sweep
+    from promptrobust.engine.sync import run_sync
+    from promptrobust.testing import CountingBackend
+    from tests.sweep_helpers import hashed_answer, small_config
+
+    def sweep(cfg) -> None:  # noqa: ANN001
+        async def go() -> None:
+            session = Session(cache=tmp_path / "c.sqlite", backend_factory=lambda spec: CountingBackend(answer=hashed_answer, name=spec.name))
+            try:
+                await run_sweep(cfg, session=session)
+            finally:
+                await session.close()
+
+        run_sync(go)
+
+    cfg = small_config(tmp_path, models=("openai:fake-a",), prompt_types=("task",), attacks=("stresstest",))
+    sweep(cfg)
+    before = (cfg.folder / "results.jsonl").read_bytes()
+    with pytest.raises(RunFolderError, match="evaluation.limit"):
+        sweep(cfg.with_(evaluation=cfg.evaluation.with_(limit=8)))
+    assert (cfg.folder / "results.jsonl").read_bytes() == before  # nothing appended
+    sweep(cfg.with_(models=("openai:fake-a", "openai:fake-b")))  # a bigger grid resumes
+    assert len(read_jsonl(cfg.folder / "results.jsonl")) == 4
+
+
+def test_files_get_the_users_umask_not_private_modes(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with RunFolder(tmp_path, ["m"]) as folder:
+            folder.write_json("results-like.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (folder.final / "results-like.json").stat().st_mode & 0o777 == 0o644

@@ -34,6 +34,8 @@ from promptrobust.engine.analysis.sources import (
     source_fields,
 )
 from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.run_folder import now
+from promptrobust.engine.run_results import identities, records_document
 
 __all__ = ["DefenseResult", "defend", "defense_row"]
 
@@ -49,12 +51,20 @@ class DefenseResult:
     notes: list[str] = field(default_factory=list)
     sample_log: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
+    models: list[dict[str, Any]] = field(default_factory=list)
+    started: str = ""
 
     def rows(self) -> list[dict[str, Any]]:
         return [defense_row(r) for r in self.records]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"defense": self.defense, "summary": self.summary, "notes": self.notes, "wall_seconds": self.wall_seconds}
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes."""
+        return records_document(
+            argv, records=self.records, models=self.models, counters=counters, started=self.started,
+            wall_seconds=self.wall_seconds, configs=configs, apdr=self.summary, clean_from="defense", logged=logged,
+            extra_results={"defense": self.defense, "notes": self.notes},
+        )
 
 
 def defense_row(r: AttackRecord) -> dict[str, Any]:
@@ -105,7 +115,7 @@ async def defend(
             for (bench, group, _), fixes in zip(plan, corrected)
         )
         progress.start(total, summed_counters(list({id(b.scheduler): b.scheduler for b, _, _ in plan}.values())))
-    started = time.monotonic()
+    started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
     log: list[dict[str, Any]] = []
     try:
@@ -143,7 +153,7 @@ async def defend(
             await progress.stop()
     return DefenseResult(
         defense="spellcheck", records=records, summary=summarize_defense(records), notes=notes, sample_log=log,
-        wall_seconds=round(time.monotonic() - started, 3),
+        wall_seconds=round(time.monotonic() - started, 3), models=identities([b for b, _, _ in plan]), started=began,
     )
 
 

@@ -30,6 +30,8 @@ from promptrobust.engine.analysis.scoring import (
     score_prompts,
 )
 from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.run_folder import now
+from promptrobust.engine.run_results import identities, records_document
 from promptrobust.engine.settings import EvaluationSettings
 
 __all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
@@ -238,6 +240,9 @@ class PromptEvalResult:
     wall_seconds: float = 0.0
     measurement: dict[str, Any] | None = None
     """``MeasurementSettings`` of the scores (a pair's record has it for its kind too)."""
+    models: list[dict[str, Any]] = field(default_factory=list)
+    started: str = ""
+    dataset: str | None = None
 
     @property
     def is_pairs(self) -> bool:
@@ -247,19 +252,15 @@ class PromptEvalResult:
     def mean_score(self) -> float:
         return sum(c.score for c in self.clean) / len(self.clean)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The run folder's results.json."""
-        return {
-            **self.settings,
-            "chance_rate": self.chance_rate,
-            "clean_scores": {c.prompt_id: c.score for c in self.clean},
-            "clean": [c.to_dict() for c in self.clean],
-            "mean_score": self.mean_score,
-            "pairs": [pair_row(r) for r in self.records],
-            "apdr": self.apdr,
-            "notes": self.notes,
-            "wall_seconds": self.wall_seconds,
-        }
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes."""
+        return records_document(
+            argv, records=self.records, models=self.models, counters=counters, started=self.started,
+            wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
+            measurement=self.measurement, dataset=self.settings.get("dataset"), chance_rate=self.chance_rate,
+            logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes},
+        )
 
 
 def pair_row(r: AttackRecord) -> dict[str, Any]:
@@ -306,7 +307,7 @@ async def evaluate_prompts(
     distinct = list(dict.fromkeys(t for t in texts if t is not None))
     if progress is not None:
         progress.start(len(distinct) * len(bench.samples), bench.scheduler.stats.snapshot)
-    started = time.monotonic()
+    started, began = time.monotonic(), now()
     try:
         scores = await score_prompts(bench, distinct, keep_samples=keep_samples)
     finally:
@@ -315,6 +316,7 @@ async def evaluate_prompts(
     result = PromptEvalResult(
         settings=bench.describe(), chance_rate=bench.chance_rate, clean=_clean_scores(items, scores), notes=notes,
         wall_seconds=round(time.monotonic() - started, 3), measurement=bench.measurement().to_dict(),
+        models=identities([bench]), started=began,
     )
     if items[0].is_pair:
         result.records = [
@@ -367,7 +369,8 @@ def _filter(items: list[PromptItem], dataset: str, prompt_type: str) -> tuple[li
         kept = [it for it in items if it.prompt_type == prompt_type]
         if not kept:
             types = sorted({it.prompt_type for it in items})
-            raise AnalysisInputError(f"no prompt of type {prompt_type!r} (the file has {', '.join(types)}); use --prompt-type all")
+            raise AnalysisInputError(f"no prompt of type {prompt_type!r} (the file has {', '.join(types)}); use prompt type 'all'",
+                                     setting="prompt_type")
         items = kept
     return items, notes
 

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
+from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.analysis.report.tables import Table
+from promptrobust.engine.analysis.statistics import summarize_pdrs
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.tasks.base import Prompt
 
 __all__ = [
     "AnalysisInputError",
@@ -33,7 +37,7 @@ __all__ = [
 ]
 
 
-class AnalysisInputError(ValueError):
+class AnalysisInputError(PromptRobustError, ValueError):
     """Inputs an analysis cannot work with (missing runs, bad prompt files); the
     message names the fix."""
 
@@ -54,7 +58,8 @@ async def prepare(session: Any, spec: Any, settings: EvaluationSettings) -> Any:
     gets the paper's 3), the mode, the chance rate and the shared scheduler."""
     bench = await session.workbench(spec, settings)
     if not bench.samples:
-        raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check --data-dir/--data-file and --limit")
+        raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check the data folder or file and the sample limit",
+                                 setting="limit")
     return bench
 
 
@@ -77,8 +82,6 @@ class PromptScore:
 async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
     """Exact scores of the distinct ``prompts`` through ``Workbench.score_prompts``
     (the one loop: no early stopping, all submitted at once, each prompt's cost its own)."""
-    from promptrobust.tasks.base import Prompt
-
     distinct = list(dict.fromkeys(prompts))
     given = [Prompt(id="", dataset=bench.task.name, type="given", text=t) for t in distinct]
     out: dict[str, PromptScore] = {}
@@ -89,48 +92,9 @@ async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: boo
     return out
 
 
-def pair_record(
-    bench: Any,
-    *,
-    prompt_id: str,
-    attack: str,
-    clean: PromptScore,
-    adversarial: PromptScore,
-    kind: str = "pair",
-    prompt_type: str = "given",
-    settings: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
-    source_model: str | None = None,
-    defense: str | None = None,
-) -> AttackRecord:
-    """The record of a (clean, adversarial) pair scored on the same samples:
-    both scores with intervals, the PDR with its paired bootstrap interval,
-    McNemar's p and the chance flag (``engine.protocol.pair_statistics``, as
-    attack records have). A clean score of 0 leaves no PDR: "skipped_clean_zero"."""
-    from promptrobust.attacks.result import performance_drop_rate
-    from promptrobust.engine.workbench import pair_statistics
-
-    stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
-    skipped = clean.score == 0
-    if skipped:
-        stats["pdr_ci95"] = None
-    record = AttackRecord(
-        **bench.describe(),
-        prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
-        clean_prompt=clean.prompt, clean_score=clean.score,
-        adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
-        pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
-        status="skipped_clean_zero" if skipped else "attacked",
-        budget=None, early_stopping="off", **stats,
-        clean_sample_scores=list(clean.sample_scores), adversarial_sample_scores=list(adversarial.sample_scores),
-        cost=Cost(shared=True),  # both prompts were scored once for every record using them, concurrently
-        settings=dict(settings or {}), extra=dict(extra or {}),
-        # An input here (an attack finds its own): two pairs with one clean prompt
-        # and different adversarial prompts are two measurements, not reruns of one.
-        adversarial_given=True,
-        kind=kind, source_model=source_model, defense=defense,
-    )
-    return record
+def pair_record(bench: Any, **pair: Any) -> AttackRecord:
+    """``Workbench.pair`` (kept for callers of release 0.1)."""
+    return bench.pair(**pair)
 
 
 def field_of(record: Any, key: str) -> Any:
@@ -147,8 +111,6 @@ def field_of(record: Any, key: str) -> Any:
 def apdr_rows(records: Sequence[Any], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
     """APDR per group (first-seen order): ``statistics.summarize_pdrs`` of each
     group's records, so the numbers equal what ``pre report`` prints."""
-    from promptrobust.engine.analysis.statistics import summarize_pdrs
-
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for r in records:
         groups.setdefault(tuple(get(r, k) for k in by), []).append(r)
@@ -180,8 +142,6 @@ def format_apdr(row: Mapping[str, Any], digits: int = 2) -> str:
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:
     """Rows as the report's ``Table`` (one Markdown/CSV writer for every analysis)."""
-    from promptrobust.engine.analysis.report.tables import Table
-
     def cell(v: Any) -> str:
         if v is None:
             return "–"

@@ -114,7 +114,7 @@ def select_sources(
     if prompt_type and prompt_type != "all":
         chosen = [s for s in chosen if s.record.prompt_type == prompt_type]
         if not chosen:
-            raise AnalysisInputError(f"no source record has prompt type {prompt_type!r}; use --prompt-type all")
+            raise AnalysisInputError(f"no source record has prompt type {prompt_type!r}; use prompt type 'all'", setting="prompt_type")
     if not chosen:
         raise AnalysisInputError("no attacked source record to analyse (every record was skipped or failed)")
     return chosen, notes

@@ -26,6 +26,8 @@ from promptrobust.engine.analysis.sources import (
     source_fields,
 )
 from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.run_folder import now
+from promptrobust.engine.run_results import identities, records_document
 
 __all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
 
@@ -43,12 +45,21 @@ class TransferResult:
     notes: list[str] = field(default_factory=list)
     sample_log: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
+    models: list[dict[str, Any]] = field(default_factory=list)
+    """The identity of the target model."""
+    started: str = ""
 
     def rows(self) -> list[dict[str, Any]]:
         return [transfer_row(r) for r in self.records]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"target_model": self.target_model, "apdr": self.apdr, "notes": self.notes, "wall_seconds": self.wall_seconds}
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes."""
+        return records_document(
+            argv, records=self.records, models=self.models, counters=counters, started=self.started,
+            wall_seconds=self.wall_seconds, configs=configs, apdr=self.apdr, clean_from="transfer", logged=logged,
+            extra_results={"target_model": self.target_model, "notes": self.notes},
+        )
 
 
 def transfer_row(r: AttackRecord) -> dict[str, Any]:
@@ -80,7 +91,7 @@ async def transfer(
     if progress is not None:
         total = sum(len(_texts(members)) * len(benches[key].samples) for key, members in groups.items())
         progress.start(total, next(iter(benches.values())).scheduler.stats.snapshot)
-    started = time.monotonic()
+    started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
     log: list[dict[str, Any]] = []
     try:
@@ -104,7 +115,7 @@ async def transfer(
             await progress.stop()
     return TransferResult(
         target_model=spec.name, records=records, apdr=transfer_apdr(records), notes=notes, sample_log=log,
-        wall_seconds=round(time.monotonic() - started, 3),
+        wall_seconds=round(time.monotonic() - started, 3), models=identities(list(benches.values())), started=began,
     )
 
 

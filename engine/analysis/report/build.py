@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import promptrobust.engine.analysis.report.word_frequency as wfq
 from promptrobust.engine.analysis.report.load import RunData, Setting
+from promptrobust.engine.analysis.report.model import KIND_ORDER, Figure, Section
 from promptrobust.engine.analysis.report.tables import (
     Table,
     apdr_tables,
@@ -25,14 +27,7 @@ from promptrobust.engine.analysis.report.tables import (
 from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE
 
 
-KIND_TITLES = {
-    "clean": "Clean scores",
-    "attack": "Attacks (each attack's own search)",
-    "pair": "Given pairs (pre eval)",
-    "transfer": "Transfers (adversarial prompts of a source model on a target model)",
-    "defense": "Defenses (adversarial prompts repaired before scoring)",
-}
-KIND_ORDER = ("clean", "attack", "pair", "transfer", "defense")
+
 
 
 def section_keys(data: RunData) -> list[tuple[str, Setting]]:
@@ -45,8 +40,6 @@ def section_keys(data: RunData) -> list[tuple[str, Setting]]:
 def build_sections(
     data: RunData, *, words: int, word_threshold: float | None, group_by: Sequence[str], figures: bool
 ) -> list[Any]:
-    from promptrobust.engine.analysis.report import Section
-
     keys = section_keys(data)
     several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
     sections = []
@@ -88,9 +81,6 @@ def build_sections(
 def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
                    word_threshold: float | None, figures: bool) -> None:
     """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
-    from promptrobust.engine.analysis.report import Figure
-    from promptrobust.engine.analysis.report import word_frequency as wfq
-
     grids = apdr_tables(attacked, suffix, title_suffix)
     section.tables += grids
     section.tables.append(cost_table(attacked, suffix, title_suffix))
@@ -101,7 +91,7 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
     except wfq.WordFrequencyError as exc:
         section.notes.append(f"word frequency skipped: {exc}")
     if figures:
-        from promptrobust.engine.analysis.report import plots
+        import promptrobust.engine.analysis.report.plots as plots  # matplotlib: only when figures are drawn
 
         by_attack, by_model, _, model_attack = grids
         section.figures += [

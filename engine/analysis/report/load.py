@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.analysis.statistics import is_at_chance, record_status
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.records import infer_kind
 from promptrobust.engine.run_folder import FORMAT as RESULTS_FORMAT
 from promptrobust.engine.settings import MeasurementSettings
@@ -42,7 +43,7 @@ KNOWN_FIELDS = frozenset((
 ))
 
 
-class ReportInputError(ValueError):
+class ReportInputError(PromptRobustError, ValueError):
     """Paths or files a report cannot be built from (the CLI exits with code 2)."""
 
 

@@ -380,7 +380,8 @@ def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
     display = []
     for i, r in enumerate(rows, 1):
         p = MISSING if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
-        display.append([str(i), f"{r['pdr']:.3f}", interval_text(r.get("pdr_ci95"), 3), p, "yes" if r.get("at_chance") else "",
+        ci = interval_text(r.get("pdr_ci95"), 3) if r.get("pdr_ci95") else NO_INTERVAL
+        display.append([str(i), f"{r['pdr']:.3f}", ci, p, "yes" if r.get("at_chance") else "",
                         r["attack"], r["model"], r["dataset"], r["prompt_id"]])
     note = "PDR interval: paired bootstrap over samples; p: exact McNemar test on discordant samples"
     if any(r.get("at_chance") for r in rows):
