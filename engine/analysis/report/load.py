@@ -166,11 +166,13 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 
 def legacy_run_key(rec: Mapping[str, Any]) -> str:
-    """The measurement key of a record written before run_key existed: the
-    same model, dataset, clean prompt, attack, mode, parser, samples and seed
-    (plus shots, generation length and budget) is a rerun."""
-    parts = [rec.get(k) for k in ("model", "dataset", "clean_prompt", "attack", "mode", "parser", "samples", "seed",
-                                  "shots", "max_new_tokens", "budget")]
+    """The measurement key of a record written before run_key existed: the same kind,
+    model, dataset, clean prompt (and given adversarial prompt), attack and
+    ``MeasurementSettings`` is a rerun."""
+    kind = rec.get("kind") or "attack"
+    given = rec.get("adversarial_prompt") if kind != "attack" else ""
+    parts = [kind, given, *(rec.get(k) for k in ("model", "dataset", "clean_prompt", "attack")),
+             MeasurementSettings.of(rec).for_kind(kind).to_dict()]
     return "legacy-" + hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
 
