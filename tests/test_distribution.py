@@ -1,0 +1,81 @@
+"""What `pip install promptrobust` really gets: the built wheel's metadata and files.
+
+The wheel is built from a copy of the working tree (tracked and untracked, not
+ignored files) in a temporary folder, so the checkout gets no build/ or
+egg-info droppings, and read as an installer reads it.
+"""
+
+from __future__ import annotations
+
+import email
+import shutil
+import subprocess
+import sys
+import zipfile
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _source_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    return [line for line in out.splitlines() if line and (ROOT / line).is_file()]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("needs git to list the source files")
+    src = tmp_path_factory.mktemp("src")
+    for rel in _source_files():
+        target = src / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (built,) = out.glob("promptrobust-*.whl")
+    return built
+
+
+def _metadata(wheel: Path) -> Message:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(zf.read(name))
+
+
+def test_no_requirement_is_an_exact_pin(wheel: Path) -> None:
+    requires = _metadata(wheel).get_all("Requires-Dist") or []
+    assert requires, "the wheel declares no requirements at all"
+    pinned = [r for r in requires if any(s.operator in ("==", "===") for s in Requirement(r).specifier)]
+    assert not pinned, f"exact pins in the wheel's metadata: {pinned}"
+    unbounded_below = [r for r in requires if not Requirement(r).specifier and not Requirement(r).url]
+    assert not unbounded_below, f"requirements without any version range: {unbounded_below}"
+
+
+def test_torch_is_a_range_whose_floor_is_the_tested_version(wheel: Path) -> None:
+    torch = [Requirement(r) for r in _metadata(wheel).get_all("Requires-Dist") or [] if Requirement(r).name == "torch"]
+    assert torch, "torch is not declared anywhere (it belongs to the [local] extra)"
+    for req in torch:
+        assert req.specifier.contains("2.13.0"), req  # the CPU wheel this project is tested on
+        assert not req.specifier.contains("2.12.0"), req  # untested versions below the floor are refused
+        assert req.specifier.contains("2.14.0"), req  # a CUDA/vLLM environment's newer torch is kept
+
+
+def test_the_cpu_constraint_pins_what_the_metadata_leaves_open() -> None:
+    lines = [ln.split("#")[0].strip() for ln in (ROOT / "constraints" / "cpu.txt").read_text().splitlines()]
+    pins = [Requirement(ln) for ln in lines if ln]
+    assert [str(p) for p in pins if p.name == "torch"] == ["torch==2.13.0"]
+    # .ci/run installs through these two scripts; the README's first command is what users type.
+    for script in ("scripts/test.sh", "scripts/check_vllm_resolves.sh", "README.md"):
+        assert "-c constraints/cpu.txt" in (ROOT / script).read_text(), f"{script} does not pass the constraints file"
