@@ -199,9 +199,21 @@ def check_values(spec: ModelSpec) -> None:
         raise ModelArgsError(problem)
 
 
+def _require_local(spec: ModelSpec) -> None:
+    """The hf backend needs the [local] extra (torch, transformers): one line naming it."""
+    from promptrobust.extras import MissingExtraError, require_extra
+
+    try:
+        require_extra("local", f"{spec.name} (the hf backend)")
+    except MissingExtraError as exc:
+        raise BackendUnavailable(f"{exc}; or serve the model and use openai:MODEL --model-args base_url=URL") from None
+
+
 def build_backend(spec: ModelSpec) -> Backend:
     """Construct (not start) the backend for a spec. Imports are lazy: a user of
     the API backend never imports torch."""
+    if spec.backend == "hf":
+        _require_local(spec)
     if spec.model.startswith("random:"):
         if spec.backend != "hf":
             raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from --model-args")

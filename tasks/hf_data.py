@@ -20,7 +20,7 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
         from datasets import load_dataset
     except ImportError as exc:
         raise TaskDataError(
-            f"loading {path} from the Hugging Face hub needs the 'datasets' package (pip install datasets); "
+            f"loading {path} from the Hugging Face hub needs the [hub] extra (pip install 'promptrobust[hub]'); "
             "or pass local files with --data-dir/--data-file"
         ) from exc
     where = f"{path}" + (f"/{config}" if config else "") + f" split {split}"

