@@ -79,7 +79,13 @@ class Workbench:
             "parser": self.evaluation.parser if ev.mode == "generate" else None,
             "max_new_tokens": ev.builder.decoding.max_tokens if ev.mode == "generate" else None,
             "input_format": "chat" if ev.chat else "completion",
+            "label_scoring": label_scoring(ev.scheduler.backend) if ev.mode == "choices" else None,
         }
+
+
+def label_scoring(backend: Any) -> str:
+    """How a backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
+    return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
 
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:

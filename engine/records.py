@@ -25,7 +25,7 @@ Status = Literal["attacked", "skipped_clean_zero", "failed"]
 
 #: Record fields that say under which settings a number was made; records that
 #: differ in any of them must not be pooled (reports group by them).
-SETTING_FIELDS = ("mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed")
+SETTING_FIELDS = ("mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed", "label_scoring")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ class AttackRecord:
     parser: str | None = "last_word"
     max_new_tokens: int | None = None
     input_format: str = ""
+    label_scoring: str | None = None
+    """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
     samples: int = 0
     metric: str = ""
     seed: int = 0

@@ -52,7 +52,12 @@ class ModelSpec:
         backend = str(merged.pop("backend", self.backend))
         if backend not in BACKENDS:
             raise ModelArgsError(f"unknown backend {backend!r} in --model-args: use one of {', '.join(BACKENDS)}")
-        return replace(self, backend=backend, args=merged)
+        # base_model=true: not instruction-tuned, so the paper's few-shot rule applies (any backend,
+        # e.g. a base model behind an API: openai:MODEL --model-args api=completions,base_model=true).
+        base_model = merged.pop("base_model", self.base_model)
+        if not isinstance(base_model, bool):
+            raise ModelArgsError(f"--model-args base_model={base_model!r}: use base_model=true or base_model=false")
+        return replace(self, backend=backend, args=merged, base_model=base_model)
 
 
 _EMBEDDED = [
@@ -172,7 +177,7 @@ _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
     "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
 }
-_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown"}
+_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
     "enable_prefix_caching", "seed", "chat",
