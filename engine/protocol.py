@@ -25,7 +25,7 @@ from typing import Any
 
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.records import AttackRecord, Cost
-from promptrobust.engine.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SettingsError
 from promptrobust.tasks.base import Prompt, Sample, Task
 
 RecordSink = Callable[[AttackRecord], Awaitable[None] | None]
@@ -80,7 +80,19 @@ class Workbench:
             "max_new_tokens": ev.builder.decoding.max_tokens if ev.mode == "generate" else None,
             "input_format": "chat" if ev.chat else "completion",
             "label_scoring": label_scoring(ev.scheduler.backend) if ev.mode == "choices" else None,
+            "sample_selection": self.evaluation.sample_selection,
         }
+
+
+def with_selection(task: Any, selection: str) -> Any:
+    """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
+    if getattr(task, "selection", "seeded") == selection:
+        return task
+    if not hasattr(task, "selection"):
+        raise SettingsError(f"sample_selection {selection!r}: {task.name} generates its samples, it has no rows to take first")
+    import dataclasses
+
+    return dataclasses.replace(task, selection=selection)
 
 
 def label_scoring(backend: Any) -> str:
@@ -92,7 +104,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
     """Load the task's samples and examples and start the model's shared scheduler."""
     from promptrobust.tasks.registry import get_task
 
-    task = get_task(evaluation.dataset)
+    task = with_selection(get_task(evaluation.dataset), evaluation.sample_selection)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
     )

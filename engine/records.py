@@ -25,7 +25,9 @@ Status = Literal["attacked", "skipped_clean_zero", "failed"]
 
 #: Record fields that say under which settings a number was made; records that
 #: differ in any of them must not be pooled (reports group by them).
-SETTING_FIELDS = ("mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed", "label_scoring")
+SETTING_FIELDS = (
+    "mode", "parser", "max_new_tokens", "samples", "shots", "input_format", "metric", "seed", "label_scoring", "sample_selection",
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class AttackRecord:
     input_format: str = ""
     label_scoring: str | None = None
     """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
+    sample_selection: str = "seeded"
+    """seeded: a seeded random draw; first: the first rows in source order (the paper's)."""
     samples: int = 0
     metric: str = ""
     seed: int = 0
@@ -121,6 +125,8 @@ class AttackRecord:
             self.max_new_tokens, self.shots, self.input_format, self.clean_prompt, self.attack, self.budget,
             self.early_stopping, sorted((str(k), str(v)) for k, v in self.settings.items()),
         ]
+        if self.sample_selection != "seeded":  # other samples, another measurement (seeded keys stay as they were)
+            parts.append(self.sample_selection)
         return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
+#: Which samples of a split are evaluated (``EvaluationSettings.sample_selection``).
+SampleSelection = Literal["seeded", "first"]
 
 #: The paper's shots for base models (they only make sense few-shot).
 BASE_MODEL_SHOTS = 3
@@ -108,6 +110,9 @@ class EvaluationSettings:
     """Read the dataset from local files in this folder instead of the hub."""
     data_file: str | None = None
     """Read the dataset from this local file (parquet, jsonl, csv, tsv)."""
+    sample_selection: SampleSelection = "seeded"
+    """seeded: a seeded random draw of the paper's N (stratified where the task is); first: the
+    first N rows in source order, as promptbench takes them (``tasks/sampling.py``)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
@@ -120,6 +125,8 @@ class EvaluationSettings:
         _check(self.parser in ("last_word", "robust"), f"parser must be 'last_word' or 'robust' (got {self.parser!r})")
         _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1),
                f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
+        _check(self.sample_selection in ("seeded", "first"),
+               f"sample_selection must be 'seeded' or 'first' (got {self.sample_selection!r})")
 
     def shots_for(self, base_model: bool) -> int:
         """The one place the rule lives: a base model without explicit shots gets the paper's 3."""

@@ -42,7 +42,7 @@ class SweepConfigError(ValueError):
 
 _TOP_KEYS = {"sweep", "grid", "models"}
 #: [sweep] keys -> which settings value they belong to.
-_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens"}
+_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens", "sample_selection"}
 _ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size"}
 _SCHEDULER_KEYS = {"concurrency", "batch_size", "rpm", "tpm", "max_retries", "request_timeout"}
 _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
