@@ -3,7 +3,8 @@
 # extras), in a venv of its own without the system's packages. Checks that no torch,
 # transformers or attack weights came with it, runs an API attack (StressTest) against
 # the project's fake OpenAI-compatible server and `pre report` on the result, and
-# shows that the default embedded model names the extra it needs (exit 2).
+# shows that the default embedded model names the extra it needs (exit 2); the paper's
+# grid is planned (`pre sweep --preset paper --dry-run`) without any extra.
 # Usage: bash scripts/lean_check.sh [VENV_DIR]   (default: a temporary folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,8 @@ with FakeOpenAIServer() as srv:
 proc = pre_cmd("report", str(runs), "--output-dir", str(work / "report"), "--quiet")
 print("lean| " + proc.stderr.strip().splitlines()[-1])
 assert (work / "report" / "report.html").is_file() and (work / "report" / "report.md").is_file()
+proc = pre_cmd("sweep", "--preset", "paper", "--dry-run")  # an API-only laptop can budget the paper's grid
+print("\n".join("lean| " + line for line in proc.stdout.strip().splitlines()[-4:-1]))
 proc = pre_cmd("run", "--limit", "4", "--no-progress", "--output-dir", str(work / "none"), expect=2)
 print("lean| " + proc.stderr.strip())
 assert "pip install 'promptrobust[local]'" in proc.stderr
