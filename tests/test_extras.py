@@ -101,3 +101,14 @@ def test_an_api_attack_and_report_import_no_torch_transformers_or_attack_weights
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok")
     assert (tmp_path / "report" / "report.html").is_file()
+
+
+def test_word_importance_without_the_local_extra_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _hide(monkeypatch, "torch", "transformers")
+    code = main(["attention", "--model", "smollm2-135m-instruct", "--clean", "Is this review positive?",
+                 "--adversarial", "Is this revue positive?", "--limit", "2"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "pre: error: word importance (pre attention) needs the [local] extra: pip install 'promptrobust[local]'")
