@@ -100,9 +100,39 @@ def test_a_server_without_exact_scoring_falls_back_to_top20_and_says_so(smol: HF
     assert any(abs(got[3] - want.choice_logprobs[3]) > 1e-2 for want, got in zip(hf, scores))
 
 
+def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) -> None:
+    """Chat requests (the model's template): scoring=prompt_logprobs, vLLM's chat extensions."""
+    from promptrobust.engine.types import ChatMessage
+
+    chat_hf = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=True)
+    asyncio.run(chat_hf.start())
+    requests = [Request("score_choices", messages=(ChatMessage("user", f"Review: {t}\nIs it positive or negative?"),),
+                        choices=("positive", "negative", "mixed feelings")) for t in REVIEWS]
+    want = asyncio.run(chat_hf.complete_batch(requests))
+
+    async def over_http(url: str) -> tuple[str, list]:
+        backend = OpenAIBackend(NAME, base_urls=[url], scoring="prompt_logprobs")
+        await backend.start()
+        try:
+            return backend.label_scoring, [await backend.complete(r) for r in requests]
+        finally:
+            await backend.close()
+
+    with HFCompletionsServer(chat_hf.model, chat_hf.tokenizer, name=NAME) as srv:
+        label_scoring, got = asyncio.run(over_http(srv.url))
+        bodies = [b for b in srv.bodies if b.get("continue_final_message")]
+    assert label_scoring == openai_scoring.CHAT_DESCRIPTION
+    assert len(bodies) == len(requests) * 3  # one request per label
+    for w, g in zip(want, got):
+        for a, b in zip(w.choice_logprobs, g.choice_logprobs):
+            assert abs(a - b) < 1e-4, (a, b)
+
+
 def test_scoring_argument_is_checked() -> None:
     with pytest.raises(ValueError, match="api=completions"):
         OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="echo")
+    with pytest.raises(ValueError, match="drop logprobs=false"):
+        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="prompt_logprobs", logprobs=False)
     with pytest.raises(ValueError, match="scoring must be one of"):
         OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], api="completions", scoring="exactish")
 

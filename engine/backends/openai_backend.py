@@ -260,6 +260,8 @@ class OpenAIBackend(Backend):
     @property
     def label_scoring(self) -> str:
         """How labels are scored, as the results record it (decided at ``start()``)."""
+        if self._scoring_path == "prompt_logprobs" and self.is_chat:
+            return openai_scoring.CHAT_DESCRIPTION
         return openai_scoring.DESCRIPTIONS[self._scoring_path or openai_scoring.TOP_PATH]
 
     @property
@@ -590,8 +592,11 @@ class OpenAIBackend(Backend):
         return [(t, v) for t, v in top if not math.isnan(v)]
 
     async def _score(self, ep: _Endpoint, request: Request) -> Completion:
-        if self._scoring_path in openai_scoring.EXACT_PATHS and not self._use_chat(request):
-            return await self._score_exact(ep, request, self._scoring_path)  # type: ignore[arg-type]
+        if self._scoring_path in openai_scoring.EXACT_PATHS:
+            if not self._use_chat(request):
+                return await self._score_exact(ep, request, self._scoring_path)  # type: ignore[arg-type]
+            if self._scoring_path == "prompt_logprobs":
+                return await self._score_exact_chat(ep, request)
         if self._server_logprobs is False:
             why = "logprobs=false" if self.logprobs is False else "it returns no log-probabilities"
             raise LogprobsUnsupported(
@@ -633,7 +638,10 @@ class OpenAIBackend(Backend):
         import openai
 
         if self.api != "completions" or self.logprobs is False:
-            return openai_scoring.TOP_PATH  # chat requests: the client cannot render the model's template
+            # Chat requests: only a vLLM server can score a label inside the model's own template, and
+            # asking others costs a refused request at every start, so that path is opted into
+            # (scoring=prompt_logprobs); the settings line and the records say "approximate".
+            return openai_scoring.TOP_PATH
         for path, body in openai_scoring.probe_bodies(self.model):
             try:
                 data = await self._post_completions(ep, body)
@@ -653,6 +661,25 @@ class OpenAIBackend(Backend):
             raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
         prompt_tokens, _ = self._usage(data)
         return Completion(choice_logprobs=values, prompt_tokens=prompt_tokens, completion_tokens=0)
+
+    async def _score_exact_chat(self, ep: _Endpoint, request: Request) -> Completion:
+        """One chat request per label (a conversation cannot be a list); summed as the completions path does."""
+        messages = self._messages(request)
+
+        async def one(label: str) -> tuple[float, int]:
+            body = openai_scoring.chat_body(self.model, messages, label)
+            extra = {k: v for k, v in body.items() if k not in ("model", "messages", "max_tokens", "temperature")}
+            raw = await ep.client.chat.completions.with_raw_response.create(
+                model=body["model"], messages=body["messages"], max_tokens=1, temperature=0.0, extra_body=extra)
+            data = self._json_body(raw.http_response, ep)
+            try:
+                value = openai_scoring.read_chat(data, label)
+            except openai_scoring.ScoringAnswerError as exc:
+                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+            return value, self._usage(data)[0]
+
+        answers = await asyncio.gather(*(one(label) for label in request.choices))
+        return Completion(choice_logprobs=tuple(v for v, _ in answers), prompt_tokens=max(t for _, t in answers), completion_tokens=0)
 
     def _decide_no_logprobs(self, ep: _Endpoint, why: str) -> None:
         self._server_logprobs = False
@@ -723,8 +750,10 @@ def _scoring_arg(scoring: str, api: str, logprobs: bool | None) -> openai_scorin
     """The ``scoring`` model argument checked: a fixed path, or None (auto: decided at start)."""
     if scoring not in openai_scoring.SCORING_ARGS:
         raise ValueError(f"scoring must be one of {', '.join(openai_scoring.SCORING_ARGS)}, got {scoring!r}")
-    if scoring in openai_scoring.EXACT_PATHS and (api != "completions" or logprobs is False):
-        raise ValueError(f"scoring={scoring} scores plain prompts on the completions endpoint: add api=completions")
+    if scoring == "echo" and api != "completions":
+        raise ValueError("scoring=echo scores plain prompts on the completions endpoint: add api=completions")
+    if scoring in openai_scoring.EXACT_PATHS and logprobs is False:
+        raise ValueError(f"scoring={scoring} reads log-probs: drop logprobs=false")
     return None if scoring == "auto" else scoring  # type: ignore[return-value]
 
 

@@ -11,7 +11,11 @@ completions endpoint when the server scores the prompt's own tokens:
   of each prompt token, nothing else).
 
 One request per label set: ``prompt`` is the list ``[input + label, ...]``, one
-completion each. The label's tokens are the last prompt tokens whose text
+completion each. Chat requests (instruction-tuned models) are scored exactly by
+vLLM's chat endpoint, opted into with ``scoring=prompt_logprobs``: the label
+goes in as the start of the assistant's answer (``continue_final_message``,
+no generation prompt after it), one request per label, and the prompt
+log-probs of the rendered conversation are read the same way. The label's tokens are the last prompt tokens whose text
 adds up to exactly the label; a token that straddles the seam between input
 and label (the tokenizer merged them) makes the answer unusable rather than
 approximate. Which path a server allows is decided once, at start-up
@@ -33,11 +37,15 @@ EXACT_PATHS: tuple[ScoringPath, ...] = ("echo", "prompt_logprobs")
 #: What the ``scoring`` model argument accepts.
 SCORING_ARGS = ("auto", "echo", "prompt_logprobs", "top_logprobs")
 
+#: How the chat path is recorded in results.
+CHAT_DESCRIPTION = ("exact: label tokens scored by the chat endpoint as the start of the answer "
+                    "(vLLM prompt_logprobs + continue_final_message)")
 #: How each path is recorded in results (``label_scoring``).
 DESCRIPTIONS: dict[str, str] = {
     "echo": "exact: label tokens scored by the completions endpoint (echo + logprobs)",
     "prompt_logprobs": "exact: label tokens scored by the completions endpoint (vLLM prompt_logprobs)",
-    "top_logprobs": "approximate: labels read from the first token's top-20 log-probs (a label outside them gets a floor)",
+    "top_logprobs": ("approximate: labels read from the first token's top-20 log-probs (a label outside them gets a floor); "
+                     "exact with api=completions on a server that echoes prompt log-probs, or scoring=prompt_logprobs on vLLM"),
 }
 
 _PROBE_INPUT = "Question: is the sky blue? Answer:"
@@ -59,6 +67,23 @@ def body(path: ScoringPath, model: str, prompt: str, choices: Sequence[str]) -> 
     else:
         out.update(prompt_logprobs=0, max_tokens=1)
     return out
+
+
+def chat_body(model: str, messages: Sequence[dict[str, str]], label: str) -> dict[str, Any]:
+    """The vLLM chat body that scores ``label`` as the first words of the assistant's answer."""
+    return {
+        "model": model, "messages": [*messages, {"role": "assistant", "content": label}], "temperature": 0.0,
+        "max_tokens": 1, "prompt_logprobs": 0, "add_generation_prompt": False, "continue_final_message": True,
+    }
+
+
+def read_chat(data: Any, label: str) -> float:
+    """A label's log-probability from a ``chat_body`` answer (vLLM puts ``prompt_logprobs`` at the top)."""
+    if not isinstance(data, dict):
+        raise ScoringAnswerError("the answer is not an object")
+    if not label:
+        return 0.0
+    return _label_logprob(_prompt_tokens(data), label)
 
 
 def probe_bodies(model: str) -> list[tuple[ScoringPath, dict[str, Any]]]:

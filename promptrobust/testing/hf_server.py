@@ -13,6 +13,10 @@ weights. It speaks what vLLM's server speaks on ``/v1/completions``:
 * plain greedy completion, with ``logprobs=N`` giving the top-N alternatives of
   each generated token.
 
+and on ``/v1/chat/completions`` vLLM's ``prompt_logprobs`` of the conversation
+rendered with the model's chat template (``add_generation_prompt``,
+``continue_final_message`` as vLLM takes them), at the top of the answer.
+
 ``prompt`` may be a string or a list of strings (one completion each).
 ``echo=False`` / ``prompt_logprobs=False`` make it refuse those options with
 HTTP 400, like servers that do not offer them. Needs torch ([local] extra).
@@ -86,6 +90,30 @@ class HFCompletionsServer:
         with torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
         return torch.log_softmax(logits, dim=-1)
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A chat answer: one greedy token, and the prompt log-probs when asked (thread-safe)."""
+        continue_final = bool(body.get("continue_final_message", False))
+        text = self.tokenizer.apply_chat_template(
+            list(body.get("messages") or []), tokenize=False, continue_final_message=continue_final,
+            add_generation_prompt=bool(body.get("add_generation_prompt", not continue_final)),
+        )
+        with self._lock:
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            logp = self._logprobs(ids)
+        nxt = int(logp[-1].argmax())
+        out: dict[str, Any] = {
+            "id": "chatcmpl-hf", "object": "chat.completion", "created": 0, "model": self.name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode([nxt])},
+                         "logprobs": None, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1},
+        }
+        if body.get("prompt_logprobs") is not None:
+            out["prompt_logprobs"] = [None] + [
+                {str(ids[i]): {"logprob": float(logp[i - 1, ids[i]]), "rank": 1, "decoded_token": self.tokenizer.decode([ids[i]])}}
+                for i in range(1, len(ids))
+            ]
+        return out
 
     def complete(self, text: str, body: dict[str, Any], index: int) -> dict[str, Any]:
         """One completion object of the answer (thread-safe: one forward pass at a time)."""
@@ -174,6 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "body is not JSON")
             return
         st.bodies.append(body)
+        if self.path.split("?")[0].rstrip("/") == "/v1/chat/completions" and body.get("model") == st.name:
+            if body.get("prompt_logprobs") is not None and not st.prompt_logprobs:
+                self._error(400, "Unrecognized request argument supplied: prompt_logprobs")
+                return
+            self._send(200, st.chat(body))
+            return
         if self.path.split("?")[0].rstrip("/") != "/v1/completions":
             self._error(404, f"no route {self.path}")
             return
