@@ -42,7 +42,8 @@ with FakeOpenAIServer() as srv:
     proc = pre_cmd("run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}",
                    "--dataset", "rotten_tomatoes", "--limit", "12", "--mode", "choices", "--attack", "stresstest",
                    "--top-k", "1", "--output-dir", str(runs), "--cache", str(work / "scores.sqlite"), "--no-progress")
-    print("\n".join("lean| " + line for line in proc.stdout.strip().splitlines()[-6:]))
+    lines = proc.stdout.strip().splitlines()
+    print("\n".join("lean| " + line for line in [lines[0], "...", *lines[-5:]]))
     print(f"lean: the API attack sent {srv.count('/v1/chat/completions') + srv.count('/v1/completions')} requests to the fake server")
 proc = pre_cmd("report", str(runs), "--output-dir", str(work / "report"), "--quiet")
 print("lean| " + proc.stderr.strip().splitlines()[-1])
