@@ -127,6 +127,8 @@ class AttackRecord:
         ]
         if self.sample_selection != "seeded":  # other samples, another measurement (seeded keys stay as they were)
             parts.append(self.sample_selection)
+        if str(self.label_scoring or "").startswith("approximate"):  # the HTTP top-20 approximation: not a rerun of exact
+            parts.append("label_scoring:approximate")
         return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:

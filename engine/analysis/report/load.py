@@ -53,6 +53,8 @@ class Setting:
     budget: int | None
     budget_known: bool = True
     """False for a clean score's setting: the attack budget does not apply."""
+    approximate: bool = False
+    """choices mode over HTTP with labels read from the top-20 first-token log-probs (``label_scoring``)."""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> "Setting":
@@ -64,6 +66,7 @@ class Setting:
             max_new_tokens=_int_or_none(row.get("max_new_tokens")) if generate else None,
             samples=_int_or_none(row.get("samples")),
             budget=_int_or_none(row.get("budget")),
+            approximate=mode == "choices" and str(row.get("label_scoring") or "").startswith("approximate"),
         )
 
     def label(self, *, with_budget: bool = True) -> str:
@@ -71,6 +74,8 @@ class Setting:
         if self.mode == "generate":
             parts.append(f"parser {self.parser or '?'}")
             parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
+        if self.approximate:
+            parts.append("labels approximated (top-20 log-probs)")
         parts.append(f"{self.samples if self.samples is not None else '?'} samples")
         if with_budget and self.budget_known:
             parts.append("budget " + ("unlimited" if self.budget is None else str(self.budget)))
@@ -80,6 +85,8 @@ class Setting:
         parts = [self.mode]
         if self.mode == "generate":
             parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
+        if self.approximate:
+            parts.append("approx")
         parts.append(f"n{self.samples if self.samples is not None else 'x'}")
         if self.budget_known:
             parts.append("bunl" if self.budget is None else f"b{self.budget}")
@@ -87,10 +94,12 @@ class Setting:
 
     def without_budget(self) -> "Setting":
         """The setting of a clean score: the attack budget does not change it."""
-        return Setting(self.mode, self.parser, self.max_new_tokens, self.samples, None, budget_known=False)
+        return Setting(self.mode, self.parser, self.max_new_tokens, self.samples, None, budget_known=False,
+                       approximate=self.approximate)
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.mode, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.budget_known, self.budget or 0)
+        return (self.mode, self.approximate, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.budget_known,
+                self.budget or 0)
 
 
 def _int_or_none(value: Any) -> int | None:
