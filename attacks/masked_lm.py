@@ -58,7 +58,7 @@ class MaskedLM:
             from transformers import AutoModelForMaskedLM, AutoTokenizer
         except ImportError as exc:
             raise AttackResourceError(
-                "BertAttack needs torch and transformers: pip install torch transformers"
+                "BertAttack needs the [local] extra (torch, transformers): pip install 'promptrobust[local]'"
             ) from exc
         try:
             try:  # a local directory or the local HF cache first: no network

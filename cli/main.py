@@ -58,7 +58,10 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
 def build_parser() -> argparse.ArgumentParser:
     from promptrobust.cli import listing, run
 
+    from promptrobust import __version__
+
     parser = argparse.ArgumentParser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
+    parser.add_argument("--version", action="version", version=f"pre (promptrobust) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub, _Formatter)
     listing.add_parser(sub, _Formatter)

@@ -15,6 +15,8 @@ def settings_line(settings: dict[str, Any]) -> str:
     """Under which settings the numbers were made (printed above every table)."""
     mode = settings["mode"]
     how = f"generate (<= {settings['max_new_tokens']} new tokens, {settings['parser']} parser)" if mode == "generate" else "choices (label log-probs)"
+    if mode == "choices" and str(settings.get("label_scoring") or "").startswith("approximate"):
+        how = "choices (label log-probs APPROXIMATED from the top-20 first-token log-probs)"
     return (
         f"{settings['model']} on {settings['dataset']}: {settings['samples']} samples, {settings['shots']}-shot, "
         f"{settings['input_format']} input, {how}, metric {settings['metric']}, seed {settings['seed']}"

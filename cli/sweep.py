@@ -38,6 +38,7 @@ Rerunning the same config resumes: finished (job, prompt) records are kept,
 everything else is answered from the cache where it can be.
 
 examples:
+  pre sweep --preset paper --dry-run             # the paper's grid: jobs, requests, tokens, API cost per model
   pre sweep bench/sweeps/embedded.toml --dry-run
   pre sweep bench/sweeps/embedded.toml && pre report runs/sweeps/embedded
 
@@ -51,7 +52,12 @@ beyond one machine (docs/scale.md):
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("sweep", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
-    p.add_argument("config", help="sweep configuration file (TOML); or `merge OUT SHARD_DIR...` to merge shards")
+    p.add_argument("config", nargs="?", default=None,
+                   help="sweep configuration file (TOML); or `merge OUT SHARD_DIR...` to merge shards")
+    p.add_argument("--preset", default=None, metavar="NAME",
+                   help="a shipped configuration instead of CONFIG: paper (the paper's 9 models x 13 datasets grid)")
+    p.add_argument("--prices", default=None, metavar="FILE",
+                   help="API prices (USD per million tokens) for the --dry-run cost estimate (default: the shipped table)")
     p.add_argument("more", nargs="*", metavar="SHARD_DIR", help=argparse.SUPPRESS)  # `pre sweep merge OUT DIR...`
     p.add_argument("--dry-run", action="store_true", help="print the job list and request estimates, run nothing")
     p.add_argument("--output-dir", default=None, help="override sweep.output_dir")
@@ -138,6 +144,7 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.config == "merge":
         return handle_merge(args.more)
+    args.config = _config_path(args)
     if args.more:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
     ray_options = _ray_options(args)
@@ -177,6 +184,7 @@ def handle(args: argparse.Namespace) -> int:
             f"estimated model requests before cache and early stopping: clean {total_clean} "
             f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
         )
+        _print_model_estimates(cfg, plan, args.prices)
         return 0
     use_uvloop()
     try:
@@ -198,6 +206,41 @@ def handle(args: argparse.Namespace) -> int:
         print(f"pre: {len(progress.failed)} jobs failed (see errors.jsonl); rerun the sweep after fixing them", file=sys.stderr)
         return 1
     return 0
+
+
+def _config_path(args: argparse.Namespace) -> str:
+    """CONFIG, or the shipped file of ``--preset`` (exactly one of them)."""
+    if args.preset and args.config:
+        raise UserError("give either CONFIG or --preset NAME, not both")
+    if not args.preset:
+        if not args.config:
+            raise UserError("pre sweep needs CONFIG.toml or --preset paper")
+        return args.config
+    from promptrobust.engine.sweep_estimate import preset_path
+
+    try:
+        return str(preset_path(args.preset))
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _print_model_estimates(cfg: Any, plan: list[dict[str, Any]], prices_file: str | None) -> None:
+    """Per model: jobs, requests, tokens, and for API models a cost from the price table."""
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.sweep_estimate import PriceTableError, estimate, format_estimates, load_prices
+
+    try:
+        prices = load_prices(prices_file)
+    except PriceTableError as exc:
+        raise UserError(str(exc)) from None
+    specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
+    rows = estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
+                    base_models={m: s.base_model for m, s in specs.items()}, prices=prices)
+    print(f"per model (tokens: each job's prompts on its task's shipped examples at 4 characters a token; "
+          f"cost: {prices_file or 'the shipped price table'}, USD per million tokens):")
+    for line in format_estimates(rows):
+        print("  " + line)
+    print(f"config: {cfg.source}")
 
 
 def _run_ray(cfg: Any, options: Any, jobs: list[Any], say: Any) -> Any:

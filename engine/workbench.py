@@ -22,6 +22,7 @@ The protocol (rank the set, attack the top k) sits on it: ``engine.protocol``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,13 @@ from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.analysis.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation, warn_no_logprobs
 from promptrobust.engine.records import AttackRecord, Cost
-from promptrobust.engine.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
+from promptrobust.engine.settings import (
+    DEFAULT_SAMPLE_SELECTION,
+    AttackSettings,
+    EvaluationSettings,
+    MeasurementSettings,
+    SettingsError,
+)
 from promptrobust.tasks.base import Prompt, Sample, Task
 from promptrobust.tasks.common import few_shot_examples
 from promptrobust.tasks.prompt_sets import load_prompts
@@ -78,13 +85,18 @@ class Workbench:
             parser=self.evaluation.parser if generate else None,
             max_new_tokens=(self.evaluation.max_new_tokens or self.task.max_tokens) if generate else None,
             samples=len(self.samples),
-            sample_selection=DEFAULT_SAMPLE_SELECTION,
+            sample_selection=self.evaluation.sample_selection,
             shots=self.shots,
             input_format="chat" if self.scheduler.backend.is_chat else "completion",
             metric=self.task.metric.name,
             seed=self.evaluation.seed,
             searched=False,
+            approximate_labels=self.mode == "choices" and self.label_scoring().startswith("approximate"),
         )
+
+    def label_scoring(self) -> str:
+        """How the backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
+        return label_scoring(self.scheduler.backend)
 
     async def score_prompts(
         self,
@@ -185,7 +197,25 @@ class Workbench:
             "model": self.spec.name, "backend": self.spec.backend, "dataset": self.task.name, "metric": m.metric,
             "samples": m.samples, "seed": m.seed, "shots": m.shots, "mode": m.mode, "parser": m.parser,
             "max_new_tokens": m.max_new_tokens, "input_format": m.input_format, "sample_selection": m.sample_selection,
+            "label_scoring": self.label_scoring() if m.mode == "choices" else None,
         }
+
+
+def with_selection(task: Task, selection: str) -> Task:
+    """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
+    if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
+        return task
+    if not hasattr(task, "selection"):
+        raise SettingsError(
+            f"sample_selection {selection!r}: {task.name} generates its samples, it has no rows to take first",
+            setting="sample_selection",
+        )
+    return dataclasses.replace(task, selection=selection)  # type: ignore[type-var]
+
+
+def label_scoring(backend: Any) -> str:
+    """How a backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
+    return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
 
 
 def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str:
@@ -200,7 +230,7 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
-    task = get_task(evaluation.dataset)
+    task = with_selection(get_task(evaluation.dataset), evaluation.sample_selection)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
     )

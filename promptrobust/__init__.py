@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import importlib
 import os
+from importlib import metadata as _metadata
 from typing import Any
 
-__version__ = "0.2.0"
+try:  # one source of the version: pyproject.toml, read back from the installed metadata
+    __version__ = _metadata.version("promptrobust")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 # Process-wide defaults, set once here because every module of the package is
 # imported through this one. torch's OpenMP threads spin-wait by default; on a

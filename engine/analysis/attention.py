@@ -450,6 +450,12 @@ def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, 
     spec = resolve_model(model, model_args)
     if spec.backend != "hf":
         raise AttentionError(f"word importance needs gradients, so an hf model (transformers); {model} uses the {spec.backend} backend")
+    from promptrobust.extras import MissingExtraError, require_extra
+
+    try:
+        require_extra("local", "word importance (pre attention)")
+    except MissingExtraError as exc:
+        raise AttentionError(str(exc)) from None
     chat = spec.args.get("chat")
     ref: str | Path = spec.model
     if spec.embedded:

@@ -23,9 +23,15 @@ minute while it keeps failing); then one request probes it, and a success
 re-admits it. An endpoint unreachable at start begins ejected. All endpoints
 count as one model: the identity is the model name plus the first URL.
 
-Label scoring (``score_choices``) asks for the top-20 log-probabilities of the
-first generated token and reads each choice from them; see
-``choice_logprobs_from_top``. Whether the server returns log-probabilities is
+Label scoring (``score_choices``) is exact where the server allows it: with
+``api=completions`` the start-up checks once whether the completions endpoint
+scores a prompt's own tokens (``echo`` + ``logprobs``, or vLLM's
+``prompt_logprobs``), and each label's tokens are then scored as the
+in-process backends score them (``openai_scoring``). Otherwise (chat
+requests, or a server that allows neither) it asks for the top-20
+log-probabilities of the first generated token and reads each choice from
+them (``choice_logprobs_from_top``), an approximation; ``label_scoring`` says
+which path was used and the results record it. Whether the server returns log-probabilities is
 decided once: by the ``logprobs`` argument, or else by the first label-scoring
 request (the scheduler sends ``capability_probe()`` right after start). A
 server that answers several well-formed requests without them, or refuses the
@@ -53,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from promptrobust.engine.backends import openai_scoring
 from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
 from promptrobust.engine.retry import parse_retry_after
 from promptrobust.engine.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
@@ -174,6 +181,7 @@ class OpenAIBackend(Backend):
         logprobs: bool | None = None,
         eject_after: int = EJECT_AFTER,
         cooldown: float = COOLDOWN,
+        scoring: str = "auto",
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
@@ -189,6 +197,7 @@ class OpenAIBackend(Backend):
             raise ValueError(f"eject_after must be a whole number >= 1, got {eject_after!r}")
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < math.inf:
             raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
+        self._scoring_path = _scoring_arg(scoring, api, logprobs)
         urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
@@ -243,10 +252,17 @@ class OpenAIBackend(Backend):
         ``system_fingerprint`` only arrives with answers (after cache keys are
         needed) and changes with the provider's infrastructure, so neither is used.
         """
-        return ModelIdentity(
-            backend="openai", name=self.model, revision=self._revision,
-            extra=(("base_url", self._endpoints[0].shown),),
-        )
+        extra: tuple[tuple[str, str], ...] = (("base_url", self._endpoints[0].shown),)
+        if self._scoring_path in openai_scoring.EXACT_PATHS:  # exact label scores never share keys with top-20 ones
+            extra += (("label_scoring", str(self._scoring_path)),)
+        return ModelIdentity(backend="openai", name=self.model, revision=self._revision, extra=extra)
+
+    @property
+    def label_scoring(self) -> str:
+        """How labels are scored, as the results record it (decided at ``start()``)."""
+        if self._scoring_path == "prompt_logprobs" and self.is_chat:
+            return openai_scoring.CHAT_DESCRIPTION
+        return openai_scoring.DESCRIPTIONS[self._scoring_path or openai_scoring.TOP_PATH]
 
     @property
     def is_chat(self) -> bool:
@@ -327,6 +343,8 @@ class OpenAIBackend(Backend):
             await self.close()  # a failed start leaves no open connections behind
             raise
         self._revision = str(reachable[0][1])
+        if self._scoring_path is None:
+            self._scoring_path = await self._detect_scoring(reachable[0][0])
 
     async def _probe(self, ep: _Endpoint) -> str:
         import openai
@@ -574,6 +592,11 @@ class OpenAIBackend(Backend):
         return [(t, v) for t, v in top if not math.isnan(v)]
 
     async def _score(self, ep: _Endpoint, request: Request) -> Completion:
+        if self._scoring_path in openai_scoring.EXACT_PATHS:
+            if not self._use_chat(request):
+                return await self._score_exact(ep, request, self._scoring_path)  # type: ignore[arg-type]
+            if self._scoring_path == "prompt_logprobs":
+                return await self._score_exact_chat(ep, request)
         if self._server_logprobs is False:
             why = "logprobs=false" if self.logprobs is False else "it returns no log-probabilities"
             raise LogprobsUnsupported(
@@ -601,6 +624,62 @@ class OpenAIBackend(Backend):
                 raise TransientBackendError(f"malformed answer from {ep.shown}: no log-probabilities although they were asked for")
         self._decide_no_logprobs(ep, f"{PROBE_ANSWERS} answers in a row came without them")
         return await self._score(ep, request)
+
+    # -- exact label scoring (engine/backends/openai_scoring.py) -------------------------
+    async def _post_completions(self, ep: _Endpoint, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to the completions endpoint; the answer's JSON object (read as in ``_call``)."""
+        known = {k: body[k] for k in ("model", "prompt", "echo", "logprobs", "max_tokens", "temperature") if k in body}
+        extra = {k: v for k, v in body.items() if k not in known}
+        raw = await ep.client.completions.with_raw_response.create(**known, **({"extra_body": extra} if extra else {}))
+        return self._json_body(raw.http_response, ep)
+
+    async def _detect_scoring(self, ep: _Endpoint) -> openai_scoring.ScoringPath:
+        """Once, at start: the exact path the server allows for plain prompts, else the top-20 approximation."""
+        import openai
+
+        if self.api != "completions" or self.logprobs is False:
+            # Chat requests: only a vLLM server can score a label inside the model's own template, and
+            # asking others costs a refused request at every start, so that path is opted into
+            # (scoring=prompt_logprobs); the settings line and the records say "approximate".
+            return openai_scoring.TOP_PATH
+        for path, body in openai_scoring.probe_bodies(self.model):
+            try:
+                data = await self._post_completions(ep, body)
+            except (openai.APIError, TransientBackendError):
+                continue  # refused or unreadable: this path is not available here
+            if openai_scoring.accepts(path, data):
+                return path
+        log.warning("%s at %s scores no prompt tokens (neither echo+logprobs nor prompt_logprobs): labels are "
+                    "read from the first token's top-20 log-probs, an approximation", self.model, ep.shown)
+        return openai_scoring.TOP_PATH
+
+    async def _score_exact(self, ep: _Endpoint, request: Request, path: openai_scoring.ScoringPath) -> Completion:
+        data = await self._post_completions(ep, openai_scoring.body(path, self.model, request.prompt or "", request.choices))
+        try:
+            values = openai_scoring.read(path, data, request.prompt or "", request.choices)
+        except openai_scoring.ScoringAnswerError as exc:
+            raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+        prompt_tokens, _ = self._usage(data)
+        return Completion(choice_logprobs=values, prompt_tokens=prompt_tokens, completion_tokens=0)
+
+    async def _score_exact_chat(self, ep: _Endpoint, request: Request) -> Completion:
+        """One chat request per label (a conversation cannot be a list); summed as the completions path does."""
+        messages = self._messages(request)
+
+        async def one(label: str) -> tuple[float, int]:
+            body = openai_scoring.chat_body(self.model, messages, label)
+            extra = {k: v for k, v in body.items() if k not in ("model", "messages", "max_tokens", "temperature")}
+            raw = await ep.client.chat.completions.with_raw_response.create(
+                model=body["model"], messages=body["messages"], max_tokens=1, temperature=0.0, extra_body=extra)
+            data = self._json_body(raw.http_response, ep)
+            try:
+                value = openai_scoring.read_chat(data, label)
+            except openai_scoring.ScoringAnswerError as exc:
+                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+            return value, self._usage(data)[0]
+
+        answers = await asyncio.gather(*(one(label) for label in request.choices))
+        return Completion(choice_logprobs=tuple(v for v, _ in answers), prompt_tokens=max(t for _, t in answers), completion_tokens=0)
 
     def _decide_no_logprobs(self, ep: _Endpoint, why: str) -> None:
         self._server_logprobs = False
@@ -665,6 +744,17 @@ class OpenAIBackend(Backend):
             return BackendError(message)
         # The SDK's own checks of an answer (we read bodies ourselves, so rare): retry it.
         return TransientBackendError(f"malformed answer from {ep.shown}: {self._redact(str(exc))}")
+
+
+def _scoring_arg(scoring: str, api: str, logprobs: bool | None) -> openai_scoring.ScoringPath | None:
+    """The ``scoring`` model argument checked: a fixed path, or None (auto: decided at start)."""
+    if scoring not in openai_scoring.SCORING_ARGS:
+        raise ValueError(f"scoring must be one of {', '.join(openai_scoring.SCORING_ARGS)}, got {scoring!r}")
+    if scoring == "echo" and api != "completions":
+        raise ValueError("scoring=echo scores plain prompts on the completions endpoint: add api=completions")
+    if scoring in openai_scoring.EXACT_PATHS and logprobs is False:
+        raise ValueError(f"scoring={scoring} reads log-probs: drop logprobs=false")
+    return None if scoring == "auto" else scoring  # type: ignore[return-value]
 
 
 class _Unreachable(BackendUnavailable):

@@ -35,7 +35,7 @@ COST_FIELDS = (
 #: fields of the record itself; anything else on a row is an extra column (e.g. a pairs file's source_model)
 KNOWN_FIELDS = frozenset((
     *REQUIRED, *COST_FIELDS, "backend", "prompt_id", "prompt_type", "shots", "clean_score", "adversarial_prompt",
-    "adversarial_score", "pdr", "status", "error", "mode", "parser", "max_new_tokens", "input_format", "samples",
+    "adversarial_score", "pdr", "status", "error", "mode", "parser", "max_new_tokens", "input_format", "label_scoring", "sample_selection", "samples",
     "metric", "seed", "budget", "early_stopping", "clean_ci95", "adversarial_ci95", "pdr_ci95", "mcnemar_p",
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",

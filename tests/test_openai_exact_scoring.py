@@ -1,0 +1,165 @@
+"""Exact label scoring over HTTP equals the in-process hf backend on the same model.
+
+The embedded SmolLM2 serves an OpenAI-compatible completions endpoint from this
+process (promptrobust.testing.hf_server: one real forward pass per prompt, so
+its log-probs are the model's own); the ``openai:`` backend detects at start-up
+which exact path the server allows and must give every label the log-probability
+the ``hf:`` backend gives it, within 1e-4.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from promptrobust.engine.backends import openai_scoring
+from promptrobust.engine.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.model_store import ModelNotInstalled
+from promptrobust.engine.types import Request
+from promptrobust.testing.hf_server import HFCompletionsServer
+
+pytestmark = pytest.mark.slow  # loads the embedded model
+
+NAME = "smollm2"
+# Our own review snippets; labels of one, several and rare tokens (a label far
+# outside the top 20 is where the first-token approximation breaks down).
+REVIEWS = [
+    "A warm, funny film that never loses its nerve.",
+    "Two hours of noise with nothing to say.",
+    "The cast tries hard, but the script keeps tripping them up.",
+]
+LABELS = (" positive", " negative", " mixed feelings", " zebra")
+
+
+def _requests() -> list[Request]:
+    return [
+        Request("score_choices", prompt=f"Review: {text}\nIs this review positive or negative?\nAnswer:", choices=LABELS)
+        for text in REVIEWS
+    ]
+
+
+@pytest.fixture(scope="module")
+def smol() -> HFBackend:
+    try:
+        backend = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=False)
+    except ModelNotInstalled as exc:
+        pytest.skip(str(exc))
+    asyncio.run(backend.start())
+    return backend
+
+
+async def _openai_scores(url: str, **kwargs) -> tuple[str, list[tuple[float, ...]], tuple]:
+    backend = OpenAIBackend(NAME, base_urls=[url], api="completions", **kwargs)
+    await backend.start()
+    try:
+        answers = [await backend.complete(r) for r in _requests()]
+    finally:
+        await backend.close()
+    return backend.label_scoring, [a.choice_logprobs for a in answers], backend.identity.extra
+
+
+@pytest.mark.parametrize(("server_args", "path"), [
+    ({}, "echo"),
+    ({"echo": False}, "prompt_logprobs"),
+])
+def test_openai_exact_scoring_matches_hf_per_label(smol: HFBackend, server_args: dict, path: str) -> None:
+    hf = asyncio.run(smol.complete_batch(_requests()))
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME, **server_args) as srv:
+        label_scoring, scores, extra = asyncio.run(_openai_scores(srv.url))
+        bodies = list(srv.bodies)
+    assert label_scoring == openai_scoring.DESCRIPTIONS[path]
+    assert ("label_scoring", path) in extra  # exact scores are cached apart from approximate ones
+    for want, got in zip(hf, scores):
+        assert got is not None and len(got) == len(LABELS)
+        for label, a, b in zip(LABELS, want.choice_logprobs, got):
+            assert abs(a - b) < 1e-4, (label, a, b)
+    # The rare label really is far down (the case the approximation cannot score).
+    assert all(s[3] < -10 for s in scores)
+    # One request scores every label of a sample: the labels go as a list of prompts.
+    scoring_bodies = [b for b in bodies if isinstance(b.get("prompt"), list) and "Review:" in b["prompt"][0]]
+    assert len(scoring_bodies) == len(REVIEWS)
+    assert all(len(b["prompt"]) == len(LABELS) for b in scoring_bodies)
+
+
+def test_a_server_without_exact_scoring_falls_back_to_top20_and_says_so(smol: HFBackend) -> None:
+    hf = asyncio.run(smol.complete_batch(_requests()))
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME, echo=False, prompt_logprobs=False) as srv:
+        label_scoring, scores, extra = asyncio.run(_openai_scores(srv.url))
+    assert label_scoring == openai_scoring.DESCRIPTIONS["top_logprobs"]
+    assert label_scoring.startswith("approximate")
+    assert not any(k == "label_scoring" for k, _ in extra)
+    # The approximation: the rare label gets a floor, not its value.
+    assert any(abs(got[3] - want.choice_logprobs[3]) > 1e-2 for want, got in zip(hf, scores))
+
+
+def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) -> None:
+    """Chat requests (the model's template): scoring=prompt_logprobs, vLLM's chat extensions."""
+    from promptrobust.engine.types import ChatMessage
+
+    chat_hf = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=True)
+    asyncio.run(chat_hf.start())
+    requests = [Request("score_choices", messages=(ChatMessage("user", f"Review: {t}\nIs it positive or negative?"),),
+                        choices=("positive", "negative", "mixed feelings")) for t in REVIEWS]
+    want = asyncio.run(chat_hf.complete_batch(requests))
+
+    async def over_http(url: str) -> tuple[str, list]:
+        backend = OpenAIBackend(NAME, base_urls=[url], scoring="prompt_logprobs")
+        await backend.start()
+        try:
+            return backend.label_scoring, [await backend.complete(r) for r in requests]
+        finally:
+            await backend.close()
+
+    with HFCompletionsServer(chat_hf.model, chat_hf.tokenizer, name=NAME) as srv:
+        label_scoring, got = asyncio.run(over_http(srv.url))
+        bodies = [b for b in srv.bodies if b.get("continue_final_message")]
+    assert label_scoring == openai_scoring.CHAT_DESCRIPTION
+    assert len(bodies) == len(requests) * 3  # one request per label
+    for w, g in zip(want, got):
+        for a, b in zip(w.choice_logprobs, g.choice_logprobs):
+            assert abs(a - b) < 1e-4, (a, b)
+
+
+def test_scoring_argument_is_checked() -> None:
+    with pytest.raises(ValueError, match="api=completions"):
+        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="echo")
+    with pytest.raises(ValueError, match="drop logprobs=false"):
+        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="prompt_logprobs", logprobs=False)
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], api="completions", scoring="exactish")
+
+
+def test_a_run_records_which_scoring_path_it_used(smol: HFBackend, tmp_path: Path) -> None:
+    from promptrobust.cli.main import main
+
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME) as srv:
+        code = main([
+            "run", "--model", f"openai:{NAME}", "--model-args", f"base_url={srv.url},api=completions",
+            "--dataset", "rotten_tomatoes", "--limit", "3", "--mode", "choices", "--shots", "0",
+            "--prompt-text", "Is this movie review positive or negative?",
+            "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+        ])
+    assert code == 0
+    (folder,) = (tmp_path / "runs").iterdir()
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert results["label_scoring"] == openai_scoring.DESCRIPTIONS["echo"]
+    assert results["input_format"] == "completion"
+
+
+def test_reading_refuses_a_token_that_straddles_input_and_label() -> None:
+    answer = {"choices": [{"index": 0, "logprobs": {
+        "tokens": ["Answer", ":pos", "itive", "!"], "token_logprobs": [None, -1.0, -0.5, -0.1],
+        "text_offset": [0, 6, 10, 15]}}]}
+    with pytest.raises(openai_scoring.ScoringAnswerError, match="not the label"):
+        openai_scoring.read("echo", answer, "Answer:", ("positive",))
+    answer["choices"][0]["logprobs"]["tokens"] = ["Answer", ":", "positive", "!"]
+    assert openai_scoring.read("echo", answer, "Answer:", ("positive",)) == (-0.5,)
+    assert not math.isnan(openai_scoring.read("echo", answer, "Answer:", ("positive",))[0])

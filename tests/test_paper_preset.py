@@ -1,0 +1,98 @@
+"""The paper's grid, ready: `pre sweep --preset paper` and its dry-run estimates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from promptrobust.cli.main import main
+from promptrobust.engine.registry import resolve_model
+from promptrobust.engine.sweep import load_config
+from promptrobust.engine.sweep_estimate import (
+    Price,
+    attack_candidates,
+    estimate,
+    load_prices,
+    preset_path,
+    tokens_per_request,
+)
+
+# The paper's sample sizes (Zhu et al., Table 1 / promptbench), by our dataset names.
+PAPER_SIZES = {"sst2": 872, "cola": 1000, "qqp": 1000, "mrpc": 408, "mnli": 1000, "qnli": 1000, "rte": 277,
+               "wnli": 71, "mmlu": 564, "squad_v2": 200, "iwslt": 100, "un_multi": 99, "math": 160}
+
+
+def test_the_paper_preset_is_the_papers_grid() -> None:
+    from promptrobust.attacks.registry import list_attacks
+    from promptrobust.tasks.registry import get_task
+
+    cfg = load_config(preset_path("paper"))
+    specs = [resolve_model(m) for m in cfg.models]
+    assert len(specs) == 9 and all(s.paper for s in specs)  # registry names of the paper's nine
+    assert {s.backend for s in specs} == {"hf", "openai"}
+    assert set(cfg.datasets) == set(PAPER_SIZES) and len(cfg.datasets) == 13
+    assert {d: get_task(d).sample_size for d in cfg.datasets} == PAPER_SIZES
+    assert cfg.evaluation.limit is None  # the paper's sizes
+    assert cfg.evaluation.mode == "generate" and cfg.evaluation.sample_selection == "first"
+    assert set(cfg.prompt_types) == {"task", "role"} and set(cfg.shots) == {0, 3}
+    assert set(cfg.attacks) == {name for name, _ in list_attacks()} and len(cfg.attacks) == 7
+    assert cfg.attack.top_k == 3 and cfg.attack.budget is None
+    assert len(cfg.jobs()) == 9 * 13 * 2 * 2 * 7
+
+
+def test_dry_run_prints_jobs_requests_tokens_and_api_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "--preset", "paper", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("sweep paper: 3276 jobs")
+    table = out[out.index("per model"):].splitlines()
+    rows = {line.split()[0]: line for line in table[2:] if line.strip() and not line.startswith("config")}
+    assert len(rows) == 10  # nine models and the total
+    for model in ("gpt-3.5-turbo", "gpt-4"):
+        assert rows[model].split()[1] == "openai" and rows[model].split()[-1].replace(",", "").isdigit()
+    assert rows["llama2-13b-chat"].split()[-1] == "-"  # no price for a local model
+    assert f"config: {preset_path('paper')}" in out
+
+
+def test_an_edited_price_table_changes_the_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def gpt4_cost(extra: list[str]) -> str:
+        assert main(["sweep", "--preset", "paper", "--dry-run", *extra]) == 0
+        out = capsys.readouterr().out
+        return next(line for line in out.splitlines() if line.strip().startswith("gpt-4 ")).split()[-1]
+
+    shipped = gpt4_cost([])
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices."gpt-4"]\ninput = 60.0\noutput = 120.0\n')  # twice the shipped table
+    doubled = gpt4_cost(["--prices", str(prices)])
+    assert abs(int(doubled.replace(",", "")) - 2 * int(shipped.replace(",", ""))) <= 1
+    assert main(["sweep", "--preset", "paper", "--dry-run", "--prices", str(tmp_path / "none.toml")]) == 2
+    assert "no such price file" in capsys.readouterr().err
+
+
+def test_cost_is_tokens_times_price() -> None:
+    from promptrobust.engine.sweep import Job
+
+    job = Job("gpt-4", "sst2", 0, "task", "stresstest")
+    tin, tout = tokens_per_request("sst2", "task", 0, "generate")
+    assert 20 < tin < 200 and tout == 20
+    plan = [{"job": job, "clean": 100, "attack_max": 50}]
+    (row,) = estimate(plan, mode="generate", backends={"gpt-4": "openai"}, base_models={}, prices={"gpt-4": Price(10.0, 20.0)})
+    assert row.requests == 150 and row.input_tokens == 150 * tin and row.output_tokens == 150 * tout
+    assert row.cost_usd == pytest.approx((150 * tin * 10.0 + 150 * tout * 20.0) / 1e6)
+    # Few-shot requests carry the worked examples: longer inputs.
+    assert tokens_per_request("sst2", "task", 3, "generate")[0] > tin
+    assert load_prices()["gpt-4"] == Price(30.0, 60.0)
+
+
+def test_attack_candidates_follow_each_recipe() -> None:
+    assert attack_candidates("stresstest", 20, None) == 3
+    assert attack_candidates("checklist", 20, None) == 50
+    assert attack_candidates("textfooler", 15, None) == 765  # docs/scale.md's worst case for a 15-word prompt
+    assert attack_candidates("textfooler", 15, 100) == 100
+
+
+def test_preset_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["sweep", "--preset", "nope", "--dry-run"]) == 2
+    assert "shipped presets: paper" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "x.toml"), "--preset", "paper"]) == 2
+    assert "either CONFIG or --preset" in capsys.readouterr().err
