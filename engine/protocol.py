@@ -135,7 +135,7 @@ async def run_protocol(
         ranked = await rank_prompts(bench, prompts)
     result = ProtocolResult(
         settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
-        measurement=replace(bench.measurement(), budget=settings.budget, searched=True).to_dict(),
+        measurement=bench.measurement_facts(replace(bench.measurement(), budget=settings.budget, searched=True)),
         model_identity=identity_of(bench.scheduler), started=began,
     )
     for clean in ranked[: settings.top_k]:

@@ -224,7 +224,7 @@ class Session:
             evaluations=evaluations,
             scheduler=bench.scheduler.stats.snapshot(),
             wall_seconds=time.monotonic() - started,
-            measurement=bench.measurement().to_dict(),
+            measurement=bench.measurement_facts(),
             chance_rate=bench.chance_rate,
             model_identity=identity_of(bench.scheduler),
             started=began,

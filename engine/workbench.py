@@ -94,6 +94,15 @@ class Workbench:
             approximate_labels=self.mode == "choices" and self.label_scoring().startswith("approximate"),
         )
 
+    def measurement_facts(self, measurement: MeasurementSettings | None = None) -> dict[str, Any]:
+        """``measurement`` (default: this workbench's) as results.json's ``configs.measurement``:
+        the settings plus, in choices mode, which label-scoring path ran (exact, or approximated)."""
+        m = measurement or self.measurement()
+        out = m.to_dict()
+        if m.mode == "choices":
+            out["label_scoring"] = self.label_scoring()
+        return out
+
     def label_scoring(self) -> str:
         """How the backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
         return label_scoring(self.scheduler.backend)

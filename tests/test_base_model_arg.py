@@ -34,8 +34,9 @@ def test_openai_base_model_runs_few_shot_like_the_paper(tmp_path: Path, flag: st
     assert code == 0
     (folder,) = (tmp_path / "runs").iterdir()
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["shots"] == shots and results["input_format"] == "completion"
+    measurement = results["configs"]["measurement"]
+    assert measurement["shots"] == shots and measurement["input_format"] == "completion"
     # The fake server scores no prompt tokens: the run says labels were approximated.
-    assert results["label_scoring"].startswith("approximate")
+    assert measurement["label_scoring"].startswith("approximate")
     scored = [p for p in prompts if "Is this review positive or negative?" in p]
     assert scored and all(p.count("Answer:") == shots + 1 for p in scored)

@@ -30,5 +30,6 @@ def test_exact_and_approximate_label_scores_are_separate_sections(tmp_path: Path
                  "--quiet", "--output-dir", str(out)]) == 0
     text = (out / "report.md").read_text()
     assert "labels approximated (top-20 log-probs)" in text
-    assert text.count("Setting: mode choices") == 2  # two sections, never one pooled APDR
+    # two attack sections, never one pooled APDR
+    assert text.count("## Attacks (each attack's own search): mode choices") == 2
     assert any("approx" in p.name for p in out.glob("*.csv"))

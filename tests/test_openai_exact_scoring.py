@@ -150,8 +150,9 @@ def test_a_run_records_which_scoring_path_it_used(smol: HFBackend, tmp_path: Pat
     assert code == 0
     (folder,) = (tmp_path / "runs").iterdir()
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["label_scoring"] == openai_scoring.DESCRIPTIONS["echo"]
-    assert results["input_format"] == "completion"
+    measurement = results["configs"]["measurement"]
+    assert measurement["label_scoring"] == openai_scoring.DESCRIPTIONS["echo"]
+    assert measurement["input_format"] == "completion"
 
 
 def test_reading_refuses_a_token_that_straddles_input_and_label() -> None:

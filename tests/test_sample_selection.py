@@ -50,7 +50,7 @@ def test_cli_sample_selection_picks_rows_and_is_recorded(tmp_path: Path, data_fi
     assert code == 0
     (folder,) = (tmp_path / "runs").iterdir()
     results = orjson.loads((folder / "results.json").read_bytes())
-    assert results["sample_selection"] == selection
+    assert results["configs"]["measurement"]["sample_selection"] == selection
     if selection == "first":
         assert rows == [0, 1, 2, 3, 4, 5]
     else:
