@@ -320,6 +320,8 @@ async def attack_one(
         perturbed_words=outcome.perturbed_words,
         settings=dict(outcome.settings),
         prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
+        substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
+        final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
     )
 
 

@@ -104,6 +104,13 @@ class AttackRecord:
     adversarial_given: bool = False
     """The adversarial prompt was an input (a pairs file, a transfer, a defense), not found by a search."""
     run_key: str = ""
+    # -- meaning checks and held-out samples (issue 23) --
+    substitutions: list[list[str]] = field(default_factory=list)
+    """[old, new] text of every changed stretch of the prompt."""
+    final_similarity: dict[str, Any] = field(default_factory=dict)
+    """The adversarial prompt's whole-prompt sentence similarity to the clean one."""
+    held_out: dict[str, Any] | None = None
+    """The clean and adversarial prompts re-scored on samples the search never saw."""
 
     def __post_init__(self) -> None:
         if not self.run_key:
@@ -188,7 +195,7 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     cost = row.get("cost")
     if isinstance(cost, Mapping):
         out.update(cost)
-    for key in ("settings", "extra", "prompt_scores", "clean_scores"):
+    for key in ("settings", "extra", "prompt_scores", "clean_scores", "substitutions", "final_similarity", "held_out"):
         if key in out and not isinstance(out[key], str):
             out[key] = orjson.dumps(out[key], default=str).decode()
     return out

@@ -35,6 +35,7 @@ KNOWN_FIELDS = frozenset((
     "metric", "seed", "budget", "early_stopping", "clean_ci95", "adversarial_ci95", "pdr_ci95", "mcnemar_p",
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
+    "substitutions", "final_similarity", "held_out",  # issue 23: meaning checks, held-out samples
 ))
 
 
