@@ -55,6 +55,8 @@ def handle(args: argparse.Namespace) -> int:
     evaluation = common.evaluation_settings(args)
     scheduler = common.scheduler_settings(args)
     attacks = attack_settings_from(args) if args.attack else None
+    if args.holdout is not None and attacks is None:
+        raise UserError("--holdout splits the samples of the attack protocol: add --attack NAME (or drop --holdout)")
     if args.prompt_text is not None and not args.prompt_text.strip():
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
     common.check_paths(args)

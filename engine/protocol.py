@@ -350,6 +350,8 @@ class ProtocolResult:
     clean: list[CleanScore]
     records: list[AttackRecord] = field(default_factory=list)
     wall_seconds: float = 0.0
+    held_out_clean: list[dict[str, Any]] | None = None
+    """With ``AttackSettings.holdout``: the top-k prompts' held-out clean scores (engine/holdout.py)."""
 
     @property
     def failures(self) -> list[AttackRecord]:
@@ -368,6 +370,7 @@ class ProtocolResult:
             "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in self.skipped],
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in self.failures],
             "wall_seconds": round(self.wall_seconds, 3),
+            **({"held_out_clean": self.held_out_clean} if self.held_out_clean is not None else {}),
         }
 
 
@@ -392,10 +395,19 @@ async def run_protocol(
     becomes a ``failed`` record and the others go on; exception types in
     ``fail_fast`` (e.g. interrupts) propagate."""
     started = time.monotonic()
+    held = None
+    if settings.holdout:  # issue 23: search on one part of the samples, re-score on the rest
+        from promptrobust.engine.holdout import SPLIT_RULE, held_out_ranking, split_workbench
+
+        bench, held = split_workbench(bench, settings.holdout)
     if ranked is None:
         on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
         ranked = await rank_prompts(bench, prompts)
     result = ProtocolResult(settings=bench.describe(), clean=ranked)
+    if held is not None:
+        result.settings.update(holdout=settings.holdout, held_out_samples=len(held.samples), holdout_split=SPLIT_RULE)
+        on_event(f"scoring the top {settings.top_k} prompts on {len(held.samples)} held-out samples")
+        result.held_out_clean = await held_out_ranking(held, ranked, settings.top_k)
     for clean in ranked[: settings.top_k]:
         for name in settings.attacks:
             if skip(clean.prompt, name):
@@ -408,6 +420,10 @@ async def run_protocol(
             except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
                 record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
                 on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
+            if held is not None and record.status == "attacked":
+                from promptrobust.engine.holdout import held_out_pair
+
+                record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)
             result.records.append(record)
             if on_record is not None:
                 maybe = on_record(record)
