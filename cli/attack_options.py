@@ -59,6 +59,20 @@ def attack_settings_from(args: argparse.Namespace) -> Any:
     return common.attack_settings(args, names, options)
 
 
+def _checkout_semantic_prompts(args: argparse.Namespace, bench: Any) -> Any:
+    """With --promptbench, the Semantic attack scores the checkout's semantic prompts."""
+    if not getattr(args, "promptbench", None):
+        return None
+    from promptrobust.engine.protocol import SemanticPrompts
+    from promptrobust.tasks.placeholders import check_no_content_placeholder
+    from promptrobust.tasks.promptbench_import import load_promptbench_prompts
+
+    found = load_promptbench_prompts(args.promptbench, bench.task.name, types=["semantic"],
+                                     shot="few" if bench.shots else "zero")
+    check_no_content_placeholder((p.id, p.text) for p in found)
+    return SemanticPrompts([(p.language, p.text) for p in found], f"promptbench checkout {args.promptbench}")
+
+
 def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -> None:
     """Build each attack once (no resources load) so a bad option value is one line now, not a failed run later."""
     from promptrobust.attacks.errors import AttackOptionError
@@ -76,6 +90,7 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
 
     jsonl_path = folder.path("results.jsonl")
     say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
+    semantic = _checkout_semantic_prompts(args, bench) if "semantic" in settings.attacks else None
     result = await run_protocol(
         bench,
         prompts,
@@ -83,6 +98,7 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
         on_record=lambda record: append_jsonl(jsonl_path, [record]),
         on_event=say,
         fail_fast=(KeyboardInterrupt,),
+        semantic_prompts=semantic,
     )
     consolidate_parquet(jsonl_path, folder.path("results.parquet"))
     summary = result.summary()

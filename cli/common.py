@@ -182,7 +182,7 @@ def check_paths(args: argparse.Namespace) -> None:
 
     from promptrobust.cli.errors import UserError
 
-    for flag in ("data_dir", "data_file", "promptbench"):
+    for flag in ("data_dir", "data_file", "promptbench", "promptbench_adv"):
         path = getattr(args, flag, None)
         if path and not os.path.exists(path):
             raise UserError(f"--{flag.replace('_', '-')} {path} does not exist")

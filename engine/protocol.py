@@ -219,6 +219,18 @@ def protected_words(task: Task) -> frozenset[str]:
     return frozenset(words)
 
 
+@dataclass(frozen=True)
+class SemanticPrompts:
+    """The Semantic attack's prompt set and where it came from (recorded as ``prompt_set``)."""
+
+    prompts: list[tuple[str, str]]
+    source: str
+
+
+#: What the Semantic attack scores unless a prompt set is given.
+OWN_SEMANTIC_SET = "promptrobust's own semantic prompts (tasks/prompts/semantic)"
+
+
 def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
@@ -265,7 +277,7 @@ async def attack_one(
     settings: AttackSettings,
     *,
     clean: CleanScore | None = None,
-    semantic_prompts: Sequence[str] | None = None,
+    semantic_prompts: Sequence[str] | SemanticPrompts | None = None,
 ) -> AttackRecord:
     """Attack one prompt; the record carries both scores, their intervals and the PDR."""
     from promptrobust.attacks.registry import get_attack
@@ -283,6 +295,9 @@ async def attack_one(
         )
     evaluator = bench.evaluator(chunk_size=settings.chunk_size, early_stopping=settings.early_stopping == "exact")
     attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
+    semantic_source = OWN_SEMANTIC_SET if semantic_prompts is None else "given"
+    if isinstance(semantic_prompts, SemanticPrompts):
+        semantic_prompts, semantic_source = semantic_prompts.prompts, semantic_prompts.source
     outcome = await attack.run(
         prompt.text,
         evaluator,
@@ -318,7 +333,7 @@ async def attack_one(
         cost=cost,
         budget_exhausted=outcome.budget_exhausted,
         perturbed_words=outcome.perturbed_words,
-        settings=dict(outcome.settings),
+        settings={**outcome.settings, **({"prompt_set": semantic_source} if attack_name == "semantic" else {})},
         prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
         substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
         final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
@@ -389,6 +404,7 @@ async def run_protocol(
     on_event: Callable[[str], None] = lambda message: None,
     skip: Callable[[Prompt, str], bool] = lambda prompt, attack: False,
     fail_fast: tuple[type[BaseException], ...] = (),
+    semantic_prompts: SemanticPrompts | None = None,
 ) -> ProtocolResult:
     """Rank ``prompts`` (unless ``ranked`` is given: a sweep shares one ranking per
     cell), then run every attack of ``settings`` on the top k. A failing attack
@@ -414,7 +430,8 @@ async def run_protocol(
                 continue
             on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
             try:
-                record = await attack_one(bench, clean.prompt, name, settings, clean=clean)
+                record = await attack_one(bench, clean.prompt, name, settings, clean=clean,
+                                          semantic_prompts=semantic_prompts if name == "semantic" else None)
             except fail_fast:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
