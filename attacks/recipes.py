@@ -75,6 +75,9 @@ class Attack(ABC):
     description: str = ""
     #: TextAttack / promptbench source of the recipe.
     recipe: str = ""
+    #: What the attack needs beyond the installed packages, and how to get it
+    #: (`pre list attacks` prints it); "" when it runs offline as installed.
+    requirements: str = ""
 
     @abstractmethod
     def _settings(self) -> tuple[dict[str, Any], list[str]]:
@@ -390,6 +393,10 @@ class TextBugger(GreedyWordAttack):
         "USE angular similarity >= 0.8"
     )
     recipe = "TextAttack TextBuggerLi2018 as promptbench configures it"
+    requirements = (
+        "runs offline; word part as TextFooler's (paragram vectors when they can be had, else GloVe neighbours "
+        "restricted to WordNet synonyms, recorded)"
+    )
 
     def __init__(
         self,
@@ -502,6 +509,11 @@ class TextFooler(GreedyWordAttack):
         "USE angular similarity >= 0.840845057 over a 15-word window"
     )
     recipe = "TextAttack TextFoolerJin2019 as promptbench configures it"
+    requirements = (
+        "runs offline; the recipe's counter-fitted paragram vectors are used when TextAttack's cache has them "
+        "or they can be downloaded (`--attack-option embedding=PATH` for a local copy), else GloVe neighbours "
+        "restricted to WordNet synonyms (recorded)"
+    )
     recipe_stopwords = "TextFooler's own stop-word list"
 
     def __init__(
@@ -582,6 +594,13 @@ class BertAttack(GreedyWordAttack):
     )
     importance = "unk"
     recipe = "TextAttack BERTAttackLi2020 as promptbench configures it"
+    requirements = (
+        "needs a masked language model (the recipe's bert-base-uncased), which no PyPI package ships: "
+        "online, `pre run --attack bertattack` downloads it once into the Hugging Face cache (later runs "
+        "read it from there, offline too); for a machine without internet, first run "
+        "`huggingface-cli download bert-base-uncased --local-dir ~/models/bert-base-uncased` where there is "
+        "internet, copy the folder, then `pre run --attack bertattack --attack-option mlm=~/models/bert-base-uncased`"
+    )
 
     def __init__(
         self,
@@ -596,6 +615,10 @@ class BertAttack(GreedyWordAttack):
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if isinstance(mlm, str) and mlm.startswith("~"):
+            import os
+
+            mlm = os.path.expanduser(mlm)
         self.mlm_id = mlm.model_id if isinstance(mlm, MaskedLM) else mlm
         self._mlm = mlm if isinstance(mlm, MaskedLM) else None
         if candidates <= 0:

@@ -93,3 +93,7 @@ def _attacks(args: argparse.Namespace) -> None:
         opts = attack_options(name, cli_only=True)
         rows.append((name, description, " ".join(f"{k}={v}" for k, v in opts.items())))
     _table(rows, ("name", "description", "options (--attack-option KEY=VALUE)"))
+    from promptrobust.attacks.registry import attack_requirements
+
+    for name, needs in attack_requirements():
+        print(f"\n{name}: {needs}")

@@ -241,3 +241,15 @@ def test_shipped_lexicon_knows_the_task_words():
     assert "displeased" in lex.antonyms("pleased")
     assert "incorrect" in lex.antonyms("correct")
     assert "elated" not in lex.synonyms("displeased")
+
+
+def test_list_attacks_says_what_bertattack_needs_and_the_command(capsys):
+    from promptrobust.cli.main import main
+
+    assert main(["list", "attacks"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("bertattack: "))
+    assert "needs a masked language model" in line and "no PyPI package ships" in line
+    assert "huggingface-cli download bert-base-uncased --local-dir ~/models/bert-base-uncased" in line
+    assert "pre run --attack bertattack --attack-option mlm=~/models/bert-base-uncased" in line
+    assert get_attack("bertattack", mlm="~/models/bert").mlm_id == str(Path.home() / "models" / "bert")
