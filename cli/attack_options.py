@@ -111,6 +111,10 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     summary["cache"] = session.cache.summary() if session.cache is not None else None
     folder.write_json("results.json", summary)
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)
+    for row in result.held_out_clean or []:  # issue 23: the ranking's top prompts on samples it never saw
+        ci = row["held_out_ci95"]
+        print(f"held-out: {row['prompt_id']} in-sample {row['in_sample_score']:.4f} (best of {len(result.clean)}), "
+              f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
     printing.print_records(result.records)
     printing.next_step(attacked=True, output_dir=args.output_dir)
     if result.failures:
