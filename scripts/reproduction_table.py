@@ -84,9 +84,13 @@ def main(argv: list[str]) -> int:
         ours = [recs[n]["pdr"] for n in measured]
         held = [(recs[n].get("held_out") or {}).get("pdr") for n in measured]
         paper = [PAPER_SST2[n] for n in measured]
+        def rho(values: list) -> str:
+            if any(v is None for v in values) or len(set(values)) < 2:
+                return "undefined (all tied)"
+            return f"{spearman(values, paper):.3f}"
+
         print(f"\nSpearman rank correlation with the paper's SST-2 row over {len(measured)} attacks: "
-              f"in-sample {spearman(ours, paper):.3f}"
-              + (f", held-out {spearman(held, paper):.3f}" if all(h is not None for h in held) else ""))
+              f"in-sample {rho(ours)}, held-out {rho(held)}")
         passed = sum(meaning_checks(recs[n])[0] for n in measured)
         print(f"meaning checks pass: {passed} of {len(measured)} adversarial prompts")
         top = next(iter(recs.values()))
