@@ -7,7 +7,8 @@ Usage:
 
 Any WordNet 3.0 ``dict`` folder works (data.adj, data.adv, data.noun or
 data.noun1 + data.noun2, data.verb). WordNet's licence (Princeton University)
-permits redistribution with its notice; the table's first line names it.
+permits redistribution with its notice: the table's first line names it and
+attacks/data/WORDNET-LICENSE.txt (copied from the same dict folder) ships beside it.
 """
 
 from __future__ import annotations
