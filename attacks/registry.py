@@ -37,6 +37,11 @@ def list_attacks() -> list[tuple[str, str]]:
     return [(name, cls.description) for name, cls in _ATTACKS.items()]
 
 
+def attack_requirements() -> list[tuple[str, str]]:
+    """(name, what it needs beyond the install and how to get it) for attacks that say."""
+    return [(name, cls.requirements) for name, cls in _ATTACKS.items() if cls.requirements]
+
+
 def attack_options(name: str, *, cli_only: bool = False) -> dict[str, Any]:
     """The options an attack accepts, with their defaults. ``cli_only`` keeps
     those settable from the command line (str/int/float/bool defaults), not

@@ -49,6 +49,11 @@ class AttackOutcome:
     #: Semantic attack: (language, prompt, score) of every prompt of the set
     #: (the paper reports each); empty for the other attacks.
     prompt_scores: tuple[tuple[str, str, float], ...] = ()
+    #: (old, new) text of every changed stretch of the prompt, in order.
+    substitutions: tuple[tuple[str, str], ...] = ()
+    #: The final prompt's whole-prompt similarity to the clean one
+    #: ({"angular", "cosine", "encoder"}; see ``recipes.final_similarity``).
+    final_similarity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:

@@ -59,6 +59,20 @@ def attack_settings_from(args: argparse.Namespace) -> Any:
     return common.attack_settings(args, names, options)
 
 
+def _checkout_semantic_prompts(args: argparse.Namespace, bench: Any) -> Any:
+    """With --promptbench, the Semantic attack scores the checkout's semantic prompts."""
+    if not getattr(args, "promptbench", None):
+        return None
+    from promptrobust.engine.protocol import SemanticPrompts
+    from promptrobust.tasks.placeholders import check_no_content_placeholder
+    from promptrobust.tasks.promptbench_import import load_promptbench_prompts
+
+    found = load_promptbench_prompts(args.promptbench, bench.task.name, types=["semantic"],
+                                     shot="few" if bench.shots else "zero")
+    check_no_content_placeholder((p.id, p.text) for p in found)
+    return SemanticPrompts([(p.language, p.text) for p in found], f"promptbench checkout {args.promptbench}")
+
+
 def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -> None:
     """Build each attack once (no resources load) so a bad option value is one line now, not a failed run later."""
     from promptrobust.attacks.errors import AttackOptionError
@@ -77,9 +91,11 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     from promptrobust.engine.run_results import session_facts
 
     say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
+    semantic = _checkout_semantic_prompts(args, bench) if "semantic" in settings.attacks else None
     result = await session.attack_top_k(
         bench.evaluation, settings, model=bench.spec, prompts=prompts,
         on_record=lambda record: folder.append_records([record]), on_event=say, fail_fast=(KeyboardInterrupt,),
+        semantic_prompts=semantic,
     )
     folder.consolidate()
     logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(result.records)) if args.log_samples else 0
@@ -88,6 +104,10 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
         counters=session_facts(session)["counters"],
     ))
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)
+    for row in result.held_out_clean or []:  # issue 23: the ranking's top prompts on samples it never saw
+        ci = row["held_out_ci95"]
+        print(f"held-out: {row['prompt_id']} in-sample {row['in_sample_score']:.4f} (best of {len(result.clean)}), "
+              f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
     printing.print_records(result.records)
     printing.next_step(attacked=True, output_dir=args.output_dir)
     if result.failures:

@@ -92,6 +92,11 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--chunk-size", type=int, default=d.chunk_size, help="samples per early-stopping round")
     g.add_argument(
+        "--holdout", type=float, default=None, metavar="FRACTION",
+        help="hold out this fraction of the samples from the ranking and the search, and report the chosen prompts' "
+        "scores and PDRs on them beside the in-sample ones (e.g. --limit 200 --holdout 0.5)",
+    )
+    g.add_argument(
         "--attack-option",
         action="append",
         default=[],
@@ -106,7 +111,7 @@ FLAGS = {
     "max_new_tokens": "--max-tokens", "concurrency": "--concurrency", "batch_size": "--batch-size",
     "rpm": "--rpm", "tpm": "--tpm", "max_retries": "--max-retries", "request_timeout": "--request-timeout",
     "top_k": "--top-k", "budget": "--budget", "chunk_size": "--chunk-size", "early_stopping": "--early-stopping",
-    "dataset": "--dataset", "sample_selection": "--sample-selection",
+    "dataset": "--dataset", "sample_selection": "--sample-selection", "holdout": "--holdout",
 }
 
 
@@ -164,6 +169,7 @@ def attack_settings(args: argparse.Namespace, names: list[str], options: dict[st
         early_stopping=args.early_stopping,
         chunk_size=args.chunk_size,
         options={k: v for k, v in options.items() if v},
+        holdout=getattr(args, "holdout", None),
     )
 
 
@@ -179,7 +185,7 @@ def check_paths(args: argparse.Namespace) -> None:
 
     from promptrobust.cli.errors import UserError
 
-    for flag in ("data_dir", "data_file", "promptbench"):
+    for flag in ("data_dir", "data_file", "promptbench", "promptbench_adv"):
         path = getattr(args, flag, None)
         if path and not os.path.exists(path):
             raise UserError(f"--{flag.replace('_', '-')} {path} does not exist")

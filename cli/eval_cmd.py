@@ -9,6 +9,7 @@ from typing import Any
 
 from promptrobust.cli import analysis_common as common
 from promptrobust.cli.common import check_paths, config_of, evaluation_settings
+from promptrobust.cli.errors import UserError
 
 NAME = "eval"
 HELP = "score the prompts of a file (or clean/adversarial pairs, with their PDR) on a dataset"
@@ -18,6 +19,7 @@ examples:
   pre eval --prompts my_prompts.txt --limit 100           # one prompt a line
   pre eval --prompts pairs.jsonl --dataset sst2            # {"id":..,"clean":..,"adversarial":..}
   pre eval --prompts pairs.csv --model openai:gpt-4o-mini --rpm 500
+  pre eval --promptbench-adv ~/src/promptbench --source-model chatgpt --dataset sst2   # the paper's published pairs
 
 FILE formats (chosen by extension):
   .jsonl   one JSON object a line: {"prompt": ...} (or "text"), or
@@ -37,7 +39,13 @@ works; a column named like a record field, e.g. shots, is kept as source_shots) 
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
-    p.add_argument("--prompts", required=True, metavar="FILE", help="prompts file (.jsonl, .json, .csv, .tsv or text)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompts", metavar="FILE", help="prompts file (.jsonl, .json, .csv, .tsv or text)")
+    src.add_argument("--promptbench-adv", metavar="CHECKOUT",
+                     help="the paper's published adversarial prompts: a promptbench checkout, its adv_prompts folder or one .md file")
+    p.add_argument("--source-model", default=None, metavar="M",
+                   help="with --promptbench-adv: only prompts found on this model (chatgpt, t5, ul2, vicuna)")
+    p.add_argument("--source-shot", default=None, choices=["zero", "few"], help="with --promptbench-adv: only this shot setting's file")
     common.add_arguments(p)
     p.set_defaults(handler=handle)
 
@@ -48,8 +56,17 @@ def handle(args: argparse.Namespace) -> int:
 
     check_paths(args)
     settings = evaluation_settings(args)
-    with common.library_errors():
-        items = read_prompt_file(args.prompts)
+    source = args.prompts or args.promptbench_adv
+    if args.promptbench_adv:
+        items = _promptbench_items(args)
+    else:
+        if args.source_model or args.source_shot:
+            raise UserError("--source-model and --source-shot choose among --promptbench-adv prompts; add --promptbench-adv CHECKOUT")
+        with common.library_errors():
+            items = read_prompt_file(args.prompts)
+    from promptrobust.tasks.placeholders import check_no_content_placeholder
+
+    check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
     progress = common.ProgressLine(enabled=not args.no_progress, label="[eval] ")
     with RunFolder(args.output_dir, ["eval", args.model, args.dataset]) as folder:
         result, facts = common.run_in_session(
@@ -60,13 +77,28 @@ def handle(args: argparse.Namespace) -> int:
             ),
         )
         logged = common.write_records(folder, result.records, result.sample_log)
-        common.write_results(folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(args.prompts)})
+        common.write_results(folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(source)})
         folder.write_json("config.json", {**config_of(args), "evaluation": settings})
         folder.write_text("results.md", _markdown(result))
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)
     return 0
+
+
+def _promptbench_items(args: argparse.Namespace) -> list[Any]:
+    """The published pairs as prompt items (the same rows `write_pairs_jsonl` writes);
+    the importer's notes (incomplete or relabelled blocks) are said on the terminal."""
+    from pathlib import Path
+
+    from promptrobust.engine.analysis.prompt_eval import _item
+    from promptrobust.tasks.promptbench_import import load_adversarial_prompts
+
+    pairs = load_adversarial_prompts(args.promptbench_adv, model=args.source_model, dataset=args.dataset,
+                                     shot=args.source_shot)
+    for note in [*pairs.skipped, *pairs.relabelled]:
+        print(f"pre: {note}", file=sys.stderr)
+    return [_item(Path(args.promptbench_adv), n, pr.to_row()) for n, pr in enumerate(pairs, 1)]
 
 
 def _markdown(result: Any) -> str:

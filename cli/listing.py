@@ -16,11 +16,14 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
         help=HELP,
         description=HELP,
         formatter_class=formatter,
-        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n",
+        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n"
+        "  pre list prompts --dataset sst2 --promptbench ~/src/promptbench --shots 3\n",
     )
     p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
     p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
     p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
+    p.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="list the paper's own prompts from a promptbench checkout")
+    p.add_argument("--shots", type=int, default=0, help="with --promptbench: the few-shot prompt files when > 0 (the paper's layout keeps them apart)")
     p.set_defaults(handler=handle)
 
 
@@ -67,7 +70,13 @@ def _prompts(args: argparse.Namespace) -> None:
     if not args.dataset:
         raise UserError("`pre list prompts` needs --dataset NAME (see `pre list datasets`)")
     task = get_task(args.dataset)
-    prompts = load_prompts(task.name, types=[args.type] if args.type else None)
+    if args.promptbench:
+        from promptrobust.tasks.promptbench_import import load_promptbench_prompts
+
+        types = [args.type] if args.type else ["task", "role", "semantic"]
+        prompts = load_promptbench_prompts(args.promptbench, task.name, types=types, shot="few" if args.shots > 0 else "zero")
+    else:
+        prompts = load_prompts(task.name, types=[args.type] if args.type else None)
     _table([(p.id, p.type, p.language, p.text) for p in prompts], ("id", "type", "lang", "text"))
 
 
@@ -84,3 +93,7 @@ def _attacks(args: argparse.Namespace) -> None:
         opts = attack_options(name, cli_only=True)
         rows.append((name, description, " ".join(f"{k}={v}" for k, v in opts.items())))
     _table(rows, ("name", "description", "options (--attack-option KEY=VALUE)"))
+    from promptrobust.attacks.registry import attack_requirements
+
+    for name, needs in attack_requirements():
+        print(f"\n{name}: {needs}")

@@ -51,6 +51,11 @@ def print_records(records: Sequence[Any]) -> None:
         for r in attacked:
             if r.adversarial_prompt != r.clean_prompt:
                 print(f"\n[{r.attack} / {r.prompt_id}] {r.adversarial_prompt}")
+            from promptrobust.engine.analysis.report.meaning import meaning_text
+
+            line = meaning_text(vars(r))  # issue 23: substitutions, similarity, held-out PDR
+            if line:
+                print(f"  {line}")
     for r in records:
         if r.status == "skipped_clean_zero":
             print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: nothing to drop, as promptbench)")

@@ -57,6 +57,8 @@ def handle(args: argparse.Namespace) -> int:
     evaluation = common.evaluation_settings(args)
     scheduler = common.scheduler_settings(args)
     attacks = attack_settings_from(args) if args.attack else None
+    if args.holdout is not None and attacks is None:
+        raise UserError("--holdout splits the samples of the attack protocol: add --attack NAME (or drop --holdout)")
     if args.prompt_text is not None and not args.prompt_text.strip():
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
     common.check_paths(args)
@@ -65,7 +67,17 @@ def handle(args: argparse.Namespace) -> int:
     return run_sync(lambda: _run(args, spec, evaluation, scheduler, attacks))
 
 
-def resolve_prompts(task_name: str, args: argparse.Namespace) -> list[Any]:
+def resolve_prompts(task_name: str, args: argparse.Namespace, shots: int = 0) -> list[Any]:
+    """The prompts to score; ``shots`` picks promptbench's zero- or few-shot prompt files.
+    A prompt holding promptbench's {content} placeholder is refused (tasks/placeholders.py)."""
+    from promptrobust.tasks.placeholders import check_no_content_placeholder
+
+    prompts = _resolve_prompts(task_name, args, shots)
+    check_no_content_placeholder((p.id, p.text) for p in prompts)
+    return prompts
+
+
+def _resolve_prompts(task_name: str, args: argparse.Namespace, shots: int) -> list[Any]:
     from promptrobust.engine.session import prompt_set
     from promptrobust.tasks.base import Prompt
     from promptrobust.tasks.prompt_sets import get_prompt
@@ -77,7 +89,7 @@ def resolve_prompts(task_name: str, args: argparse.Namespace) -> list[Any]:
         from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 
         types = ["task", "role"] if args.prompt_type == "all" else [args.prompt_type]
-        return list(load_promptbench_prompts(args.promptbench, task_name, types=types))
+        return list(load_promptbench_prompts(args.promptbench, task_name, types=types, shot="few" if shots else "zero"))
     if args.prompt:
         return [get_prompt(task_name, pid.strip()) for pid in args.prompt.split(",") if pid.strip()]
     return prompt_set(get_task(task_name), args.prompt_type)
@@ -91,7 +103,8 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
     task = get_task(evaluation.dataset)
     if evaluation.mode == "choices" and not task.supports_choices:
         raise UserError(f"{task.name} answers are free text, so --mode choices cannot score them: use --mode generate")
-    prompts = resolve_prompts(task.name, args)  # bad prompt ids fail before any model loads
+    shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
+    prompts = resolve_prompts(task.name, args, shots)  # bad prompt ids fail before any model loads
     with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
         session = Session(cache=args.cache, settings=scheduler, use_cache=not args.no_cache)
         try:

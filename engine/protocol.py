@@ -28,7 +28,9 @@ from promptrobust.engine.workbench import (  # noqa: F401 - re-exported
     MAX_INPUT_CHARS,
     CleanScore,
     InputTooLongError,
+    OWN_SEMANTIC_SET,
     ScoredPrompt,
+    SemanticPrompts,
     Workbench,
     attack_one,
     check_input_lengths,
@@ -44,7 +46,7 @@ from promptrobust.engine.workbench import (  # noqa: F401 - re-exported
 from promptrobust.tasks.base import Prompt
 
 __all__ = [
-    "MAX_INPUT_CHARS", "CleanScore", "InputTooLongError", "ProtocolResult", "RecordSink", "ScoredPrompt", "Workbench",
+    "MAX_INPUT_CHARS", "OWN_SEMANTIC_SET", "CleanScore", "SemanticPrompts", "InputTooLongError", "ProtocolResult", "RecordSink", "ScoredPrompt", "Workbench",
     "attack_one", "check_input_lengths", "clean_score", "decide_mode", "failed_record", "few_shot", "pair_statistics",
     "prepare", "protected_words", "rank_prompts", "run_protocol", "sample_log", "semantic_prompts_for",
 ]
@@ -87,6 +89,8 @@ class ProtocolResult:
     chance_rate: float | None = None
     model_identity: dict[str, Any] = field(default_factory=dict)
     started: str = ""
+    held_out_clean: list[dict[str, Any]] | None = None
+    """With ``AttackSettings.holdout``: the top-k prompts' held-out clean scores (engine/holdout.py)."""
 
     @property
     def failures(self) -> list[AttackRecord]:
@@ -124,12 +128,18 @@ async def run_protocol(
     on_event: Callable[[str], None] = lambda message: None,
     skip: Callable[[Prompt, str], bool] = lambda prompt, attack: False,
     fail_fast: tuple[type[BaseException], ...] = (),
+    semantic_prompts: SemanticPrompts | None = None,
 ) -> ProtocolResult:
     """Rank ``prompts`` (unless ``ranked`` is given: a sweep shares one ranking per
     cell), then run every attack of ``settings`` on the top k. A failing attack
     becomes a ``failed`` record and the others go on; exception types in
     ``fail_fast`` (e.g. interrupts) propagate."""
     started, began = time.monotonic(), now_iso()
+    held = None
+    if settings.holdout:  # search on one part of the samples, re-score on the rest (engine/holdout.py)
+        from promptrobust.engine.holdout import SPLIT_RULE, held_out_ranking, split_workbench
+
+        bench, held = split_workbench(bench, settings.holdout)
     if ranked is None:
         on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
         ranked = await rank_prompts(bench, prompts)
@@ -138,18 +148,27 @@ async def run_protocol(
         measurement=bench.measurement_facts(replace(bench.measurement(), budget=settings.budget, searched=True)),
         model_identity=identity_of(bench.scheduler), started=began,
     )
+    if held is not None:
+        result.settings.update(holdout=settings.holdout, held_out_samples=len(held.samples), holdout_split=SPLIT_RULE)
+        on_event(f"scoring the top {settings.top_k} prompts on {len(held.samples)} held-out samples")
+        result.held_out_clean = await held_out_ranking(held, ranked, settings.top_k)
     for clean in ranked[: settings.top_k]:
         for name in settings.attacks:
             if skip(clean.prompt, name):
                 continue
             on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
             try:
-                record = await bench.attack(clean.prompt, name, settings, clean=clean)
+                record = await bench.attack(clean.prompt, name, settings, clean=clean,
+                                            semantic_prompts=semantic_prompts if name == "semantic" else None)
             except fail_fast:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
                 record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
                 on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
+            if held is not None and record.status == "attacked":
+                from promptrobust.engine.holdout import held_out_pair
+
+                record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)
             result.records.append(record)
             if on_record is not None:
                 maybe = on_record(record)

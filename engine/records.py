@@ -153,6 +153,13 @@ class AttackRecord:
     attack_options: dict[str, str] = field(default_factory=dict)
     """attack: the options the attack was built with (``--attack-option``)."""
     run_key: str = ""
+    # -- meaning checks and held-out samples (issue 23) --
+    substitutions: list[list[str]] = field(default_factory=list)
+    """[old, new] text of every changed stretch of the prompt."""
+    final_similarity: dict[str, Any] = field(default_factory=dict)
+    """The adversarial prompt's whole-prompt sentence similarity to the clean one."""
+    held_out: dict[str, Any] | None = None
+    """The clean and adversarial prompts re-scored on samples the search never saw."""
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -253,7 +260,8 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     cost = row.get("cost")
     if isinstance(cost, Mapping):
         out.update(cost)
-    for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options"):
+    for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options", "substitutions", "final_similarity",
+                "held_out"):
         if key in out and not isinstance(out[key], str):
             out[key] = orjson.dumps(out[key], default=str).decode()
     return out

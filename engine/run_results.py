@@ -37,7 +37,7 @@ def session_facts(session: Any) -> dict[str, Any]:
 
 def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
     return {"attacks": list(settings.attacks), "top_k": settings.top_k, "budget": settings.budget,
-            "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size,
+            "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size, "holdout": settings.holdout,
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
@@ -61,6 +61,7 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
         extra_results={
             "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
+            **({"held_out_clean": result.held_out_clean} if getattr(result, "held_out_clean", None) is not None else {}),
         },
         samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
         wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,

@@ -261,16 +261,21 @@ class Session:
         on_record: Any = None,
         on_event: Callable[[str], None] = lambda message: None,
         fail_fast: tuple[type[BaseException], ...] = (),
+        semantic_prompts: Any = None,
         **evaluation_fields: Any,
     ) -> ProtocolResult:
         """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
-        attack becomes a ``failed`` record."""
+        attack becomes a ``failed`` record. ``semantic_prompts`` (``protocol.SemanticPrompts``):
+        the Semantic attack's prompts from a promptbench checkout instead of the built-in set."""
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = settings or AttackSettings(attacks=("stresstest",))
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        return await run_protocol(bench, prompts, settings, on_record=on_record, on_event=on_event, fail_fast=fail_fast)
+        return await run_protocol(
+            bench, prompts, settings, on_record=on_record, on_event=on_event, fail_fast=fail_fast,
+            semantic_prompts=semantic_prompts,
+        )
 
     async def evaluate_prompts(
         self,

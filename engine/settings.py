@@ -160,6 +160,9 @@ class AttackSettings:
     """Samples per early-stopping round."""
     options: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per-attack options, e.g. {"bertattack": {"mlm": "/models/bert"}}."""
+    holdout: float | None = None
+    """Fraction of the samples held out of the ranking and the search and used only to re-score
+    the chosen prompts (engine/holdout.py); None: every sample is searched (the paper)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.attacks, tuple), "attacks must be a tuple of attack names")
@@ -168,6 +171,9 @@ class AttackSettings:
                f"budget must be a whole number >= 1 or None for unlimited (got {self.budget!r})")
         _check(self.early_stopping in ("exact", "off"), f"early_stopping must be 'exact' or 'off' (got {self.early_stopping!r})")
         _whole(self.chunk_size, "chunk_size", 1)
+        _check(self.holdout is None or (isinstance(self.holdout, (int, float)) and not isinstance(self.holdout, bool)
+                                        and 0 < self.holdout < 1),
+               f"holdout must be a fraction between 0 and 1, e.g. 0.5 (got {self.holdout!r})")
         unknown = sorted(set(self.options) - set(self.attacks))
         _check(not unknown, f"options given for {unknown[0] if unknown else ''!r}, which is not among the attacks")
 

@@ -45,7 +45,7 @@ class SweepConfigError(ValueError):
 _TOP_KEYS = {"sweep", "grid", "models"}
 #: [sweep] keys -> which settings value they belong to.
 _EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens", "sample_selection"}
-_ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size"}
+_ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size", "holdout"}
 _SCHEDULER_KEYS = {"concurrency", "batch_size", "rpm", "tpm", "max_retries", "request_timeout"}
 _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
 _GRID_KEYS = {"models", "datasets", "prompt_types", "shots", "attacks"}
@@ -340,6 +340,10 @@ class JobRunner:
         from promptrobust.engine.session import prompt_set
 
         if job.cell not in self._ranked:
+            if self.cfg.attack.holdout:  # rank on the searched part only (run_protocol splits the same way)
+                from promptrobust.engine.holdout import split_workbench
+
+                bench, _ = split_workbench(bench, self.cfg.attack.holdout)
             self._ranked[job.cell] = asyncio.ensure_future(rank_prompts(bench, prompt_set(bench.task, job.prompt_type)))
         return await self._ranked[job.cell]
 

@@ -137,9 +137,9 @@ class Workbench:
         return list(await asyncio.gather(*(one(p) for p in prompts)))
 
     async def attack(self, prompt: Prompt, attack_name: str, settings: AttackSettings, *,
-                     clean: "CleanScore | None" = None) -> AttackRecord:
+                     clean: "CleanScore | None" = None, semantic_prompts: "SemanticPrompts | None" = None) -> AttackRecord:
         """One attack on one prompt: its ``attack`` record (``attack_one``)."""
-        return await attack_one(self, prompt, attack_name, settings, clean=clean)
+        return await attack_one(self, prompt, attack_name, settings, clean=clean, semantic_prompts=semantic_prompts)
 
     def pair(
         self,
@@ -356,6 +356,18 @@ def protected_words(task: Task) -> frozenset[str]:
     return frozenset(words)
 
 
+@dataclass(frozen=True)
+class SemanticPrompts:
+    """The Semantic attack's prompt set and where it came from (recorded as ``prompt_set``)."""
+
+    prompts: list[tuple[str, str]]
+    source: str
+
+
+#: What the Semantic attack scores unless a prompt set is given.
+OWN_SEMANTIC_SET = "promptrobust's own semantic prompts (tasks/prompts/semantic)"
+
+
 def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
@@ -400,9 +412,11 @@ async def attack_one(
     settings: AttackSettings,
     *,
     clean: CleanScore | None = None,
-    semantic_prompts: Sequence[str] | None = None,
+    semantic_prompts: Sequence[Any] | SemanticPrompts | None = None,
 ) -> AttackRecord:
-    """Attack one prompt; the record carries both scores, their intervals and the PDR."""
+    """Attack one prompt; the record carries both scores, their intervals and the PDR.
+    ``semantic_prompts``: the Semantic attack's candidates (default: our own set), recorded
+    as the record's ``settings.prompt_set``."""
     from promptrobust.attacks.registry import get_attack
 
     started = time.monotonic()
@@ -418,6 +432,9 @@ async def attack_one(
         )
     evaluator = bench.evaluator(chunk_size=settings.chunk_size, early_stopping=settings.early_stopping == "exact")
     attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
+    semantic_source = OWN_SEMANTIC_SET if semantic_prompts is None else "given"
+    if isinstance(semantic_prompts, SemanticPrompts):
+        semantic_prompts, semantic_source = semantic_prompts.prompts, semantic_prompts.source
     outcome = await attack.run(
         prompt.text,
         evaluator,
@@ -453,8 +470,10 @@ async def attack_one(
         cost=cost,
         budget_exhausted=outcome.budget_exhausted,
         perturbed_words=outcome.perturbed_words,
-        settings=dict(outcome.settings),
+        settings={**outcome.settings, **({"prompt_set": semantic_source} if attack_name == "semantic" else {})},
         prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
+        substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
+        final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
     )
 
 

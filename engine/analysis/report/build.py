@@ -119,6 +119,12 @@ def extremes_and_excluded(data: RunData, top: int) -> tuple[list[Table], Table |
         notes.append("no attack lowered a score (every PDR <= 0): no damaging adversarial prompts to show")
     if helpful:
         tables.append(prompts_table(helpful, helpful=True))
+    from promptrobust.engine.analysis.report.meaning import IN_SAMPLE_NOTE, held_out_table, meaning_table
+
+    held, meaning = held_out_table(data.records), meaning_table(data.records)  # issue 23
+    tables += [t for t in (held, meaning) if t is not None]
+    if held is not None:
+        notes.append("the APDR tables show in-sample PDRs; " + IN_SAMPLE_NOTE)
     return tables, excluded_table(data.records), notes
 
 

@@ -109,6 +109,10 @@ def prompts_html(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{escape(str(r['dataset']))} / {escape(str(r['prompt_id']))}<br>"
             f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}{chance}"
         )
+        from promptrobust.engine.analysis.report.meaning import meaning_text
+
+        if meaning_text(r):  # issue 23: substitutions, similarity, held-out PDR
+            info += f"<br><small>{escape(meaning_text(r))}</small>"
         out.append(f'<tr><td class="num">{rank}</td><td>{info}</td><td class="prompt">{left}</td><td class="prompt">{right}</td></tr>')
     return (
         '<table class="diff"><colgroup><col class="rank"><col class="info"><col><col></colgroup>'
@@ -147,6 +151,10 @@ def render(report: "Report") -> str:
             parts += [f'<div class="plots">{figure_html(f.caption, f.png)}</div>'
                       for f in section.figures if f.name.startswith("word_frequency")]
     for t in report.extremes:
+        if t.name in ("held_out_pdr", "adversarial_prompts_meaning"):  # issue 23: plain tables
+            parts.append(f"<h2>{escape(t.title)}</h2>")
+            parts.append(table_html(t))
+            continue
         parts.append(f"<h2>{escape(t.title)} (top {len(t.long)})</h2>")
         parts.append(prompts_html(t.long))
         parts.append(f'<p class="note">{escape(t.note)}</p>')

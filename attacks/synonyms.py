@@ -1,0 +1,223 @@
+"""Replacement words that keep meaning, and the word-level meaning guard.
+
+* ``LexiconNeighbours``: the offline synonym source. Candidates are the
+  WordNet synonyms (``attacks.lexicon``) of the word's lemma, re-inflected like
+  the word, that the word vectors know, ranked by their cosine to the word;
+  ``min_cos`` and ``k`` apply as to plain neighbours. So a candidate is both a
+  listed synonym and an embedding neighbour: "writer" -> "author", never
+  "literature" (an association) or "elated" for "displeased" (an antonym).
+* ``is_opposite``: the antonym guard, the union of the hand-written pairs, the
+  negating-prefix rule (``embeddings.is_antonym``) and WordNet's antonyms
+  (direct and indirect), tried on the words and on their lemmas.
+* ``contrast_words``: words of a prompt that its other words oppose ("pleased"
+  and "displeased" in "positive if pleased and negative if displeased") or
+  that oppose a protected label word: they define the labels, so the word
+  attacks never touch them.
+* ``Guarded``: wraps any word transformation and drops opposite replacements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from promptrobust.attacks.base import WordSite, WordTransformation
+from promptrobust.attacks.embeddings import WordEmbedding, is_antonym
+from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
+
+# Inflection classes: (class, surface suffix, lemma suffix), WordNet's
+# detachment rules ("morphy"), tried in order.
+_DETACH: tuple[tuple[str, str, str], ...] = (
+    ("s", "ies", "y"), ("s", "ses", "s"), ("s", "xes", "x"), ("s", "zes", "z"), ("s", "ches", "ch"),
+    ("s", "shes", "sh"), ("s", "es", "e"), ("s", "es", ""), ("s", "s", ""), ("s", "men", "man"),
+    ("ed", "ied", "y"), ("ed", "ed", "e"), ("ed", "ed", ""), ("ing", "ing", "e"), ("ing", "ing", ""),
+)
+#: Parts of speech an inflection can come from ("" = the word is a lemma: any).
+_POS_OF = {"": None, "s": ("n", "v"), "ed": ("v",), "ing": ("v",)}
+_VOWELS = "aeiou"
+
+
+@dataclass(frozen=True)
+class Form:
+    """A lemma of a surface word and the inflection that makes the word from it."""
+
+    lemma: str
+    inflection: str  # "" (the word is the lemma), "s", "ed", "ing"
+
+    @property
+    def pos(self) -> tuple[str, ...] | None:
+        return _POS_OF[self.inflection]
+
+
+def lemma_forms(word: str, lexicon: Lexicon) -> list[Form]:
+    """The word's lemmas that the lexicon knows, the word itself first."""
+    low = word.lower()
+    out: list[Form] = []
+    if low in lexicon:
+        out.append(Form(low, ""))
+    for cls, surface, lemma_end in _DETACH:
+        if low.endswith(surface) and len(low) > len(surface) + 1:
+            lemma = low[: len(low) - len(surface)] + lemma_end
+            # doubled consonant: "stopped" -> "stop", "running" -> "run"
+            candidates = [lemma]
+            if not lemma_end and len(lemma) > 2 and lemma[-1] == lemma[-2] and lemma[-1] not in _VOWELS:
+                candidates.append(lemma[:-1])
+            for lem in candidates:
+                if lem in lexicon and Form(lem, cls) not in out:
+                    out.append(Form(lem, cls))
+    return out
+
+
+def inflect(lemma: str, inflection: str) -> str:
+    """The regular English form of ``lemma`` (candidates are kept only when
+    the word vectors know the result, which drops irregular misses)."""
+    if not inflection:
+        return lemma
+    if inflection == "s":
+        if lemma.endswith(("s", "x", "z", "ch", "sh")):
+            return lemma + "es"
+        if lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
+            return lemma[:-1] + "ies"
+        return lemma + "s"
+    if inflection == "ed":
+        if lemma.endswith("e"):
+            return lemma + inflection[1:]
+        if lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
+            return lemma[:-1] + "i" + inflection
+        return lemma + inflection
+    if inflection == "ing":
+        if lemma.endswith("e") and not lemma.endswith("ee") and len(lemma) > 2:
+            return lemma[:-1] + "ing"
+        return lemma + "ing"
+    raise ValueError(f"unknown inflection {inflection!r}")
+
+
+def is_opposite(a: str, b: str, lexicon: Lexicon | None = None) -> bool:
+    """Whether ``b`` means the opposite of ``a`` (either direction, any form)."""
+    a, b = a.lower(), b.lower()
+    if is_antonym(a, b):
+        return True
+    if lexicon is None:
+        return False
+    a_lemmas = {a, *(f.lemma for f in lemma_forms(a, lexicon))}
+    b_lemmas = {b, *(f.lemma for f in lemma_forms(b, lexicon))}
+    for x in a_lemmas:
+        ants = lexicon.antonyms(x)
+        for y in b_lemmas:
+            if y in ants or is_antonym(x, y):
+                return True
+    return False
+
+
+def contrast_words(text: str, protected: frozenset[str], lexicon: Lexicon | None = None) -> frozenset[str]:
+    """Lowercased words of ``text`` that another word of ``text`` opposes, or
+    that oppose a protected word: the words that define the labels."""
+    tokens = tokenize(text)
+    words = sorted({tokens[i].lower() for i in word_indices(tokens) if tokens[i].isalpha()})
+    out: set[str] = set()
+    for i, a in enumerate(words):
+        for b in words[i + 1 :]:
+            if is_opposite(a, b, lexicon):
+                out.update((a, b))
+        if any(is_opposite(a, p, lexicon) for p in protected if p.isalpha()) and not is_protected(a, protected):
+            out.add(a)
+    return frozenset(out)
+
+
+#: Listed synonyms less similar than this in the word vectors are other
+#: senses of the word ("or" -> "surgery", for "operating room"): dropped.
+SYNONYM_FLOOR = 0.5
+
+
+class LexiconNeighbours:
+    """Listed synonyms that are also embedding neighbours (the offline
+    stand-in for counter-fitted vectors): up to ``k``, cosine >= ``min_cos``
+    and >= ``floor`` (``SYNONYM_FLOOR``), most similar first; opposites never."""
+
+    def __init__(
+        self,
+        *,
+        k: int,
+        embedding: WordEmbedding,
+        lexicon: Lexicon | None = None,
+        min_cos: float | None = None,
+        floor: float = SYNONYM_FLOOR,
+        name: str = "lexicon_neighbours",
+    ) -> None:
+        if k <= 0:
+            raise ValueError(f"number of neighbours must be positive, got {k}")
+        self.k = k
+        self.min_cos = min_cos
+        self.floor = floor
+        self.embedding = embedding
+        self.lexicon = lexicon if lexicon is not None else load_lexicon()
+        self.name = name
+
+    def scored(self, word: str) -> list[tuple[str, float, str]]:
+        """(replacement, cosine, lemma synonym it came from), best first."""
+        low = word.lower()
+        seen: dict[str, tuple[float, str]] = {}
+        for form in lemma_forms(low, self.lexicon):
+            for syn in self.lexicon.synonyms(form.lemma, form.pos):
+                surface = inflect(syn, form.inflection)
+                if surface == low or surface in seen or not self.embedding.proposable(surface):
+                    continue
+                cos = self.embedding.cosine(low, surface)
+                if cos is None or cos < max(self.min_cos or -1.0, self.floor):
+                    continue
+                if is_opposite(low, surface, self.lexicon):
+                    continue
+                seen[surface] = (cos, syn)
+        ranked = sorted(seen.items(), key=lambda kv: (-kv[1][0], kv[0]))[: self.k]
+        return [(w, cos, syn) for w, (cos, syn) in ranked]
+
+    def replacements(self, site: WordSite) -> list[str]:
+        word = site.word
+        out: list[str] = []
+        for cand, _cos, _syn in self.scored(word):
+            new = match_case(word, cand)
+            if new != word and new not in out:
+                out.append(new)
+        return out
+
+
+class Guarded:
+    """Any word transformation with opposite replacements dropped."""
+
+    def __init__(self, inner: WordTransformation, lexicon: Lexicon | None) -> None:
+        self.inner = inner
+        self.lexicon = lexicon
+        self.name = inner.name
+
+    def replacements(self, site: WordSite) -> list[str]:
+        word = site.word
+        return [new for new in self.inner.replacements(site) if not _opposes(word, new, self.lexicon)]
+
+
+def _opposes(word: str, new: str, lexicon: Lexicon | None) -> bool:
+    parts = [p for p in tokenize(new)[1::2] if p.isalpha()]
+    return any(is_opposite(word, p, lexicon) for p in parts) if parts else False
+
+
+def substitutions(clean: str, adversarial: str) -> list[tuple[str, str]]:
+    """(old, new) text of each changed stretch of words, in prompt order."""
+    import difflib
+
+    a = list(tokenize(clean))
+    b = list(tokenize(adversarial))
+    out: list[tuple[str, str]] = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        old = "".join(a[i1:i2]).strip()
+        new = "".join(b[j1:j2]).strip()
+        if old or new:
+            out.append((old, new))
+    return out
+
+
+def opposite_substitutions(pairs: Iterable[tuple[str, str]], lexicon: Lexicon | None = None) -> list[tuple[str, str]]:
+    """The substitutions that replace a word by its opposite (should be none)."""
+    return [(o, n) for o, n in pairs if o.isalpha() and n.isalpha() and is_opposite(o, n, lexicon)]

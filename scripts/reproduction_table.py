@@ -1,0 +1,104 @@
+"""docs/reproduction.md's table from the run folders of scripts/reproduce_sst2.sh.
+
+    python scripts/reproduction_table.py /tmp/i23-runs
+
+Per attack: in-sample PDR with its interval and McNemar p, the held-out PDR
+likewise, candidates, seconds, the meaning checks of the adversarial prompt,
+the prompt itself, and the paper's SST-2 PDR (promptbench leaderboard); then
+the Spearman rank correlation of the two orderings over the attacks measured.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from promptrobust.attacks.encoder_check import spearman
+from promptrobust.attacks.lexicon import load_lexicon
+from promptrobust.attacks.synonyms import contrast_words, opposite_substitutions
+from promptrobust.engine.records import read_jsonl, results_files
+from promptrobust.attacks.words import tokenize
+
+#: The paper's leaderboard, SST-2 row (APDR per attack).
+PAPER_SST2 = {"textbugger": 0.25, "deepwordbug": 0.18, "textfooler": 0.35, "bertattack": 0.34,
+              "checklist": 0.22, "stresstest": 0.15, "semantic": 0.28}
+ORDER = ("textbugger", "deepwordbug", "textfooler", "bertattack", "checklist", "stresstest", "semantic")
+LABELS = frozenset({"positive", "negative"})
+#: Whole-prompt USE angular similarity a meaning-keeping prompt stays above (TextBugger's threshold).
+SIMILARITY_FLOOR = 0.8
+
+
+def _ci(ci: list[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"
+
+
+def meaning_checks(rec: dict) -> tuple[bool, str]:
+    """(pass, why not): no opposite substitution, the label-defining words intact,
+    whole-prompt similarity >= SIMILARITY_FLOOR (sentence-level attacks add text; Semantic replaces
+    the prompt: their similarity is reported, the floor applies to the edit attacks only)."""
+    lex = load_lexicon()
+    subs = [tuple(s) for s in rec.get("substitutions") or []]
+    why = []
+    if opposite_substitutions(subs, lex):
+        why.append("opposite: " + ", ".join(f"{o}->{n}" for o, n in opposite_substitutions(subs, lex)))
+    defining = contrast_words(rec["clean_prompt"], LABELS, lex) | LABELS
+    def count(text: str) -> dict[str, int]:
+        words = [w.lower() for w in tokenize(text)[1::2]]
+        return {w: words.count(w) for w in defining}
+    if rec["attack"] != "semantic" and count(rec["clean_prompt"]) != count(rec["adversarial_prompt"]):
+        why.append("a label-defining word changed")
+    sim = (rec.get("final_similarity") or {}).get("angular")
+    if rec["attack"] not in ("semantic", "checklist", "stresstest") and sim is not None and sim < SIMILARITY_FLOOR:
+        why.append(f"similarity {sim:.3f} < {SIMILARITY_FLOOR}")
+    return not why, "; ".join(why)
+
+
+def main(argv: list[str]) -> int:
+    recs = {}
+    for f in results_files(argv or ["runs/reproduce-sst2"]):
+        for r in read_jsonl(f):
+            if r.get("status") == "attacked":
+                recs[r["attack"]] = r
+    lines = ["| attack | PDR in-sample [95%] | p | PDR held-out [95%] | p | paper SST-2 | candidates | seconds | "
+             "USE angular | meaning checks | adversarial prompt |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in ORDER:
+        r = recs.get(name)
+        if r is None:
+            lines.append(f"| {name} | not measured | | | | {PAPER_SST2[name]:.2f} | | | | | |")
+            continue
+        h = r.get("held_out") or {}
+        ok, why = meaning_checks(r)
+        sim = (r.get("final_similarity") or {}).get("angular")
+        p_in = "–" if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
+        p_out = "–" if h.get("mcnemar_p") is None else f"{h['mcnemar_p']:.3g}"
+        held = f"{h['pdr']:.3f} {_ci(h.get('pdr_ci95'))}" if h else "–"
+        prompt = r["adversarial_prompt"].replace("|", "\\|").replace("\n", " ")
+        lines.append(
+            f"| {name} | {r['pdr']:.3f} {_ci(r.get('pdr_ci95'))} | {p_in} | {held} | {p_out} | {PAPER_SST2[name]:.2f} | "
+            f"{r['cost']['candidate_evaluations']} | {r['cost']['wall_seconds']:.0f} | "
+            f"{'–' if sim is None else f'{sim:.3f}'} | {'pass' if ok else 'FAIL: ' + why} | {prompt} |"
+        )
+    measured = [n for n in ORDER if n in recs]
+    print("\n".join(lines))
+    if len(measured) >= 3:
+        ours = [recs[n]["pdr"] for n in measured]
+        held = [(recs[n].get("held_out") or {}).get("pdr") for n in measured]
+        paper = [PAPER_SST2[n] for n in measured]
+        def rho(values: list) -> str:
+            if any(v is None for v in values) or len(set(values)) < 2:
+                return "undefined (all tied)"
+            return f"{spearman(values, paper):.3f}"
+
+        print(f"\nSpearman rank correlation with the paper's SST-2 row over {len(measured)} attacks: "
+              f"in-sample {rho(ours)}, held-out {rho(held)}")
+        passed = sum(meaning_checks(recs[n])[0] for n in measured)
+        print(f"meaning checks pass: {passed} of {len(measured)} adversarial prompts")
+        top = next(iter(recs.values()))
+        print(f"clean prompt {top['prompt_id']}: in-sample {top['clean_score']:.3f} on {top['samples']} samples, "
+              f"held-out {(top.get('held_out') or {}).get('clean_score', float('nan')):.3f} "
+              f"on {(top.get('held_out') or {}).get('samples')} samples")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

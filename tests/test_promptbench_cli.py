@@ -1,0 +1,142 @@
+"""The paper's own material from the command line: a promptbench checkout's
+semantic prompts for the Semantic attack, its few-shot prompt files, `pre list
+prompts --promptbench`, `pre eval --promptbench-adv`, mislabelled archive
+blocks, and promptbench's {content} placeholder (fixtures: our own text in
+promptbench's formats)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from promptrobust.cli.main import main
+from promptrobust.tasks import get_task
+from promptrobust.tasks.promptbench_import import classify_pair, load_adversarial_prompts, load_promptbench_prompts
+from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+FIX = Path(__file__).parent / "fixtures" / "promptbench"
+PAPER, PACKAGE, MISLABELLED = FIX / "paper", FIX / "package", FIX / "mislabelled"
+N = 8
+SAMPLES = get_task("rotten_tomatoes").load(limit=N, seed=0)
+LABELS = {s.fields["sentence"]: s.target for s in SAMPLES}
+
+
+def _answer(text: str) -> str:
+    """Right on every sample, except with the French semantic prompt: always 'negative'."""
+    if "opinion of this review" in text:
+        return "negative"
+    sentence = text.rsplit("Sentence: ", 1)[-1].split("\nAnswer:", 1)[0]
+    return LABELS.get(sentence, "negative")
+
+
+@pytest.fixture()
+def server():
+    with FakeOpenAIServer(answer=_answer) as srv:
+        yield srv
+
+
+def _run(tmp_path: Path, srv: FakeOpenAIServer, *extra: str, command: str = "run") -> tuple[int, Path]:
+    out = tmp_path / "runs"
+    code = main([
+        command, "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--mode", "choices",
+        "--limit", str(N), "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(out), "--no-progress", *extra,
+    ])
+    folders = list(out.iterdir()) if out.exists() else []
+    return code, (folders[0] if folders else out)
+
+
+def test_semantic_attack_scores_the_checkouts_semantic_prompts(tmp_path, server) -> None:  # noqa: ANN001
+    code, folder = _run(tmp_path, server, "--promptbench", str(PAPER), "--attack", "semantic", "--top-k", "1")
+    assert code == 0
+    (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    want = [(p.language, p.text) for p in load_promptbench_prompts(PAPER, "rotten_tomatoes", ["semantic"])]
+    assert want and [(lang, text) for lang, text, _ in rec["prompt_scores"]] == want
+    assert rec["settings"]["prompt_set"] == f"promptbench checkout {PAPER}"
+    assert rec["adversarial_prompt"] == "Tell me if the opinion of this review is positive or negative."
+    assert rec["adversarial_score"] == pytest.approx(sum(s.target == "negative" for s in SAMPLES) / N)
+    assert rec["prompt_id"].startswith("pb-sst2-task-")
+
+
+def test_without_a_checkout_the_semantic_set_is_our_own(tmp_path, server) -> None:  # noqa: ANN001
+    code, folder = _run(tmp_path, server, "--prompt", "sst2-task-01", "--attack", "semantic")
+    assert code == 0
+    (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert rec["settings"]["prompt_set"].startswith("promptrobust's own semantic prompts")
+    assert len(rec["prompt_scores"]) > 2
+
+
+def test_shots_reach_the_importer(tmp_path, server) -> None:  # noqa: ANN001
+    code, folder = _run(tmp_path, server, "--promptbench", str(PAPER), "--shots", "3")
+    assert code == 0
+    summary = orjson.loads((folder / "results.json").read_bytes())
+    ids = [c["prompt_id"] for c in summary["prompts"]]
+    assert ids and all("-fs-" in i for i in ids)
+
+
+def test_list_prompts_from_a_checkout(capsys) -> None:  # noqa: ANN001
+    assert main(["list", "prompts", "--dataset", "sst2", "--promptbench", str(PAPER)]) == 0
+    out = capsys.readouterr().out
+    assert "pb-sst2-task-01" in out and "pb-sst2-semantic-fr-01" in out and "-fs-" not in out
+    assert main(["list", "prompts", "--dataset", "sst2", "--promptbench", str(PAPER), "--shots", "3", "--type", "task"]) == 0
+    out = capsys.readouterr().out
+    assert "pb-sst2-task-fs-01" in out and "semantic" not in out
+    assert main(["list", "prompts", "--dataset", "sst2", "--promptbench", str(FIX / "nope")]) == 2
+
+
+def test_eval_promptbench_adv_from_the_command_line(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    code, folder = _run(tmp_path, server, "--promptbench-adv", str(PAPER), "--source-model", "toymodel",
+                        "--dataset", "rotten_tomatoes", command="eval")
+    assert code == 0
+    recs = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    pairs = load_adversarial_prompts(PAPER, model="toymodel", dataset="sst2")
+    assert [r["adversarial_prompt"] for r in recs] == [p.adversarial for p in pairs]
+    assert {r["extra"]["source_model"] for r in recs} == {"toymodel"}
+    assert "attacked prompt without an original prompt" in capsys.readouterr().err  # the importer's notes are said
+    code, _ = _run(tmp_path / "x", server, "--promptbench-adv", str(PAPER), "--source-model", "gpt9", command="eval")
+    assert code == 2
+    assert "no adversarial prompts for model 'gpt9'; the files have: toymodel" in capsys.readouterr().err
+    code, _ = _run(tmp_path / "y", server, "--prompts", "x.txt", "--source-model", "toymodel", command="eval")
+    assert code == 2
+
+
+def test_mislabelled_blocks_are_relabelled_or_left_out_with_a_note() -> None:
+    pairs = load_adversarial_prompts(MISLABELLED)
+    by_heading = {(p.labelled_attack or p.attack, p.attack) for p in pairs}
+    # the bertattack block holds CheckList prompts, the deepwordbug block StressTest ones
+    assert ("bertattack", "checklist") in by_heading and ("deepwordbug", "stresstest") in by_heading
+    # the checklist block changes words: which attack made it is unknown, so it is left out
+    assert not any(p.clean.startswith("Tell me whether") and p.attack == "checklist" and not p.labelled_attack
+                   for p in pairs)
+    assert len(pairs) == 4
+    notes = "\n".join(pairs.relabelled)
+    assert "'## bertattack' block: 2 pair(s) hold checklist prompts" in notes
+    assert "'## checklist' block: 1 pair(s) change words" in notes and "left out" in notes
+    assert "'## deepwordbug' block: 1 pair(s) hold stresstest prompts" in notes
+    row = next(p for p in pairs if p.labelled_attack == "bertattack").to_row()
+    assert row["attack"] == "checklist" and row["labelled_attack"] == "bertattack"
+    # a correctly labelled archive is left as it is
+    assert not load_adversarial_prompts(PAPER).relabelled and not load_adversarial_prompts(PACKAGE).relabelled
+
+
+def test_classify_pair_by_content() -> None:
+    clean = "Say if the review is 'positive' or 'negative'."
+    assert classify_pair(clean, "Say if the review is 'positive' or 'negative' aB3dE5gH7j. ") == "checklist"
+    assert classify_pair(clean, "Say if the review is 'positive' or 'negative'  and true is true  and true is true .") == "stresstest"
+    assert classify_pair(clean, "Say if the review is 'positive' or 'negative'  and false is not true .") == "stresstest"
+    assert classify_pair(clean, "Tell if the review is 'positive' or 'negative'.") is None  # a word swap
+    assert classify_pair(clean, "Say if the review is 'positive' or 'negative' everything.") is None  # a word
+    assert classify_pair('Answer "equivalent" or "not_equivalent".', 'Answer "equivalent" or "not_equivalent Q1w2E3r4T5".') == "checklist"
+
+
+def test_content_placeholder_is_refused_in_one_line(tmp_path, capsys) -> None:  # noqa: ANN001
+    code = main(["run", "--prompt-text", "Classify {content} as positive or negative.", "--output-dir", str(tmp_path / "r")])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "{content}" in err and "remove {content}" in err and len(err.splitlines()) == 1
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Review: {content}\nIs it positive or negative?\n")
+    assert main(["eval", "--prompts", str(prompts), "--output-dir", str(tmp_path / "e")]) == 2
+    assert "holds promptbench's {content} placeholder" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "e").exists()
