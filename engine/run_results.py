@@ -61,7 +61,10 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
         extra_results={
             "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
-            **({"held_out_clean": result.held_out_clean} if getattr(result, "held_out_clean", None) is not None else {}),
+            **({"held_out": {
+                "fraction": result.settings.get("holdout"), "samples": result.settings.get("held_out_samples"),
+                "split": result.settings.get("holdout_split"), "clean": result.held_out_clean,
+            }} if getattr(result, "held_out_clean", None) is not None else {}),
         },
         samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
         wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,

@@ -59,11 +59,12 @@ def _run(tmp_path: Path, srv: FakeOpenAIServer, *extra: str) -> Path:
 def test_prompt_chosen_on_one_half_is_scored_on_the_other(tmp_path, server, capsys) -> None:  # noqa: ANN001
     folder = _run(tmp_path, server, "--attack", "stresstest", "--top-k", "1", "--holdout", "0.5")
     summary = orjson.loads((folder / "results.json").read_bytes())
-    assert summary["samples"] == N // 2 and summary["held_out_samples"] == N // 2
+    held_out = summary["results"]["held_out"]
+    assert summary["samples"]["evaluated"] == N // 2 and held_out["samples"] == N // 2 and held_out["fraction"] == 0.5
     # In-sample (first 6): P1 1.0 beats P2 4/6, so P1 is the top prompt ...
-    assert summary["clean"][0]["prompt_id"] == "sst2-task-01"
+    assert summary["results"]["clean"][0]["prompt_id"] == "sst2-task-01"
     assert "held-out: sst2-task-01 in-sample 1.0000 (best of 2), held-out 0.0000" in capsys.readouterr().out
-    (top,) = summary["held_out_clean"]
+    (top,) = held_out["clean"]
     assert top["prompt_id"] == "sst2-task-01" and top["in_sample_score"] == pytest.approx(1.0)
     # ... and on the 6 samples it was not chosen on it is always wrong.
     assert top["held_out_score"] == pytest.approx(0.0)

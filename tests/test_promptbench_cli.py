@@ -71,7 +71,7 @@ def test_shots_reach_the_importer(tmp_path, server) -> None:  # noqa: ANN001
     code, folder = _run(tmp_path, server, "--promptbench", str(PAPER), "--shots", "3")
     assert code == 0
     summary = orjson.loads((folder / "results.json").read_bytes())
-    ids = [c["prompt_id"] for c in summary["prompts"]]
+    ids = [c["prompt_id"] for c in summary["results"]["clean"]]
     assert ids and all("-fs-" in i for i in ids)
 
 
