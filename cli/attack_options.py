@@ -63,7 +63,7 @@ def _checkout_semantic_prompts(args: argparse.Namespace, bench: Any) -> Any:
     """With --promptbench, the Semantic attack scores the checkout's semantic prompts."""
     if not getattr(args, "promptbench", None):
         return None
-    from promptrobust.engine.protocol import SemanticPrompts
+    from promptrobust.engine.workbench import SemanticPrompts
     from promptrobust.tasks.placeholders import check_no_content_placeholder
     from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 

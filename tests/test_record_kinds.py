@@ -84,7 +84,12 @@ def test_old_run_folders_report_identically_to_the_current_writer(tmp_path: Path
     old = build_report([V010], figures=False)
     new = build_report([tmp_path / "runs"], figures=False)
     assert [(s.kind, s.setting) for s in old.sections] == [(s.kind, s.setting) for s in new.sections]
-    assert _comparable(old) == _comparable(new)
+    old_tables, new_tables = _comparable(old), _comparable(new)
+    # Records now also carry each adversarial prompt's substitutions and sentence similarity,
+    # which 0.1.0 did not record: that table is the one addition; every other table is equal.
+    assert set(new_tables) - set(old_tables) == {"adversarial_prompts_meaning"}
+    new_tables.pop("adversarial_prompts_meaning")
+    assert old_tables == new_tables
     assert old.meta == new.meta
 
 
