@@ -25,6 +25,7 @@ from typing import Any
 from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
 from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
 from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.attacks import fallbacks
 from promptrobust.attacks.embeddings import (
     PARAGRAMCF_NAME,
     ResolvedEmbedding,
@@ -220,6 +221,8 @@ class _EncoderChoice:
     def __call__(self) -> CachedEncoder:
         if self.encoder is None:
             self.encoder = resolve_encoder(self.spec)
+            if not self.encoder.name.startswith("tfhub:"):
+                fallbacks.sentence_encoder(self.encoder.name)  # said on the terminal once per run
         return self.encoder
 
     @property
@@ -282,6 +285,8 @@ class _EmbeddingChoice:
     def __call__(self) -> ResolvedEmbedding:
         if self.resolved is None:
             self.resolved = resolve_embedding(self.spec)
+            if self.resolved.fallback:
+                fallbacks.word_vectors(self.resolved.label, self.resolved.reason)  # said on the terminal once per run
         return self.resolved
 
     def settings(self) -> tuple[dict[str, Any], list[str]]:

@@ -70,22 +70,42 @@ def model_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class ProgressLine:
-    """The library's progress sink drawn as `pre run`'s progress line."""
+    """The library's progress sink, passed on to the run's progress reporter (``engine.progress``):
+    the work is a phase, its counters are watched (the reporter draws them; ``enabled`` is kept
+    for callers, the reporter already knows --no-progress)."""
 
     def __init__(self, enabled: bool, label: str = "") -> None:
         self.enabled = enabled
         self.label = label
-        self._line: Any = None
 
     def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
-        from promptrobust.cli.progress import Progress
+        from promptrobust.engine import progress
 
-        self._line = Progress(total, counters, label=lambda: self.label, enabled=self.enabled)  # type: ignore[arg-type]
-        self._line.start()
+        progress.phase(f"{self.label.strip(' []') or 'scoring'}: {total} requests")
+        owner = getattr(counters, "__self__", None)  # stats.snapshot: watch the stats (watched once)
+        progress.watch(owner if hasattr(owner, "backend_requests") else _Counters(counters))
 
     async def stop(self) -> None:
-        if self._line is not None:
-            await self._line.stop()
+        return None
+
+
+class _Counters:
+    """Counters given as a callable, read as the attributes ``engine.progress`` polls."""
+
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._read = read
+
+    @property
+    def completed(self) -> float:
+        return self._read().get("completed", 0)
+
+    @property
+    def cache_hits(self) -> float:
+        return self._read().get("cache_hits", 0)
+
+    @property
+    def backend_requests(self) -> float:
+        return self._read().get("backend_requests", 0)
 
 
 @contextmanager

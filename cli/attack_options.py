@@ -75,7 +75,7 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     from promptrobust.engine.protocol import run_protocol
 
     jsonl_path = folder.path("results.jsonl")
-    say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
+    say = printing.event_printer(quiet=args.no_progress)
     result = await run_protocol(
         bench,
         prompts,

@@ -12,32 +12,25 @@ from promptrobust.cli import printing
 
 
 async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], folder: Any) -> int:
-    from promptrobust.cli.progress import Progress
+    from promptrobust.engine import progress
     from promptrobust.engine.protocol import clean_score
 
     scheduler = bench.scheduler
     evaluator = bench.evaluator()
-    current = {"i": 0}
-    progress = Progress(
-        len(prompts) * len(bench.samples),
-        scheduler.stats.snapshot,
-        label=lambda: f"[prompt {min(current['i'] + 1, len(prompts))}/{len(prompts)}] ",
-        enabled=not args.no_progress,
-    )
     started = time.monotonic()
-    progress.start()
     clean = []
     samples_file = folder.path("samples.jsonl").open("wb") if args.log_samples else None
+    total = len(prompts) * len(bench.samples)
     try:
-        for i, prompt in enumerate(prompts):
-            current["i"] = i
-            ev = await evaluator.evaluate(prompt.text, keep_records=args.log_samples)
-            clean.append(clean_score(bench, prompt, ev))
-            if samples_file is not None:
-                for rec in ev.records:
-                    samples_file.write(orjson.dumps({"prompt_id": prompt.id, **rec.__dict__}, default=str) + b"\n")
+        with progress.reserve(total):  # the whole phase's requests are known now
+            for i, prompt in enumerate(prompts):
+                progress.phase(f"scoring prompt {i + 1} of {len(prompts)} ({prompt.id}) on {len(bench.samples)} samples")
+                ev = await evaluator.evaluate(prompt.text, keep_records=args.log_samples)
+                clean.append(clean_score(bench, prompt, ev))
+                if samples_file is not None:
+                    for rec in ev.records:
+                        samples_file.write(orjson.dumps({"prompt_id": prompt.id, **rec.__dict__}, default=str) + b"\n")
     finally:
-        await progress.stop()
         if samples_file is not None:
             samples_file.close()
     wall = time.monotonic() - started

@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
         quiet_asyncio_teardown()
-    with terminate_as_interrupt() as signals:
+    from promptrobust.cli.progress import reporter_for
+    from promptrobust.engine.progress import reporting
+
+    with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
         try:
             return int(args.handler(args) or 0)
         except errors as exc:

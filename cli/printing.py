@@ -61,3 +61,14 @@ def next_step(attacked: bool, output_dir: str = "runs") -> None:
         print(f"\nnext: pre report {output_dir}  (tables, plots, APDR with intervals)  |  pre run --attack deepwordbug,textfooler", file=sys.stderr)
     else:
         print("\nnext: pre run --attack stresstest --top-k 1  (attack the best prompt; PDR with its interval)", file=sys.stderr)
+
+
+def event_printer(*, quiet: bool) -> Any:
+    """The library's ``on_event`` messages worth a line of their own: records (PDR, skipped) and
+    failures. Phases ("scoring ...", "X on Y") are said by the progress reporter already."""
+
+    def say(message: str) -> None:
+        if "FAILED" in message or (not quiet and ("PDR" in message or "skipped" in message)):
+            print(f"pre: {message}", file=sys.stderr)
+
+    return say

@@ -121,3 +121,82 @@ class Progress:
             except asyncio.CancelledError:
                 pass
             self._draw(final=True)
+
+
+# -- the run's reporter: engine progress events drawn on the terminal -------------------------
+
+MODE_ENV = "PRE_PROGRESS"  # tty | lines | off (default: tty when stderr is a terminal, else lines)
+
+
+def progress_mode(no_progress: bool = False) -> str:
+    """How progress is shown: ``tty`` (one redrawn line), ``lines`` (phase lines and a status line
+    every ``$PRE_PROGRESS_EVERY`` s, default 30), ``heartbeat`` (--no-progress: only that status
+    line, so a long job still shows life in a log) or ``off`` (``PRE_PROGRESS=off``)."""
+    import os
+
+    forced = os.environ.get(MODE_ENV, "").strip().lower()
+    if forced == "off":
+        return "off"
+    if no_progress:
+        return "heartbeat"
+    if forced in ("tty", "lines"):
+        return forced
+    return "tty" if sys.stderr.isatty() else "lines"
+
+
+class TerminalReporter:
+    """Renders ``engine.progress`` events: on a terminal one line redrawn 4x a second with phase
+    lines printed above it; elsewhere plain lines (``engine.progress.StreamReporter``)."""
+
+    def __init__(self, mode: str) -> None:
+        from promptrobust.engine.progress import StreamReporter, heartbeat_seconds
+
+        self.mode = mode
+        if mode == "tty":
+            self.inner = StreamReporter(every=0.25, steps=False)
+            self.inner.heartbeat = self._redraw  # type: ignore[method-assign]
+            self.inner.write_line = self._above  # type: ignore[method-assign]
+        elif mode == "lines":
+            self.inner = StreamReporter(every=heartbeat_seconds(), steps=False)
+        elif mode == "heartbeat":
+            self.inner = StreamReporter(every=heartbeat_seconds(), phases=False)
+        else:
+            self.inner = StreamReporter(every=0, phases=False)
+        self._drawn = False
+
+    def _above(self, text: str) -> None:
+        sys.stderr.write("\r\x1b[2K" + text + "\n")
+        self._drawn = False
+        sys.stderr.flush()
+
+    def _redraw(self) -> None:
+        if self.inner.state.phase or self.inner.state.counts()[0]:
+            sys.stderr.write("\r\x1b[2K" + self.inner.status_line()[: _width()])
+            self._drawn = True
+            sys.stderr.flush()
+
+    def emit(self, event: object) -> None:
+        if self.mode == "off":
+            if type(event).__name__ == "Fallback":
+                self.inner.emit(event)  # type: ignore[arg-type]  # a fallback is always said
+            return
+        self.inner.emit(event)  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def stop(self) -> None:
+        self.inner.stop()
+        if self.mode == "tty" and self._drawn:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+def _width() -> int:
+    import shutil
+
+    return max(40, shutil.get_terminal_size((120, 20)).columns - 1)
+
+
+def reporter_for(no_progress: bool) -> TerminalReporter:
+    return TerminalReporter(progress_mode(no_progress))

@@ -183,7 +183,9 @@ def handle(args: argparse.Namespace) -> int:
         cfg.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {cfg.folder} ({exc.strerror}); set sweep.output_dir or --output-dir") from None
-    say = (lambda m: None) if args.quiet else (lambda m: print(f"pre: {m}", file=sys.stderr))
+    from promptrobust.cli.printing import event_printer
+
+    say = event_printer(quiet=args.quiet)
     if ray_options is not None:
         progress = _run_ray(cfg, ray_options, jobs, say)
     else:

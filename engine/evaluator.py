@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptrobust.attacks.base import CandidateScore
+from promptrobust.engine import progress as _progress
 from promptrobust.engine.early_stop import CandidateProgress, prune
 from promptrobust.engine.requests import Mode, RequestBuilder
 from promptrobust.engine.scheduler import JobCounters, Scheduler
@@ -156,6 +157,7 @@ class Evaluator:
 
     async def _full_pass(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
         requests = [self.build_request(prompt, s) for s in self.samples]
+        _progress.planned(len(requests))
         completions = await self.scheduler.submit_many(requests, counters=self.requests)
         self.cost.samples_evaluated += len(self.samples)
         predictions: list[Any] = []
@@ -201,6 +203,18 @@ class Evaluator:
             return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
 
         n = len(self.samples)
+        asked_before = self.requests.requests
+        _progress.planned(len(unique) * n)  # progress: the most this call can ask; corrected below
+        try:
+            return await self._candidates(prompts, unique, n, to_beat)
+        finally:
+            _progress.planned(self.requests.requests - asked_before - len(unique) * n)
+
+    def search_step(self, **fields: Any) -> None:
+        """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
+        _progress.search_step(**fields)
+
+    async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None) -> list[CandidateScore]:
         progress = [CandidateProgress(total=n) for _ in unique]
         may_stop = self.early_stopping and to_beat is not None
         while True:

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptrobust.engine import progress
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.records import AttackRecord, Cost
 from promptrobust.engine.settings import AttackSettings, EvaluationSettings
@@ -94,6 +95,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
     examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
     scheduler = await session.scheduler(spec, settings=scheduler_settings)
+    progress.watch(scheduler.stats)  # progress: requests done / cache hits / sent come from here
     return Workbench(
         spec=spec,
         task=task,
@@ -198,13 +200,15 @@ async def rank_prompts(
     ``evaluations``, when given, receives each prompt's full evaluation in input order."""
     evaluator = bench.evaluator()
     scored: list[CleanScore] = []
-    for prompt in prompts:
-        ev = await evaluator.evaluate(prompt.text, keep_records=keep_records)
-        if evaluations is not None:
-            evaluations.append(ev)
-        scored.append(clean_score(bench, prompt, ev))
-        if on_prompt_done is not None:
-            on_prompt_done(scored[-1])
+    progress.phase(f"ranking {len(prompts)} prompts on {len(bench.samples)} samples")
+    with progress.reserve(len(prompts) * len(bench.samples)):  # the whole phase's requests, known now
+        for prompt in prompts:
+            ev = await evaluator.evaluate(prompt.text, keep_records=keep_records)
+            if evaluations is not None:
+                evaluations.append(ev)
+            scored.append(clean_score(bench, prompt, ev))
+            if on_prompt_done is not None:
+                on_prompt_done(scored[-1])
     return sorted(scored, key=lambda c: -c.score)
 
 
@@ -399,6 +403,7 @@ async def run_protocol(
             if skip(clean.prompt, name):
                 continue
             on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
+            progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
             try:
                 record = await attack_one(bench, clean.prompt, name, settings, clean=clean)
             except fail_fast:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine import progress as progress_events
 from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
 from promptrobust.engine.settings import (
     AttackSettings,
@@ -408,7 +409,8 @@ async def run_sweep(
         async with limit:
             try:
                 before = sum(1 for k in done if k[0] == job.id)
-                records = await runner.run(job, done=done, on_record=write, on_event=on_event)
+                with progress_events.scope(job.label()):  # progress: this job's phases carry its label
+                    records = await runner.run(job, done=done, on_record=write, on_event=on_event)
                 progress.skipped += before
                 failed = [r for r in records if r.status == "failed"]
                 if failed:
@@ -421,9 +423,12 @@ async def run_sweep(
                 async with write_lock:
                     append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
                 on_event(f"FAILED {job.label()}: {reason}")
+                progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
                 return
             progress.jobs_done += 1
+            progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
 
+    progress_events.jobs(0, len(jobs))
     try:
         await asyncio.gather(*(guarded(j) for j in jobs))
     finally:
