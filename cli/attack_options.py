@@ -96,7 +96,7 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     folder.write_json("results.json", summary)
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)
     printing.print_records(result.records)
-    printing.next_step(attacked=True, output_dir=args.output_dir)
+    printing.next_step(args, records=result.records, attacks=settings.attacks)
     if result.failures:
         print(f"pre: {len(result.failures)} attack runs failed; the other results are in the run folder", file=sys.stderr)
         return 1

@@ -56,7 +56,7 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
         f"mean {sum(c.score for c in clean) / len(clean):.4f} | {wall:.1f}s | requests {s['submitted']} "
         f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})"
     )
-    printing.next_step(attacked=False)
+    printing.next_step(args, clean=clean, samples=len(bench.samples))
     return 0
 
 
