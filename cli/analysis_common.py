@@ -56,6 +56,8 @@ def source_settings(args: argparse.Namespace) -> Any:
     from promptrobust.engine.analysis.sources import SourceSettings
 
     check_paths(args)
+    if isinstance(args.limit, float):
+        raise UserError(f"--limit {args.limit}: a fraction of the dataset is taken by `pre run`; here give a number of samples")
     return SourceSettings(
         dataset=args.dataset, limit=args.limit, seed=args.seed, shots=args.shots, mode=args.mode, parser=args.parser,
         max_new_tokens=args.max_tokens, data_dir=args.data_dir, data_file=args.data_file,

@@ -33,10 +33,12 @@ def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = "")
 
 
 def add_data_arguments(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--dataset", default="rotten_tomatoes", help="dataset name (see `pre list datasets`)")
+    g.add_argument("--dataset", default="rotten_tomatoes", help="dataset name, or several comma-separated (one run folder each; see `pre list datasets`)")
     g.add_argument("--data-dir", default=None, help="read the dataset from local files in this folder instead of the hub")
     g.add_argument("--data-file", default=None, help="read the dataset from this local file (parquet, jsonl, csv, tsv)")
-    g.add_argument("--limit", type=int, default=None, help="evaluate at most this many samples (default: the paper's sample size)")
+    from promptrobust.cli.aliases import limit_value
+
+    g.add_argument("--limit", type=limit_value, default=None, help="evaluate at most this many samples, or a fraction of the dataset such as 0.1 (default: the paper's sample size)")
     g.add_argument("--shots", type=int, default=None, help="few-shot examples before each sample (default: 0, or 3 for base models, as the paper)")
     g.add_argument("--seed", type=int, default=0, help="seed for the sample order and the attacks")
 
@@ -134,10 +136,21 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
     )
 
 
-def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
+def dataset_names(text: str) -> list[str]:
+    """``--dataset a,b``: several datasets in one command (each checked before anything runs)."""
+    from promptrobust.cli.errors import UserError
+    from promptrobust.tasks.registry import get_task
+
+    names = [d.strip() for d in str(text).split(",") if d.strip()]
+    if not names:
+        raise UserError("--dataset is empty: give a dataset name (see `pre list datasets`)")
+    return list(dict.fromkeys(get_task(d).name for d in names))
+
+
+def evaluation_settings(args: argparse.Namespace, *, limit: Any = "args") -> EvaluationSettings:
     return _build(EvaluationSettings,
-        dataset=args.dataset,
-        limit=args.limit,
+        dataset=args.dataset.split(",")[0].strip() if isinstance(args.dataset, str) else args.dataset,
+        limit=args.limit if limit == "args" else limit,
         seed=args.seed,
         shots=args.shots,
         mode=args.mode,

@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    from promptrobust.cli.aliases import normalize_argv
+
+    args_list = normalize_argv(sys.argv[1:] if argv is None else argv)  # lm-eval spellings accepted
     parser = build_parser()
     if not args_list:
         parser.print_help()

@@ -186,9 +186,9 @@ class TerminalReporter:
         self.inner.start()
 
     def stop(self) -> None:
-        self.inner.stop()
+        self.inner.stop()  # draws the last status once more
         if self.mode == "tty" and self._drawn:
-            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.write("\n")  # it stays, as the run's summary line
             sys.stderr.flush()
 
 

@@ -88,6 +88,8 @@ class Evaluator:
         chunk_size: int = 32,
         early_stopping: bool = True,
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        system_instruction: str | None = None,
     ) -> None:
         if mode not in ("choices", "generate"):
             raise ValueError(f"unknown mode {mode!r}: use 'choices' or 'generate'")
@@ -117,7 +119,8 @@ class Evaluator:
         self.requests = JobCounters()
         self.unparseable = 0
         chat = scheduler.backend.is_chat if chat is None else chat
-        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens)
+        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens,
+                                      stop=stop, system_instruction=system_instruction)
 
     @property
     def mode(self) -> Mode:

@@ -493,7 +493,7 @@ class StreamReporter:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-            if self.state.counts()[0]:
+            if self.phases and self.state.counts()[0]:
                 self.heartbeat()
 
     def __enter__(self) -> "StreamReporter":

@@ -58,6 +58,8 @@ class Workbench:
             chunk_size=chunk_size,
             early_stopping=early_stopping,
             max_tokens=self.evaluation.max_new_tokens,
+            stop=self.evaluation.stop,
+            system_instruction=self.evaluation.system_instruction,
         )
 
     @property
@@ -80,6 +82,8 @@ class Workbench:
             "parser": self.evaluation.parser if ev.mode == "generate" else None,
             "max_new_tokens": ev.builder.decoding.max_tokens if ev.mode == "generate" else None,
             "input_format": "chat" if ev.chat else "completion",
+            **({"stop": list(ev.builder.decoding.stop)} if ev.mode == "generate" and self.evaluation.stop is not None else {}),
+            **({"system_instruction": self.evaluation.system_instruction} if self.evaluation.system_instruction else {}),
         }
 
 

@@ -108,6 +108,10 @@ class EvaluationSettings:
     """Read the dataset from local files in this folder instead of the hub."""
     data_file: str | None = None
     """Read the dataset from this local file (parquet, jsonl, csv, tsv)."""
+    stop: tuple[str, ...] | None = None
+    """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
+    system_instruction: str | None = None
+    """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
@@ -120,6 +124,10 @@ class EvaluationSettings:
         _check(self.parser in ("last_word", "robust"), f"parser must be 'last_word' or 'robust' (got {self.parser!r})")
         _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1),
                f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
+        _check(self.stop is None or (isinstance(self.stop, tuple) and all(isinstance(s, str) and s for s in self.stop)),
+               f"stop must be a tuple of non-empty strings (got {self.stop!r})")
+        _check(self.system_instruction is None or (isinstance(self.system_instruction, str) and bool(self.system_instruction.strip())),
+               "system_instruction must be non-empty text")
 
     def shots_for(self, base_model: bool) -> int:
         """The one place the rule lives: a base model without explicit shots gets the paper's 3."""
