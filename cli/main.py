@@ -23,11 +23,15 @@ and reports the performance drop rate (PDR = 1 - attacked / clean).
 Every model answer is cached in one SQLite file, so nothing is computed twice.
 
 examples:
-  pre run                                   # embedded SmolLM2 on Rotten Tomatoes, offline
-  pre run --dataset sst2 --limit 200 --mode generate
+  pre run --limit 100 --mode choices --attack stresstest --top-k 1   # offline: embedded Gemma 3 270M, Rotten Tomatoes
+  pre run                                   # the paper's protocol (generate mode), offline, on the same data
+  pre run --dataset sst2 --limit 200        # hub data: pip install 'promptrobust[hub]'
   pre run --model openai:gpt-4o-mini --concurrency 64 --rpm 500 --dataset sst2
-  pre run --model hf:Qwen/Qwen2.5-0.5B-Instruct --model-args dtype=bfloat16,batch_size=32
-  pre list models | datasets | prompts --dataset sst2 | attacks
+  pre run --model hf:Qwen/Qwen2.5-0.5B-Instruct --model-args dtype=bfloat16 --batch-size 32
+  pre list models                           # also: datasets, attacks, prompts --dataset sst2
+
+lm-evaluation-harness spellings work too: --model_args, --num_fewshot,
+--output_path, --log_samples, --batch_size, --gen_kwargs, --limit 0.1.
 """
 
 

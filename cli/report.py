@@ -18,7 +18,7 @@ HELP = "tables, plots and an HTML page (clean scores, APDR with intervals, cost,
 
 EPILOG = """\
 examples:
-  pre report runs/20250101-120000_smollm2-135m-instruct_sst2
+  pre report runs/20250101-120000_gemma3-270m_sst2
   pre report runs/sweeps/embedded                     # every run under a sweep folder
   pre report runs/a runs/b --output-dir report/ --format md,html
   pre report runs/eval-pairs --group-by source_model  # an extra column of a pairs file

@@ -14,10 +14,11 @@ HELP = "score prompts on a dataset with a model (and attack the best ones with -
 EPILOG = """\
 defaults are the paper's protocol: decode up to 20 new tokens and parse the
 last word (--mode generate), base models 3-shot, unlimited attack budget.
+The default model is the embedded gemma3-270m (offline, a base model: 3-shot).
 
 examples:
-  pre run --limit 100 --attack stresstest --top-k 1   # offline: embedded model, Rotten Tomatoes
-  pre run --limit 100 --prompt rotten_tomatoes-task-01 --log-samples
+  pre run --limit 100 --mode choices --attack stresstest --top-k 1   # offline: embedded Gemma 3 270M, Rotten Tomatoes
+  pre run --limit 100 --prompt sst2-task-01 --log-samples   # prompt ids: pre list prompts --dataset rotten_tomatoes
   pre run --mode choices                          # fast: label log-probs, one forward pass
   pre run --attack all --top-k 3 --budget 100     # every attack on the 3 best prompts, capped budget
   pre run --model openai:gpt-4o-mini --rpm 500 --tpm 200000 --concurrency 64 --dataset sst2
