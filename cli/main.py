@@ -102,8 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.handler(args) or 0)
         except errors as exc:
             return fail(one_line(exc))
-        except KeyboardInterrupt:
-            print(f"pre: {signals.verb}; no run folder was written, finished answers are in the cache: rerun to resume", file=sys.stderr)
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "pre_message", None)  # a command that keeps partial results says what and how to resume
+            print(f"pre: {signals.verb}; {kept or 'no run folder was written, finished answers are in the cache: rerun to resume'}", file=sys.stderr)
             return signals.exit_code
         except OSError as exc:
             # A full disk, a vanished folder, a read-only file: the environment, not a bug.

@@ -177,6 +177,9 @@ def handle(args: argparse.Namespace) -> int:
             f"estimated model requests before cache and early stopping: clean {total_clean} "
             f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
         )
+        from promptrobust.cli.sweep_checks import findings, print_findings  # what cannot run here, and why
+
+        print_findings(cfg, jobs, findings(cfg))
         return 0
     use_uvloop()
     try:
@@ -186,10 +189,17 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.cli.printing import event_printer
 
     say = event_printer(quiet=args.quiet)
-    if ray_options is not None:
-        progress = _run_ray(cfg, ray_options, jobs, say)
-    else:
-        progress = asyncio.run(run_sweep(cfg, on_event=say, jobs=jobs))
+    from promptrobust.cli.sweep_checks import findings, print_findings  # said before anything runs
+
+    print_findings(cfg, jobs, findings(cfg), out=sys.stderr)
+    try:
+        if ray_options is not None:
+            progress = _run_ray(cfg, ray_options, jobs, say)
+        else:
+            progress = asyncio.run(run_sweep(cfg, on_event=say, jobs=jobs))
+    except KeyboardInterrupt as exc:
+        exc.pre_message = interrupted_message(args, cfg)  # type: ignore[attr-defined]  # main() prints it
+        raise
     print(
         f"sweep {cfg.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
         f"{progress.skipped} already done -> {cfg.folder}"
@@ -200,6 +210,22 @@ def handle(args: argparse.Namespace) -> int:
         print(f"pre: {len(progress.failed)} jobs failed (see errors.jsonl); rerun the sweep after fixing them", file=sys.stderr)
         return 1
     return 0
+
+
+def interrupted_message(args: argparse.Namespace, cfg: Any) -> str:
+    """What an interrupted sweep kept, and the command that resumes it."""
+    import shlex
+
+    from promptrobust.engine.sweep import completed_keys
+
+    kept = len(completed_keys(cfg.folder / "results.jsonl"))
+    resume = ["pre", "sweep", args.config]
+    if args.output_dir:
+        resume += ["--output-dir", args.output_dir]
+    if args.shard:
+        resume += ["--shard", args.shard]
+    return (f"{kept} finished records are kept in {cfg.folder / 'results.jsonl'} and every answer is in the cache; "
+            f"resume with: {shlex.join(resume)}")
 
 
 def _run_ray(cfg: Any, options: Any, jobs: list[Any], say: Any) -> Any:

@@ -414,18 +414,21 @@ async def run_sweep(
                 progress.skipped += before
                 failed = [r for r in records if r.status == "failed"]
                 if failed:
-                    raise RuntimeError(failed[0].error)
+                    raise _AlreadySaid(failed[0].error or "failed")
             except (asyncio.CancelledError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
-                async with write_lock:
-                    append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
-                on_event(f"FAILED {job.label()}: {reason}")
+                async with write_lock:  # one line per job: a rerun's failure replaces the last one
+                    _record_error(folder / "errors.jsonl", job.id, {"job_id": job.id, "job": job.label(), "error": reason})
+                if not isinstance(exc, _AlreadySaid):  # the protocol said a failed record already
+                    on_event(f"FAILED {job.label()}: {reason}")
                 progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
                 return
             progress.jobs_done += 1
+            async with write_lock:
+                _record_error(folder / "errors.jsonl", job.id, None)
             progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
 
     progress_events.jobs(0, len(jobs))
@@ -436,6 +439,26 @@ async def run_sweep(
             await session.close()
         consolidate_parquet(results, folder / "results.parquet")
     return progress
+
+
+class _AlreadySaid(RuntimeError):
+    """A job whose failure the protocol has already reported as a failed record."""
+
+
+def _record_error(path: Path, job_id: str, entry: dict[str, Any] | None) -> None:
+    """errors.jsonl keeps the latest failure of each job once: a resumed sweep replaces an earlier
+    failure, and a job that now succeeds (``entry`` None) is taken off."""
+    if not path.exists():
+        if entry is None:
+            return
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = [r for r in read_jsonl(path) if r.get("job_id") != job_id]
+    if entry is not None:
+        rows.append(entry)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    os.replace(tmp, path)
 
 
 def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:
