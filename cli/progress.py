@@ -126,12 +126,16 @@ class Progress:
 # -- the run's reporter: engine progress events drawn on the terminal -------------------------
 
 MODE_ENV = "PRE_PROGRESS"  # tty | lines | off (default: tty when stderr is a terminal, else lines)
+#: Status-line interval when lines are asked for (PRE_PROGRESS=lines, e.g. piping into a timestamper);
+#: without a terminal and without asking, the heartbeat is engine.progress.HEARTBEAT_SECONDS (30 s).
+FORCED_LINES_SECONDS = 10.0
 
 
 def progress_mode(no_progress: bool = False) -> str:
-    """How progress is shown: ``tty`` (one redrawn line), ``lines`` (phase lines and a status line
-    every ``$PRE_PROGRESS_EVERY`` s, default 30), ``heartbeat`` (--no-progress: only that status
-    line, so a long job still shows life in a log) or ``off`` (``PRE_PROGRESS=off``)."""
+    """How progress is shown: ``tty`` (one redrawn line), ``lines`` (no terminal: phase lines and a
+    status line every ``$PRE_PROGRESS_EVERY`` s, default 30), ``forced-lines`` (``PRE_PROGRESS=lines``:
+    the same every 10 s by default), ``heartbeat`` (--no-progress: only the status line, so a long
+    job still shows life in a log) or ``off`` (``PRE_PROGRESS=off``)."""
     import os
 
     forced = os.environ.get(MODE_ENV, "").strip().lower()
@@ -139,8 +143,10 @@ def progress_mode(no_progress: bool = False) -> str:
         return "off"
     if no_progress:
         return "heartbeat"
-    if forced in ("tty", "lines"):
-        return forced
+    if forced == "lines":
+        return "forced-lines"
+    if forced == "tty":
+        return "tty"
     return "tty" if sys.stderr.isatty() else "lines"
 
 
@@ -149,15 +155,16 @@ class TerminalReporter:
     lines printed above it; elsewhere plain lines (``engine.progress.StreamReporter``)."""
 
     def __init__(self, mode: str) -> None:
-        from promptrobust.engine.progress import StreamReporter, heartbeat_seconds
+        from promptrobust.engine.progress import HEARTBEAT_SECONDS, StreamReporter, heartbeat_seconds
 
         self.mode = mode
         if mode == "tty":
             self.inner = StreamReporter(every=0.25, steps=False)
             self.inner.heartbeat = self._redraw  # type: ignore[method-assign]
             self.inner.write_line = self._above  # type: ignore[method-assign]
-        elif mode == "lines":
-            self.inner = StreamReporter(every=heartbeat_seconds(), steps=False)
+        elif mode in ("lines", "forced-lines"):
+            default = FORCED_LINES_SECONDS if mode == "forced-lines" else HEARTBEAT_SECONDS
+            self.inner = StreamReporter(every=heartbeat_seconds(default), steps=False)
         elif mode == "heartbeat":
             self.inner = StreamReporter(every=heartbeat_seconds(), phases=False)
         else:
@@ -176,9 +183,9 @@ class TerminalReporter:
             sys.stderr.flush()
 
     def emit(self, event: object) -> None:
-        if self.mode == "off":
-            if type(event).__name__ == "Fallback":
-                self.inner.emit(event)  # type: ignore[arg-type]  # a fallback is always said
+        from promptrobust.engine.progress import Fallback
+
+        if self.mode == "off" and not isinstance(event, Fallback):  # a fallback is always said
             return
         self.inner.emit(event)  # type: ignore[arg-type]
 

@@ -131,10 +131,15 @@ class Reporter(Protocol):
 
 
 class NullReporter:
-    """Hears nothing (the default outside the API and the CLI)."""
+    """Hears nothing (the default outside the API and the CLI), except fallbacks: a substitute
+    resource is always said, once per process, on stderr."""
+
+    said: set[str] = set()
 
     def emit(self, event: Event) -> None:
-        return None
+        if isinstance(event, Fallback) and event.key not in NullReporter.said:
+            NullReporter.said.add(event.key)
+            print(f"pre: fallback: {event.message}", file=sys.stderr)
 
 
 _current: contextvars.ContextVar[Any] = contextvars.ContextVar("promptrobust_progress", default=NullReporter())

@@ -228,3 +228,21 @@ def test_the_python_api_reports_on_stderr_by_default_even_inside_a_running_loop(
     pr.evaluate(model="smollm2-135m-instruct", dataset="rotten_tomatoes", limit=4, mode="choices", use_cache=False,
                 backend_factory=lambda spec: CountingBackend(answer=hashed_answer), progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_an_offline_fallback_is_said_once_per_run_with_how_to_get_the_real_resource(tmp_path: Path, server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from promptrobust.attacks import embeddings
+
+    monkeypatch.setenv("TA_CACHE_DIR", str(tmp_path / "textattack"))  # no paragramcf here
+    monkeypatch.setattr(embeddings, "_DOWNLOAD_FAILED", ["cannot download paragramcf (offline)"])
+    args = [
+        "run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+        "--limit", "2", "--top-k", "2", "--budget", "6", "--attack", "textfooler,textbugger", "--prompt-type", "task",
+        "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+    ]
+    main(args)
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("pre: fallback: word vectors")]
+    assert len(said) == 1, err  # two attacks x two prompts, said once
+    assert "glove-6b-50d" in said[0] and "--attack-option embedding=" in said[0]
+    assert not (tmp_path / "textattack").exists()
