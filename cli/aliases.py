@@ -41,6 +41,7 @@ ALIASES: dict[str, str] = {
     "--top_k": "--top-k",
     "--max_retries": "--max-retries",
     "--request_timeout": "--request-timeout",
+    "--use_cache": "--cache",
     "--gen-kwargs": "--gen_kwargs",
     "--apply-chat-template": "--apply_chat_template",
     "--system-instruction": "--system_instruction",
@@ -62,6 +63,59 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
         name, eq, value = word.partition("=")
         out.append(ALIASES.get(name, name) + eq + value)
     return out
+
+
+#: lm-eval's --model (a backend type; the model itself is in --model_args) -> pre's backend prefix.
+LM_EVAL_BACKENDS = {
+    "hf": "hf", "huggingface": "hf", "vllm": "vllm",
+    "local-completions": "openai", "local-chat-completions": "openai",
+    "openai-completions": "openai", "openai-chat-completions": "openai",
+}
+
+
+def lm_eval_model(model: str, model_args: str) -> tuple[str, str]:
+    """lm-eval's ``--model hf --model_args pretrained=ORG/NAME,dtype=...`` -> pre's
+    ``--model hf:ORG/NAME --model-args dtype=...`` (``model=`` for the API types; ``api`` follows
+    the chat/completions choice). Anything else is returned unchanged."""
+    backend = LM_EVAL_BACKENDS.get(model)
+    if backend is None:
+        return model, model_args
+    items = [i.strip() for i in model_args.split(",") if i.strip()]
+    key = "model" if backend == "openai" else "pretrained"
+    named = [i for i in items if i.partition("=")[0].strip() == key]
+    if not named:
+        raise UserError(f"--model {model} needs --model_args {key}=NAME (lm-eval style), or write --model {backend}:NAME")
+    rest = [_base_url(i) for i in items if i not in named]
+    if backend == "openai" and not any(i.startswith("api=") for i in rest):
+        rest.append("api=chat" if "chat" in model else "api=completions")
+    return f"{backend}:{named[0].partition('=')[2].strip()}", ",".join(rest)
+
+
+def model_from_flags(args: argparse.Namespace) -> tuple[str, str]:
+    """``--model``/``--model-args`` after lm-eval's forms: ``--model hf --model_args pretrained=X``
+    and ``--device D`` (= ``device=D`` in the model args)."""
+    model, model_args = lm_eval_model(args.model, args.model_args or "")
+    device = getattr(args, "device", None)
+    if device:
+        items = [i for i in model_args.split(",") if i.strip()]
+        given = [i.partition("=")[2].strip() for i in items if i.partition("=")[0].strip() == "device"]
+        if given and given[0] != device:
+            raise UserError(f"--device {device} and --model-args device={given[0]} disagree: give one")
+        if not given:
+            items.append(f"device={device}")
+        model_args = ",".join(items)
+    return model, model_args
+
+
+def _base_url(item: str) -> str:
+    """lm-eval gives the endpoint (``.../v1/completions``); pre takes the API root (``.../v1``)."""
+    key, _, value = item.partition("=")
+    if key.strip() != "base_url":
+        return item
+    for suffix in ("/chat/completions", "/completions"):
+        if value.rstrip("/").endswith(suffix):
+            return f"base_url={value.rstrip('/')[: -len(suffix)]}"
+    return item
 
 
 def limit_value(text: str) -> int | float:
@@ -99,6 +153,7 @@ def add_lm_eval_arguments(g: argparse._ArgumentGroup) -> None:
                    help="send inputs as chat messages (hf/vllm: chat=true; openai: api=chat)")
     g.add_argument("--system_instruction", default=None, metavar="TEXT",
                    help="text before every input: a system message for chat input, a first paragraph otherwise")
+    g.add_argument("--device", default=None, help="lm-eval's --device: the same as --model-args device=DEVICE (in-process backends)")
 
 
 def _split_items(text: str) -> list[str]:

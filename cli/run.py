@@ -57,6 +57,7 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.cli.preflight import check_credentials
 
     # -- lm-eval habits (cli/aliases.py): several datasets, --gen_kwargs, chat template, one batch size
+    args.model, args.model_args = aliases.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
     spec = resolve_model(args.model, parse_model_args(args.model_args))
     check_values(spec)  # bad values fail before any model loads or folder is made
     check_credentials(spec)  # a missing API key is said before any data loads

@@ -150,6 +150,11 @@ def current() -> Any:
     return _current.get()
 
 
+def active() -> bool:
+    """Whether a reporter listens (else phase lines go nowhere and a caller may print its own)."""
+    return not isinstance(_current.get(), NullReporter)
+
+
 @contextlib.contextmanager
 def use(reporter: Any) -> Iterator[Any]:
     """Make ``reporter`` hear the events of everything run inside (tasks and threads started inside too)."""

@@ -134,6 +134,11 @@ def server():
 def test_every_offline_example_runs(example: str, server: FakeOpenAIServer, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(ROOT)  # README paths (bench/sweeps/...) are relative to the checkout
+    run_offline_example(example, server, tmp_path, capsys)
+
+
+def run_offline_example(example: str, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run an offline example with its model swapped for the fake server, at --limit 2."""
     words = shlex.split(example)[1:]
     args = _parsed(example)
     if args.command == "run":
