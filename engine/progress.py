@@ -80,6 +80,14 @@ def heartbeat_seconds(default: float = HEARTBEAT_SECONDS, env: str = EVERY_ENV) 
 class Phase:
     text: str
     scope: str = ""
+    within: bool = False  # a step inside the current phase (loading the model): the phase resumes after it
+
+
+@dataclass(frozen=True)
+class PhaseEnd:
+    """The step started by ``Phase(within=True)`` is over: the phase before it resumes (no line)."""
+
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ class Fallback:
     message: str
 
 
-Event = Phase | Planned | SearchStep | Jobs | Watch | Fallback
+Event = Phase | PhaseEnd | Planned | SearchStep | Jobs | Watch | Fallback
 
 
 class Reporter(Protocol):
@@ -185,6 +193,17 @@ def _emit(event: Event) -> None:
 
 def phase(text: str) -> None:
     _emit(Phase(text, _scope.get()))
+
+
+@contextlib.contextmanager
+def during(text: str) -> Iterator[None]:
+    """A step inside whatever phase is running (e.g. loading the model on the first cache miss):
+    said as a phase, and the phase it interrupted is shown again when it is over."""
+    _emit(Phase(text, _scope.get(), within=True))
+    try:
+        yield
+    finally:
+        _emit(PhaseEnd(_scope.get()))
 
 
 _reserved: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("promptrobust_progress_reserved", default=None)
@@ -326,6 +345,7 @@ class ProgressState:
         self.fallbacks: dict[str, str] = {}
         self._stats: list[tuple[Any, tuple[int, int, int]]] = []
         self._steps: dict[str, SearchStep] = {}
+        self._resume: dict[str, tuple[str, SearchStep | None]] = {}
         self._eta = _Eta(after=heartbeat_seconds(ETA_MIN_SECONDS, ETA_AFTER_ENV))
         self._lock = threading.Lock()
 
@@ -333,10 +353,17 @@ class ProgressState:
         """Fold one event in; True when it is worth a line of its own (a phase, a first fallback)."""
         with self._lock:
             if isinstance(event, Phase):
+                if event.within:
+                    self._resume[event.scope] = (self.phase, self.step)
+                else:
+                    self._steps.pop(event.scope, None)
                 self.phase = f"{event.scope}: {event.text}" if event.scope else event.text
-                self._steps.pop(event.scope, None)
                 self.step = None
                 return True
+            if isinstance(event, PhaseEnd):
+                if event.scope in self._resume:
+                    self.phase, self.step = self._resume.pop(event.scope)
+                return False
             if isinstance(event, Planned):
                 self.planned += event.requests
             elif isinstance(event, SearchStep):

@@ -221,8 +221,8 @@ class Scheduler:
                 from promptrobust.engine import progress  # progress: the model load is a phase
 
                 name = getattr(self.backend.identity, "name", "the model")
-                progress.phase(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}")
-                await self.backend.start()
+                with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
+                    await self.backend.start()
             if self._identity is None:  # a deferred start keeps the identity its cache keys used
                 self._set_identity()
             self._backend_started = True

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine import progress as progress_events
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.protocol import few_shot
@@ -187,11 +188,13 @@ class Session:
         started = time.monotonic()
         evaluations: list[PromptEvaluation] = []
         clean = []
-        for prompt in prompts:
-            evaluations.append(await evaluator.evaluate(prompt.text, keep_records=keep_records))
-            clean.append(clean_score(bench, prompt, evaluations[-1]))
-            if on_prompt_done is not None:
-                on_prompt_done(clean[-1])
+        progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+        with progress_events.reserve(len(prompts) * len(bench.samples)):  # progress: the phase's total, known now
+            for prompt in prompts:
+                evaluations.append(await evaluator.evaluate(prompt.text, keep_records=keep_records))
+                clean.append(clean_score(bench, prompt, evaluations[-1]))
+                if on_prompt_done is not None:
+                    on_prompt_done(clean[-1])
         return EvaluationResult(
             model=bench.spec.name,
             dataset=bench.task.name,

@@ -224,6 +224,7 @@ def test_the_python_api_reports_on_stderr_by_default_even_inside_a_running_loop(
     asyncio.run(in_a_notebook())
     err = capsys.readouterr().err
     assert "pre: loading fake-model (first request not in the cache)" in err
+    assert "pre: scoring 10 prompts on 4 samples" in err
     assert COUNTS.search(err)  # at least the last status line: requests done of total, cache hits apart
     pr.evaluate(model="smollm2-135m-instruct", dataset="rotten_tomatoes", limit=4, mode="choices", use_cache=False,
                 backend_factory=lambda spec: CountingBackend(answer=hashed_answer), progress=False)
@@ -246,3 +247,12 @@ def test_an_offline_fallback_is_said_once_per_run_with_how_to_get_the_real_resou
     assert len(said) == 1, err  # two attacks x two prompts, said once
     assert "glove-6b-50d" in said[0] and "--attack-option embedding=" in said[0]
     assert not (tmp_path / "textattack").exists()
+
+
+def test_loading_the_model_inside_a_phase_gives_the_phase_back_afterwards() -> None:
+    state = ProgressState()
+    state.apply(progress.Phase("ranking 10 prompts on 100 samples"))
+    assert state.apply(progress.Phase("loading gemma3-270m", within=True))  # said as a line of its own
+    assert state.status().phase == "loading gemma3-270m"
+    assert not state.apply(progress.PhaseEnd())  # no line: the phase just resumes
+    assert state.status().phase == "ranking 10 prompts on 100 samples"
