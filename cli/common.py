@@ -71,7 +71,9 @@ def add_output_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
     g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
-    g.add_argument("--no-progress", action="store_true", help="do not draw the progress line")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress line or phase lines; one status line every 30 s still shows a long job is alive "
+                        "($PRE_PROGRESS_EVERY seconds; PRE_PROGRESS=off for none)")
 
 
 def add_attack_arguments(p: argparse.ArgumentParser) -> None:

@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = getattr(exc, "pre_message", None)  # a command that keeps partial results says what and how to resume
             print(f"pre: {signals.verb}; {kept or 'no run folder was written, finished answers are in the cache: rerun to resume'}", file=sys.stderr)
             return signals.exit_code
+        except BrokenPipeError:
+            # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+            return 0
         except OSError as exc:
             # A full disk, a vanished folder, a read-only file: the environment, not a bug.
             return fail(f"{exc.strerror or exc} ({exc.filename or 'file system'}); free space or fix permissions, then rerun")

@@ -256,3 +256,28 @@ def test_loading_the_model_inside_a_phase_gives_the_phase_back_afterwards() -> N
     assert state.status().phase == "loading gemma3-270m"
     assert not state.apply(progress.PhaseEnd())  # no line: the phase just resumes
     assert state.status().phase == "ranking 10 prompts on 100 samples"
+
+
+def test_no_progress_keeps_only_the_heartbeat_and_off_silences_it(tmp_path: Path, server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from promptrobust.cli.progress import progress_mode
+
+    monkeypatch.delenv("PRE_PROGRESS", raising=False)
+    assert progress_mode(no_progress=True) == "heartbeat"
+    assert progress_mode(no_progress=False) == "lines"  # pytest's stderr is no terminal
+    monkeypatch.setenv("PRE_PROGRESS", "lines")
+    assert progress_mode(no_progress=False) == "forced-lines"
+    monkeypatch.setenv("PRE_PROGRESS", "off")
+    assert progress_mode(no_progress=False) == "off"
+    monkeypatch.delenv("PRE_PROGRESS")
+    monkeypatch.setenv("PRE_PROGRESS_EVERY", "0.01")
+    server.latency = 0.01
+    args = ["run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+            "--limit", "6", "--concurrency", "1", "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"),
+            "--no-progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert not re.search(r"^pre: scoring prompt [^|]*$", err, re.M)  # no phase lines of their own
+    assert COUNTS.search(err)  # but the heartbeat's status lines
+    monkeypatch.setenv("PRE_PROGRESS", "off")
+    assert main([*args[:-2], str(tmp_path / "runs2"), "--no-progress"]) == 0
+    assert not COUNTS.search(capsys.readouterr().err)
