@@ -61,11 +61,12 @@ class TrackedScorer:
         self.calls = 0
         self.budget_exhausted = False
 
-    def report(self, position: int | None, positions: int | None, clean: float, best: float) -> None:
-        """Tell the scorer's optional ``search_step`` hook where the search is (progress display)."""
+    def report(self, position: int | None, positions: int | None, clean: float, best: float, *, scoring: int = 0) -> None:
+        """Tell the scorer's optional ``search_step`` hook where the search is (progress display):
+        word ``position`` of ``positions``, ``scoring`` candidates now being scored."""
         hook = getattr(self._scorer, "search_step", None)
         if hook is not None:
-            hook(position=position, positions=positions, candidates=self.queries,
+            hook(position=position, positions=positions, candidates=self.queries, scoring=scoring,
                  clean_score=clean, best_score=best, requests=self.samples_evaluated)
 
     @property
@@ -279,6 +280,7 @@ async def greedy_word_search(
         )
         candidates = tracker.take(candidates)
         if candidates:
+            tracker.report(step, len(order), clean_score, current_score, scoring=len(candidates))
             best = best_complete(
                 await tracker.score(candidates, current_score), current_score
             )
@@ -312,7 +314,7 @@ async def brute_force_search(
     todo = tracker.take(sorted(c for c in dict.fromkeys(candidates) if c != clean_prompt))
     if not todo:
         return SearchResult(clean_prompt, clean_score)
-    tracker.report(None, None, clean_score, clean_score)
+    tracker.report(None, None, clean_score, clean_score, scoring=len(todo))
     best = best_complete(await tracker.score(todo, math.inf), math.inf)
     if best is not None:
         tracker.report(None, None, clean_score, best.score)

@@ -105,6 +105,7 @@ class SearchStep:
     clean_score: float | None
     best_score: float | None
     requests: int = 0  # requests the search has asked for so far (for projecting the rest)
+    scoring: int = 0  # candidates being scored right now
     scope: str = ""
 
     @property
@@ -428,6 +429,8 @@ def format_step(step: SearchStep) -> str:
     if step.position is not None and step.positions:
         parts.append(f"word {step.position} of {step.positions}")
     parts.append(f"{step.candidates} candidates tried")
+    if step.scoring:
+        parts.append(f"{step.scoring} being scored")
     pdr = step.best_pdr
     if pdr is not None:
         parts.append(f"best PDR so far {pdr:.3f}")
