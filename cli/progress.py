@@ -1,126 +1,15 @@
-"""A progress line on stderr: requests done, requests/s, cache hits, ETA.
+"""How `pre` shows progress: ``engine.progress`` events rendered for a terminal or a log.
 
-The rate is measured from the first answered request, not from when the line
-was created (loading a model must not read as slow requests), and the ETA
-stays ``--:--`` until the work done says something: at least
-``ETA_MIN_FRACTION`` of it, or ``ETA_MIN_SECONDS`` of answering.
+The engine emits events (phases, planned requests, search steps, jobs, fallbacks) and
+knows nothing of terminals; this module picks the mode from the flags, the environment and
+whether stderr is a terminal, and renders: on a terminal one status line redrawn 4 times a
+second with phase lines printed above it; otherwise plain lines (``StreamReporter``).
+``cli/main.py`` installs one reporter around every command.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
-from collections.abc import Callable
-
-#: Show an ETA once this share of the requests is done ...
-ETA_MIN_FRACTION = 0.02
-#: ... or once requests have been answered for this many seconds.
-ETA_MIN_SECONDS = 10.0
-
-
-def _fmt_eta(seconds: float) -> str:
-    if seconds != seconds or seconds == float("inf"):
-        return "--:--"
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-
-class Progress:
-    """Polls counters and redraws one line; on a non-terminal, prints a line every ``every`` seconds."""
-
-    def __init__(
-        self,
-        total: int,
-        counters: Callable[[], dict[str, float]],
-        *,
-        label: Callable[[], str] = lambda: "",
-        enabled: bool = True,
-        every: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.total = total
-        self.clock = clock
-        self.counters = counters
-        self.label = label
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.every = every if not self.tty else 0.25
-        self._task: asyncio.Task[None] | None = None
-        self._start = clock()
-        self._base = dict(counters())
-        self._first: tuple[float, float] | None = None  # (time, requests done) at the first look that saw answers
-
-    def eta(self, done: float) -> float | None:
-        """Seconds left, or None while too little is done to tell.
-
-        Measured from the first look that saw answers (time and count then), so
-        the time a model took to load never counts as slow answering.
-        """
-        now = self.clock()
-        if self._first is None:
-            if done > 0:
-                self._first = (now, done)
-            return None
-        since, done_then = self._first
-        working = now - since
-        enough = done >= ETA_MIN_FRACTION * self.total or working >= ETA_MIN_SECONDS
-        if not enough or working <= 0 or done <= done_then:
-            return None
-        return max(0.0, (self.total - done) * working / (done - done_then))
-
-    def rate(self, done: float) -> float:
-        """Requests answered per second since answers began (over the whole time until then)."""
-        now = self.clock()
-        since, done_then = self._first if self._first is not None else (now, done)
-        if now > since and done > done_then:
-            return (done - done_then) / (now - since)
-        elapsed = now - self._start
-        return done / elapsed if elapsed > 0 else 0.0
-
-    def line(self) -> str:
-        now = self.counters()
-        done = now.get("completed", 0) - self._base.get("completed", 0)
-        hits = now.get("cache_hits", 0) - self._base.get("cache_hits", 0)
-        sent = now.get("backend_requests", 0) - self._base.get("backend_requests", 0)
-        eta = self.eta(done)
-        rate = self.rate(done)
-        eta_text = "00:00" if self.total and done >= self.total else "--:--" if eta is None else _fmt_eta(eta)
-        pct = 100.0 * done / self.total if self.total else 100.0
-        hit_pct = 100.0 * hits / done if done else 0.0
-        label = self.label()
-        return (
-            f"{label}{done}/{self.total} requests ({pct:.0f}%) | {rate:.1f} req/s | "
-            f"sent {sent} | cache hits {hits} ({hit_pct:.0f}%) | ETA {eta_text}"
-        )
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.every)
-            self._draw()
-
-    def _draw(self, final: bool = False) -> None:
-        text = self.line()
-        if self.tty:
-            sys.stderr.write("\r\x1b[2K" + text + ("\n" if final else ""))
-        else:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-    def start(self) -> None:
-        if self.enabled:
-            self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._draw(final=True)
 
 
 # -- the run's reporter: engine progress events drawn on the terminal -------------------------

@@ -98,11 +98,13 @@ def test_every_offline_command_runs(command: str, server: FakeOpenAIServer, tmp_
     run_offline_example(command, server, tmp_path, capsys)
 
 
-SNIPPETS = re.findall(r"```python\n(.*?)```", PAGE, re.S)
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+SNIPPETS = re.findall(r"```python\n(.*?)```", PAGE, re.S) + re.findall(r"```python\n(.*?)```", README, re.S)
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=[f"snippet-{i}" for i in range(len(SNIPPETS))])
 def test_every_python_snippet_runs(snippet: str, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """This page's snippets and the README's, with the fake model injected."""
     import promptrobust as pr
     from promptrobust.testing.backends import CountingBackend
 
