@@ -163,3 +163,23 @@ def run_offline_example(example: str, server: FakeOpenAIServer, tmp_path: Path, 
         assert failed and all("bertattack" in line for line in failed), err
         return
     assert code == 0, err
+
+
+def test_help_list_readme_and_attention_name_the_same_default_model(capsys: pytest.CaptureFixture[str]) -> None:
+    import inspect
+
+    from promptrobust.engine.analysis.attention import compare_prompts
+    from promptrobust.engine.registry import DEFAULT_MODEL, REGISTRY
+
+    assert main(["list", "models"]) == 0
+    listing = [line for line in capsys.readouterr().out.splitlines() if "default" in line]
+    assert len(listing) == 1 and listing[0].startswith(DEFAULT_MODEL)
+    assert inspect.signature(compare_prompts).parameters["model"].default == DEFAULT_MODEL
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`{DEFAULT_MODEL}` (default" in readme
+    described = REGISTRY[DEFAULT_MODEL].description.split(",")[0].split(" base")[0]  # "Gemma 3 270M"
+    for p in _parsers(build_parser()):
+        text = p.format_help()
+        for line in text.splitlines():
+            if "embedded" in line.lower() and "pre run" in line:
+                assert described in line, line  # an example that names the embedded model names the default
