@@ -164,6 +164,22 @@ def _settings(kind: Any, values: dict[str, Any], where: str) -> Any:
         raise SweepConfigError(f"{where}: {exc}") from None
 
 
+def _one_batch_size(model: str, opts: dict[str, Any], sweep_batch: Any) -> None:
+    """Batch size is set in one place: ``batch_size`` (sweep or model) and ``model_args = "batch_size=N"``
+    may not disagree."""
+    from promptrobust.engine.registry import ModelArgsError, parse_model_args
+
+    try:
+        in_args = parse_model_args(str(opts.get("model_args", ""))).get("batch_size")
+    except ModelArgsError:
+        return  # the model args' own check names the problem
+    given = opts.get("batch_size", sweep_batch)
+    if in_args is not None and given is not None and str(in_args) != str(given):
+        raise SweepConfigError(
+            f"models.{model}: batch_size {given} and model_args batch_size={in_args} disagree; set it in one place (batch_size)"
+        )
+
+
 def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     """Parse and validate a sweep TOML file (every problem names its field)."""
     p = Path(path)
@@ -231,6 +247,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         _reject_unknown(opts, _MODEL_KEYS, "unknown key ", f"models.{name}.")
         scheduler_part = {k: v for k, v in opts.items() if k != "model_args"}
         _settings(SchedulerSettings, scheduler_part, f"models.{name}")
+        _one_batch_size(name, opts, sweep.get("batch_size"))
 
     pick = lambda keys: {k: sweep[k] for k in keys if k in sweep}  # noqa: E731
     attack_values = pick(_ATTACK_KEYS)

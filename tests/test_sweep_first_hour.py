@@ -84,3 +84,10 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path: Path, offline_hub
     assert "no run folder was written" not in line
     assert f"1 finished records are kept in {tmp_path / 'elsewhere' / 'g' / 'results.jsonl'}" in line
     assert f"resume with: pre sweep {config} --output-dir {tmp_path / 'elsewhere'}" in line
+
+
+def test_a_sweep_sets_batch_size_in_one_place(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    config = _config(tmp_path, '["hf:org/model"]', '["rotten_tomatoes"]', '["checklist"]',
+                     '\n[models."hf:org/model"]\nmodel_args = "batch_size=8"\nbatch_size = 4\n')
+    assert main(["sweep", str(config), "--dry-run"]) == 2
+    assert "batch_size 4 and model_args batch_size=8 disagree" in capsys.readouterr().err
