@@ -126,6 +126,12 @@ def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> Any:
     from promptrobust.engine.session import Session
     from promptrobust.engine.sync import run_sync
 
+    from promptrobust.cli.aliases import one_batch_size
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+
+    if args.model:  # batch size in one place: --batch-size and --model-args batch_size= agree (cli/aliases.py)
+        one_batch_size(resolve_model(args.model, parse_model_args(args.model_args)), args)
+
     async def go() -> Any:
         async with Session(cache=args.cache, settings=scheduler_settings(args), use_cache=not args.no_cache) as session:
             return await call(session)

@@ -179,3 +179,11 @@ def test_a_missing_api_key_is_said_before_any_data_loads(tmp_path: Path, capsys,
 
 def _no_data(name: str):  # noqa: ANN202
     raise AssertionError(f"data for {name} was loaded before the key was checked")
+
+
+def test_eval_transfer_and_defend_set_batch_size_in_one_place_too(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("Is this review positive or negative?\n")
+    code = main(["eval", "--prompts", str(prompts), "--model", "hf:org/model", "--model_args", "batch_size=8",
+                 "--batch_size", "4", "--output-dir", str(tmp_path / "out")])
+    assert code == 2 and "disagree" in capsys.readouterr().err
