@@ -58,7 +58,7 @@ def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
     """Limits of the model's scheduler (shared by every command that queries a model)."""
     d = SchedulerSettings()
     g.add_argument("--concurrency", type=int, default=d.concurrency, help="requests in flight at once (HTTP and vLLM backends)")
-    g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends (default: the backend's)")
+    g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends, the one place to set it (--model-args batch_size= means the same; default: the backend's)")
     g.add_argument("--rpm", type=float, default=None, help="requests-per-minute limit (API backends; default: none)")
     g.add_argument("--tpm", type=float, default=None, help="tokens-per-minute limit (API backends; default: none)")
     g.add_argument("--max-retries", type=int, default=d.max_retries, help="retries of a failed request (429, 5xx, timeout, malformed answer) before its job fails")
