@@ -450,7 +450,8 @@ async def run_sweep(
 
     progress_events.jobs(0, len(jobs))
     try:
-        await asyncio.gather(*(guarded(j) for j in jobs))
+        with progress_events.reserve(clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
+            await asyncio.gather(*(guarded(j) for j in jobs))
     finally:
         if own_session:
             await session.close()
@@ -476,6 +477,22 @@ def _record_error(path: Path, job_id: str, entry: dict[str, Any] | None) -> None
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     os.replace(tmp, path)
+
+
+def clean_requests(cfg: SweepConfig, jobs: Sequence[Job]) -> int:
+    """Requests that ranking every cell of ``jobs`` takes (prompts x samples, once per cell; a
+    dataset whose size is not known ahead counts 0 until it is loaded)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
+
+    total = 0
+    for model, dataset, shots, prompt_type in dict.fromkeys(j.cell for j in jobs):
+        task = get_task(dataset)
+        size = getattr(task, "sample_size", None)
+        limit = cfg.evaluation.limit
+        samples = min(limit, size) if (limit and size) else (limit or size or 0)
+        total += samples * len(load_prompts(task.name, types=[prompt_type]))
+    return total
 
 
 def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:

@@ -281,3 +281,13 @@ def test_no_progress_keeps_only_the_heartbeat_and_off_silences_it(tmp_path: Path
     monkeypatch.setenv("PRE_PROGRESS", "off")
     assert main([*args[:-2], str(tmp_path / "runs2"), "--no-progress"]) == 0
     assert not COUNTS.search(capsys.readouterr().err)
+
+
+def test_a_sweep_announces_every_cell_ranking_up_front() -> None:
+    from promptrobust.engine.sweep import clean_requests
+    from tests.sweep_helpers import small_config
+
+    cfg = small_config(Path("unused"))
+    jobs = cfg.jobs()  # 4 models x 2 prompt types x 2 attacks: 8 cells of 10 prompts on 6 samples
+    assert clean_requests(cfg, jobs) == 8 * 10 * 6
+    assert clean_requests(cfg, jobs[:2]) == 10 * 6  # two attacks of one cell rank it once
