@@ -104,7 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return fail(one_line(exc))
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "pre_message", None)  # a command that keeps partial results says what and how to resume
-            print(f"pre: {signals.verb}; {kept or 'no run folder was written, finished answers are in the cache: rerun to resume'}", file=sys.stderr)
+            import shlex
+
+            again = shlex.join(["pre", *args_list])
+            default = f"no run folder was written; finished answers are in the cache, so this resumes: {again}"
+            print(f"pre: {signals.verb}; {kept or default}", file=sys.stderr)
             return signals.exit_code
         except BrokenPipeError:
             # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
