@@ -291,3 +291,17 @@ def test_a_sweep_announces_every_cell_ranking_up_front() -> None:
     jobs = cfg.jobs()  # 4 models x 2 prompt types x 2 attacks: 8 cells of 10 prompts on 6 samples
     assert clean_requests(cfg, jobs) == 8 * 10 * 6
     assert clean_requests(cfg, jobs[:2]) == 10 * 6  # two attacks of one cell rank it once
+
+
+def test_third_party_progress_bars_are_off_unless_the_user_turned_them_on() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "import promptrobust; from transformers.utils import logging as l; print(l.is_progress_bar_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "False", out.stderr
+    env["HF_HUB_DISABLE_PROGRESS_BARS"] = "0"  # a value the user exported wins
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "True", out.stderr
