@@ -88,13 +88,9 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"--words must be at least 1 (got {args.words})")
     group_by = [c.strip() for c in (args.group_by or "").split(",") if c.strip()]
     folder = output_folder(args)
-    from promptrobust.engine import progress
-
     try:
-        progress.phase(f"reading the records under {', '.join(args.run_dirs)}")
         report = build_report(args.run_dirs, top=args.top, words=args.words, word_threshold=args.word_threshold,
                               group_by=group_by, figures=bool(formats & {"png", "html"}))
-        progress.phase(f"writing {', '.join(sorted(formats))} to {folder}")
         written = report.write(folder, formats)
     except ReportInputError as exc:
         hint = " (--group-by)" if "group by" in str(exc) else ""
