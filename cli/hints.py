@@ -70,15 +70,16 @@ def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int) ->
     return at_chance_advice(args, samples)
 
 
-def at_chance_advice(args: argparse.Namespace, samples: int) -> str:
-    """Every prompt is at chance: an attack would measure noise. Offer what can lift the clean score."""
+def at_chance_advice(args: argparse.Namespace, samples: int,
+                     lead: str = "every prompt scores at chance, so an attack would measure noise") -> str:
+    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score."""
     options = []
     if getattr(args, "mode", "generate") == "generate":
         options.append(f"{command(args, drop=('mode',))} --mode choices  (label scoring: no answer parsing)")
     if samples < FEW_SAMPLES and getattr(args, "limit", None) is not None:
         options.append(f"{command(args, drop=('limit',))} --limit {max(FEW_SAMPLES, 2 * samples)}  (more samples: a narrower interval)")
     options.append(f"{command(args, drop=('model', 'model_args', 'shots'))} --model MODEL  (a stronger model; `pre list models`)")
-    return "every prompt scores at chance, so an attack would measure noise; try\n  " + "\n  ".join(options)
+    return f"{lead}; try\n  " + "\n  ".join(options)
 
 
 def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str) -> str:
@@ -86,7 +87,8 @@ def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequ
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
     attacked = [r for r in records if r.status == "attacked"]
     if attacked and all(r.at_chance for r in attacked):
-        return f"{report}\n  the attacked prompts were at chance, their PDR is noise: {at_chance_advice(args, _samples(records))}"
+        advice = at_chance_advice(args, _samples(records), "the attacked prompts score at chance, so their PDR is noise")
+        return f"{report}\n  {advice}"
     others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks][:2]
     if not others:
         return report

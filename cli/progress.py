@@ -46,7 +46,12 @@ class TerminalReporter:
     def __init__(self, mode: str) -> None:
         from promptrobust.engine.progress import HEARTBEAT_SECONDS, StreamReporter, heartbeat_seconds
 
+        import threading
+
         self.mode = mode
+        self._lock = threading.RLock()
+        self._term = sys.stderr
+        self._saved: tuple[object, object] | None = None
         if mode == "tty":
             self.inner = StreamReporter(every=0.25, steps=False)
             self.inner.heartbeat = self._redraw  # type: ignore[method-assign]
@@ -61,15 +66,25 @@ class TerminalReporter:
         self._drawn = False
 
     def _above(self, text: str) -> None:
-        sys.stderr.write("\r\x1b[2K" + text + "\n")
-        self._drawn = False
-        sys.stderr.flush()
+        with self._lock:
+            self._term.write("\r\x1b[2K" + text + "\n")
+            self._drawn = False
+            self._term.flush()
 
     def _redraw(self) -> None:
         if self.inner.state.phase or self.inner.state.counts()[0]:
-            sys.stderr.write("\r\x1b[2K" + self.inner.status_line()[: _width()])
-            self._drawn = True
-            sys.stderr.flush()
+            with self._lock:
+                self._term.write("\r\x1b[2K" + self.inner.status_line()[: _width()])
+                self._drawn = True
+                self._term.flush()
+
+    def _clear(self) -> None:
+        """Before anyone else writes to the terminal: take the status line away (it is redrawn)."""
+        with self._lock:
+            if self._drawn:
+                self._term.write("\r\x1b[2K")
+                self._term.flush()
+                self._drawn = False
 
     def emit(self, event: object) -> None:
         from promptrobust.engine.progress import Fallback
@@ -79,13 +94,37 @@ class TerminalReporter:
         self.inner.emit(event)  # type: ignore[arg-type]
 
     def start(self) -> None:
+        if self.mode == "tty":  # prints of the command go above the status line, not into it
+            self._term = sys.stderr
+            self._saved = (sys.stdout, sys.stderr)
+            sys.stdout = _ClearingStream(sys.stdout, self._clear)  # type: ignore[assignment]
+            sys.stderr = _ClearingStream(sys.stderr, self._clear)  # type: ignore[assignment]
         self.inner.start()
 
     def stop(self) -> None:
         self.inner.stop()  # draws the last status once more
+        if self._saved is not None:
+            sys.stdout, sys.stderr = self._saved  # type: ignore[assignment]
+            self._saved = None
         if self.mode == "tty" and self._drawn:
-            sys.stderr.write("\n")  # it stays, as the run's summary line
-            sys.stderr.flush()
+            self._term.write("\n")  # it stays, as the run's summary line
+            self._term.flush()
+
+
+class _ClearingStream:
+    """A text stream that clears the status line before each write (then passes everything on)."""
+
+    def __init__(self, stream: object, clear: object) -> None:
+        self._stream = stream
+        self._clear = clear
+
+    def write(self, text: str) -> int:
+        if text:
+            self._clear()  # type: ignore[operator]
+        return self._stream.write(text)  # type: ignore[attr-defined, no-any-return]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 def _width() -> int:

@@ -438,16 +438,14 @@ def format_step(step: SearchStep) -> str:
 
 
 def format_status(status: Status) -> str:
-    """One plain line: phase, search position, jobs, requests (cache hits apart), send rate, ETA."""
-    head = []
-    if status.jobs is not None:
-        head.append(f"jobs {status.jobs[0]}/{status.jobs[1]}")
-    if status.phase:
-        head.append(status.phase)
+    """One plain line: jobs, requests (cache hits apart), send rate, ETA, elapsed, then the phase and
+    the search position (numbers first: a terminal cuts the end of a long line)."""
+    jobs = [f"jobs {status.jobs[0]}/{status.jobs[1]}"] if status.jobs is not None else []
+    tail = [status.phase] if status.phase else []
     if status.step is not None:
-        head.append(format_step(status.step))
+        tail.append(format_step(status.step))
     if not status.total and not status.done:
-        return " | ".join(head + [f"starting | {format_duration(status.elapsed)} elapsed"])
+        return " | ".join(jobs + tail + [f"starting | {format_duration(status.elapsed)} elapsed"])
     rate = "-" if status.rate is None else f"{status.rate:.1f}"
     if status.total and status.done >= status.total:
         eta = "00:00"
@@ -460,7 +458,7 @@ def format_status(status: Status) -> str:
         f"requests {status.done}{total} (cache hits {status.cache_hits}, sent {status.sent}) | "
         f"sent {rate} req/s | ETA {eta} | {format_duration(status.elapsed)} elapsed"
     )
-    return " | ".join(head + [counts])
+    return " | ".join(jobs + [counts] + tail)
 
 
 # -- a reporter that writes lines --------------------------------------------------------------

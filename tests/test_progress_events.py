@@ -177,7 +177,7 @@ def test_pre_run_attack_shows_phases_search_position_counts_and_an_eta(tmp_path:
     assert "pre: ranking 10 prompts on 8 samples\n" in err
     assert re.search(r"pre: attack stresstest on prompt sst2-task-\d\d \(clean [\d.]+\)\n", err)
     assert re.search(r"pre: attack deepwordbug on prompt sst2-task-\d\d", err)
-    assert re.search(r"attack stresstest on prompt \S+ \(clean [\d.]+\) \| \d+ candidates tried", err)
+    assert re.search(r"elapsed \| attack stresstest on prompt \S+ \(clean [\d.]+\) \| \d+ candidates tried", err)
     assert re.search(r"word \d+ of \d+, \d+ candidates tried(, best PDR so far -?[\d.]+)?", err)  # the search's position
     counts = [tuple(map(int, m)) for m in COUNTS.findall(err)]
     assert counts and all(done <= total and hits + sent <= done for done, total, hits, sent in counts)
@@ -305,3 +305,35 @@ def test_third_party_progress_bars_are_off_unless_the_user_turned_them_on() -> N
     env["HF_HUB_DISABLE_PROGRESS_BARS"] = "0"  # a value the user exported wins
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_on_a_terminal_the_status_line_is_redrawn_and_never_mixed_with_other_output(tmp_path: Path, server) -> None:  # noqa: ANN001
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRE_PROGRESS")}
+    cmd = [sys.executable, "-m", "promptrobust.cli.main", "run", "--model", "openai:fake-model", "--model-args",
+           f"base_url={server.url}", "--limit", "4", "--mode", "choices", "--attack", "stresstest", "--top-k", "1",
+           "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=120) == 0, out.decode(errors="replace")[-2000:]
+    text = out.decode(errors="replace")
+    assert "\r\x1b[2K" in text  # redrawn in place
+    shown = [part.split("\r\x1b[2K")[-1] for part in text.replace("\r\n", "\n").split("\n")]
+    assert "pre: ranking 10 prompts on 4 samples" in shown
+    assert any(line.startswith("pre: results in ") for line in shown)  # printed on a line of its own
+    assert not any("req/s" in line and ("pre: results in" in line or "prompt  " in line) for line in shown)
+    assert any("req/s" in line and "ETA" in line for line in shown)  # the last status line stays as a summary
