@@ -128,4 +128,3 @@ def test_textfooler_end_to_end_with_real_resources(glove, use, tagger):
         assert len(tokenize(a.adversarial_prompt)) == len(tokenize(PROMPT)), (
             "word swaps keep the word count"
         )
-
