@@ -515,8 +515,16 @@ class StreamReporter:
         self.write_line(f"pre: {self.status_line()}")
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            self.heartbeat()
+        """Print every ``every`` seconds; look at the counters at least once a second in between,
+        so the ETA's samples do not depend on how often a line is printed."""
+        tick = min(self.every, 1.0)
+        last = time.monotonic()
+        while not self._stop.wait(tick):
+            if time.monotonic() - last >= self.every - 1e-3:
+                last = time.monotonic()
+                self.heartbeat()
+            else:
+                self.state.status()
 
     def start(self) -> "StreamReporter":
         if self.every > 0 and self._thread is None:
