@@ -334,9 +334,12 @@ def download_paragramcf(timeout: float = 30.0) -> WordEmbedding:
 
 def _download_into(target: Path, timeout: float) -> None:
     """Download TextAttack's zip and unpack it next to ``target`` (the zip
-    holds the ``paragramcf/`` folder). A partial download is removed."""
+    holds the ``paragramcf/`` folder). A partial download is removed, and so are
+    the folders made for it when it fails (nothing empty is left in ~/.cache)."""
+    made = [p for p in (target.parent.parent, target.parent) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".zip")
+    done = False
     try:
         try:
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(PARAGRAMCF_URL, timeout=timeout) as resp:  # noqa: S310
@@ -349,8 +352,15 @@ def _download_into(target: Path, timeout: float) -> None:
                 zf.extractall(target.parent)
         except zipfile.BadZipFile as exc:
             raise AttackResourceError(f"the paragramcf download is not a zip file ({exc})") from exc
+        done = True
     finally:
         os.unlink(tmp)
+        if not done:
+            for folder in reversed(made):  # innermost first; only if still empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
 
 
 @dataclass(frozen=True)

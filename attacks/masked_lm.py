@@ -20,12 +20,16 @@ paper describes).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 
 from promptrobust.attacks.base import WordSite
 from promptrobust.attacks.embeddings import is_antonym
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.words import has_letter, match_case, tokenize
+
+#: One import of torch/transformers at a time (a sweep loads masked LMs from worker threads).
+_IMPORT_LOCK = threading.Lock()
 
 
 class MaskedLM:
@@ -53,13 +57,20 @@ class MaskedLM:
     def _load(self) -> None:
         if self._model is not None:
             return
-        try:
-            import torch  # noqa: F401
-            from transformers import AutoModelForMaskedLM, AutoTokenizer
-        except ImportError as exc:
+        import importlib.util
+
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
             raise AttackResourceError(
-                "BertAttack needs the [local] extra (torch, transformers): pip install 'promptrobust[local]'"
-            ) from exc
+                f"BertAttack needs {' and '.join(missing)} (the [local] extra): pip install 'promptrobust[local]'"
+            )
+        try:
+            with _IMPORT_LOCK:  # concurrent sweep jobs importing transformers at once can see a half-made module
+                import torch  # noqa: F401
+                from transformers import AutoModelForMaskedLM, AutoTokenizer
+        except ImportError as exc:  # installed, but importing failed: say the real cause
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise AttackResourceError(f"BertAttack could not import transformers' masked LM classes ({first})") from exc
         try:
             try:  # a local directory or the local HF cache first: no network
                 tok = AutoTokenizer.from_pretrained(

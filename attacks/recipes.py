@@ -25,6 +25,7 @@ from typing import Any
 from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
 from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
 from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.attacks import fallbacks
 from promptrobust.attacks.embeddings import (
     GLOVE_NAME,
     PARAGRAMCF_NAME,
@@ -269,6 +270,8 @@ class _EncoderChoice:
     def __call__(self) -> CachedEncoder:
         if self.encoder is None:
             self.encoder = resolve_encoder(self.spec)
+            if not self.encoder.name.startswith("tfhub:"):
+                fallbacks.sentence_encoder(self.encoder.name)  # said on the terminal once per run
         return self.encoder
 
     @property
@@ -340,6 +343,8 @@ class _EmbeddingChoice:
     def __call__(self) -> ResolvedEmbedding:
         if self.resolved is None:
             self.resolved = resolve_embedding(self.spec)
+            if self.resolved.fallback:
+                fallbacks.word_vectors(self.resolved.label, self.resolved.reason)  # said on the terminal once per run
         return self.resolved
 
     @property

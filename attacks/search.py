@@ -61,6 +61,14 @@ class TrackedScorer:
         self.calls = 0
         self.budget_exhausted = False
 
+    def report(self, position: int | None, positions: int | None, clean: float, best: float, *, scoring: int = 0) -> None:
+        """Tell the scorer's optional ``search_step`` hook where the search is (progress display):
+        word ``position`` of ``positions``, ``scoring`` candidates now being scored."""
+        hook = getattr(self._scorer, "search_step", None)
+        if hook is not None:
+            hook(position=position, positions=positions, candidates=self.queries, scoring=scoring,
+                 clean_score=clean, best_score=best, requests=self.samples_evaluated)
+
     @property
     def remaining(self) -> int | None:
         return None if self.budget is None else max(0, self.budget - self.queries)
@@ -252,7 +260,8 @@ async def greedy_word_search(
     order = await rank_words(
         tuple(tokens), indices, tracker, mode=importance, unk_token=unk_token
     )
-    for i in order:
+    tracker.report(0, len(order), clean_score, current_score)
+    for step, i in enumerate(order, 1):
         if current_score <= 0.0 or tracker.remaining == 0:
             if tracker.remaining == 0 and tracker.budget is not None:
                 tracker.budget_exhausted = True
@@ -270,15 +279,16 @@ async def greedy_word_search(
             current,
         )
         candidates = tracker.take(candidates)
-        if not candidates:
-            continue
-        best = best_complete(
-            await tracker.score(candidates, current_score), current_score
-        )
-        if best is not None:
-            tokens[i] = _replacement_of(site, best.prompt)
-            current, current_score = best.prompt, best.score
-            changed += 1
+        if candidates:
+            tracker.report(step, len(order), clean_score, current_score, scoring=len(candidates))
+            best = best_complete(
+                await tracker.score(candidates, current_score), current_score
+            )
+            if best is not None:
+                tokens[i] = _replacement_of(site, best.prompt)
+                current, current_score = best.prompt, best.score
+                changed += 1
+        tracker.report(step, len(order), clean_score, current_score)
     return SearchResult(current, current_score, changed)
 
 
@@ -304,7 +314,10 @@ async def brute_force_search(
     todo = tracker.take(sorted(c for c in dict.fromkeys(candidates) if c != clean_prompt))
     if not todo:
         return SearchResult(clean_prompt, clean_score)
+    tracker.report(None, None, clean_score, clean_score, scoring=len(todo))
     best = best_complete(await tracker.score(todo, math.inf), math.inf)
+    if best is not None:
+        tracker.report(None, None, clean_score, best.score)
     if best is None:
         raise ScorerContractError(
             "scorer returned no complete score for a brute-force step (the lowest-scoring candidate must be scored fully)"

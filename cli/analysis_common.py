@@ -54,6 +54,8 @@ def source_settings(args: argparse.Namespace) -> Any:
     from promptrobust.engine.analysis.sources import SourceSettings
 
     check_paths(args)
+    if isinstance(args.limit, float):
+        raise UserError(f"--limit {args.limit}: a fraction of the dataset is taken by `pre run`; here give a number of samples")
     return SourceSettings(
         dataset=args.dataset, limit=args.limit, seed=args.seed, shots=args.shots, mode=args.mode, parser=args.parser,
         max_new_tokens=args.max_tokens, data_dir=args.data_dir, data_file=args.data_file,
@@ -68,22 +70,42 @@ def model_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class ProgressLine:
-    """The library's progress sink drawn as `pre run`'s progress line."""
+    """The library's progress sink, passed on to the run's progress reporter (``engine.progress``):
+    the work is a phase, its counters are watched (the reporter draws them; ``enabled`` is kept
+    for callers, the reporter already knows --no-progress)."""
 
     def __init__(self, enabled: bool, label: str = "") -> None:
         self.enabled = enabled
         self.label = label
-        self._line: Any = None
 
     def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
-        from promptrobust.cli.progress import Progress
+        from promptrobust.engine import progress
 
-        self._line = Progress(total, counters, label=lambda: self.label, enabled=self.enabled)  # type: ignore[arg-type]
-        self._line.start()
+        progress.phase(f"{self.label.strip(' []') or 'scoring'}: {total} requests")
+        owner = getattr(counters, "__self__", None)  # stats.snapshot: watch the stats (watched once)
+        progress.watch(owner if hasattr(owner, "backend_requests") else _Counters(counters))
 
     async def stop(self) -> None:
-        if self._line is not None:
-            await self._line.stop()
+        return None
+
+
+class _Counters:
+    """Counters given as a callable, read as the attributes ``engine.progress`` polls."""
+
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._read = read
+
+    @property
+    def completed(self) -> float:
+        return self._read().get("completed", 0)
+
+    @property
+    def cache_hits(self) -> float:
+        return self._read().get("cache_hits", 0)
+
+    @property
+    def backend_requests(self) -> float:
+        return self._read().get("backend_requests", 0)
 
 
 @contextmanager
@@ -105,6 +127,12 @@ def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tupl
     from promptrobust.engine.run_results import session_facts
     from promptrobust.engine.session import Session
     from promptrobust.engine.sync import run_sync
+
+    from promptrobust.cli.aliases import one_batch_size
+    from promptrobust.engine.registry import parse_model_args, resolve_model
+
+    if args.model:  # batch size in one place: --batch-size and --model-args batch_size= agree (cli/aliases.py)
+        one_batch_size(resolve_model(args.model, parse_model_args(args.model_args)), args)
 
     async def go() -> tuple[Any, dict[str, Any]]:
         async with Session(cache=args.cache, settings=scheduler_settings(args), use_cache=not args.no_cache) as session:

@@ -90,7 +90,7 @@ def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -
 async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], settings: Any, folder: Any) -> int:
     from promptrobust.engine.run_results import session_facts
 
-    say = (lambda m: None) if args.no_progress else (lambda m: print(f"pre: {m}", file=sys.stderr))
+    say = printing.event_printer(quiet=args.no_progress)
     semantic = _checkout_semantic_prompts(args, bench) if "semantic" in settings.attacks else None
     result = await session.attack_top_k(
         bench.evaluation, settings, model=bench.spec, prompts=prompts,
@@ -109,7 +109,7 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
         print(f"held-out: {row['prompt_id']} in-sample {row['in_sample_score']:.4f} (best of {len(result.clean)}), "
               f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
     printing.print_records(result.records)
-    printing.next_step(attacked=True, output_dir=args.output_dir)
+    printing.next_step(args, records=result.records, attacks=settings.attacks)
     if result.failures:
         print(f"pre: {len(result.failures)} attack runs failed; the other results are in the run folder", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ EPILOG = """\
 examples:
   pre attention --clean "Determine the sentiment of this review." \\
                 --adversarial "Determine the sentimnet of this reveiw."
-  pre attention --record runs/20250101-120000_smollm2-135m-instruct_rotten_tomatoes
+  pre attention --record runs/20250101-120000_gemma3-270m_rotten_tomatoes
   pre attention --model hf:google/flan-t5-large --dataset sst2 --sample-index 3 --clean ... --adversarial ...
 
 Gradient importance: the norm of the loss gradient at each word's input
@@ -31,7 +31,7 @@ attention.html (a fragment for reports) and attention.json (every score).
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
-    g = p.add_argument_group("model and data (default: the record's, else smollm2-135m-instruct on rotten_tomatoes)")
+    g = p.add_argument_group("model and data (default: the record's, else gemma3-270m on rotten_tomatoes)")
     add_model_arguments(g, default=None)
     add_data_arguments(g)
     g.add_argument("--sample-index", type=int, default=0, help="which evaluation sample (0-based, in the seed's order)")
@@ -66,7 +66,9 @@ def handle(args: argparse.Namespace) -> int:
             shots=args.shots if args.shots is not None else (record.shots if record else None),
             data_dir=args.data_dir, data_file=args.data_file,
         )
-        model = args.model or (record.model if record else "smollm2-135m-instruct")
+        from promptrobust.engine.registry import DEFAULT_MODEL
+
+        model = args.model or (record.model if record else DEFAULT_MODEL)
         with RunFolder(args.output_dir, ["attention", model, settings.dataset]) as folder:
             result = compare_prompts(
                 clean, adversarial, model=model, model_args=parse_model_args(args.model_args), settings=settings,

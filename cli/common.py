@@ -33,10 +33,12 @@ def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = "")
 
 
 def add_data_arguments(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--dataset", default="rotten_tomatoes", help="dataset name (see `pre list datasets`)")
+    g.add_argument("--dataset", default="rotten_tomatoes", help="dataset name, or several comma-separated (one run folder each; see `pre list datasets`)")
     g.add_argument("--data-dir", default=None, help="read the dataset from local files in this folder instead of the hub")
     g.add_argument("--data-file", default=None, help="read the dataset from this local file (parquet, jsonl, csv, tsv)")
-    g.add_argument("--limit", type=int, default=None, help="evaluate at most this many samples (default: the paper's sample size)")
+    from promptrobust.cli.aliases import limit_value
+
+    g.add_argument("--limit", type=limit_value, default=None, help="evaluate at most this many samples, or a fraction of the dataset such as 0.1 (default: the paper's sample size)")
     g.add_argument("--shots", type=int, default=None, help="few-shot examples before each sample (default: 0, or 3 for base models, as the paper)")
     g.add_argument("--seed", type=int, default=0, help="seed for the sample order and the attacks")
     g.add_argument("--sample-selection", default="seeded", choices=["seeded", "first"],
@@ -58,7 +60,7 @@ def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
     """Limits of the model's scheduler (shared by every command that queries a model)."""
     d = SchedulerSettings()
     g.add_argument("--concurrency", type=int, default=d.concurrency, help="requests in flight at once (HTTP and vLLM backends)")
-    g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends (default: the backend's)")
+    g.add_argument("--batch-size", type=int, default=None, help="micro-batch size for in-process backends, the one place to set it (--model-args batch_size= means the same; default: the backend's)")
     g.add_argument("--rpm", type=float, default=None, help="requests-per-minute limit (API backends; default: none)")
     g.add_argument("--tpm", type=float, default=None, help="tokens-per-minute limit (API backends; default: none)")
     g.add_argument("--max-retries", type=int, default=d.max_retries, help="retries of a failed request (429, 5xx, timeout, malformed answer) before its job fails")
@@ -71,7 +73,9 @@ def add_output_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
     g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
-    g.add_argument("--no-progress", action="store_true", help="do not draw the progress line")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress line or phase lines; one status line every 30 s still shows a long job is alive "
+                        "($PRE_PROGRESS_EVERY seconds; PRE_PROGRESS=off for none)")
 
 
 def add_attack_arguments(p: argparse.ArgumentParser) -> None:
@@ -141,10 +145,21 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
     )
 
 
-def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
+def dataset_names(text: str) -> list[str]:
+    """``--dataset a,b``: several datasets in one command (each checked before anything runs)."""
+    from promptrobust.cli.errors import UserError
+    from promptrobust.tasks.registry import get_task
+
+    names = [d.strip() for d in str(text).split(",") if d.strip()]
+    if not names:
+        raise UserError("--dataset is empty: give a dataset name (see `pre list datasets`)")
+    return list(dict.fromkeys(get_task(d).name for d in names))
+
+
+def evaluation_settings(args: argparse.Namespace, *, limit: Any = "args") -> EvaluationSettings:
     return _build(EvaluationSettings,
-        dataset=args.dataset,
-        limit=args.limit,
+        dataset=args.dataset.split(",")[0].strip() if isinstance(args.dataset, str) else args.dataset,
+        limit=args.limit if limit == "args" else limit,
         seed=args.seed,
         shots=args.shots,
         mode=args.mode,

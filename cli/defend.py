@@ -15,8 +15,8 @@ HELP = "spell-correct adversarial prompts and measure the PDR with and without t
 
 EPILOG = f"""\
 examples:
-  pre defend --source runs/20250101-120000_smollm2-135m-instruct_rotten_tomatoes
-  pre defend --source runs/ --attack textbugger,deepwordbug,textfooler --model gemma3-270m
+  pre defend --source runs/20250101-120000_gemma3-270m_rotten_tomatoes
+  pre defend --source runs/ --attack textbugger,deepwordbug,textfooler --model smollm2-135m-instruct
 
 Without --model each record is scored on the model that produced it.
 {common.FROM_RECORDS_NOTE}

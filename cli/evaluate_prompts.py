@@ -10,26 +10,13 @@ from promptrobust.cli import printing
 
 
 async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], folder: Any) -> int:
-    from promptrobust.cli.progress import Progress
     from promptrobust.engine.run_results import clean_document, session_facts
 
     scheduler = bench.scheduler
-    finished = {"n": 0}
-    progress = Progress(
-        len(prompts) * len(bench.samples),
-        scheduler.stats.snapshot,
-        label=lambda: f"[{finished['n']}/{len(prompts)} prompts done] ",
-        enabled=not args.no_progress,
-    )
     started = time.monotonic()
-    progress.start()
-    try:
-        result = await session.evaluate(
-            bench.evaluation, model=bench.spec, prompts=prompts, keep_records=args.log_samples,
-            on_prompt_done=lambda _: finished.__setitem__("n", finished["n"] + 1),
-        )
-    finally:
-        await progress.stop()
+    result = await session.evaluate(  # phases and request counts reach the progress reporter from the session
+        bench.evaluation, model=bench.spec, prompts=prompts, keep_records=args.log_samples,
+    )
     clean = result.clean
     logged = folder.write_jsonl("samples.jsonl", (
         {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
@@ -47,6 +34,6 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
         f"mean {sum(c.score for c in clean) / len(clean):.4f} | {wall:.1f}s | requests {s['submitted']} "
         f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})"
     )
-    printing.next_step(attacked=False)
+    printing.next_step(args, clean=clean, samples=len(bench.samples))
     return 0
 

@@ -56,11 +56,30 @@ def _models(args: argparse.Namespace) -> None:
 def _datasets(args: argparse.Namespace) -> None:
     from promptrobust.tasks import task_info
 
-    rows = [
-        (t.name, str(t.sample_size), t.metric, "/".join(t.labels) if t.labels else "(open)", t.description)
-        for t in task_info()
-    ]
-    _table(rows, ("name", "samples", "metric", "labels", "description"))
+    import importlib.util
+
+    from promptrobust.tasks.registry import get_task
+
+    have_hub = importlib.util.find_spec("datasets") is not None
+    rows = []
+    for t in task_info():
+        data = "offline" if is_offline(get_task(t.name)) else ("hub" if have_hub else "hub [needs extra]")
+        rows.append((t.name, str(t.sample_size), t.metric, "/".join(t.labels) if t.labels else "(open)", data, t.description))
+    _table(rows, ("name", "samples", "metric", "labels", "data", "description"))
+    print(
+        "\noffline: bundled with pre. hub: downloaded from the Hugging Face hub on first use, which needs the "
+        "`datasets` package: pip install 'promptrobust[hub]'"
+        + ("" if have_hub else " (not installed here)")
+        + "; or read local files with --data-dir / --data-file."
+    )
+
+
+def is_offline(task: Any) -> bool:
+    """Whether a dataset's evaluation samples come with pre (no hub download, no `datasets` package)."""
+    source = getattr(task, "source", None)
+    if source is None or not getattr(source, "hf_eval", ()):
+        return True
+    return getattr(task, "math_source", None) == "generate"  # DeepMind Mathematics: generated locally
 
 
 def _prompts(args: argparse.Namespace) -> None:

@@ -23,11 +23,15 @@ and reports the performance drop rate (PDR = 1 - attacked / clean).
 Every model answer is cached in one SQLite file, so nothing is computed twice.
 
 examples:
-  pre run                                   # embedded SmolLM2 on Rotten Tomatoes, offline
-  pre run --dataset sst2 --limit 200 --mode generate
+  pre run --limit 100 --mode choices --attack stresstest --top-k 1   # offline: embedded Gemma 3 270M, Rotten Tomatoes
+  pre run                                   # the paper's protocol (generate mode), offline, on the same data
+  pre run --dataset sst2 --limit 200        # hub data: pip install 'promptrobust[hub]'
   pre run --model openai:gpt-4o-mini --concurrency 64 --rpm 500 --dataset sst2
-  pre run --model hf:Qwen/Qwen2.5-0.5B-Instruct --model-args dtype=bfloat16,batch_size=32
-  pre list models | datasets | prompts --dataset sst2 | attacks
+  pre run --model hf:Qwen/Qwen2.5-0.5B-Instruct --model-args dtype=bfloat16 --batch-size 32
+  pre list models                           # also: datasets, attacks, prompts --dataset sst2
+
+lm-evaluation-harness spellings work too: --model_args, --num_fewshot,
+--output_path, --log_samples, --batch_size, --gen_kwargs, --limit 0.1.
 """
 
 
@@ -74,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    from promptrobust.cli.aliases import normalize_argv
+
+    args_list = normalize_argv(sys.argv[1:] if argv is None else argv)  # lm-eval spellings accepted
     parser = build_parser()
     if not args_list:
         parser.print_help()
@@ -92,14 +98,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
         quiet_asyncio_teardown()
-    with terminate_as_interrupt() as signals:
+    from promptrobust.cli.progress import reporter_for
+    from promptrobust.engine.progress import reporting
+
+    with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
         try:
             return int(args.handler(args) or 0)
         except errors as exc:
             return fail(one_line(exc))
-        except KeyboardInterrupt:
-            print(f"pre: {signals.verb}; no run folder was written, finished answers are in the cache: rerun to resume", file=sys.stderr)
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "pre_message", None)  # a command that keeps partial results says what and how to resume
+            import shlex
+
+            again = shlex.join(["pre", *args_list])
+            default = f"no run folder was written; finished answers are in the cache, so this resumes: {again}"
+            print(f"pre: {signals.verb}; {kept or default}", file=sys.stderr)
             return signals.exit_code
+        except BrokenPipeError:
+            # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+            return 0
         except OSError as exc:
             # A full disk, a vanished folder, a read-only file: the environment, not a bug.
             return fail(f"{exc.strerror or exc} ({exc.filename or 'file system'}); free space or fix permissions, then rerun")

@@ -63,8 +63,24 @@ def print_records(records: Sequence[Any]) -> None:
             print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
 
 
-def next_step(attacked: bool, output_dir: str = "runs") -> None:
-    if attacked:
-        print(f"\nnext: pre report {output_dir}  (tables, plots, APDR with intervals)  |  pre run --attack deepwordbug,textfooler", file=sys.stderr)
+def next_step(args: Any, *, clean: Sequence[Any] = (), samples: int = 0, records: Sequence[Any] | None = None,
+              attacks: Sequence[str] = ()) -> None:
+    """The `next:` hint: it keeps the user's flags and never suggests attacking a prompt at chance (cli/hints.py)."""
+    from promptrobust.cli import hints
+
+    if records is not None:
+        text = hints.after_attack(args, records, attacks, getattr(args, "output_dir", "runs"))
     else:
-        print("\nnext: pre run --attack stresstest --top-k 1  (attack the best prompt; PDR with its interval)", file=sys.stderr)
+        text = hints.after_clean(args, clean, samples)
+    print(f"\nnext: {text}", file=sys.stderr)
+
+
+def event_printer(*, quiet: bool) -> Any:
+    """The library's ``on_event`` messages worth a line of their own: records (PDR, skipped) and
+    failures. Phases ("scoring ...", "X on Y") are said by the progress reporter already."""
+
+    def say(message: str) -> None:
+        if "FAILED" in message or (not quiet and ("PDR" in message or "skipped" in message)):
+            print(f"pre: {message}", file=sys.stderr)
+
+    return say

@@ -18,12 +18,12 @@ HELP = "tables, plots and an HTML page (clean scores, APDR with intervals, cost,
 
 EPILOG = """\
 examples:
-  pre report runs/20250101-120000_smollm2-135m-instruct_sst2
+  pre report runs/20250101-120000_gemma3-270m_sst2
   pre report runs/sweeps/embedded                     # every run under a sweep folder
   pre report runs/a runs/b --output-dir report/ --format md,html
   pre report runs/eval-pairs --group-by source_model  # an extra column of a pairs file
 
-Outputs (in --output-dir, default <first RUN_DIR>/report/):
+Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
   *.png           APDR bars (95% intervals) and heat maps centred on 0, word-frequency bars
@@ -45,7 +45,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("report", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders, sweep folders or results files (searched recursively)")
     p.add_argument("--output-dir", default=None, metavar="DIR",
-                   help="folder for the report files (default: <first RUN_DIR>/report)")
+                   help="folder for the report files (default: <first RUN_DIR>-report, next to it)")
     p.add_argument("--output", dest="output_dir", default=None, help=argparse.SUPPRESS)  # old spelling
     p.add_argument("--format", default=",".join(FORMATS), metavar="LIST", help="comma-separated outputs among md, csv, png, html")
     p.add_argument("--top", type=int, default=10, metavar="N",
@@ -69,10 +69,13 @@ def parse_formats(spec: str) -> set[str]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
+    """``--output-dir``, else a sibling of the first folder read (``runs`` -> ``runs-report``), never
+    inside a folder the report reads."""
     if args.output_dir:
         return Path(args.output_dir)
     first = Path(args.run_dirs[0])
-    return (first.parent if first.is_file() else first) / "report"
+    folder = (first.parent if first.is_file() else first).resolve()
+    return folder.parent / f"{folder.name or 'runs'}-report"
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli import common
+from promptrobust.cli import aliases, common
 from promptrobust.cli.errors import UserError
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
@@ -14,10 +14,11 @@ HELP = "score prompts on a dataset with a model (and attack the best ones with -
 EPILOG = """\
 defaults are the paper's protocol: decode up to 20 new tokens and parse the
 last word (--mode generate), base models 3-shot, unlimited attack budget.
+The default model is the embedded gemma3-270m (offline, a base model: 3-shot).
 
 examples:
-  pre run --limit 100 --attack stresstest --top-k 1   # offline: embedded model, Rotten Tomatoes
-  pre run --limit 100 --prompt rotten_tomatoes-task-01 --log-samples
+  pre run --limit 100 --mode choices --attack stresstest --top-k 1   # offline: embedded Gemma 3 270M, Rotten Tomatoes
+  pre run --limit 100 --prompt sst2-task-01 --log-samples   # prompt ids: pre list prompts --dataset rotten_tomatoes
   pre run --mode choices                          # fast: label log-probs, one forward pass
   pre run --attack all --top-k 3 --budget 100     # every attack on the 3 best prompts, capped budget
   pre run --model openai:gpt-4o-mini --rpm 500 --tpm 200000 --concurrency 64 --dataset sst2
@@ -43,6 +44,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     g.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="use the paper's own prompts from a promptbench checkout")
     g = p.add_argument_group("how to query the model")
     common.add_query_arguments(g)
+    aliases.add_lm_eval_arguments(g)  # --gen_kwargs, --apply_chat_template, --system_instruction
     common.add_scheduler_arguments(g)
     common.add_output_arguments(p.add_argument_group("where things go"))
     common.add_attack_arguments(p)
@@ -54,7 +56,18 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.registry import check_values, parse_model_args, resolve_model
     from promptrobust.engine.sync import run_sync
 
-    evaluation = common.evaluation_settings(args)
+    from promptrobust.cli.preflight import check_credentials
+
+    # -- lm-eval habits (cli/aliases.py): several datasets, --gen_kwargs, chat template, one batch size
+    args.model, args.model_args = aliases.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
+    spec = resolve_model(args.model, parse_model_args(args.model_args))
+    check_values(spec)  # bad values fail before any model loads or folder is made
+    check_credentials(spec)  # a missing API key is said before any data loads
+    datasets = common.dataset_names(args.dataset)
+    generation = aliases.apply_generation(args)
+    spec = aliases.one_batch_size(aliases.chat_model_args(spec, args), args)
+    # --
+    evaluation = common.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
     scheduler = common.scheduler_settings(args)
     attacks = attack_settings_from(args) if args.attack else None
     if args.holdout is not None and attacks is None:
@@ -62,9 +75,13 @@ def handle(args: argparse.Namespace) -> int:
     if args.prompt_text is not None and not args.prompt_text.strip():
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
     common.check_paths(args)
-    spec = resolve_model(args.model, parse_model_args(args.model_args))
-    check_values(spec)  # bad values fail before any model loads or folder is made
-    return run_sync(lambda: _run(args, spec, evaluation, scheduler, attacks))
+    code = 0
+    for dataset in datasets:  # one run folder per dataset, as lm-eval writes one result per task
+        one = evaluation.with_(dataset=dataset, limit=aliases.resolve_limit(args, dataset))
+        fraction = {"limit_fraction": args.limit} if isinstance(args.limit, float) else {}
+        per = argparse.Namespace(**{**vars(args), "dataset": dataset, "limit": one.limit, **fraction})
+        code = max(code, run_sync(lambda per=per, one=one: _run(per, spec, one, scheduler, attacks)))
+    return code
 
 
 def resolve_prompts(task_name: str, args: argparse.Namespace, shots: int = 0) -> list[Any]:

@@ -185,17 +185,29 @@ def handle(args: argparse.Namespace) -> int:
             f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
         )
         _print_model_estimates(cfg, plan, args.prices)
+        from promptrobust.cli.sweep_checks import findings, print_findings  # what cannot run here, and why
+
+        print_findings(cfg, jobs, findings(cfg))
         return 0
     use_uvloop()
     try:
         cfg.folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {cfg.folder} ({exc.strerror}); set sweep.output_dir or --output-dir") from None
-    say = (lambda m: None) if args.quiet else (lambda m: print(f"pre: {m}", file=sys.stderr))
-    if ray_options is not None:
-        progress = _run_ray(cfg, ray_options, jobs, say)
-    else:
-        progress = asyncio.run(run_sweep(cfg, on_event=say, jobs=jobs))
+    from promptrobust.cli.printing import event_printer
+
+    say = event_printer(quiet=args.quiet)
+    from promptrobust.cli.sweep_checks import findings, print_findings  # said before anything runs
+
+    print_findings(cfg, jobs, findings(cfg), out=sys.stderr)
+    try:
+        if ray_options is not None:
+            progress = _run_ray(cfg, ray_options, jobs, say)
+        else:
+            progress = asyncio.run(run_sweep(cfg, on_event=say, jobs=jobs))
+    except KeyboardInterrupt as exc:
+        exc.pre_message = interrupted_message(args, cfg)  # type: ignore[attr-defined]  # main() prints it
+        raise
     print(
         f"sweep {cfg.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
         f"{progress.skipped} already done -> {cfg.folder}"
@@ -241,6 +253,22 @@ def _print_model_estimates(cfg: Any, plan: list[dict[str, Any]], prices_file: st
     for line in format_estimates(rows):
         print("  " + line)
     print(f"config: {cfg.source}")
+
+
+def interrupted_message(args: argparse.Namespace, cfg: Any) -> str:
+    """What an interrupted sweep kept, and the command that resumes it."""
+    import shlex
+
+    from promptrobust.engine.sweep import completed_keys
+
+    kept = len(completed_keys(cfg.folder / "results.jsonl"))
+    resume = ["pre", "sweep", *(["--preset", args.preset] if getattr(args, "preset", None) else [args.config])]
+    if args.output_dir:
+        resume += ["--output-dir", args.output_dir]
+    if args.shard:
+        resume += ["--shard", args.shard]
+    return (f"{kept} finished records are kept in {cfg.folder / 'results.jsonl'} and every answer is in the cache; "
+            f"resume with: {shlex.join(resume)}")
 
 
 def _run_ray(cfg: Any, options: Any, jobs: list[Any], say: Any) -> Any:

@@ -38,12 +38,16 @@ def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, b
     return Session(cache=cache, settings=scheduler, use_cache=use_cache, backend_factory=backend_factory)
 
 
-def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
-    """``await call(session)`` on a fresh Session that is closed afterwards, from sync code."""
+def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any,
+                progress: Any = True) -> Any:
+    """``await call(session)`` on a fresh Session that is closed afterwards, from sync code.
+    ``progress``: True = phase lines and a status line on stderr (``engine.progress``), False = none."""
+    from promptrobust.engine import progress as events
 
     async def go() -> Any:
-        async with _session(cache, scheduler, use_cache, backend_factory) as session:
-            return await call(session)
+        with events.reporting(events.api_reporter(progress)):
+            async with _session(cache, scheduler, use_cache, backend_factory) as session:
+                return await call(session)
 
     return run_sync(go)
 
@@ -59,6 +63,7 @@ def evaluate(
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
+    progress: Any = True,
     **evaluation_fields: Any,
 ) -> EvaluationResult:
     """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
@@ -66,7 +71,7 @@ def evaluate(
         lambda session: session.evaluate(
             evaluation, model=model, model_args=model_args, prompts=prompts, prompt_type=prompt_type, **evaluation_fields
         ),
-        cache, scheduler, use_cache, backend_factory,
+        cache, scheduler, use_cache, backend_factory, progress,
     )
 
 
@@ -82,12 +87,13 @@ def attack(
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
+    progress: Any = True,
     **evaluation_fields: Any,
 ) -> AttackRecord:
     """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
     return _in_session(
         lambda session: session.attack(prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields),
-        cache, scheduler, use_cache, backend_factory,
+        cache, scheduler, use_cache, backend_factory, progress,
     )
 
 
@@ -102,6 +108,7 @@ def attack_top_k(
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
     backend_factory: Any = None,
+    progress: Any = True,
     **evaluation_fields: Any,
 ) -> ProtocolResult:
     """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
@@ -109,22 +116,25 @@ def attack_top_k(
         lambda session: session.attack_top_k(
             evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type, **evaluation_fields
         ),
-        cache, scheduler, use_cache, backend_factory,
+        cache, scheduler, use_cache, backend_factory, progress,
     )
 
 
-def sweep(config: Any, *, backend_factory: Any = None) -> SweepProgress:
+def sweep(config: Any, *, backend_factory: Any = None, progress: Any = True) -> SweepProgress:
     """Run or resume a sweep from a ``SweepConfig`` or a TOML path (``engine.sweep.SweepProgress``)."""
     from promptrobust.engine.sweep import SweepConfig, load_config, run_sweep
 
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
+
+    from promptrobust.engine import progress as events
 
     async def go() -> Any:
         session = None
         if backend_factory is not None:
             session = _session(cfg.cache, cfg.scheduler, True, backend_factory)
         try:
-            return await run_sweep(cfg, session=session)
+            with events.reporting(events.api_reporter(progress)):
+                return await run_sweep(cfg, session=session)
         finally:
             if session is not None:
                 await session.close()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptrobust.attacks.base import CandidateScore
+from promptrobust.engine import progress as _progress
 from promptrobust.engine.early_stop import CandidateProgress, prune
 from promptrobust.engine.requests import Mode, RequestBuilder
 from promptrobust.engine.scheduler import JobCounters, Scheduler
@@ -96,6 +97,8 @@ class Evaluator:
         chunk_size: int = 32,
         early_stopping: bool = True,
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        system_instruction: str | None = None,
     ) -> None:
         if mode not in ("choices", "generate"):
             raise ValueError(f"unknown mode {mode!r}: use 'choices' or 'generate'")
@@ -120,7 +123,8 @@ class Evaluator:
         self.requests = JobCounters()
         self.unparseable = 0
         chat = scheduler.backend.is_chat if chat is None else chat
-        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens)
+        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens,
+                                      stop=stop, system_instruction=system_instruction)
 
     @property
     def mode(self) -> Mode:
@@ -160,6 +164,7 @@ class Evaluator:
 
     async def _full_pass(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
         requests = [self.build_request(prompt, s) for s in self.samples]
+        _progress.planned(len(requests))
         completions = await self.scheduler.submit_many(requests, counters=self.requests)
         self.cost.samples_evaluated += len(self.samples)
         predictions: list[Any] = []
@@ -205,6 +210,18 @@ class Evaluator:
             return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
 
         n = len(self.samples)
+        asked_before = self.requests.requests
+        _progress.planned(len(unique) * n)  # progress: the most this call can ask; corrected below
+        try:
+            return await self._candidates(prompts, unique, n, to_beat)
+        finally:
+            _progress.planned(self.requests.requests - asked_before - len(unique) * n)
+
+    def search_step(self, **fields: Any) -> None:
+        """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
+        _progress.search_step(**fields)
+
+    async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None) -> list[CandidateScore]:
         progress = [CandidateProgress(total=n) for _ in unique]
         may_stop = self.early_stopping and to_beat is not None
         while True:

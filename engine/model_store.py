@@ -375,7 +375,12 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
                     raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
             # A fresh machine's first run would otherwise sit silent for half a minute.
             about = _conversion_estimate(sum(p.stat().st_size for p in parts))
-            print(f"pre: converting {spec.name} once into {root} (about {about} s)", file=sys.stderr, flush=True)
+            from promptrobust.engine import progress  # progress: the heartbeat names this phase
+
+            if progress.active():
+                progress.phase(f"converting {spec.name} once into {root} (about {about} s)")
+            else:
+                print(f"pre: converting {spec.name} once into {root} (about {about} s)", file=sys.stderr, flush=True)
             began = time.monotonic()
             convert(gguf, work)
             print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from promptrobust.engine import progress
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.records import AttackRecord
 from promptrobust.engine.run_folder import identity_of
@@ -65,6 +66,7 @@ async def rank_prompts(
     """Clean score of every prompt of a set (``Workbench.score_prompts``), best first (the
     paper attacks the top k). ``evaluations``, when given, receives each prompt's full
     evaluation in input order."""
+    progress.phase(f"ranking {len(prompts)} prompts on {len(bench.samples)} samples")
     done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
     scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
     if evaluations is not None:
@@ -157,6 +159,7 @@ async def run_protocol(
             if skip(clean.prompt, name):
                 continue
             on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
+            progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
             try:
                 record = await bench.attack(clean.prompt, name, settings, clean=clean,
                                             semantic_prompts=semantic_prompts if name == "semantic" else None)

@@ -353,7 +353,7 @@ class _Driver:
 
     def _fail(self, job: Job, reason: str) -> None:
         self.progress.failed.append((job.label(), reason))
-        self.out.append_error({"job_id": job.id, "job": job.label(), "error": reason})
+        self.out.record_error(job.id, {"job_id": job.id, "job": job.label(), "error": reason})
         self.on_event(f"FAILED {job.label()}: {reason}")
 
     # -- workers ------------------------------------------------------------------------

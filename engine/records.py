@@ -115,6 +115,10 @@ class AttackRecord:
     parser: str | None = "last_word"
     max_new_tokens: int | None = None
     input_format: str = ""
+    stop: list[str] | None = None
+    """generate mode: stop sequences other than the task's own (``--gen_kwargs until=``)."""
+    system_instruction: str | None = None
+    """Text sent before every input (``--system_instruction``)."""
     label_scoring: str | None = None
     """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
     samples: int = 0

@@ -51,24 +51,35 @@ class RequestBuilder:
         chat: bool,
         examples: Sequence[Sample] = (),
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        system_instruction: str | None = None,
     ) -> None:
         self.task = task
+        self.system_instruction = system_instruction
         self.mode: Mode = mode
         self.chat = chat
         self.examples = list(examples)
         if mode == "choices":
             self.decoding = choice_decoding(task)
         else:
-            self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop))
+            self.decoding = Decoding(max_tokens=max_tokens or task.max_tokens, stop=tuple(task.stop if stop is None else stop))
         words = task.choices() if mode == "choices" else ()
         self.choices = tuple(answer_continuation(w, chat) for w in words)
 
     def render(self, prompt: str, sample: Sample) -> str:
-        return self.task.render(prompt, sample, self.examples)
+        """The input text (for completion models after the system instruction, if any)."""
+        text = self.task.render(prompt, sample, self.examples)
+        if self.system_instruction and not self.chat:
+            return f"{self.system_instruction}\n\n{text}"
+        return text
 
     def build(self, prompt: str, sample: Sample) -> Request:
         text = self.render(prompt, sample)
-        payload: dict[str, Any] = {"messages": (ChatMessage("user", text),)} if self.chat else {"prompt": text}
+        if self.chat:
+            system = (ChatMessage("system", self.system_instruction),) if self.system_instruction else ()
+            payload: dict[str, Any] = {"messages": (*system, ChatMessage("user", text))}
+        else:
+            payload = {"prompt": text}
         if self.mode == "choices":
             return Request(kind="score_choices", choices=self.choices, decoding=self.decoding, **payload)
         return Request(kind="generate", decoding=self.decoding, **payload)

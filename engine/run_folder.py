@@ -50,7 +50,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.records import append_jsonl, consolidate_parquet
+from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
 
 __all__ = [
     "FORMAT",
@@ -260,9 +260,16 @@ class SweepFolder:
     def append_records(self, records: Iterable[Any]) -> None:
         append_jsonl(self.results, records)
 
-    def append_error(self, row: Mapping[str, Any]) -> None:
-        """One line of ``errors.jsonl`` (a failed job: its id, label and reason)."""
-        append_jsonl(self.path / "errors.jsonl", [row])
+    def record_error(self, job_id: str, row: Mapping[str, Any] | None) -> None:
+        """``errors.jsonl`` keeps the latest failure of each job once: a resumed sweep replaces an
+        earlier failure, and a job that now succeeds (``row`` None) is taken off."""
+        path = self.path / "errors.jsonl"
+        if not path.exists() and row is None:
+            return
+        rows = [r for r in read_jsonl(path) if r.get("job_id") != job_id] if path.exists() else []
+        if row is not None:
+            rows.append(dict(row))
+        _write_bytes(path, b"".join(orjson.dumps(r, default=_default) + b"\n" for r in rows))
 
     def consolidate(self) -> None:
         consolidate_parquet(self.results, self.path / "results.parquet")

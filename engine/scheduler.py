@@ -218,7 +218,11 @@ class Scheduler:
             if self._backend_started:
                 return
             if self.owns_backend:
-                await self.backend.start()
+                from promptrobust.engine import progress  # progress: the model load is a phase
+
+                name = getattr(self.backend.identity, "name", "the model")
+                with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
+                    await self.backend.start()
             if self._identity is None:  # a deferred start keeps the identity its cache keys used
                 self._set_identity()
             self._backend_started = True

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine import progress as progress_events
 from promptrobust.engine.cache import ScoreCache, default_cache_path
 from promptrobust.engine.evaluator import PromptEvaluation
 from promptrobust.engine.run_folder import identity_of
@@ -212,6 +213,7 @@ class Session:
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
         started, began = time.monotonic(), now_iso()
+        progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
         done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
         scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
         clean = [s.clean for s in scored]

@@ -115,6 +115,10 @@ class EvaluationSettings:
     sample_selection: SampleSelection = "seeded"
     """seeded: a seeded random draw of the paper's N (stratified where the task is); first: the
     first N rows in source order, as promptbench takes them (``tasks/sampling.py``)."""
+    stop: tuple[str, ...] | None = None
+    """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
+    system_instruction: str | None = None
+    """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
@@ -129,6 +133,10 @@ class EvaluationSettings:
                f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
         _check(self.sample_selection in ("seeded", "first"),
                f"sample_selection must be 'seeded' or 'first' (got {self.sample_selection!r})")
+        _check(self.stop is None or (isinstance(self.stop, tuple) and all(isinstance(s, str) and s for s in self.stop)),
+               f"stop must be a tuple of non-empty strings (got {self.stop!r})")
+        _check(self.system_instruction is None or (isinstance(self.system_instruction, str) and bool(self.system_instruction.strip())),
+               "system_instruction must be non-empty text")
 
     def shots_for(self, base_model: bool) -> int:
         """The one place the rule lives: a base model without explicit shots gets the paper's 3."""
@@ -238,6 +246,10 @@ class MeasurementSettings:
     seed: int | None = None
     budget: int | None = None
     attack_options: tuple[tuple[str, str], ...] = ()
+    stop: tuple[str, ...] | None = None
+    """generate mode: stop sequences other than the task's own (lm-eval's ``until``)."""
+    system_instruction: str | None = None
+    """Text sent before every input (a system message, or a first paragraph)."""
     searched: bool = True
     """False for kinds without a search (pairs, transfers, defenses, clean scores): budget and options do not apply."""
     approximate_labels: bool = False
@@ -267,6 +279,8 @@ class MeasurementSettings:
             budget=_int_or_none(get("budget")),
             attack_options=tuple(sorted((str(k), str(v)) for k, v in dict(options).items())),
             approximate_labels=mode == "choices" and str(get("label_scoring") or "").startswith("approximate"),
+            stop=tuple(str(x) for x in get("stop")) if generate and get("stop") else None,
+            system_instruction=str(get("system_instruction")) if get("system_instruction") else None,
         )
 
     def for_kind(self, kind: str) -> "MeasurementSettings":
@@ -288,6 +302,10 @@ class MeasurementSettings:
         }
         if self.approximate_labels:  # only then, so exact measurements keep the keys they had
             out["label_scoring"] = "approximate"
+        if self.stop is not None:  # likewise: only when set
+            out["stop"] = list(self.stop)
+        if self.system_instruction is not None:
+            out["system_instruction"] = self.system_instruction
         if self.searched:
             out["budget"] = self.budget
             out["attack_options"] = dict(self.attack_options)
@@ -300,6 +318,10 @@ class MeasurementSettings:
         if self.mode == "generate":
             parts.append(f"parser {self.parser or '?'}")
             parts.append(f"max_new_tokens {self.max_new_tokens if self.max_new_tokens is not None else '?'}")
+        if self.stop is not None:
+            parts.append("stop " + "|".join(repr(x) for x in self.stop))
+        if self.system_instruction is not None:
+            parts.append("system instruction " + repr(self.system_instruction[:40]))
         if self.approximate_labels:
             parts.append("labels approximated (top-20 log-probs)")
         parts.append(f"{self.samples if self.samples is not None else '?'} samples")
@@ -325,6 +347,10 @@ class MeasurementSettings:
             parts += [str(self.parser or "x"), f"t{self.max_new_tokens if self.max_new_tokens is not None else 'x'}"]
         if self.approximate_labels:
             parts.append("approx")
+        if self.stop is not None or self.system_instruction is not None:
+            import hashlib
+
+            parts.append("i" + hashlib.sha1(repr((self.stop, self.system_instruction)).encode()).hexdigest()[:6])
         parts.append(f"n{self.samples if self.samples is not None else 'x'}")
         if self.sample_selection != DEFAULT_SAMPLE_SELECTION:
             parts.append(self.sample_selection)
@@ -339,6 +365,6 @@ class MeasurementSettings:
         return "-".join(parts)
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (self.mode, self.approximate_labels, str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.sample_selection,
+        return (self.mode, self.approximate_labels, str(self.stop), str(self.system_instruction), str(self.parser), self.max_new_tokens or 0, self.samples or 0, self.sample_selection,
                 self.shots or 0, self.metric, self.input_format, self.seed or 0, not self.searched, self.budget or 0,
                 self.attack_options)

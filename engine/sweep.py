@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 
+from promptrobust.engine import progress as progress_events
 from promptrobust.engine.records import AttackRecord, read_jsonl
 from promptrobust.engine.run_folder import SweepFolder
 from promptrobust.engine.run_results import session_facts, sweep_document
@@ -165,6 +166,22 @@ def _settings(kind: Any, values: dict[str, Any], where: str) -> Any:
         raise SweepConfigError(f"{where}: {exc}") from None
 
 
+def _one_batch_size(model: str, opts: dict[str, Any], sweep_batch: Any) -> None:
+    """Batch size is set in one place: ``batch_size`` (sweep or model) and ``model_args = "batch_size=N"``
+    may not disagree."""
+    from promptrobust.engine.registry import ModelArgsError, parse_model_args
+
+    try:
+        in_args = parse_model_args(str(opts.get("model_args", ""))).get("batch_size")
+    except ModelArgsError:
+        return  # the model args' own check names the problem
+    given = opts.get("batch_size", sweep_batch)
+    if in_args is not None and given is not None and str(in_args) != str(given):
+        raise SweepConfigError(
+            f"models.{model}: batch_size {given} and model_args batch_size={in_args} disagree; set it in one place (batch_size)"
+        )
+
+
 def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     """Parse and validate a sweep TOML file (every problem names its field)."""
     p = Path(path)
@@ -232,6 +249,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         _reject_unknown(opts, _MODEL_KEYS, "unknown key ", f"models.{name}.")
         scheduler_part = {k: v for k, v in opts.items() if k != "model_args"}
         _settings(SchedulerSettings, scheduler_part, f"models.{name}")
+        _one_batch_size(name, opts, sweep.get("batch_size"))
 
     pick = lambda keys: {k: sweep[k] for k in keys if k in sweep}  # noqa: E731
     attack_values = pick(_ATTACK_KEYS)
@@ -420,25 +438,33 @@ async def run_sweep(
         async with limit:
             try:
                 before = sum(1 for k in done if k[0] == job.id)
-                records = await runner.run(job, done=done, on_record=write, on_event=on_event)
+                with progress_events.scope(job.label()):  # progress: this job's phases carry its label
+                    records = await runner.run(job, done=done, on_record=write, on_event=on_event)
                 progress.skipped += before
                 failed = [r for r in records if r.status == "failed"]
                 if failed:
-                    raise RuntimeError(failed[0].error)
+                    raise _AlreadySaid(failed[0].error or "failed")
             except (asyncio.CancelledError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
-                async with write_lock:
-                    out.append_error({"job_id": job.id, "job": job.label(), "error": reason})
-                on_event(f"FAILED {job.label()}: {reason}")
+                async with write_lock:  # one line per job: a rerun's failure replaces the last one
+                    out.record_error(job.id, {"job_id": job.id, "job": job.label(), "error": reason})
+                if not isinstance(exc, _AlreadySaid):  # the protocol said a failed record already
+                    on_event(f"FAILED {job.label()}: {reason}")
+                progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
                 return
             progress.jobs_done += 1
+            async with write_lock:
+                out.record_error(job.id, None)
+            progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
 
     began = time.monotonic()
+    progress_events.jobs(0, len(jobs))
     try:
-        await asyncio.gather(*(guarded(j) for j in jobs))
+        with progress_events.reserve(clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
+            await asyncio.gather(*(guarded(j) for j in jobs))
         out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
                                          started=out.started, wall_seconds=time.monotonic() - began))
     finally:
@@ -446,6 +472,26 @@ async def run_sweep(
             await session.close()
         out.consolidate()
     return progress
+
+
+class _AlreadySaid(RuntimeError):
+    """A job whose failure the protocol has already reported as a failed record."""
+
+
+def clean_requests(cfg: SweepConfig, jobs: Sequence[Job]) -> int:
+    """Requests that ranking every cell of ``jobs`` takes (prompts x samples, once per cell; a
+    dataset whose size is not known ahead counts 0 until it is loaded)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
+
+    total = 0
+    for model, dataset, shots, prompt_type in dict.fromkeys(j.cell for j in jobs):
+        task = get_task(dataset)
+        size = getattr(task, "sample_size", None)
+        limit = cfg.evaluation.limit
+        samples = min(limit, size) if (limit and size) else (limit or size or 0)
+        total += samples * len(load_prompts(task.name, types=[prompt_type]))
+    return total
 
 
 def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:

@@ -40,5 +40,8 @@ def run_sync(make_coroutine: Callable[[], Awaitable[T]]) -> T:
     except RuntimeError:
         use_uvloop()
         return asyncio.run(main())
+    import contextvars
+
+    context = contextvars.copy_context()  # the caller's progress reporter goes along
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptrobust-sync") as pool:
-        return pool.submit(asyncio.run, main()).result()
+        return pool.submit(context.run, asyncio.run, main()).result()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.analysis.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
 from promptrobust.engine.evaluator import Evaluator, PromptEvaluation, warn_no_logprobs
@@ -70,6 +71,8 @@ class Workbench:
             chunk_size=chunk_size,
             early_stopping=early_stopping,
             max_tokens=self.evaluation.max_new_tokens,
+            stop=self.evaluation.stop,
+            system_instruction=self.evaluation.system_instruction,
         )
 
     @property
@@ -90,6 +93,8 @@ class Workbench:
             input_format="chat" if self.scheduler.backend.is_chat else "completion",
             metric=self.task.metric.name,
             seed=self.evaluation.seed,
+            stop=tuple(self.evaluation.stop) if generate and self.evaluation.stop is not None else None,
+            system_instruction=self.evaluation.system_instruction or None,
             searched=False,
             approximate_labels=self.mode == "choices" and self.label_scoring().startswith("approximate"),
         )
@@ -134,7 +139,8 @@ class Workbench:
                 on_done(scored)
             return scored
 
-        return list(await asyncio.gather(*(one(p) for p in prompts)))
+        with progress.reserve(len(prompts) * len(self.samples)):  # progress: the whole loop's requests, known now
+            return list(await asyncio.gather(*(one(p) for p in prompts)))
 
     async def attack(self, prompt: Prompt, attack_name: str, settings: AttackSettings, *,
                      clean: "CleanScore | None" = None, semantic_prompts: "SemanticPrompts | None" = None) -> AttackRecord:
@@ -207,6 +213,8 @@ class Workbench:
             "samples": m.samples, "seed": m.seed, "shots": m.shots, "mode": m.mode, "parser": m.parser,
             "max_new_tokens": m.max_new_tokens, "input_format": m.input_format, "sample_selection": m.sample_selection,
             "label_scoring": self.label_scoring() if m.mode == "choices" else None,
+            "stop": list(m.stop) if m.stop is not None else None,
+            "system_instruction": m.system_instruction,
         }
 
 
@@ -247,6 +255,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
     examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
     scheduler = await session.scheduler(spec, settings=scheduler_settings)
+    progress.watch(scheduler.stats)  # progress: requests done / cache hits / sent come from here
     return Workbench(
         spec=spec,
         task=task,

@@ -30,6 +30,10 @@ except _metadata.PackageNotFoundError:  # a source tree on sys.path that was nev
 # shared or small CPU that makes a forward pass many times slower. It must be
 # set before torch is imported; a value the user exported wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Third-party progress bars (transformers' "Loading weights", hub downloads) would break our
+# one progress line and ignore --no-progress; pre reports its own phases (engine/progress.py).
+# Read by huggingface_hub and transformers when they are imported; a value the user exported wins.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 #: public name -> module that defines it
 _EXPORTS: dict[str, str] = {

@@ -40,11 +40,13 @@ def test_full_report_writes_every_format(tmp_path: Path, capsys) -> None:
     assert "APDR by model and attack" in (out / "report.md").read_text(encoding="utf-8")
 
 
-def test_default_output_is_report_under_first_run_dir_and_formats_are_respected(tmp_path: Path) -> None:
+def test_default_output_is_next_to_the_first_run_dir_never_inside_and_formats_are_respected(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     shutil.copytree(FIXTURES / "sweep", sweep)
+    before = sorted(p.relative_to(sweep) for p in sweep.rglob("*"))
     assert main(["report", str(sweep), "--format", "md,csv", "--quiet"]) == 0
-    names = {p.name.replace("__choices-n20-b100", "") for p in (sweep / "report").iterdir()}
+    assert sorted(p.relative_to(sweep) for p in sweep.rglob("*")) == before  # nothing written where it reads
+    names = {p.name.replace("__choices-n20-b100", "") for p in (tmp_path / "sweep-report").iterdir()}
     assert "report.md" in names and "cost_by_attack.csv" in names
     assert not any(n.endswith((".png", ".html")) for n in names)
     # The report folder is not mistaken for results on the next run.

@@ -50,6 +50,7 @@ def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path
         assert proc.returncode == code, err
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and word in lines[0] and "Traceback" not in err, err
+        assert "so this resumes: pre run " in lines[0]  # the command that resumes, as typed
         runs = tmp_path / "runs"
         assert not any(runs.iterdir()) if runs.exists() else True  # neither a partial nor a final folder
         cached = _rows(tmp_path / "c.sqlite")

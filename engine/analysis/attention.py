@@ -476,7 +476,7 @@ def compare_prompts(
     clean: str,
     adversarial: str,
     *,
-    model: str = "smollm2-135m-instruct",
+    model: str = "gemma3-270m",  # engine.registry.DEFAULT_MODEL (the model `pip install` brings)
     model_args: Mapping[str, Any] | None = None,
     settings: Any = None,
     sample_index: int = 0,
@@ -502,13 +502,17 @@ def compare_prompts(
         raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples")
     sample = samples[sample_index]
     target = answer_word(task, sample)
+    from promptrobust.engine import progress
+
+    progress.phase(f"loading {model} for word importance")
     loaded, tok, chat, spec = load_for_attention(model, model_args, device=device)
     shots = settings.shots_for(spec.base_model)
     examples = few_shot(task, shots, seed=settings.seed, data_dir=settings.data_dir)
-    rows = [
-        (label, word_importance(loaded, tok, prompt, render=lambda p: task.render(p, sample, examples), target=target, chat=chat, methods=methods))
-        for label, prompt in (("clean", clean), ("adversarial", adversarial))
-    ]
+    rows = []
+    for label, prompt in (("clean", clean), ("adversarial", adversarial)):
+        progress.phase(f"{' and '.join(methods)} importance of the {label} prompt's words")
+        rows.append((label, word_importance(loaded, tok, prompt, render=lambda p: task.render(p, sample, examples),
+                                            target=target, chat=chat, methods=methods)))
     return AttentionComparison(
         model=spec.name, dataset=task.name, sample_id=str(sample.id), sample_index=sample_index, seed=settings.seed,
         shots=shots, chat=chat, target=target, methods=tuple(methods), rows=rows,

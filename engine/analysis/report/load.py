@@ -41,6 +41,7 @@ KNOWN_FIELDS = frozenset((
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
     "substitutions", "final_similarity", "held_out",  # meaning checks, held-out samples
+    "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
 ))
 
 

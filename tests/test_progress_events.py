@@ -1,0 +1,339 @@
+"""Progress on every long step: engine events -> status (counts, send rate, a stable ETA) -> lines.
+
+The end-to-end tests run `pre run --attack` and a two-job `pre sweep` against the fake
+OpenAI server with progress forced to line mode and a short heartbeat
+($PRE_PROGRESS_EVERY), and read what a user would see on stderr.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from promptrobust.cli.main import main
+from promptrobust.engine import progress
+from promptrobust.engine.progress import ProgressState, StreamReporter, format_status
+from promptrobust.testing.fake_openai import FakeOpenAIServer
+from tests.sweep_helpers import hashed_text_answer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.completed = 0
+        self.cache_hits = 0
+        self.backend_requests = 0
+
+
+def _state(monkeypatch: pytest.MonkeyPatch) -> tuple[ProgressState, Stats, Clock]:
+    monkeypatch.delenv(progress.ETA_AFTER_ENV, raising=False)
+    clock = Clock()
+    state = ProgressState(clock)
+    stats = Stats()
+    state.apply(progress.Watch(stats))
+    return state, stats, clock
+
+
+def test_eta_says_estimating_until_stable_then_counts_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, stats, clock = _state(monkeypatch)
+    state.apply(progress.Planned(1000))
+    clock.now += 40  # a model loads: nothing is sent, nothing is estimated
+    assert state.status().eta is None and "ETA estimating" in format_status(state.status())
+    etas = []
+    for _ in range(20):  # 5 requests/s, steadily
+        clock.now += 1
+        stats.completed += 5
+        stats.backend_requests += 5
+        etas.append(state.status().eta)
+    assert all(e is None for e in etas[:9])  # under ETA_MIN_SECONDS of sending: still estimating
+    shown = [e for e in etas if e is not None]
+    assert shown and abs(shown[0] - (1000 - 50) / 5) < 5
+    assert all(later <= earlier for earlier, later in zip(shown, shown[1:]))  # counts down, no jumps up
+
+
+def test_eta_waits_while_the_rate_is_erratic(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, stats, clock = _state(monkeypatch)
+    state.apply(progress.Planned(10_000))
+    seen = []
+    for step in range(30):  # bursts: 40 requests one second, 1 the next
+        clock.now += 1
+        burst = 40 if step % 2 == 0 else 1
+        stats.completed += burst
+        stats.backend_requests += burst
+        seen.append(state.status().eta)
+    assert seen[:9] == [None] * 9
+    assert any(e is not None for e in seen)  # the window evens the bursts out in the end
+
+
+def test_cache_hits_are_counted_apart_and_not_in_the_send_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, stats, clock = _state(monkeypatch)
+    state.apply(progress.Planned(100))
+    clock.now += 1
+    stats.completed = stats.cache_hits = 60  # answered from the cache at once
+    status = state.status()
+    assert (status.done, status.cache_hits, status.sent, status.rate) == (60, 60, 0, None)
+    line = format_status(status)
+    assert "requests 60/100 (cache hits 60, sent 0)" in line and "sent - req/s" in line
+    clock.now += 2
+    stats.completed += 4
+    stats.backend_requests += 4
+    state.status()  # the first look that sees sent answers starts the send clock
+    clock.now += 2
+    stats.completed += 4
+    stats.backend_requests += 4
+    assert state.status().rate == pytest.approx(2.0)  # 4 sent in 2 s, the 60 hits do not count
+
+
+def test_reserve_announces_a_phase_once_and_returns_what_was_not_used() -> None:
+    seen: list[progress.Event] = []
+
+    class Collect:
+        def emit(self, event: progress.Event) -> None:
+            seen.append(event)
+
+    with progress.use(Collect()):
+        with progress.reserve(30):
+            progress.planned(10)  # absorbed: already announced
+            progress.planned(10)
+        progress.planned(5)
+    assert [e.requests for e in seen if isinstance(e, progress.Planned)] == [30, -10, 5]
+
+
+def test_a_word_search_projects_the_requests_of_the_words_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, stats, clock = _state(monkeypatch)
+    state.apply(progress.Planned(200))
+    state.apply(progress.SearchStep(position=2, positions=10, candidates=8, clean_score=0.8, best_score=0.6, requests=200))
+    status = state.status()
+    assert status.total == 200 + 100 * 8  # 100 requests a word so far, 8 words left
+    line = format_status(status)
+    assert "word 2 of 10, 8 candidates tried, best PDR so far 0.250" in line
+
+
+def test_fallbacks_are_said_once_per_reporter() -> None:
+    out = io.StringIO()
+    reporter = StreamReporter(out, every=0)
+    with progress.reporting(reporter):
+        from promptrobust.attacks import fallbacks
+
+        fallbacks.word_vectors("glove-6b-50d (fallback; recipe: paragramcf)", "not downloadable offline")
+        fallbacks.word_vectors("glove-6b-50d (fallback; recipe: paragramcf)", "not downloadable offline")
+    lines = [line for line in out.getvalue().splitlines() if "fallback" in line]
+    assert len(lines) == 1
+    assert "instead of TextAttack's counter-fitted paragramcf" in lines[0] and "--attack-option embedding=" in lines[0]
+
+
+def test_the_heartbeat_writes_a_status_line_without_any_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    out = io.StringIO()
+    with progress.reporting(StreamReporter(out, every=0.01)):
+        progress.phase("converting gemma3-270m")
+        deadline = time.monotonic() + 30
+        while out.getvalue().count("\n") < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert "pre: converting gemma3-270m\n" in out.getvalue()
+    assert "pre: converting gemma3-270m | starting" in out.getvalue()
+
+
+# -- end to end: what the user sees on stderr ------------------------------------------------
+
+LINE_MODE = {"PRE_PROGRESS": "lines", "PRE_PROGRESS_EVERY": "0.02", "PRE_PROGRESS_ETA_AFTER": "0.2"}
+
+
+@pytest.fixture()
+def line_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in LINE_MODE.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture()
+def server():
+    with FakeOpenAIServer(answer=hashed_text_answer, latency=0.004) as srv:
+        yield srv
+
+
+ETA = re.compile(r"ETA (\d\d:\d\d)")
+COUNTS = re.compile(r"requests (\d+)/(\d+) \(cache hits (\d+), sent (\d+)\) \| sent (?:[\d.]+|-) req/s")
+
+
+def test_pre_run_attack_shows_phases_search_position_counts_and_an_eta(tmp_path: Path, server, line_mode, capsys) -> None:  # noqa: ANN001
+    args = [
+        "run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+        "--limit", "8", "--concurrency", "1", "--top-k", "1", "--attack", "stresstest,deepwordbug",
+        "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"),
+    ]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "pre: ranking 10 prompts on 8 samples\n" in err
+    assert re.search(r"pre: attack stresstest on prompt sst2-task-\d\d \(clean [\d.]+\)\n", err)
+    assert re.search(r"pre: attack deepwordbug on prompt sst2-task-\d\d", err)
+    assert re.search(r"elapsed \| attack stresstest on prompt \S+ \(clean [\d.]+\) \| \d+ candidates tried", err)
+    assert re.search(r"word \d+ of \d+, \d+ candidates tried(, best PDR so far -?[\d.]+)?", err)  # the search's position
+    counts = [tuple(map(int, m)) for m in COUNTS.findall(err)]
+    assert counts and all(done <= total and hits + sent <= done for done, total, hits, sent in counts)
+    assert ETA.search(err), "no ETA was ever shown"
+    assert "ETA estimating" in err  # before it was stable
+    # A rerun is answered by the cache: the hits are counted apart, nothing is sent.
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    last = [tuple(map(int, m)) for m in COUNTS.findall(err)][-1]
+    assert last[2] > 0 and last[3] == 0
+
+
+def test_a_two_job_sweep_shows_jobs_done_phases_per_job_and_counts(tmp_path: Path, server, line_mode, capsys) -> None:  # noqa: ANN001
+    config = tmp_path / "two.toml"
+    config.write_text(
+        f'[sweep]\nname = "two"\noutput_dir = "{tmp_path / "sweeps"}"\nlimit = 6\ntop_k = 1\nbudget = 10\nmode = "choices"\n'
+        f'cache = "{tmp_path / "c.sqlite"}"\nconcurrency = 1\n\n'
+        '[grid]\nmodels = ["openai:fake-model"]\ndatasets = ["rotten_tomatoes"]\nattacks = ["checklist", "stresstest"]\n\n'
+        f'[models."openai:fake-model"]\nmodel_args = "base_url={server.url}"\n'
+    )
+    assert main(["sweep", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "pre: sweep jobs 0/2 done" in err and "pre: sweep jobs 2/2 done" in err
+    assert "openai:fake-model / rotten_tomatoes / auto-shot task / checklist: ranking 10 prompts on 6 samples" in err
+    assert re.search(r"/ stresstest: attack stresstest on prompt sst2-task-\d\d", err)
+    assert re.search(r"jobs [012]/2 \| ", err)  # the status line carries the jobs count
+    assert COUNTS.search(err) and ETA.search(err)
+
+
+def test_the_python_api_reports_on_stderr_by_default_even_inside_a_running_loop(capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """A notebook cell has a running loop: the call runs on a worker thread and still reports."""
+    import asyncio
+
+    import promptrobust as pr
+    from promptrobust.testing.backends import CountingBackend
+    from tests.sweep_helpers import hashed_answer
+
+    monkeypatch.setenv("PRE_PROGRESS_EVERY", "0.01")
+
+    async def in_a_notebook() -> object:
+        return pr.evaluate(model="smollm2-135m-instruct", dataset="rotten_tomatoes", limit=4, mode="choices",
+                           use_cache=False, backend_factory=lambda spec: CountingBackend(answer=hashed_answer))
+
+    asyncio.run(in_a_notebook())
+    err = capsys.readouterr().err
+    assert "pre: loading fake-model (first request not in the cache)" in err
+    assert "pre: scoring 10 prompts on 4 samples" in err
+    assert COUNTS.search(err)  # at least the last status line: requests done of total, cache hits apart
+    pr.evaluate(model="smollm2-135m-instruct", dataset="rotten_tomatoes", limit=4, mode="choices", use_cache=False,
+                backend_factory=lambda spec: CountingBackend(answer=hashed_answer), progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_an_offline_fallback_is_said_once_per_run_with_how_to_get_the_real_resource(tmp_path: Path, server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from promptrobust.attacks import embeddings
+
+    monkeypatch.setenv("TA_CACHE_DIR", str(tmp_path / "textattack"))  # no paragramcf here
+    monkeypatch.setattr(embeddings, "_DOWNLOAD_FAILED", ["cannot download paragramcf (offline)"])
+    args = [
+        "run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+        "--limit", "2", "--top-k", "2", "--budget", "6", "--attack", "textfooler,textbugger", "--prompt-type", "task",
+        "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+    ]
+    main(args)
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("pre: fallback: word vectors")]
+    assert len(said) == 1, err  # two attacks x two prompts, said once
+    assert "glove-6b-50d" in said[0] and "--attack-option embedding=" in said[0]
+    assert not (tmp_path / "textattack").exists()
+
+
+def test_loading_the_model_inside_a_phase_gives_the_phase_back_afterwards() -> None:
+    state = ProgressState()
+    state.apply(progress.Phase("ranking 10 prompts on 100 samples"))
+    assert state.apply(progress.Phase("loading gemma3-270m", within=True))  # said as a line of its own
+    assert state.status().phase == "loading gemma3-270m"
+    assert not state.apply(progress.PhaseEnd())  # no line: the phase just resumes
+    assert state.status().phase == "ranking 10 prompts on 100 samples"
+
+
+def test_no_progress_keeps_only_the_heartbeat_and_off_silences_it(tmp_path: Path, server, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from promptrobust.cli.progress import progress_mode
+
+    monkeypatch.delenv("PRE_PROGRESS", raising=False)
+    assert progress_mode(no_progress=True) == "heartbeat"
+    assert progress_mode(no_progress=False) == "lines"  # pytest's stderr is no terminal
+    monkeypatch.setenv("PRE_PROGRESS", "lines")
+    assert progress_mode(no_progress=False) == "forced-lines"
+    monkeypatch.setenv("PRE_PROGRESS", "off")
+    assert progress_mode(no_progress=False) == "off"
+    monkeypatch.delenv("PRE_PROGRESS")
+    monkeypatch.setenv("PRE_PROGRESS_EVERY", "0.01")
+    server.latency = 0.01
+    args = ["run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--mode", "choices",
+            "--limit", "6", "--concurrency", "1", "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"),
+            "--no-progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert not re.search(r"^pre: scoring prompt [^|]*$", err, re.M)  # no phase lines of their own
+    assert COUNTS.search(err)  # but the heartbeat's status lines
+    monkeypatch.setenv("PRE_PROGRESS", "off")
+    assert main([*args[:-2], str(tmp_path / "runs2"), "--no-progress"]) == 0
+    assert not COUNTS.search(capsys.readouterr().err)
+
+
+def test_a_sweep_announces_every_cell_ranking_up_front() -> None:
+    from promptrobust.engine.sweep import clean_requests
+    from tests.sweep_helpers import small_config
+
+    cfg = small_config(Path("unused"))
+    jobs = cfg.jobs()  # 4 models x 2 prompt types x 2 attacks: 8 cells of 10 prompts on 6 samples
+    assert clean_requests(cfg, jobs) == 8 * 10 * 6
+    assert clean_requests(cfg, jobs[:2]) == 10 * 6  # two attacks of one cell rank it once
+
+
+def test_third_party_progress_bars_are_off_unless_the_user_turned_them_on() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "import promptrobust; from transformers.utils import logging as l; print(l.is_progress_bar_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "False", out.stderr
+    env["HF_HUB_DISABLE_PROGRESS_BARS"] = "0"  # a value the user exported wins
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_on_a_terminal_the_status_line_is_redrawn_and_never_mixed_with_other_output(tmp_path: Path, server) -> None:  # noqa: ANN001
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRE_PROGRESS")}
+    cmd = [sys.executable, "-m", "promptrobust.cli.main", "run", "--model", "openai:fake-model", "--model-args",
+           f"base_url={server.url}", "--limit", "4", "--mode", "choices", "--attack", "stresstest", "--top-k", "1",
+           "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=120) == 0, out.decode(errors="replace")[-2000:]
+    text = out.decode(errors="replace")
+    assert "\r\x1b[2K" in text  # redrawn in place
+    shown = [part.split("\r\x1b[2K")[-1] for part in text.replace("\r\n", "\n").split("\n")]
+    assert "pre: ranking 10 prompts on 4 samples" in shown
+    assert any(line.startswith("pre: results in ") for line in shown)  # printed on a line of its own
+    assert not any("req/s" in line and ("pre: results in" in line or "prompt  " in line) for line in shown)
+    assert any("req/s" in line and "ETA" in line for line in shown)  # the last status line stays as a summary
