@@ -25,7 +25,8 @@ from typing import Any
 from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
 from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
 from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
-from promptrobust.attacks import fallbacks
+from promptrobust.attacks.fallbacks import sentence_encoder as say_sentence_encoder_fallback
+from promptrobust.attacks.fallbacks import word_vectors as say_word_vectors_fallback
 from promptrobust.attacks.embeddings import (
     GLOVE_NAME,
     PARAGRAMCF_NAME,
@@ -271,7 +272,7 @@ class _EncoderChoice:
         if self.encoder is None:
             self.encoder = resolve_encoder(self.spec)
             if not self.encoder.name.startswith("tfhub:"):
-                fallbacks.sentence_encoder(self.encoder.name)  # said on the terminal once per run
+                say_sentence_encoder_fallback(self.encoder.name)  # said on the terminal once per run
         return self.encoder
 
     @property
@@ -344,7 +345,7 @@ class _EmbeddingChoice:
         if self.resolved is None:
             self.resolved = resolve_embedding(self.spec)
             if self.resolved.fallback:
-                fallbacks.word_vectors(self.resolved.label, self.resolved.reason)  # said on the terminal once per run
+                say_word_vectors_fallback(self.resolved.label, self.resolved.reason)  # said on the terminal once per run
         return self.resolved
 
     @property

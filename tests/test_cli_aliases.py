@@ -58,10 +58,17 @@ def test_a_run_with_lm_eval_spellings_end_to_end(tmp_path: Path, server: FakeOpe
     assert code == 0
     folder = _only_folder(out)  # --output_path is the folder of run folders
     assert (folder / "samples.jsonl").read_text().count("\n") == 4  # --log_samples
-    results = orjson.loads((folder / "results.json").read_bytes())
+    results = orjson.loads((folder / "results.json").read_bytes())["configs"]["measurement"]
     assert results["shots"] == 1  # --num_fewshot
     config = orjson.loads((folder / "config.json").read_bytes())
     assert config["batch_size"] == 2 and config["model_args"] == f"base_url={server.url}"
+
+
+def _requests(server: FakeOpenAIServer) -> list[dict]:
+    """The run's own requests: not the start-up probes (the log-probs probe, the label-scoring path check)."""
+    return [b for path, b in server.bodies
+            if path.endswith("/completions") and "water wet" not in str(b) and not b.get("echo")
+            and "prompt_logprobs" not in b and not isinstance(b.get("prompt"), list)]
 
 
 def _generate(tmp_path: Path, server: FakeOpenAIServer, *extra: str) -> Path:
@@ -77,10 +84,10 @@ def _generate(tmp_path: Path, server: FakeOpenAIServer, *extra: str) -> Path:
 
 def test_gen_kwargs_set_new_tokens_and_stop_sequences_in_every_request(tmp_path: Path, server: FakeOpenAIServer) -> None:
     folder = _generate(tmp_path, server, "--gen_kwargs", 'max_gen_toks=7,until=["\\n\\n", "Q:"],temperature=0')
-    bodies = [b for path, b in server.bodies if path.endswith("/completions") and "water wet" not in str(b)]  # not the probe
+    bodies = _requests(server)  # not the probe
     assert len(bodies) == 3
     assert all(b["max_tokens"] == 7 and b["stop"] == ["\n\n", "Q:"] for b in bodies)
-    results = orjson.loads((folder / "results.json").read_bytes())
+    results = orjson.loads((folder / "results.json").read_bytes())["configs"]["measurement"]
     assert results["max_new_tokens"] == 7 and results["stop"] == ["\n\n", "Q:"]
 
 
@@ -97,9 +104,10 @@ def test_gen_kwargs_that_pre_cannot_honour_are_one_line_and_exit_2(value: str, n
 
 def test_system_instruction_and_chat_template_reach_the_model(tmp_path: Path, server: FakeOpenAIServer) -> None:
     folder = _generate(tmp_path, server, "--system_instruction", "You label film reviews.")
-    bodies = [b for path, b in server.bodies if path.endswith("/completions") and "water wet" not in str(b)]
+    bodies = _requests(server)
     assert bodies and all(b["prompt"].startswith("You label film reviews.\n\n") for b in bodies)  # completion input
-    assert orjson.loads((folder / "results.json").read_bytes())["system_instruction"] == "You label film reviews."
+    measurement = orjson.loads((folder / "results.json").read_bytes())["configs"]["measurement"]
+    assert measurement["system_instruction"] == "You label film reviews."
     server.bodies.clear()
     out = tmp_path / "chat"
     assert main([
@@ -111,7 +119,7 @@ def test_system_instruction_and_chat_template_reach_the_model(tmp_path: Path, se
     assert len(chats) == 3
     assert all(b["messages"][0] == {"role": "system", "content": "You label film reviews."} for b in chats)
     assert all(b["messages"][1]["role"] == "user" for b in chats)
-    assert orjson.loads((_only_folder(out) / "results.json").read_bytes())["input_format"] == "chat"
+    assert orjson.loads((_only_folder(out) / "results.json").read_bytes())["configs"]["measurement"]["input_format"] == "chat"
 
 
 def test_apply_chat_template_sets_each_backend_own_switch() -> None:
@@ -137,7 +145,7 @@ def test_a_fractional_limit_is_a_share_of_the_dataset(tmp_path: Path, server: Fa
         "--prompt", "sst2-task-01", "--no-progress",
     ]) == 0
     folder = _only_folder(out)
-    assert orjson.loads((folder / "results.json").read_bytes())["samples"] == round(0.01 * size)
+    assert orjson.loads((folder / "results.json").read_bytes())["samples"]["evaluated"] == round(0.01 * size)
     assert orjson.loads((folder / "config.json").read_bytes())["limit_fraction"] == 0.01
 
 

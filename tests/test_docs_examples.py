@@ -105,9 +105,11 @@ def _runnable_offline(example: str) -> bool:
     except SystemExit:  # test_every_example_parses names it
         return False
     if args.command == "list":
-        return True
+        return not getattr(args, "promptbench", None)  # a user's checkout is not here
     if args.command == "sweep":
-        return args.dry_run and Path(ROOT / args.config).is_file()
+        if getattr(args, "preset", None):
+            return bool(args.dry_run)
+        return bool(args.dry_run and args.config and Path(ROOT / args.config).is_file())
     if args.command != "run":
         return False
     if args.model not in EMBEDDED or getattr(args, "promptbench", None):
