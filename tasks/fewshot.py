@@ -42,7 +42,8 @@ def examples_file(task: DatasetTask, data_dir: str | None = None) -> Path:
             return found
     path = builtin_file(task)
     if not path.is_file():
-        raise TaskDataError(f"{task.name}: no fixed few-shot set ({path} is missing); add a few_shot file to --data-dir or use --shots 0")
+        raise TaskDataError(f"{task.name}: no fixed few-shot set ({path} is missing); add a few_shot file to the data folder "
+                            "or use 0 shots", setting="shots")
     return path
 
 
@@ -50,7 +51,8 @@ def fixed_examples(task: DatasetTask, k: int = PAPER_SHOTS, *, data_dir: str | N
     """The first ``k`` examples of every group of the task's fixed set, in file order."""
     if not 0 <= k <= PAPER_SHOTS:
         raise TaskDataError(
-            f"{task.name}: the paper's fixed few-shot set has {PAPER_SHOTS} examples per dataset; use --shots 0 to {PAPER_SHOTS}"
+            f"{task.name}: the paper's fixed few-shot set has {PAPER_SHOTS} examples per dataset; use 0 to {PAPER_SHOTS} shots",
+            setting="shots",
         )
     if k == 0:
         return []
@@ -62,7 +64,7 @@ def fixed_examples(task: DatasetTask, k: int = PAPER_SHOTS, *, data_dir: str | N
     short = [g for g, items in groups.items() if len(items) < k]
     if not samples or short:
         which = f" (group {short[0]!r} has {len(groups[short[0]])})" if short else ""
-        raise TaskDataError(f"{path}: {k} few-shot examples needed per group{which}; add rows or use fewer --shots")
+        raise TaskDataError(f"{path}: {k} few-shot examples needed per group{which}; add rows or use fewer shots", setting="shots")
     return [s for items in groups.values() for s in items[:k]]
 
 
@@ -89,6 +91,7 @@ def few_shot_examples(
     if len(pool) < k:
         raise TaskDataError(
             f"{task.name}: the few-shot pool has {len(pool)} samples, {k} needed; "
-            "add a train file to --data-dir or use zero-shot"
+            "add a train file to the data folder or use 0 shots",
+            setting="shots",
         )
     return random.Random(seed).sample(pool, k)
