@@ -69,6 +69,7 @@ def test_tasks_attacks_models_attention_and_ray_errors_share_the_base_class(cls:
 def test_library_messages_name_settings_and_the_cli_adds_each_flag(tmp_path: Path) -> None:
     """The setting names of tasks/, attacks/, the model registry and the Ray options, each
     turned into the flag the CLI really has (attack_options -> --attack-option via FLAG_OF)."""
+    from promptrobust.attacks.embeddings import load_paragramcf
     from promptrobust.attacks.errors import AttackBudgetError
     from promptrobust.attacks.registry import get_attack
     from promptrobust.cli.main import build_parser
@@ -91,8 +92,11 @@ def test_library_messages_name_settings_and_the_cli_adds_each_flag(tmp_path: Pat
             call()
         caught.append(info.value)
     caught.append(AttackBudgetError("the query budget allows no prompt of the set; raise the budget"))
+    with pytest.raises(PromptRobustError) as info:
+        load_paragramcf(str(tmp_path / "no-vectors"))  # the attack option embedding=PATH names a missing folder
+    caught.append(info.value)
     flags = [one_line(e).rsplit(" (", 1)[1].rstrip(")") for e in caught]
-    assert flags == ["--model-args", "--attack-option", "--shots", "--data-dir", "--data-file", "--unit-timeout", "--budget"]
+    assert flags == ["--model-args", "--attack-option", "--shots", "--data-dir", "--data-file", "--unit-timeout", "--budget", "--attack-option"]
     assert not any("--" in str(e) for e in caught)  # the library itself names no flag
     parser_flags = {o for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions for o in a.option_strings}  # noqa: SLF001
     assert {f for f in flags if f != "--unit-timeout"} <= parser_flags  # each flag exists on `pre run` (--unit-timeout: `pre sweep`)
