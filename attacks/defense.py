@@ -112,7 +112,7 @@ class SpellCheckDefense:
 
     def __post_init__(self) -> None:
         if self.distance not in (1, 2):
-            raise AttackOptionError(f"spell-check distance must be 1 or 2 (got {self.distance})")
+            raise AttackOptionError(f"spell-check distance must be 1 or 2 (got {self.distance})", setting="distance")
         self.protected = normalize_protected(self.protected)
         try:
             from spellchecker import SpellChecker

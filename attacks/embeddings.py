@@ -294,7 +294,8 @@ def _read_paragramcf(path: Path) -> WordEmbedding:
         path = path / "paragramcf"
     if not path.is_dir():
         raise AttackResourceError(
-            f"word embedding {path} not found; pass TextAttack's paragramcf folder (or its .zip) with embedding=PATH"
+            f"word embedding {path} not found; pass TextAttack's paragramcf folder (or its .zip) with embedding=PATH",
+            setting="attack_options",
         )
     read = {f: (path / f).read_bytes() for f in (*_PARAGRAMCF_FILES, "nn.npy") if (path / f).is_file()}
     return _paragramcf_from_files(read, str(path))

@@ -1,9 +1,14 @@
-"""Errors the attack side raises; the CLI maps every ``AttackError`` to exit code 2."""
+"""Errors the attack side raises; the CLI maps every ``AttackError`` to exit code 2.
+
+Messages give the fix in plain words; ``setting`` (``PromptRobustError``) names the
+setting to change where one does, and the CLI prints its flag."""
 
 from __future__ import annotations
 
+from promptrobust.engine.errors import PromptRobustError
 
-class AttackError(Exception):
+
+class AttackError(PromptRobustError):
     """Base class: a problem with how an attack was asked for or set up."""
 
 
@@ -13,6 +18,12 @@ class UnknownAttackError(AttackError, ValueError):
 
 class AttackOptionError(AttackError, ValueError):
     """An attack option that does not exist or has a bad value."""
+
+
+class AttackBudgetError(AttackError, ValueError):
+    """The query budget is too small for the attack to score anything."""
+
+    setting = "budget"
 
 
 class AttackResourceError(AttackError, RuntimeError):

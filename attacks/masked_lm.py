@@ -91,7 +91,8 @@ class MaskedLM:
             )
             raise AttackResourceError(
                 f"cannot load masked LM {self.model_id!r} ({first}); "
-                "pass a local model directory with the attack option mlm=PATH (`pre list attacks` says how to get one)"
+                "pass a local model directory with the attack option mlm=PATH (`pre list attacks` says how to get one)",
+                setting="attack_options",
             ) from exc
         if tok.mask_token is None:
             raise AttackResourceError(

@@ -87,7 +87,8 @@ def _coerce(name: str, option: str, value: Any, default: Any) -> Any:
             return float(value)
     except ValueError:
         raise AttackOptionError(
-            f"attack {name}: option {option}={value!r} should be a {type(default).__name__}"
+            f"attack {name}: option {option}={value!r} should be a {type(default).__name__}",
+            setting="attack_options",
         ) from None
     return value
 
@@ -100,13 +101,14 @@ def get_attack(name: str, **options: Any) -> Attack:
     if unknown:
         valid = ", ".join(sorted(known)) or "none"
         raise AttackOptionError(
-            f"attack {cls.name} has no option {', '.join(unknown)}; valid options: {valid}"
+            f"attack {cls.name} has no option {', '.join(unknown)}; valid options: {valid}",
+            setting="attack_options",
         )
     typed = {k: _coerce(cls.name, k, v, known[k]) for k, v in options.items()}
     try:
         return cls(**typed)
     except (TypeError, ValueError) as exc:
-        raise AttackOptionError(f"attack {cls.name}: {exc}") from exc
+        raise AttackOptionError(f"attack {cls.name}: {exc}", setting="attack_options") from exc
 
 
 def is_word_attack(name: str) -> bool:

@@ -29,7 +29,7 @@ from promptrobust.attacks.base import (
     WordSite,
     WordTransformation,
 )
-from promptrobust.attacks.errors import ScorerContractError
+from promptrobust.attacks.errors import AttackBudgetError, ScorerContractError
 from promptrobust.attacks.words import (
     STOPWORDS,
     has_letter,
@@ -338,7 +338,7 @@ async def prompt_set_search(
     unique = list(dict.fromkeys(text for _, text in prompts))
     todo = tracker.take(unique)
     if not todo:
-        raise ValueError("the query budget allows no prompt of the set; raise --budget")
+        raise AttackBudgetError("the query budget allows no prompt of the set; raise the budget")
     skipped = f" ({len(unique) - len(todo)} not scored: budget)" if len(todo) < len(unique) else ""
     if not every_score:
         best = best_complete(await tracker.score(todo, math.inf), math.inf)

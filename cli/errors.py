@@ -38,7 +38,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 
 #: Settings whose flag is not the setting's name with dashes.
-FLAG_OF = {"max_new_tokens": "max-tokens"}
+FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option"}
 
 
 def one_line(exc: BaseException) -> str:

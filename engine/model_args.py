@@ -103,5 +103,5 @@ def check_model_args(backend: str, args: Mapping[str, Any]) -> str | None:
         check = checks.get(key)
         problem = check(value) if check is not None else None
         if problem:
-            return f"--model-args {key}={value!r}: {key} must be {problem}"
+            return f"model argument {key}={value!r}: {key} must be {problem}"
     return None

@@ -46,6 +46,7 @@ from typing import Any
 
 
 from promptrobust.engine.cache import default_cache_path, merge_caches
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.run_folder import SweepFolder
 from promptrobust.engine.run_results import sweep_document
 from promptrobust.engine.sharding import stable_hash
@@ -63,7 +64,7 @@ from promptrobust.engine.sweep import (
 __all__ = ["RayExecutorError", "RayOptions", "RaySweepProgress", "SweepWorker", "run_sweep_ray"]
 
 
-class RayExecutorError(ValueError):
+class RayExecutorError(PromptRobustError, ValueError):
     """Ray is missing or an option is bad; one line naming the fix."""
 
 
@@ -91,20 +92,20 @@ class RayOptions:
     """Place workers on different nodes where possible (Ray's SPREAD), so a lost node takes few of them."""
 
     def __post_init__(self) -> None:
-        def check(cond: bool, message: str) -> None:
+        def check(cond: bool, message: str, setting: str | None = None) -> None:
             if not cond:
-                raise RayExecutorError(message)
+                raise RayExecutorError(message, setting=setting)
 
         check(isinstance(self.num_cpus, (int, float)) and self.num_cpus > 0 and math.isfinite(self.num_cpus),
-              f"--num-cpus must be a positive number, e.g. 0.5 (got {self.num_cpus!r})")
+              f"the CPUs each worker reserves must be a positive number, e.g. 0.5 (got {self.num_cpus!r})", "num_cpus")
         check(isinstance(self.num_gpus, (int, float)) and self.num_gpus >= 0 and math.isfinite(self.num_gpus),
-              f"--num-gpus must be a number >= 0 (got {self.num_gpus!r})")
+              f"the GPUs each worker reserves must be a number >= 0 (got {self.num_gpus!r})", "num_gpus")
         check(isinstance(self.workers_per_model, int) and self.workers_per_model >= 1,
-              f"--workers-per-model must be a whole number >= 1 (got {self.workers_per_model!r})")
+              f"the workers per model must be a whole number >= 1 (got {self.workers_per_model!r})", "workers_per_model")
         check(self.max_in_flight is None or (isinstance(self.max_in_flight, int) and self.max_in_flight >= 1),
-              f"--max-in-flight must be a whole number >= 1 (got {self.max_in_flight!r})")
+              f"the units in flight per worker must be a whole number >= 1 (got {self.max_in_flight!r})", "max_in_flight")
         check(self.unit_timeout is None or (isinstance(self.unit_timeout, (int, float)) and self.unit_timeout > 0),
-              f"--unit-timeout must be a positive number of seconds (got {self.unit_timeout!r})")
+              f"the unit timeout must be a positive number of seconds (got {self.unit_timeout!r})", "unit_timeout")
         check(isinstance(self.max_attempts, int) and self.max_attempts >= 1,
               f"max_attempts must be a whole number >= 1 (got {self.max_attempts!r})")
 
@@ -196,7 +197,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise RayExecutorError("--executor ray needs Ray: pip install 'promptrobust[ray]'") from None
+        raise RayExecutorError("the ray executor needs Ray: pip install 'promptrobust[ray]'", setting="executor") from None
     return ray
 
 
@@ -222,7 +223,8 @@ def _check_resources(ray: Any, options: RayOptions) -> None:
         most_cpus = max((n.get("CPU", 0) for n in nodes), default=0)
         raise RayExecutorError(
             f"no node of the Ray cluster has {options.num_cpus:g} CPUs and {options.num_gpus:g} GPUs for a worker "
-            f"(largest: {most_cpus:g} CPUs, {most_gpus:g} GPUs); lower --num-cpus/--num-gpus or add nodes"
+            f"(largest: {most_cpus:g} CPUs, {most_gpus:g} GPUs); reserve fewer CPUs or GPUs per worker, or add nodes",
+            setting="num_gpus" if options.num_gpus > most_gpus else "num_cpus",
         )
 
 
@@ -326,7 +328,7 @@ class _Driver:
                     continue
                 slot.ready_since = now
             if any(now - max(t, slot.ready_since) > timeout for _, _, t in slot.in_flight.values()):
-                self._lose(slot, f"a unit ran past --unit-timeout {timeout:g}s")
+                self._lose(slot, f"a unit ran past the unit timeout of {timeout:g}s")
 
     # -- records -----------------------------------------------------------------------
     def _write(self, job: Job, result: dict[str, Any]) -> None:

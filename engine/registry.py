@@ -23,16 +23,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from promptrobust.engine.backends.base import Backend, BackendUnavailable
+from promptrobust.engine.errors import PromptRobustError
 
 BACKENDS = ("hf", "openai", "vllm")
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(PromptRobustError, ValueError):
     """A model name that is neither registered nor of the form BACKEND:ID."""
 
 
-class ModelArgsError(ValueError):
-    """A malformed ``--model-args`` string or an argument the backend does not take."""
+class ModelArgsError(PromptRobustError, ValueError):
+    """A malformed model-arguments string or an argument the backend does not take
+    (``setting`` is ``model_args``: the CLI names ``--model-args``)."""
+
+    setting = "model_args"
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,12 @@ class ModelSpec:
         merged.update(overrides)
         backend = str(merged.pop("backend", self.backend))
         if backend not in BACKENDS:
-            raise ModelArgsError(f"unknown backend {backend!r} in --model-args: use one of {', '.join(BACKENDS)}")
+            raise ModelArgsError(f"unknown backend {backend!r} in the model arguments: use one of {', '.join(BACKENDS)}")
         # base_model=true: not instruction-tuned, so the paper's few-shot rule applies (any backend,
         # e.g. a base model behind an API: openai:MODEL --model-args api=completions,base_model=true).
         base_model = merged.pop("base_model", self.base_model)
         if not isinstance(base_model, bool):
-            raise ModelArgsError(f"--model-args base_model={base_model!r}: use base_model=true or base_model=false")
+            raise ModelArgsError(f"model argument base_model={base_model!r}: use base_model=true or base_model=false")
         return replace(self, backend=backend, args=merged, base_model=base_model)
 
 
@@ -114,7 +118,7 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
         if not part:
             continue
         if "=" not in part:
-            raise ModelArgsError(f"--model-args item {part!r} is not key=value (example: dtype=bfloat16,batch_size=8)")
+            raise ModelArgsError(f"model argument {part!r} is not key=value (example: dtype=bfloat16,batch_size=8)")
         key, value = (s.strip() for s in part.split("=", 1))
         out[key] = _typed(value)
     return out
@@ -188,7 +192,7 @@ def _check_args(spec: ModelSpec, allowed: set[str]) -> dict[str, Any]:
     unknown = sorted(set(spec.args) - allowed)
     if unknown:
         raise ModelArgsError(
-            f"--model-args {', '.join(unknown)} not understood by the {spec.backend} backend; "
+            f"model argument(s) {', '.join(unknown)} not understood by the {spec.backend} backend; "
             f"it takes {', '.join(sorted(allowed))}"
         )
     check_values(spec)
@@ -196,7 +200,7 @@ def _check_args(spec: ModelSpec, allowed: set[str]) -> dict[str, Any]:
 
 
 def check_values(spec: ModelSpec) -> None:
-    """Bad ``--model-args`` values (batch_size=abc, dtype=float99, base_url=notaurl) as one line."""
+    """Bad model-argument values (batch_size=abc, dtype=float99, base_url=notaurl) as one line."""
     from promptrobust.engine.model_args import check_model_args
 
     problem = check_model_args(spec.backend, spec.args)
@@ -211,7 +215,7 @@ def _require_local(spec: ModelSpec) -> None:
     try:
         require_extra("local", f"{spec.name} (the hf backend)")
     except MissingExtraError as exc:
-        raise BackendUnavailable(f"{exc}; or serve the model and use openai:MODEL --model-args base_url=URL") from None
+        raise BackendUnavailable(f"{exc}; or serve the model elsewhere and name it openai:MODEL with the model argument base_url=URL") from None
 
 
 def build_backend(spec: ModelSpec) -> Backend:
@@ -221,7 +225,7 @@ def build_backend(spec: ModelSpec) -> Backend:
         _require_local(spec)
     if spec.model.startswith("random:"):
         if spec.backend != "hf":
-            raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from --model-args")
+            raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from the model arguments")
         from promptrobust.engine.backends.random_model import RandomHFBackend, RandomModelError
 
         try:
@@ -249,8 +253,8 @@ def build_backend(spec: ModelSpec) -> Backend:
             return OpenAIBackend(spec.model, base_urls=base_urls, **args)
         except BackendUnavailable:
             raise
-        except (TypeError, ValueError) as exc:  # a bad value in --model-args: one line naming it
-            raise ModelArgsError(f"--model-args for openai: {exc}") from None
+        except (TypeError, ValueError) as exc:  # a bad model-argument value: one line naming it
+            raise ModelArgsError(f"model arguments for openai: {exc}") from None
     if spec.backend == "vllm":
         from promptrobust.engine.backends.vllm_backend import VLLMBackend
 

@@ -107,7 +107,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
 def tokens_per_request(dataset: str, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
     """(input, output) tokens of one request of a job, measured on the task's shipped examples."""
     from promptrobust.engine.settings import BASE_MODEL_SHOTS
-    from promptrobust.tasks.common import few_shot_examples
+    from promptrobust.tasks.fewshot import few_shot_examples
     from promptrobust.tasks.prompt_sets import load_prompts
     from promptrobust.tasks.registry import get_task
 

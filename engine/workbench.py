@@ -41,7 +41,7 @@ from promptrobust.engine.settings import (
     SettingsError,
 )
 from promptrobust.tasks.base import Prompt, Sample, Task
-from promptrobust.tasks.common import few_shot_examples
+from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.tasks.registry import get_task
 

@@ -2,10 +2,10 @@
 
 Entry points: ``get_task``/``list_tasks``/``task_info`` (tasks.registry),
 ``load_prompts``/``get_prompt`` (tasks.prompt_sets) and
-``few_shot_examples`` (tasks.common).
+``few_shot_examples`` (tasks.fewshot).
 """
 
-from promptrobust.tasks.common import few_shot_examples
+from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.prompt_sets import get_prompt, load_prompts
 from promptrobust.tasks.registry import get_task, list_tasks, task_info
 

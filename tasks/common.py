@@ -29,7 +29,6 @@ are copied through unchanged.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,33 +272,3 @@ class DatasetTask(Task):
             parts.append(block + "\n" + ANSWER_CUE + " " + self.answer_text(ex))
         parts.append("\n".join(self.fields_block(sample, slots_shown=shown)) + "\n" + ANSWER_CUE)
         return "\n\n".join(parts)
-
-
-def few_shot_examples(
-    task: Task,
-    seed: int,
-    k: int = 3,
-    *,
-    data_dir: str | None = None,
-    data_file: str | None = None,
-) -> list[Sample]:
-    """The first ``k`` (at most 3) of the paper's fixed few-shot examples, per
-    group (MMLU subject, math question type, translation direction). The set is
-    the same for every seed; ``data_dir`` may hold a ``few_shot`` file that
-    replaces it. Tasks that are not dataset tasks (test doubles) draw ``k``
-    examples from their pool with ``seed``."""
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    if k == 0:
-        return []
-    if isinstance(task, DatasetTask):
-        from promptrobust.tasks.fewshot import fixed_examples
-
-        return fixed_examples(task, k, data_dir=data_dir)
-    pool = task.few_shot_pool(seed=seed, data_dir=data_dir)
-    if len(pool) < k:
-        raise TaskDataError(
-            f"{task.name}: the few-shot pool has {len(pool)} samples, {k} needed; "
-            "add a train file to --data-dir or use zero-shot"
-        )
-    return random.Random(seed).sample(pool, k)

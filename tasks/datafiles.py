@@ -26,7 +26,7 @@ def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = ()) -
     """
     p = Path(path)
     if not p.is_file():
-        raise TaskDataError(f"{p}: data file not found; check the --data-file/--data-dir path")
+        raise TaskDataError(f"{p}: data file not found; check the path", setting="data_file")
     ext = p.suffix.lower()
     if ext not in SUPPORTED_EXTENSIONS:
         raise TaskDataError(
@@ -127,7 +127,7 @@ def find_split_file(data_dir: str | Path, names: Sequence[str]) -> Path | None:
 def require_dir(data_dir: str | Path) -> Path:
     d = Path(data_dir)
     if not d.is_dir():
-        raise TaskDataError(f"{d}: data directory not found; check the --data-dir path")
+        raise TaskDataError(f"{d}: data directory not found; check the path", setting="data_dir")
     return d
 
 
@@ -135,5 +135,6 @@ def missing_split_error(data_dir: str | Path, names: Sequence[str], what: str) -
     tried = ", ".join(f"{n}.<ext>" for n in names)
     return TaskDataError(
         f"{data_dir}: no {what} file (looked for {tried}; ext one of {', '.join(SUPPORTED_EXTENSIONS)}); "
-        "add one or pass --data-file"
+        "add one or name a data file instead",
+        setting="data_file",
     )

@@ -1,14 +1,17 @@
 """Errors the tasks package raises for bad input.
 
-All are ``ValueError`` subclasses with a one-line message that names the
-file, column, dataset or id at fault and how to fix it; the CLI maps them to
-exit code 2.
+All are ``PromptRobustError`` (and ``ValueError``) subclasses with a one-line
+message that names the file, column, dataset or id at fault and how to fix it,
+in plain words; ``setting`` names the setting to change where one does (the
+CLI prints its flag). The CLI maps them to exit code 2.
 """
 
 from __future__ import annotations
 
+from promptrobust.engine.errors import PromptRobustError
 
-class TaskError(ValueError):
+
+class TaskError(PromptRobustError, ValueError):
     """Base class of every tasks-package input error."""
 
 

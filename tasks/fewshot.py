@@ -7,15 +7,19 @@ in the columns the task's loader reads (so they pass the same checks as
 data). They were written for promptrobust (the math ones generated with our
 ``tasks.math_gen`` at its training difficulty and checked in); they copy no
 dataset's training split, which is not available offline. A user may replace
-a set with a ``few_shot`` file (``.jsonl``, ``.csv``, ...) in ``--data-dir``.
+a set with a ``few_shot`` file (``.jsonl``, ``.csv``, ...) in the data folder.
+
+``few_shot_examples`` is the one entry point (the workbench, the sweep estimate and
+``promptrobust.tasks`` use it); this module knows ``tasks.common``, never the reverse.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable
 from pathlib import Path
 
-from promptrobust.tasks.base import Sample
+from promptrobust.tasks.base import Sample, Task
 from promptrobust.tasks.common import DatasetTask
 from promptrobust.tasks.datafiles import find_split_file, require_dir
 from promptrobust.tasks.errors import TaskDataError
@@ -38,7 +42,8 @@ def examples_file(task: DatasetTask, data_dir: str | None = None) -> Path:
             return found
     path = builtin_file(task)
     if not path.is_file():
-        raise TaskDataError(f"{task.name}: no fixed few-shot set ({path} is missing); add a few_shot file to --data-dir or use --shots 0")
+        raise TaskDataError(f"{task.name}: no fixed few-shot set ({path} is missing); add a few_shot file to the data folder "
+                            "or use 0 shots", setting="shots")
     return path
 
 
@@ -46,7 +51,8 @@ def fixed_examples(task: DatasetTask, k: int = PAPER_SHOTS, *, data_dir: str | N
     """The first ``k`` examples of every group of the task's fixed set, in file order."""
     if not 0 <= k <= PAPER_SHOTS:
         raise TaskDataError(
-            f"{task.name}: the paper's fixed few-shot set has {PAPER_SHOTS} examples per dataset; use --shots 0 to {PAPER_SHOTS}"
+            f"{task.name}: the paper's fixed few-shot set has {PAPER_SHOTS} examples per dataset; use 0 to {PAPER_SHOTS} shots",
+            setting="shots",
         )
     if k == 0:
         return []
@@ -58,5 +64,34 @@ def fixed_examples(task: DatasetTask, k: int = PAPER_SHOTS, *, data_dir: str | N
     short = [g for g, items in groups.items() if len(items) < k]
     if not samples or short:
         which = f" (group {short[0]!r} has {len(groups[short[0]])})" if short else ""
-        raise TaskDataError(f"{path}: {k} few-shot examples needed per group{which}; add rows or use fewer --shots")
+        raise TaskDataError(f"{path}: {k} few-shot examples needed per group{which}; add rows or use fewer shots", setting="shots")
     return [s for items in groups.values() for s in items[:k]]
+
+
+def few_shot_examples(
+    task: Task,
+    seed: int,
+    k: int = 3,
+    *,
+    data_dir: str | None = None,
+    data_file: str | None = None,
+) -> list[Sample]:
+    """The first ``k`` (at most 3) of the paper's fixed few-shot examples, per
+    group (MMLU subject, math question type, translation direction). The set is
+    the same for every seed; ``data_dir`` may hold a ``few_shot`` file that
+    replaces it. Tasks that are not dataset tasks (test doubles) draw ``k``
+    examples from their pool with ``seed``."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if k == 0:
+        return []
+    if isinstance(task, DatasetTask):
+        return fixed_examples(task, k, data_dir=data_dir)
+    pool = task.few_shot_pool(seed=seed, data_dir=data_dir)
+    if len(pool) < k:
+        raise TaskDataError(
+            f"{task.name}: the few-shot pool has {len(pool)} samples, {k} needed; "
+            "add a train file to the data folder or use 0 shots",
+            setting="shots",
+        )
+    return random.Random(seed).sample(pool, k)

@@ -28,7 +28,8 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
     except ImportError as exc:
         raise TaskDataError(
             f"loading {path} from the Hugging Face hub needs the [hub] extra (pip install 'promptrobust[hub]'); "
-            "or pass local files with --data-dir/--data-file"
+            "or use local data files (a data folder or a data file)",
+            setting="data_dir",
         ) from exc
     where = f"{path}" + (f"/{config}" if config else "") + f" split {split}"
     kwargs: dict[str, Any] = {}
@@ -37,7 +38,8 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
         if major >= 4:
             raise TaskDataError(
                 f"{path} is a dataset script, which datasets {datasets.__version__} cannot load: "
-                "pip install 'promptrobust[hub]' (datasets<4), or pass local files with --data-dir/--data-file"
+                "pip install 'promptrobust[hub]' (datasets<4), or use local data files (a data folder or a data file)",
+                setting="data_dir",
             )
         kwargs["trust_remote_code"] = True
     try:
@@ -49,5 +51,7 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
     except Exception as exc:  # network, missing config, ...: one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TaskDataError(
-            f"cannot load {where} from the Hugging Face hub ({first}); check the network or pass --data-dir/--data-file"
+            f"cannot load {where} from the Hugging Face hub ({first}); check the network or use local data files "
+            "(a data folder or a data file)",
+            setting="data_dir",
         ) from exc

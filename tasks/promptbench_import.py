@@ -46,6 +46,7 @@ import orjson
 
 from promptrobust.tasks.base import Prompt
 from promptrobust.tasks.errors import TaskError
+from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
 Shot = Literal["zero", "few"]
 
@@ -121,8 +122,6 @@ def _first_dir(*candidates: Path) -> Path | None:
 
 def promptbench_key(dataset: str) -> str:
     """promptbench's name for one of our datasets (rotten_tomatoes -> sst2)."""
-    from promptrobust.tasks.registry import prompt_dataset
-
     return prompt_dataset(dataset)
 
 
@@ -190,8 +189,6 @@ def load_promptbench_prompts(
     few-shot files, ``pb-<dataset>-semantic-<lang>-NN``); ``dataset`` is ours
     (``rotten_tomatoes`` reads SST-2's prompts, as our own sets do).
     """
-    from promptrobust.tasks.registry import canonical_name
-
     wanted = list(dict.fromkeys(types))
     bad = [t for t in wanted if t not in _TYPES]
     if bad or not wanted:

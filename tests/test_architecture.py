@@ -220,11 +220,37 @@ def test_the_import_check_fails_on_violations_planted_in_a_copy(tmp_path: Path) 
     assert any({"promptrobust.engine.session", "promptrobust.engine.sweep"} <= set(c) for c in cycles(tmp_path) if c not in KNOWN_CYCLES)
 
 
-def test_no_new_import_circles() -> None:
-    """engine's circles (session and sweep, report's package and its build/html) are gone;
-    the two left inside tasks/ are named in tests/import_rules.py and may only shrink."""
+def test_no_import_circles() -> None:
+    """No circles anywhere: engine's (session and sweep, report's package and its build/html)
+    and tasks/'s (the package and its registry, common and fewshot) are gone."""
     from tests.import_rules import KNOWN_CYCLES, cycles
 
-    found = cycles(ROOT)
-    assert all(c in KNOWN_CYCLES for c in found), [c for c in found if c not in KNOWN_CYCLES]
-    assert not any(m.startswith("promptrobust.engine") for c in found for m in c)
+    assert KNOWN_CYCLES == []
+    assert cycles(ROOT) == []
+
+
+def test_tasks_import_their_own_modules_at_the_top() -> None:
+    """In tasks/, function-level imports are for optional heavy dependencies (datasets,
+    polars, sacrebleu, ...) only; a late import of our own module would hide a circle."""
+    from tests.import_rules import late_imports
+
+    assert late_imports(ROOT, "tasks") == []
+
+
+def test_a_circle_planted_in_tasks_is_found(tmp_path: Path) -> None:
+    from tests.import_rules import PACKAGES, cycles, late_imports
+
+    for folder in PACKAGES:
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cycles(tmp_path) == []
+    with open(tmp_path / "tasks" / "common.py", "a", encoding="utf-8") as fh:
+        fh.write("\ndef _late():\n    from promptrobust.tasks.fewshot import fixed_examples\n")  # fewshot imports common
+    assert ["promptrobust.tasks.common", "promptrobust.tasks.fewshot"] in cycles(tmp_path)
+    assert late_imports(tmp_path, "tasks") == ["tasks/common.py:" + str(_last_line(tmp_path / "tasks" / "common.py")) + ": promptrobust.tasks.fewshot"]
+    with open(tmp_path / "tasks" / "registry.py", "a", encoding="utf-8") as fh:
+        fh.write("\nfrom promptrobust.tasks import prompt_sets\n")  # the package imports registry through prompt_sets
+    assert any({"promptrobust.tasks", "promptrobust.tasks.registry"} <= set(c) for c in cycles(tmp_path))
+
+
+def _last_line(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())

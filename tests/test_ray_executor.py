@@ -126,10 +126,12 @@ def test_a_killed_worker_still_completes_every_unit_exactly_once_and_released_wo
 
 
 def test_bad_options_name_the_fix() -> None:
-    with pytest.raises(RayExecutorError, match="--num-cpus"):
+    with pytest.raises(RayExecutorError, match="CPUs each worker reserves must be a positive number") as info:
         RayOptions(num_cpus=0)
-    with pytest.raises(RayExecutorError, match="--workers-per-model"):
+    assert info.value.setting == "num_cpus" and "--" not in str(info.value)
+    with pytest.raises(RayExecutorError, match="workers per model must be a whole number") as info:
         RayOptions(workers_per_model=0)
+    assert info.value.setting == "workers_per_model"
 
 
 def test_workers_no_node_can_hold_are_refused_in_one_line(cluster: Any, tmp_path: Path,

@@ -175,8 +175,9 @@ def test_hf_mmlu_stratified_ten_per_subject(monkeypatch):
 
 def test_hf_missing_package_says_how_to_go_offline(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
-    with pytest.raises(TaskDataError, match=r"pip install 'promptrobust\[hub\]'.*--data-dir"):
+    with pytest.raises(TaskDataError, match=r"pip install 'promptrobust\[hub\]'.*local data files") as info:
         get_task("rte").load()
+    assert info.value.setting == "data_dir" and "--" not in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["sst2", "mnli", "mmlu", "squad_v2", "iwslt", "math"])
@@ -266,14 +267,15 @@ def test_unknown_dataset_and_aliases():
 
 def test_few_shot_examples_are_the_fixed_paper_set(tmp_path):
     """Three hand-written examples per dataset, the same for every seed; k <= 3
-    takes the first k; a few_shot file in --data-dir replaces the set."""
+    takes the first k; a few_shot file in the data folder replaces the set."""
     t = get_task("sst2")
     ex = few_shot_examples(t, seed=5)
     assert len(ex) == 3 and ex == few_shot_examples(t, seed=0) == few_shot_examples(t, seed=123)
     assert few_shot_examples(t, seed=7, k=2) == ex[:2]
     assert {e.target for e in ex} == {"positive", "negative"}
-    with pytest.raises(TaskDataError, match="fixed few-shot set has 3 examples per dataset; use --shots 0 to 3"):
+    with pytest.raises(TaskDataError, match="fixed few-shot set has 3 examples per dataset; use 0 to 3 shots") as info:
         few_shot_examples(t, seed=0, k=5)
+    assert info.value.setting == "shots"
     d = tmp_path / "d"
     d.mkdir()
     _write([{"sentence": f"own example {i}", "label": i % 2} for i in range(3)], d / "few_shot.jsonl")

@@ -27,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.attacks.words import tokenize
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.requests import answer_continuation
 
 METHODS = ("gradient", "deletion")
 
 
-class AttentionError(ValueError):
-    """Inputs the importance analysis cannot work with (message names the fix)."""
+class AttentionError(PromptRobustError, ValueError):
+    """Inputs the importance analysis cannot work with (message names the fix; ``setting``, when set,
+    the argument to change)."""
 
 
 @dataclass
@@ -428,7 +430,8 @@ def worst_record(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
     sources, _ = select_sources(load_source_records([run_dir]), prompt_type=prompt_type)
     changed = [s.record for s in sources if s.record.adversarial_prompt != s.record.clean_prompt and s.record.pdr is not None]
     if not changed:
-        raise AttentionError(f"no record in {run_dir} changed its prompt; pass --clean and --adversarial instead")
+        raise AttentionError(f"no record in {run_dir} changed its prompt; give the clean and the adversarial prompt yourself instead",
+                             setting="clean")
     return max(changed, key=lambda r: r.pdr)
 
 
@@ -439,7 +442,7 @@ def answer_word(task: Any, sample: Any) -> str:
         target = target[0] if target else ""
     word = task.verbalizers.get(target, target) if task.verbalizers else target
     if not str(word).strip():
-        raise AttentionError(f"sample {sample.id} has no answer to score; pick another sample index")
+        raise AttentionError(f"sample {sample.id} has no answer to score; pick another sample index", setting="sample_index")
     return str(word)
 
 
@@ -492,14 +495,15 @@ def compare_prompts(
 
     settings = settings or EvaluationSettings()
     if sample_index < 0:
-        raise AttentionError(f"sample index must be 0 or more (got {sample_index})")
+        raise AttentionError(f"sample index must be 0 or more (got {sample_index})", setting="sample_index")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise AttentionError(f"unknown importance method {unknown[0]!r}; use {', '.join(METHODS)}")
     task = get_task(settings.dataset)
     samples = task.load(limit=settings.limit, seed=settings.seed, data_dir=settings.data_dir, data_file=settings.data_file)
     if sample_index >= len(samples):
-        raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples")
+        raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples",
+                             setting="sample_index")
     sample = samples[sample_index]
     target = answer_word(task, sample)
     from promptrobust.engine import progress
