@@ -459,6 +459,9 @@ def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, 
         require_extra("local", "word importance (pre attention)")
     except MissingExtraError as exc:
         raise AttentionError(str(exc)) from None
+    from promptrobust.engine import progress
+
+    progress.phase(f"loading {spec.name} for word importance")  # after the checks: bad input stays one line
     chat = spec.args.get("chat")
     ref: str | Path = spec.model
     if spec.embedded:
@@ -508,7 +511,6 @@ def compare_prompts(
     target = answer_word(task, sample)
     from promptrobust.engine import progress
 
-    progress.phase(f"loading {model} for word importance")
     loaded, tok, chat, spec = load_for_attention(model, model_args, device=device)
     shots = settings.shots_for(spec.base_model)
     examples = few_shot(task, shots, seed=settings.seed, data_dir=settings.data_dir)
