@@ -128,10 +128,10 @@ def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tupl
     from promptrobust.engine.session import Session
     from promptrobust.engine.sync import run_sync
 
-    from promptrobust.cli.aliases import one_batch_size
+    from promptrobust.cli.lm_eval_model import one_batch_size
     from promptrobust.engine.registry import parse_model_args, resolve_model
 
-    if args.model:  # batch size in one place: --batch-size and --model-args batch_size= agree (cli/aliases.py)
+    if args.model:  # batch size in one place: --batch-size and --model-args batch_size= agree (cli/lm_eval_model.py)
         one_batch_size(resolve_model(args.model, parse_model_args(args.model_args)), args)
 
     async def go() -> tuple[Any, dict[str, Any]]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli import aliases, common
+from promptrobust.cli import aliases, common, gen_kwargs, lm_eval_model
 from promptrobust.cli.errors import UserError
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
@@ -58,14 +58,14 @@ def handle(args: argparse.Namespace) -> int:
 
     from promptrobust.cli.preflight import check_credentials
 
-    # -- lm-eval habits (cli/aliases.py): several datasets, --gen_kwargs, chat template, one batch size
-    args.model, args.model_args = aliases.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
+    # -- lm-eval habits (cli/aliases.py, lm_eval_model.py, gen_kwargs.py): several datasets, --gen_kwargs, chat template, one batch size
+    args.model, args.model_args = lm_eval_model.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
     spec = resolve_model(args.model, parse_model_args(args.model_args))
     check_values(spec)  # bad values fail before any model loads or folder is made
     check_credentials(spec)  # a missing API key is said before any data loads
     datasets = common.dataset_names(args.dataset)
-    generation = aliases.apply_generation(args)
-    spec = aliases.one_batch_size(aliases.chat_model_args(spec, args), args)
+    generation = gen_kwargs.apply_generation(args)
+    spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(spec, args), args)
     # --
     evaluation = common.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
     scheduler = common.scheduler_settings(args)
