@@ -16,9 +16,8 @@ from promptrobust.cli.common import (
     add_output_arguments,
     add_query_arguments,
     add_scheduler_arguments,
-    check_paths,
-    scheduler_settings,
 )
+from promptrobust.cli.flag_settings import check_paths, scheduler_settings
 from promptrobust.cli.errors import UserError
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")

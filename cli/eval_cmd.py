@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from promptrobust.cli import analysis_common as common
-from promptrobust.cli.common import check_paths, config_of, evaluation_settings
+from promptrobust.cli.flag_settings import check_paths, config_of, evaluation_settings
 from promptrobust.cli.errors import UserError
 
 NAME = "eval"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli import aliases, common, gen_kwargs, lm_eval_model
+from promptrobust.cli import aliases, common, flag_settings, gen_kwargs, lm_eval_model
 from promptrobust.cli.errors import UserError
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
@@ -63,18 +63,18 @@ def handle(args: argparse.Namespace) -> int:
     spec = resolve_model(args.model, parse_model_args(args.model_args))
     check_values(spec)  # bad values fail before any model loads or folder is made
     check_credentials(spec)  # a missing API key is said before any data loads
-    datasets = common.dataset_names(args.dataset)
+    datasets = flag_settings.dataset_names(args.dataset)
     generation = gen_kwargs.apply_generation(args)
     spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(spec, args), args)
     # --
-    evaluation = common.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
-    scheduler = common.scheduler_settings(args)
+    evaluation = flag_settings.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
+    scheduler = flag_settings.scheduler_settings(args)
     attacks = attack_settings_from(args) if args.attack else None
     if args.holdout is not None and attacks is None:
         raise UserError("--holdout splits the samples of the attack protocol: add --attack NAME (or drop --holdout)")
     if args.prompt_text is not None and not args.prompt_text.strip():
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
-    common.check_paths(args)
+    flag_settings.check_paths(args)
     code = 0
     for dataset in datasets:  # one run folder per dataset, as lm-eval writes one result per task
         one = evaluation.with_(dataset=dataset, limit=aliases.resolve_limit(args, dataset))
@@ -128,8 +128,8 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
             bench = await session.workbench(spec, evaluation)
             if evaluation.shots is None and bench.shots:
                 print(f"pre: {spec.name} is a base model: {bench.shots}-shot (the paper evaluates base models few-shot; --shots 0 to change)", file=sys.stderr)
-            common.report_sample_count(bench, evaluation)
-            folder.write_json("config.json", common.config_of(args))
+            flag_settings.report_sample_count(bench, evaluation)
+            folder.write_json("config.json", flag_settings.config_of(args))
             args.configs = {"evaluation": evaluation, "scheduler": scheduler}
             if attacks is not None:
                 from promptrobust.cli.attack_options import run_attacks

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from promptrobust.cli import analysis_common as common
-from promptrobust.cli.common import config_of
+from promptrobust.cli.flag_settings import config_of
 from promptrobust.cli.errors import UserError
 
 NAME = "transfer"
