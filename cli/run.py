@@ -84,35 +84,8 @@ def handle(args: argparse.Namespace) -> int:
     return code
 
 
-def resolve_prompts(task_name: str, args: argparse.Namespace, shots: int = 0) -> list[Any]:
-    """The prompts to score; ``shots`` picks promptbench's zero- or few-shot prompt files.
-    A prompt holding promptbench's {content} placeholder is refused (tasks/placeholders.py)."""
-    from promptrobust.tasks.placeholders import check_no_content_placeholder
-
-    prompts = _resolve_prompts(task_name, args, shots)
-    check_no_content_placeholder((p.id, p.text) for p in prompts)
-    return prompts
-
-
-def _resolve_prompts(task_name: str, args: argparse.Namespace, shots: int) -> list[Any]:
-    from promptrobust.engine.session import prompt_set
-    from promptrobust.tasks.base import Prompt
-    from promptrobust.tasks.prompt_sets import get_prompt
-    from promptrobust.tasks.registry import get_task
-
-    if args.prompt_text:
-        return [Prompt(id="custom", dataset=task_name, type="task", text=args.prompt_text)]
-    if args.promptbench:
-        from promptrobust.tasks.promptbench_import import load_promptbench_prompts
-
-        types = ["task", "role"] if args.prompt_type == "all" else [args.prompt_type]
-        return list(load_promptbench_prompts(args.promptbench, task_name, types=types, shot="few" if shots else "zero"))
-    if args.prompt:
-        return [get_prompt(task_name, pid.strip()) for pid in args.prompt.split(",") if pid.strip()]
-    return prompt_set(get_task(task_name), args.prompt_type)
-
-
 async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: Any, attacks: Any) -> int:
+    from promptrobust.engine.prompt_choice import choose_prompts
     from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.session import Session
     from promptrobust.tasks.registry import get_task
@@ -121,7 +94,8 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
     if evaluation.mode == "choices" and not task.supports_choices:
         raise UserError(f"{task.name} answers are free text, so --mode choices cannot score them: use --mode generate")
     shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
-    prompts = resolve_prompts(task.name, args, shots)  # bad prompt ids fail before any model loads
+    prompts = choose_prompts(task.name, prompt_ids=args.prompt, prompt_type=args.prompt_type, text=args.prompt_text,
+                             promptbench=args.promptbench, shots=shots)  # bad prompt ids fail before any model loads
     with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
         session = Session(cache=args.cache, settings=scheduler, use_cache=not args.no_cache)
         try:
