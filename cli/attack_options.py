@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli import common, printing
+from promptrobust.cli import flag_settings, printing
 from promptrobust.cli.errors import UserError
 
 ALL = "all"
@@ -56,7 +56,7 @@ def attack_settings_from(args: argparse.Namespace) -> Any:
     names = attack_names(args.attack)
     options = options_for(names, args.attack_option)
     _check_option_values(names, options)
-    return common.attack_settings(args, names, options)
+    return flag_settings.attack_settings(args, names, options)
 
 
 def _checkout_semantic_prompts(args: argparse.Namespace, bench: Any) -> Any:

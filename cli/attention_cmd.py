@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli.common import add_data_arguments, add_model_arguments, check_paths, config_of
+from promptrobust.cli.common import add_data_arguments, add_model_arguments
+from promptrobust.cli.flag_settings import check_paths, config_of
 from promptrobust.cli.errors import UserError
 
 NAME = "attention"

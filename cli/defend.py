@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from promptrobust.cli import analysis_common as common
-from promptrobust.cli.common import config_of
+from promptrobust.cli import analysis_session as session_io
+from promptrobust.cli.flag_settings import config_of
 
 NAME = "defend"
 HELP = "spell-correct adversarial prompts and measure the PDR with and without the defense"
@@ -43,22 +44,22 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.analysis.sources import load_source_records
 
     settings = common.source_settings(args)
-    with common.library_errors():
+    with session_io.library_errors():
         sources, _ = settings.select(load_source_records(args.source))
     models = sorted({args.model} if args.model else {s.record.model for s in sources})
-    progress = common.ProgressLine(enabled=not args.no_progress, label="[defend] ")
+    progress = session_io.ProgressLine(enabled=not args.no_progress, label="[defend] ")
     with RunFolder(args.output_dir, ["defend", *models[:2]]) as folder:
-        result, facts = common.run_in_session(
+        result, facts = session_io.run_in_session(
             args,
             lambda session: defend(
                 session, sources, model=args.model, model_args=common.model_args(args), settings=settings,
                 distance=args.distance, keep_samples=args.log_samples, progress=progress,
             ),
         )
-        logged = common.write_records(folder, result.records, result.sample_log)
+        logged = session_io.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
         folder.write_json("config.json", {**config_of(args), "sources": settings, "distance": args.distance})
-        common.write_results(folder, args, result, facts, logged, {"sources": settings, "distance": args.distance})
+        session_io.write_results(folder, args, result, facts, logged, {"sources": settings, "distance": args.distance})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)

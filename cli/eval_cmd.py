@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from promptrobust.cli import analysis_common as common
-from promptrobust.cli.common import check_paths, config_of, evaluation_settings
+from promptrobust.cli import analysis_session as session_io
+from promptrobust.cli.flag_settings import check_paths, config_of, evaluation_settings
 from promptrobust.cli.errors import UserError
 
 NAME = "eval"
@@ -62,22 +63,22 @@ def handle(args: argparse.Namespace) -> int:
     else:
         if args.source_model or args.source_shot:
             raise UserError("--source-model and --source-shot choose among --promptbench-adv prompts; add --promptbench-adv CHECKOUT")
-        with common.library_errors():
+        with session_io.library_errors():
             items = read_prompt_file(args.prompts)
     from promptrobust.tasks.placeholders import check_no_content_placeholder
 
     check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
-    progress = common.ProgressLine(enabled=not args.no_progress, label="[eval] ")
+    progress = session_io.ProgressLine(enabled=not args.no_progress, label="[eval] ")
     with RunFolder(args.output_dir, ["eval", args.model, args.dataset]) as folder:
-        result, facts = common.run_in_session(
+        result, facts = session_io.run_in_session(
             args,
             lambda session: evaluate_prompts(
                 session, items, model=args.model, model_args=common.model_args(args), settings=settings,
                 prompt_type=args.prompt_type, keep_samples=args.log_samples, progress=progress,
             ),
         )
-        logged = common.write_records(folder, result.records, result.sample_log)
-        common.write_results(folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(source)})
+        logged = session_io.write_records(folder, result.records, result.sample_log)
+        session_io.write_results(folder, args, result, facts, logged, {"evaluation": settings, "prompts_file": str(source)})
         folder.write_json("config.json", {**config_of(args), "evaluation": settings})
         folder.write_text("results.md", _markdown(result))
     common.print_notes(result.notes)

@@ -18,10 +18,7 @@ async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any,
         bench.evaluation, model=bench.spec, prompts=prompts, keep_records=args.log_samples,
     )
     clean = result.clean
-    logged = folder.write_jsonl("samples.jsonl", (
-        {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
-        for c, ev in zip(result.clean, result.evaluations) for rec in ev.records
-    )) if args.log_samples else 0
+    logged = folder.write_jsonl("samples.jsonl", result.sample_log()) if args.log_samples else 0
     wall = time.monotonic() - started
     settings = bench.describe()
     folder.write_results(clean_document(

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from promptrobust.cli import aliases, common
+from promptrobust.cli import aliases, common, flag_settings, gen_kwargs, lm_eval_model
 from promptrobust.cli.errors import UserError
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
@@ -58,23 +58,23 @@ def handle(args: argparse.Namespace) -> int:
 
     from promptrobust.cli.preflight import check_credentials
 
-    # -- lm-eval habits (cli/aliases.py): several datasets, --gen_kwargs, chat template, one batch size
-    args.model, args.model_args = aliases.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
+    # -- lm-eval habits (cli/aliases.py, lm_eval_model.py, gen_kwargs.py): several datasets, --gen_kwargs, chat template, one batch size
+    args.model, args.model_args = lm_eval_model.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
     spec = resolve_model(args.model, parse_model_args(args.model_args))
     check_values(spec)  # bad values fail before any model loads or folder is made
     check_credentials(spec)  # a missing API key is said before any data loads
-    datasets = common.dataset_names(args.dataset)
-    generation = aliases.apply_generation(args)
-    spec = aliases.one_batch_size(aliases.chat_model_args(spec, args), args)
+    datasets = flag_settings.dataset_names(args.dataset)
+    generation = gen_kwargs.apply_generation(args)
+    spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(spec, args), args)
     # --
-    evaluation = common.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
-    scheduler = common.scheduler_settings(args)
+    evaluation = flag_settings.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
+    scheduler = flag_settings.scheduler_settings(args)
     attacks = attack_settings_from(args) if args.attack else None
     if args.holdout is not None and attacks is None:
         raise UserError("--holdout splits the samples of the attack protocol: add --attack NAME (or drop --holdout)")
     if args.prompt_text is not None and not args.prompt_text.strip():
         raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
-    common.check_paths(args)
+    flag_settings.check_paths(args)
     code = 0
     for dataset in datasets:  # one run folder per dataset, as lm-eval writes one result per task
         one = evaluation.with_(dataset=dataset, limit=aliases.resolve_limit(args, dataset))
@@ -84,35 +84,8 @@ def handle(args: argparse.Namespace) -> int:
     return code
 
 
-def resolve_prompts(task_name: str, args: argparse.Namespace, shots: int = 0) -> list[Any]:
-    """The prompts to score; ``shots`` picks promptbench's zero- or few-shot prompt files.
-    A prompt holding promptbench's {content} placeholder is refused (tasks/placeholders.py)."""
-    from promptrobust.tasks.placeholders import check_no_content_placeholder
-
-    prompts = _resolve_prompts(task_name, args, shots)
-    check_no_content_placeholder((p.id, p.text) for p in prompts)
-    return prompts
-
-
-def _resolve_prompts(task_name: str, args: argparse.Namespace, shots: int) -> list[Any]:
-    from promptrobust.engine.session import prompt_set
-    from promptrobust.tasks.base import Prompt
-    from promptrobust.tasks.prompt_sets import get_prompt
-    from promptrobust.tasks.registry import get_task
-
-    if args.prompt_text:
-        return [Prompt(id="custom", dataset=task_name, type="task", text=args.prompt_text)]
-    if args.promptbench:
-        from promptrobust.tasks.promptbench_import import load_promptbench_prompts
-
-        types = ["task", "role"] if args.prompt_type == "all" else [args.prompt_type]
-        return list(load_promptbench_prompts(args.promptbench, task_name, types=types, shot="few" if shots else "zero"))
-    if args.prompt:
-        return [get_prompt(task_name, pid.strip()) for pid in args.prompt.split(",") if pid.strip()]
-    return prompt_set(get_task(task_name), args.prompt_type)
-
-
 async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: Any, attacks: Any) -> int:
+    from promptrobust.engine.prompt_choice import choose_prompts
     from promptrobust.engine.run_folder import RunFolder
     from promptrobust.engine.session import Session
     from promptrobust.tasks.registry import get_task
@@ -121,15 +94,16 @@ async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: 
     if evaluation.mode == "choices" and not task.supports_choices:
         raise UserError(f"{task.name} answers are free text, so --mode choices cannot score them: use --mode generate")
     shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
-    prompts = resolve_prompts(task.name, args, shots)  # bad prompt ids fail before any model loads
+    prompts = choose_prompts(task.name, prompt_ids=args.prompt, prompt_type=args.prompt_type, text=args.prompt_text,
+                             promptbench=args.promptbench, shots=shots)  # bad prompt ids fail before any model loads
     with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
         session = Session(cache=args.cache, settings=scheduler, use_cache=not args.no_cache)
         try:
             bench = await session.workbench(spec, evaluation)
             if evaluation.shots is None and bench.shots:
                 print(f"pre: {spec.name} is a base model: {bench.shots}-shot (the paper evaluates base models few-shot; --shots 0 to change)", file=sys.stderr)
-            common.report_sample_count(bench, evaluation)
-            folder.write_json("config.json", common.config_of(args))
+            flag_settings.report_sample_count(bench, evaluation)
+            folder.write_json("config.json", flag_settings.config_of(args))
             args.configs = {"evaluation": evaluation, "scheduler": scheduler}
             if attacks is not None:
                 from promptrobust.cli.attack_options import run_attacks

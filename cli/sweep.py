@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from typing import Any
 
 from promptrobust.cli.errors import UserError
+from promptrobust.cli.sweep_args import add_scale_arguments, config_path, ray_options
+from promptrobust.cli.sweep_merge import handle_merge
+from promptrobust.cli.sweep_plan import print_plan
+from promptrobust.cli.sweep_run import run
 
 HELP = "run a grid of models x datasets x prompt types x attacks (resumable)"
 
@@ -66,88 +68,19 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p.set_defaults(handler=handle)
 
 
-def add_scale_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("beyond one machine (docs/scale.md)")
-    g.add_argument("--shard", metavar="I/N", default=None,
-                   help="run only the cells hashed to shard I of N (1 <= I <= N), in <name>.shard-I-of-N with its own cache")
-    g.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local: every job in this process; ray: model workers as Ray actors (pip install 'promptrobust[ray]')")
-    g.add_argument("--address", default=None, help="Ray cluster to join (HOST:6379, ray://HOST:10001, auto); default: start a local one")
-    g.add_argument("--num-cpus", type=float, default=0.5, help="CPUs each Ray model worker reserves")
-    g.add_argument("--num-gpus", type=float, default=0.0, help="GPUs each Ray model worker reserves (1 per in-process model)")
-    g.add_argument("--workers-per-model", type=int, default=1, help="Ray workers per model (cells spread over them)")
-    g.add_argument("--max-in-flight", type=int, default=None, help="jobs sent to one Ray worker at a time (default: sweep.max_jobs)")
-    g.add_argument("--unit-timeout", type=float, default=None,
-                   help="seconds a job may run on a Ray worker before the worker is presumed lost and the job re-sent")
-    g.add_argument("--worker-cache-dir", default=None, help="node-local folder for Ray workers' caches (default: the node's temp folder)")
-
-
-_RAY_ONLY = ("address", "num_gpus", "workers_per_model", "max_in_flight", "unit_timeout", "worker_cache_dir")
-
-
-def _ray_options(args: argparse.Namespace) -> Any:
-    from promptrobust.engine.ray_executor import RayExecutorError, RayOptions
-
-    defaults = {"address": None, "num_gpus": 0.0, "workers_per_model": 1, "max_in_flight": None,
-                "unit_timeout": None, "worker_cache_dir": None}
-    if args.executor != "ray":
-        given = [k for k in _RAY_ONLY if getattr(args, k) != defaults[k]]
-        if given or args.num_cpus != 0.5:
-            flag = "--" + (given[0] if given else "num_cpus").replace("_", "-")
-            raise UserError(f"{flag} only applies to --executor ray")
-        return None
-    try:
-        return RayOptions(address=args.address, num_cpus=args.num_cpus, num_gpus=args.num_gpus,
-                          workers_per_model=args.workers_per_model, max_in_flight=args.max_in_flight,
-                          unit_timeout=args.unit_timeout, worker_cache_dir=args.worker_cache_dir)
-    except RayExecutorError as exc:
-        raise UserError(str(exc)) from None
-
-
-def handle_merge(paths: list[str]) -> int:
-    """`pre sweep merge OUT SHARD_DIR...`: every shard's records in OUT, exactly once each."""
-    from pathlib import Path
-
-    import orjson
-
-    from promptrobust.engine.sharding import ShardError, merge_runs
-
-    if len(paths) < 2:
-        raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")
-    out, shards = paths[0], paths[1:]
-    try:
-        result = merge_runs(out, shards)
-    except ShardError as exc:
-        raise UserError(str(exc)) from None
-    for folder, added in result.per_shard.items():
-        print(f"{folder}: {added} new records")
-    print(f"{out}: {result.added} added, {result.already} already there, {result.total} records in total")
-    caches = []
-    for folder in shards:
-        config = Path(folder) / "config.json"
-        cache = orjson.loads(config.read_bytes()).get("cache") if config.is_file() else None
-        if cache and Path(cache).is_file():
-            caches.append(cache)
-    merged = Path(out) / "config.json"
-    target = (orjson.loads(merged.read_bytes()).get("cache") if merged.is_file() else None) or "CACHE"
-    if caches:
-        print(f"merge their caches too: pre cache merge {target} {' '.join(caches)}")
-    return 0
-
-
 def handle(args: argparse.Namespace) -> int:
+    """Arguments -> the sweep config (and its shard) -> the dry-run printout, or the run."""
     from pathlib import Path
 
     from promptrobust.engine.sharding import ShardError, parse_shard, select_jobs, shard_config
-    from promptrobust.engine.sweep import SweepConfigError, describe_plan, load_config, run_sweep
-    from promptrobust.engine.sync import use_uvloop
+    from promptrobust.engine.sweep import SweepConfigError, load_config
 
     if args.config == "merge":
         return handle_merge(args.more)
-    args.config = _config_path(args)
+    args.config = config_path(args)
     if args.more:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
-    ray_options = _ray_options(args)
+    options = ray_options(args)
     try:
         cfg = load_config(args.config)
     except SweepConfigError as exc:
@@ -163,125 +96,5 @@ def handle(args: argparse.Namespace) -> int:
         jobs = select_jobs(jobs, shard)
         cfg = shard_config(cfg, shard)
     if args.dry_run:
-        ids = {j.id for j in jobs}
-        plan = [row for row in describe_plan(cfg) if row["job"].id in ids]
-        total_clean = total_attack = 0
-        cells: set[tuple] = set()
-        print(f"sweep {cfg.name}: {len(plan)} jobs -> {cfg.folder}")
-        for row in plan:
-            job = row["job"]
-            cell = (job.model, job.dataset, job.shots, job.prompt_type)
-            if cell not in cells:  # every attack of a cell shares its clean scoring
-                cells.add(cell)
-                total_clean += row["clean"]
-            total_attack += row["attack_max"]
-            done = f" ({row['finished_prompts']} prompts already done)" if row["finished_prompts"] else ""
-            print(
-                f"  {job.id}  {job.label():<70} samples {row['samples']:>5}  prompts {row['prompts']:>3}  "
-                f"requests <= {row['clean'] + row['attack_max']}{done}"
-            )
-        print(
-            f"estimated model requests before cache and early stopping: clean {total_clean} "
-            f"({len(cells)} cells, shared by their attacks), attacks <= {total_attack}"
-        )
-        _print_model_estimates(cfg, plan, args.prices)
-        from promptrobust.cli.sweep_checks import findings, print_findings  # what cannot run here, and why
-
-        print_findings(cfg, jobs, findings(cfg))
-        return 0
-    use_uvloop()
-    try:
-        cfg.folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create {cfg.folder} ({exc.strerror}); set sweep.output_dir or --output-dir") from None
-    from promptrobust.cli.printing import event_printer
-
-    say = event_printer(quiet=args.quiet)
-    from promptrobust.cli.sweep_checks import findings, print_findings  # said before anything runs
-
-    print_findings(cfg, jobs, findings(cfg), out=sys.stderr)
-    try:
-        if ray_options is not None:
-            progress = _run_ray(cfg, ray_options, jobs, say)
-        else:
-            progress = asyncio.run(run_sweep(cfg, on_event=say, jobs=jobs))
-    except KeyboardInterrupt as exc:
-        exc.pre_message = interrupted_message(args, cfg)  # type: ignore[attr-defined]  # main() prints it
-        raise
-    print(
-        f"sweep {cfg.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
-        f"{progress.skipped} already done -> {cfg.folder}"
-    )
-    for label, reason in progress.failed:
-        print(f"pre: job failed: {label}: {reason}", file=sys.stderr)
-    if progress.failed:
-        print(f"pre: {len(progress.failed)} jobs failed (see errors.jsonl); rerun the sweep after fixing them", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _config_path(args: argparse.Namespace) -> str:
-    """CONFIG, or the shipped file of ``--preset`` (exactly one of them)."""
-    if args.preset and args.config:
-        raise UserError("give either CONFIG or --preset NAME, not both")
-    if not args.preset:
-        if not args.config:
-            raise UserError("pre sweep needs CONFIG.toml or --preset paper")
-        return args.config
-    from promptrobust.engine.sweep_estimate import preset_path
-
-    try:
-        return str(preset_path(args.preset))
-    except FileNotFoundError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _print_model_estimates(cfg: Any, plan: list[dict[str, Any]], prices_file: str | None) -> None:
-    """Per model: jobs, requests, tokens, and for API models a cost from the price table."""
-    from promptrobust.engine.registry import parse_model_args, resolve_model
-    from promptrobust.engine.sweep_estimate import PriceTableError, estimate, format_estimates, load_prices
-
-    try:
-        prices = load_prices(prices_file)
-    except PriceTableError as exc:
-        raise UserError(str(exc)) from None
-    specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
-    rows = estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
-                    base_models={m: s.base_model for m, s in specs.items()}, prices=prices)
-    print(f"per model (tokens: each job's prompts on its task's shipped examples at 4 characters a token; "
-          f"cost: {prices_file or 'the shipped price table'}, USD per million tokens):")
-    for line in format_estimates(rows):
-        print("  " + line)
-    print(f"config: {cfg.source}")
-
-
-def interrupted_message(args: argparse.Namespace, cfg: Any) -> str:
-    """What an interrupted sweep kept, and the command that resumes it."""
-    import shlex
-
-    from promptrobust.engine.sweep import completed_keys
-
-    kept = len(completed_keys(cfg.folder / "results.jsonl"))
-    resume = ["pre", "sweep", *(["--preset", args.preset] if getattr(args, "preset", None) else [args.config])]
-    if args.output_dir:
-        resume += ["--output-dir", args.output_dir]
-    if args.shard:
-        resume += ["--shard", args.shard]
-    return (f"{kept} finished records are kept in {cfg.folder / 'results.jsonl'} and every answer is in the cache; "
-            f"resume with: {shlex.join(resume)}")
-
-
-def _run_ray(cfg: Any, options: Any, jobs: list[Any], say: Any) -> Any:
-    from promptrobust.engine.ray_executor import RayExecutorError, run_sweep_ray
-
-    try:
-        progress = run_sweep_ray(cfg, options, jobs=jobs, on_event=say)
-    except RayExecutorError as exc:
-        raise UserError(str(exc)) from None
-    print(
-        f"ray: {progress.workers_started} workers started, {progress.units_requeued} jobs re-sent after lost workers, "
-        f"{progress.caches_merged} worker caches merged ({progress.cache_rows_added} new answers)"
-    )
-    if progress.caches_lost:
-        print(f"pre: {len(progress.caches_lost)} worker caches were on lost nodes; a rerun recomputes what they held", file=sys.stderr)
-    return progress
+        return print_plan(cfg, jobs, args.prices)
+    return run(args, cfg, jobs, options)

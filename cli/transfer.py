@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from promptrobust.cli import analysis_common as common
-from promptrobust.cli.common import config_of
+from promptrobust.cli import analysis_session as session_io
+from promptrobust.cli.flag_settings import config_of
 from promptrobust.cli.errors import UserError
 
 NAME = "transfer"
@@ -42,23 +43,23 @@ def handle(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserError("pre transfer needs --model TARGET (the model the adversarial prompts are moved to)")
     settings = common.source_settings(args)
-    with common.library_errors():
+    with session_io.library_errors():
         from promptrobust.engine.analysis.sources import load_source_records
 
         sources, _ = settings.select(load_source_records(args.source))
-    progress = common.ProgressLine(enabled=not args.no_progress, label="[transfer] ")
+    progress = session_io.ProgressLine(enabled=not args.no_progress, label="[transfer] ")
     with RunFolder(args.output_dir, ["transfer", args.model, *sorted({s.record.dataset for s in sources})[:2]]) as folder:
-        result, facts = common.run_in_session(
+        result, facts = session_io.run_in_session(
             args,
             lambda session: transfer(
                 session, sources, model=args.model, model_args=common.model_args(args), settings=settings,
                 keep_samples=args.log_samples, progress=progress,
             ),
         )
-        logged = common.write_records(folder, result.records, result.sample_log)
+        logged = session_io.write_records(folder, result.records, result.sample_log)
         _write_tables(folder, result)
         folder.write_json("config.json", {**config_of(args), "sources": settings})
-        common.write_results(folder, args, result, facts, logged, {"sources": settings})
+        session_io.write_results(folder, args, result, facts, logged, {"sources": settings})
     common.print_notes(result.notes)
     _print(result)
     print(f"pre: results in {folder.final}", file=sys.stderr)

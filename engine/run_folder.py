@@ -60,6 +60,7 @@ __all__ = [
     "SweepFolder",
     "SCHEMA_PATH",
     "now",
+    "recorded_cache",
     "redact_argv",
     "remove_stale_partials",
     "results_document",
@@ -226,6 +227,13 @@ class RunFolder:
 
     def discard(self) -> None:
         shutil.rmtree(self.partial, ignore_errors=True)
+
+
+def recorded_cache(folder: str | Path) -> str | None:
+    """The score cache a run or sweep folder's config.json names, when that file is still there."""
+    config = Path(folder) / "config.json"
+    cache = orjson.loads(config.read_bytes()).get("cache") if config.is_file() else None
+    return cache if cache and Path(cache).is_file() else None
 
 
 class SweepFolder:

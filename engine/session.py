@@ -23,7 +23,7 @@ inside a running event loop too (Jupyter).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,12 @@ class EvaluationResult:
     @property
     def prompts(self) -> list[Prompt]:
         return [c.prompt for c in self.clean]
+
+    def sample_log(self) -> Iterator[dict[str, Any]]:
+        """samples.jsonl rows: every prompt's per-sample answers (held when evaluated with ``keep_records``)."""
+        for c, ev in zip(self.clean, self.evaluations):
+            for rec in ev.records:
+                yield {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
 
     def table(self) -> str:
         """A plain-text table: prompt, score, 95% interval, at-chance flag."""

@@ -19,6 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.registry import parse_model_args, resolve_model
+
 #: Characters per token, as ``Request.estimated_tokens`` counts them.
 CHARS_PER_TOKEN = 4
 
@@ -166,3 +168,32 @@ def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
     lines.append(f"{'total':<{width}}  {'':<7}  {sum(r.jobs for r in rows):>5}  {sum(r.requests for r in rows):>14,}  "
                  f"{sum(r.input_tokens for r in rows):>15,}  {sum(r.output_tokens for r in rows):>14,}  {total_cost:,.0f}")
     return lines
+
+
+@dataclass(frozen=True)
+class PlanTotals:
+    """Model requests of a dry-run plan before cache and early stopping (upper bounds)."""
+
+    clean: int  # each cell's clean scoring once: every attack of a cell shares it
+    attack_max: int
+    cells: int
+
+
+def plan_totals(plan: Sequence[Mapping[str, Any]]) -> PlanTotals:
+    """Totals over ``describe_plan`` rows, each cell's clean scoring counted once."""
+    clean = attack = 0
+    cells: set[tuple] = set()
+    for row in plan:
+        cell = row["job"].cell
+        if cell not in cells:
+            cells.add(cell)
+            clean += row["clean"]
+        attack += row["attack_max"]
+    return PlanTotals(clean=clean, attack_max=attack, cells=len(cells))
+
+
+def model_estimates(cfg: Any, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
+    """``estimate`` for a sweep config: each model resolved with its ``[models."NAME"]`` model_args."""
+    specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
+    return estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
+                    base_models={m: s.base_model for m, s in specs.items()}, prices=prices)

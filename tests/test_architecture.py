@@ -254,3 +254,20 @@ def test_a_circle_planted_in_tasks_is_found(tmp_path: Path) -> None:
 
 def _last_line(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
+
+
+#: The most lines a module in cli/ may have: a handler is arguments -> settings -> one library call ->
+#: the run-folder writer -> print; anything longer is doing the library's job or two jobs at once.
+CLI_MODULE_LINES = 150
+
+
+def _long_modules(folder: Path) -> list[str]:
+    return sorted(f"{p.name}: {n} lines" for p in folder.glob("*.py")
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > CLI_MODULE_LINES)
+
+
+def test_no_cli_module_is_over_150_lines(tmp_path: Path) -> None:
+    assert _long_modules(ROOT / "cli") == []
+    (tmp_path / "long.py").write_text("x = 1\n" * (CLI_MODULE_LINES + 1), encoding="utf-8")  # the check can fail
+    (tmp_path / "short.py").write_text("x = 1\n" * CLI_MODULE_LINES, encoding="utf-8")
+    assert _long_modules(tmp_path) == [f"long.py: {CLI_MODULE_LINES + 1} lines"]

@@ -125,7 +125,7 @@ def test_system_instruction_and_chat_template_reach_the_model(tmp_path: Path, se
 def test_apply_chat_template_sets_each_backend_own_switch() -> None:
     import argparse
 
-    from promptrobust.cli.aliases import chat_model_args
+    from promptrobust.cli.lm_eval_model import chat_model_args
     from promptrobust.engine.registry import resolve_model
 
     args = argparse.Namespace(apply_chat_template=True)
@@ -167,7 +167,7 @@ def test_batch_size_is_set_in_one_place(tmp_path: Path, capsys) -> None:  # noqa
     assert code == 2 and "--batch-size 4 and --model-args batch_size=8 disagree" in err
     import argparse
 
-    from promptrobust.cli.aliases import one_batch_size
+    from promptrobust.cli.lm_eval_model import one_batch_size
     from promptrobust.engine.registry import resolve_model
 
     args = argparse.Namespace(batch_size=None)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from promptrobust.cli import aliases
+from promptrobust.cli import aliases, gen_kwargs, lm_eval_model
 from promptrobust.cli.main import build_parser
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from tests.sweep_helpers import hashed_answer, hashed_text_answer
@@ -42,17 +42,17 @@ LM_EVAL_ROWS = _table_rows("lm-evaluation-harness")
 
 def _settings(flags: str) -> dict[str, Any]:
     """What `pre run FLAGS` would measure: the model spec and every evaluation/scheduler setting."""
-    from promptrobust.cli import common
+    from promptrobust.cli import flag_settings
     from promptrobust.engine.registry import parse_model_args, resolve_model
 
     args = build_parser().parse_args(aliases.normalize_argv(["run", *shlex.split(flags)]))
-    args.model, args.model_args = aliases.model_from_flags(args)
-    spec = aliases.one_batch_size(aliases.chat_model_args(resolve_model(args.model, parse_model_args(args.model_args)), args), args)
-    generation = aliases.apply_generation(args)
-    evaluation = common.evaluation_settings(args, limit=args.limit).with_(**generation) if not isinstance(args.limit, float) else None
+    args.model, args.model_args = lm_eval_model.model_from_flags(args)
+    spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(resolve_model(args.model, parse_model_args(args.model_args)), args), args)
+    generation = gen_kwargs.apply_generation(args)
+    evaluation = flag_settings.evaluation_settings(args, limit=args.limit).with_(**generation) if not isinstance(args.limit, float) else None
     return {
-        "model": (spec.name, spec.backend, dict(spec.args)), "datasets": common.dataset_names(args.dataset),
-        "evaluation": evaluation, "limit": args.limit, "scheduler": common.scheduler_settings(args),
+        "model": (spec.name, spec.backend, dict(spec.args)), "datasets": flag_settings.dataset_names(args.dataset),
+        "evaluation": evaluation, "limit": args.limit, "scheduler": flag_settings.scheduler_settings(args),
         "output_dir": args.output_dir, "log_samples": args.log_samples, "cache": args.cache,
     }
 
