@@ -138,7 +138,9 @@ def forward_widths(backend: HFBackend):
         if ids is not None:
             widths.append(tuple(ids.shape))
 
-    return widths, backend._model.register_forward_pre_hook(hook, with_kwargs=True)
+    # The decoder stack runs in every pass, also a prefix pass that stops before the output layer.
+    decoder = getattr(backend._model, "model", None) or backend._model
+    return widths, decoder.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def test_shared_prefix_runs_once_and_scores_as_each_request_alone(smol: HFBackend) -> None:
