@@ -58,6 +58,16 @@ LADDER = (
 )
 
 
+#: Each of this issue's levers on its own: every lever, then every lever but one (what that one lever gives).
+ABLATION = (
+    Levers(LADDER[-1].label),
+    Levers("every lever but: prefix passes without the output layer", prefix_without_head=False),
+    Levers("every lever but: cached prefixes enter a pass as views", kv_views=False),
+    Levers("every lever but: label log-probs from the logsumexp", label_logsumexp=False),
+    Levers("every lever but: short-tail batches", short_tail_batches=False),
+)
+
+
 def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = None, cache_mb: float = 256.0) -> None:
     """Put ``backend`` into ``levers``; ``prefixes`` is the prefix cache to use when the cache lever is on."""
     install(backend.model, backend.kernel.kernel if levers.kernel == "best" else levers.kernel)
@@ -166,10 +176,13 @@ def _sample(recorder: Recorder, n: int) -> list[Request]:
 
 
 async def lever_table(backend: Any, recorded: dict[str, Recorder], n: int, batch_size: int, cache_mb: float,
-                      rounds: int = 2) -> dict[str, Any]:
-    """Each lever added in turn, on the engines' recorded requests; configurations interleaved for ``rounds``."""
+                      rounds: int = 2, ladder: tuple[Levers, ...] = LADDER) -> dict[str, Any]:
+    """Each lever added in turn (or, with ``ABLATION``, each taken away from every lever), on the engines' recorded
+    requests; configurations interleaved for ``rounds``."""
     rows: list[dict[str, Any]] = []
     peak = fp32_peak()
+    if ladder is ABLATION:
+        return await _ablation_table(backend, recorded, n, batch_size, cache_mb, rounds, peak)
     lines = ["## Each exact lever, added one at a time", "",
              f"The first {n} requests each engine sent, replayed through the backend as the scheduler sends them "
              f"(batch {batch_size}); configurations interleaved, best of {rounds} rounds; a fresh prefix cache per round.", "",
@@ -202,6 +215,57 @@ async def lever_table(backend: Any, recorded: dict[str, Recorder], n: int, batch
             prev_sec = sec
     configure(backend, ENGINE, cache_mb=cache_mb)
     return {"rows": rows, "lines": lines, "peak": peak}
+
+
+async def _ablation_table(backend: Any, recorded: dict[str, Recorder], n: int, batch_size: int, cache_mb: float,
+                          rounds: int, peak: dict[str, Any]) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    lines = ["## Each lever on its own: every lever against every lever but that one", "",
+             f"The first {n} requests each engine sent, replayed through the backend as the scheduler sends them "
+             f"(batch {batch_size}); configurations interleaved, best of {rounds} rounds; a fresh prefix cache per round.", "",
+             "| mode | configuration | seconds | positions computed | forward passes | what the lever gives | same answers as every lever |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for mode, rec in recorded.items():
+        reqs = _sample(rec, n)
+        if not reqs:
+            continue
+        best: dict[str, tuple[float, int, list[Completion], int]] = {}
+        for _ in range(rounds):
+            again = fp32_peak()
+            if again["flops_per_s"] > peak["flops_per_s"]:
+                peak = again
+            for lv in ABLATION:
+                configure(backend, lv, cache_mb=cache_mb)
+                passes = _count_passes(backend)
+                try:
+                    sec, pos, out = await replay(backend, reqs, batch_size)
+                finally:
+                    backend.__dict__.pop("_forward_logits", None)
+                if lv.label not in best or sec < best[lv.label][0]:
+                    best[lv.label] = (sec, pos, out, len(passes))
+        all_sec, _, all_out, _ = best[ABLATION[0].label]
+        for lv in ABLATION:
+            sec, pos, out, npass = best[lv.label]
+            agree = sum(_same(a, b) for a, b in zip(out, all_out))
+            rows.append({"mode": mode, "configuration": lv.label, "seconds": sec, "positions": pos, "passes": npass,
+                         "lever_gives": sec / all_sec, "same_answers": agree, "requests": len(reqs)})
+            gives = "-" if lv is ABLATION[0] else f"{sec / all_sec:.2f}x"
+            lines.append(f"| {mode} | {lv.label} | {sec:.2f} | {pos} | {npass} | {gives} | {agree} of {len(reqs)} |")
+    configure(backend, ENGINE, cache_mb=cache_mb)
+    return {"rows": rows, "lines": lines, "peak": peak}
+
+
+def _count_passes(backend: Any) -> list[int]:
+    """Counts the passes through ``_forward_logits``: request rows, decode steps, batched prefixes (a lone prefix runs apart)."""
+    calls: list[int] = []
+    forward = backend._forward_logits
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return forward(*args, **kwargs)
+
+    backend._forward_logits = counted
+    return calls
 
 
 def _same(a: Completion, b: Completion) -> bool:

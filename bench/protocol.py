@@ -43,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.extrapolate import ENGINE_OF, CallSampler, baseline_calls  # noqa: E402
 from bench.breakdown import PassProfile, achieved_rates, breakdown_lines, breakdown_payload  # noqa: E402
 from bench.levers import (  # noqa: E402
+    ABLATION,
     BASELINE,
+    LADDER,
     ENGINE,
     Recorder,
     bf16_agreement,
@@ -63,7 +65,7 @@ from promptrobust.engine.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.evaluator import Evaluator  # noqa: E402
 from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
 from promptrobust.engine.registry import resolve_model  # noqa: E402
-from promptrobust.engine.settings import EvaluationSettings  # noqa: E402
+from promptrobust.engine.settings import AttackSettings, EvaluationSettings  # noqa: E402
 from promptrobust.engine.scheduler import Scheduler  # noqa: E402
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
@@ -338,10 +340,14 @@ async def main() -> None:
     ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
     ap.add_argument("--max-tokens", type=int, default=20, help="new tokens per generation (promptbench: 20)")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--chunk-size", type=int, default=8, help="samples per early-stopping round")
+    ap.add_argument("--chunk-size", type=int, default=AttackSettings().chunk_size,
+                    help="samples per early-stopping round (default: as `pre run`)")
     ap.add_argument("--prefix-cache-mb", type=float, default=256.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lever-requests", type=int, default=128, help="recorded requests replayed per lever configuration")
+    ap.add_argument("--lever-table", choices=("ladder", "ablation"), default="ladder",
+                    help="ladder: levers added one at a time; ablation: every lever against every lever but one")
+    ap.add_argument("--lever-rounds", type=int, default=2, help="interleaved rounds of the lever replays (best of)")
     ap.add_argument("--bf16-requests", type=int, default=96, help="recorded requests compared in bfloat16 (0: skip)")
     ap.add_argument("--baseline-calls", type=int, default=0,
                     help="measure the sequential baselines on this many single calls each (recorded engine requests, "
@@ -395,7 +401,8 @@ async def main() -> None:
     # 3. the backend on the engines' own requests
     recorded = {n: by[n].recorder for n in ("engine", "engine-gen") if n in by}
     bounds = {n: lower_bound_positions(backend, r) for n, r in recorded.items()}
-    levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb)
+    levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb,
+                               rounds=args.lever_rounds, ladder=ABLATION if args.lever_table == "ablation" else LADDER)
     fraction = peak_fraction(backend, levers)
     depths = peak_breakdown(backend, levers, args.batch_size)
     peak = levers["peak"]
