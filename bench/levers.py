@@ -30,21 +30,41 @@ class Levers:
     prefix_cache: bool = True
     length_order: bool = True
     drop_finished: bool = True
+    prefix_without_head: bool = True
+    kv_views: bool = True
+    label_logsumexp: bool = True
+    short_tail_batches: bool = True
 
 
 #: What the baselines run: torch's default kernels, nothing shared (they send one request per call anyway).
-BASELINE = Levers("baseline", kernel="default", share_prefix=False, prefix_cache=False, length_order=False, drop_finished=False)
+_OFF = {"prefix_without_head": False, "kv_views": False, "label_logsumexp": False, "short_tail_batches": False}
+BASELINE = Levers("baseline", kernel="default", share_prefix=False, prefix_cache=False, length_order=False, drop_finished=False,
+                  **_OFF)
 #: Every exact lever on.
 ENGINE = Levers("engine: every lever")
 #: The engine before these levers, then one lever added at a time.
 LADDER = (
     Levers("before: per-batch prefix, token-id order, default kernel, rows kept to the end",
-           kernel="default", prefix_cache=False, length_order=False, drop_finished=False),
-    Levers("+ fastest Linear kernel", prefix_cache=False, length_order=False, drop_finished=False),
+           kernel="default", prefix_cache=False, length_order=False, drop_finished=False, **_OFF),
+    Levers("+ fastest Linear kernel", prefix_cache=False, length_order=False, drop_finished=False, **_OFF),
     Levers("+ length order across candidates, cut where padding costs more than a pass", prefix_cache=False,
-           drop_finished=False),
-    Levers("+ persistent prefix cache", drop_finished=False),
-    Levers("+ finished rows dropped (= every lever)"),
+           drop_finished=False, **_OFF),
+    Levers("+ persistent prefix cache", drop_finished=False, **_OFF),
+    Levers("+ finished rows dropped", **_OFF),
+    Levers("+ prefix passes without the output layer", kv_views=False, label_logsumexp=False, short_tail_batches=False),
+    Levers("+ cached prefixes enter a pass as views", label_logsumexp=False, short_tail_batches=False),
+    Levers("+ label log-probs from the logsumexp", short_tail_batches=False),
+    Levers("+ short-tail batches (= every lever)"),
+)
+
+
+#: Each of this issue's levers on its own: every lever, then every lever but one (what that one lever gives).
+ABLATION = (
+    Levers(LADDER[-1].label),
+    Levers("every lever but: prefix passes without the output layer", prefix_without_head=False),
+    Levers("every lever but: cached prefixes enter a pass as views", kv_views=False),
+    Levers("every lever but: label log-probs from the logsumexp", label_logsumexp=False),
+    Levers("every lever but: short-tail batches", short_tail_batches=False),
 )
 
 
@@ -58,6 +78,10 @@ def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = No
         backend.prefixes = PrefixCache(0)
     backend.length_order = levers.length_order
     backend.drop_finished = levers.drop_finished
+    backend.prefix_without_head = levers.prefix_without_head
+    backend.kv_views = levers.kv_views
+    backend.label_logsumexp = levers.label_logsumexp
+    backend.short_tail_batches = levers.short_tail_batches
 
 
 class Recorder:
@@ -152,15 +176,18 @@ def _sample(recorder: Recorder, n: int) -> list[Request]:
 
 
 async def lever_table(backend: Any, recorded: dict[str, Recorder], n: int, batch_size: int, cache_mb: float,
-                      rounds: int = 2) -> dict[str, Any]:
-    """Each lever added in turn, on the engines' recorded requests; configurations interleaved for ``rounds``."""
+                      rounds: int = 2, ladder: tuple[Levers, ...] = LADDER) -> dict[str, Any]:
+    """Each lever added in turn (or, with ``ABLATION``, each taken away from every lever), on the engines' recorded
+    requests; configurations interleaved for ``rounds``."""
     rows: list[dict[str, Any]] = []
     peak = fp32_peak()
+    if ladder is ABLATION:
+        return await _ablation_table(backend, recorded, n, batch_size, cache_mb, rounds, peak)
     lines = ["## Each exact lever, added one at a time", "",
              f"The first {n} requests each engine sent, replayed through the backend as the scheduler sends them "
              f"(batch {batch_size}); configurations interleaved, best of {rounds} rounds; a fresh prefix cache per round.", "",
-             "| mode | configuration | seconds | positions computed | speed vs before | same answers as before |",
-             "|---|---|---:|---:|---:|---|"]
+             "| mode | configuration | seconds | positions computed | speed vs before | this lever alone (vs the row above) | same answers as before |",
+             "|---|---|---:|---:|---:|---:|---|"]
     for mode, rec in recorded.items():
         reqs = _sample(rec, n)
         if not reqs:
@@ -176,14 +203,69 @@ async def lever_table(backend: Any, recorded: dict[str, Recorder], n: int, batch
                 if lv.label not in best or sec < best[lv.label][0]:
                     best[lv.label] = (sec, pos, out)
         base_sec, _, base_out = best[LADDER[0].label]
+        prev_sec = base_sec
         for lv in LADDER:
             sec, pos, out = best[lv.label]
             agree = sum(_same(a, b) for a, b in zip(out, base_out))
             rows.append({"mode": mode, "configuration": lv.label, "seconds": sec, "positions": pos,
-                         "speedup": base_sec / sec, "same_answers": agree, "requests": len(reqs)})
-            lines.append(f"| {mode} | {lv.label} | {sec:.2f} | {pos} | {base_sec / sec:.2f}x | {agree} of {len(reqs)} |")
+                         "speedup": base_sec / sec, "step_speedup": prev_sec / sec, "same_answers": agree,
+                         "requests": len(reqs)})
+            lines.append(f"| {mode} | {lv.label} | {sec:.2f} | {pos} | {base_sec / sec:.2f}x | {prev_sec / sec:.2f}x | "
+                         f"{agree} of {len(reqs)} |")
+            prev_sec = sec
     configure(backend, ENGINE, cache_mb=cache_mb)
     return {"rows": rows, "lines": lines, "peak": peak}
+
+
+async def _ablation_table(backend: Any, recorded: dict[str, Recorder], n: int, batch_size: int, cache_mb: float,
+                          rounds: int, peak: dict[str, Any]) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    lines = ["## Each lever on its own: every lever against every lever but that one", "",
+             f"The first {n} requests each engine sent, replayed through the backend as the scheduler sends them "
+             f"(batch {batch_size}); configurations interleaved, best of {rounds} rounds; a fresh prefix cache per round.", "",
+             "| mode | configuration | seconds | positions computed | forward passes | what the lever gives | same answers as every lever |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for mode, rec in recorded.items():
+        reqs = _sample(rec, n)
+        if not reqs:
+            continue
+        best: dict[str, tuple[float, int, list[Completion], int]] = {}
+        for _ in range(rounds):
+            again = fp32_peak()
+            if again["flops_per_s"] > peak["flops_per_s"]:
+                peak = again
+            for lv in ABLATION:
+                configure(backend, lv, cache_mb=cache_mb)
+                passes = _count_passes(backend)
+                try:
+                    sec, pos, out = await replay(backend, reqs, batch_size)
+                finally:
+                    backend.__dict__.pop("_forward_logits", None)
+                if lv.label not in best or sec < best[lv.label][0]:
+                    best[lv.label] = (sec, pos, out, len(passes))
+        all_sec, _, all_out, _ = best[ABLATION[0].label]
+        for lv in ABLATION:
+            sec, pos, out, npass = best[lv.label]
+            agree = sum(_same(a, b) for a, b in zip(out, all_out))
+            rows.append({"mode": mode, "configuration": lv.label, "seconds": sec, "positions": pos, "passes": npass,
+                         "lever_gives": sec / all_sec, "same_answers": agree, "requests": len(reqs)})
+            gives = "-" if lv is ABLATION[0] else f"{sec / all_sec:.2f}x"
+            lines.append(f"| {mode} | {lv.label} | {sec:.2f} | {pos} | {npass} | {gives} | {agree} of {len(reqs)} |")
+    configure(backend, ENGINE, cache_mb=cache_mb)
+    return {"rows": rows, "lines": lines, "peak": peak}
+
+
+def _count_passes(backend: Any) -> list[int]:
+    """Counts the passes through ``_forward_logits``: request rows, decode steps, batched prefixes (a lone prefix runs apart)."""
+    calls: list[int] = []
+    forward = backend._forward_logits
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return forward(*args, **kwargs)
+
+    backend._forward_logits = counted
+    return calls
 
 
 def _same(a: Completion, b: Completion) -> bool:

@@ -40,9 +40,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.extrapolate import ENGINE_OF, CallSampler, baseline_calls  # noqa: E402
 from bench.breakdown import PassProfile, achieved_rates, breakdown_lines, breakdown_payload  # noqa: E402
 from bench.levers import (  # noqa: E402
+    ABLATION,
     BASELINE,
+    LADDER,
     ENGINE,
     Recorder,
     bf16_agreement,
@@ -53,7 +56,7 @@ from bench.levers import (  # noqa: E402
     peak_fraction,
 )
 from bench.report import command_line, header, write_results  # noqa: E402
-from bench.summary import update_summary  # noqa: E402
+from bench.summary import update_section, update_summary  # noqa: E402
 from promptrobust.attacks.errors import AttackResourceError  # noqa: E402
 from promptrobust.attacks.registry import get_attack, list_attacks  # noqa: E402
 from promptrobust.engine.backends.hf import embedded_backend  # noqa: E402
@@ -62,7 +65,7 @@ from promptrobust.engine.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.evaluator import Evaluator  # noqa: E402
 from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
 from promptrobust.engine.registry import resolve_model  # noqa: E402
-from promptrobust.engine.settings import EvaluationSettings  # noqa: E402
+from promptrobust.engine.settings import AttackSettings, EvaluationSettings  # noqa: E402
 from promptrobust.engine.scheduler import Scheduler  # noqa: E402
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
@@ -137,7 +140,8 @@ async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
 
 
 async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: list, prompts: list, attacks: list[str],
-                  tmp: Path, examples: list | tuple = ()) -> tuple[list[Contender], dict[str, str]]:
+                  tmp: Path, examples: list | tuple = (), between: Any = None) -> tuple[list[Contender], dict[str, str]]:
+    """Every contender through the protocol, interleaved; ``between(contenders)`` runs after each phase."""
     contenders = [Contender(n) for n in args.contenders]
     for c in contenders:
         if c.is_engine:
@@ -164,6 +168,8 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
 
         c.ranking = await turn(c, backend, rank, "rank")
         print(f"# rank        {c.name:<12} {c.seconds:8.1f}s", file=sys.stderr, flush=True)
+    if between is not None:
+        await between(contenders)
     by_id = {p.id: p for p in prompts}
     unavailable: dict[str, str] = {}
     # 2. every attack on each contender's top k, contenders interleaved, order rotating
@@ -193,6 +199,8 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
                 unavailable[name] = str(e).splitlines()[0]
                 break
             print(f"# {name:<11} {c.name:<12} {c.seconds:8.1f}s", file=sys.stderr, flush=True)
+        if between is not None:
+            await between(contenders)
     for c in contenders:
         if c.is_engine:
             c.model_calls = sum(e.requests.sent for e in c.evaluators)
@@ -254,6 +262,67 @@ def protocol_lines(contenders: list[Contender]) -> list[str]:
     return out
 
 
+def extrapolation(sampler: CallSampler, by: dict[str, Contender], samples: int) -> dict[str, Any]:
+    """Per baseline: its per-call times, the calls it would make, its extrapolated time and the engine's speed over it."""
+    rows = []
+    for b, times in sampler.times.items():
+        if not times.seconds:
+            continue
+        engine = by[ENGINE_OF[b]]
+        calls = baseline_calls(engine.evaluators, samples)
+        summ = times.summary()
+        rows.append({"baseline": b, **summ, "engine": engine.name, "calls": calls,
+                     "extrapolated_seconds": summ["mean_s"] * calls, "engine_seconds": engine.seconds,
+                     "speedup": summ["mean_s"] * calls / engine.seconds if engine.seconds else None,
+                     "per_call_seconds": times.seconds})
+    # promptbench against label scoring too (its calls with engine-gen's searches, as above)
+    pb = next((r for r in rows if r["baseline"] == "promptbench"), None)
+    if pb is not None and "engine" in by and by["engine"].seconds:
+        pb["speedup_choices"] = pb["extrapolated_seconds"] / by["engine"].seconds
+    return {"rows": rows}
+
+
+def section_figures(args: argparse.Namespace, payload: dict[str, Any], extra: dict[str, Any] | None,
+                    breakdown: dict[str, Any] | None, by: dict[str, Contender], bounds: dict[str, int],
+                    attacks: list[str], samples: int, shots: int) -> dict[str, Any]:
+    """The figures of one named summary section (issue 24's default_model_100), ratios from this run only."""
+    rows = {r["baseline"]: r for r in (extra or {}).get("rows", [])}
+
+    def speed(b: str, key: str = "speedup") -> float | None:
+        if b in rows:
+            return rows[b].get(key)
+        return payload.get({"reference-choices": "speedup_vs_reference_choices", "reference": "speedup_vs_reference_generate"}
+                           .get(b, ""))
+
+    return {
+        "model": args.model, "shots": shots, "samples": samples, "top_k": args.top_k, "attacks": attacks,
+        "budget": args.budget, "batch_size": args.batch_size, "chunk_size": args.chunk_size,
+        "speedup_vs_reference_choices": speed("reference-choices"),
+        "speedup_vs_reference_generate": speed("reference"),
+        "speedup_vs_promptbench_choices": rows["promptbench"].get("speedup_choices") if "promptbench" in rows
+        else payload.get("speedup_vs_promptbench_choices"),
+        "speedup_vs_promptbench_generate": speed("promptbench") if "promptbench" in rows
+        else payload.get("speedup_vs_promptbench_generate"),
+        # extrapolated baselines did not run their searches: what was checked is every measured call's answer
+        "same_adversarial_prompts_choices": None if rows else payload.get("same_adversarial_prompts_choices"),
+        "same_adversarial_prompts_generate": None if rows else payload.get("same_adversarial_prompts_generate"),
+        "answers_as_the_engine_on_measured_calls": {b: f"{r['answers_as_the_engine']} of {r['calls_measured']}"
+                                                    for b, r in rows.items()},
+        "positions_over_lower_bound": payload.get("positions_over_lower_bound"),
+        "positions_over_lower_bound_generate": payload.get("positions_over_lower_bound_generate"),
+        "hf_fp32_peak_fraction": breakdown.get("peak_fraction_backend") if breakdown else payload.get("hf_fp32_peak_fraction"),
+        "hf_fp32_peak_fraction_wall": breakdown.get("peak_fraction_wall") if breakdown else None,
+        "fp32_peak_gflops": payload.get("fp32_peak_gflops"),
+        "engine_seconds": {n: c.seconds for n, c in by.items()},
+        "engine_phases": {n: c.phases for n, c in by.items()},
+        "engine_model_calls": {n: c.model_calls for n, c in by.items()},
+        "baselines": {b: {k: v for k, v in r.items() if k != "baseline"} for b, r in rows.items()},
+        "breakdown": breakdown,
+        "note": ("measured on a 2-core machine shared with other work running at the same time: absolute seconds "
+                 "carry that load; ratios come from one run with the baselines' calls interleaved with the engines' phases"),
+    }
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="an embedded model name")
@@ -271,11 +340,21 @@ async def main() -> None:
     ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
     ap.add_argument("--max-tokens", type=int, default=20, help="new tokens per generation (promptbench: 20)")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--chunk-size", type=int, default=8, help="samples per early-stopping round")
+    ap.add_argument("--chunk-size", type=int, default=AttackSettings().chunk_size,
+                    help="samples per early-stopping round (default: as `pre run`)")
     ap.add_argument("--prefix-cache-mb", type=float, default=256.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lever-requests", type=int, default=128, help="recorded requests replayed per lever configuration")
+    ap.add_argument("--lever-table", choices=("ladder", "ablation"), default="ladder",
+                    help="ladder: levers added one at a time; ablation: every lever against every lever but one")
+    ap.add_argument("--lever-rounds", type=int, default=2, help="interleaved rounds of the lever replays (best of)")
     ap.add_argument("--bf16-requests", type=int, default=96, help="recorded requests compared in bfloat16 (0: skip)")
+    ap.add_argument("--baseline-calls", type=int, default=0,
+                    help="measure the sequential baselines on this many single calls each (recorded engine requests, "
+                         "spread over the run, a slice after each phase) and extrapolate their whole-protocol time "
+                         "(their cost is linear in calls); 0: run them through the whole protocol")
+    ap.add_argument("--section", default=None,
+                    help="with --summary: write the figures into this named section of summary.json (e.g. default_model_100)")
     ap.add_argument("--out", default=None, help="write the Markdown here (and .json beside it)")
     ap.add_argument("--summary", default=None, help="update this summary.json with the headline figures")
     args = ap.parse_args()
@@ -283,6 +362,13 @@ async def main() -> None:
     for c in args.contenders:
         if c not in CONTENDERS:
             ap.error(f"unknown contender {c!r}: choose from {', '.join(CONTENDERS)}")
+    extrapolated: list[str] = []
+    if args.baseline_calls > 0:
+        extrapolated = [c for c in args.contenders if c in ENGINE_OF]
+        for b in extrapolated:
+            if ENGINE_OF[b] not in args.contenders:
+                ap.error(f"--baseline-calls measures {b} on {ENGINE_OF[b]}'s requests: add {ENGINE_OF[b]} to --contenders")
+        args.contenders = [c for c in args.contenders if c not in extrapolated]
     if args.attacks == "offline":
         attacks = list(OFFLINE_ATTACKS)
     elif args.attacks == "all":
@@ -298,15 +384,25 @@ async def main() -> None:
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
+    sampler = None
+    between = None
+    if extrapolated:
+        sampler = CallSampler(backend, task, examples, extrapolated, args.baseline_calls, 1 + len(attacks), args.max_tokens)
+
+        async def between(cs: list[Contender]) -> None:
+            await sampler.slice({c.name: c.recorder for c in cs if c.recorder is not None})
+
     with tempfile.TemporaryDirectory() as tmp:
-        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples)
+        contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples,
+                                                between)
     protocol_seconds = time.perf_counter() - started
     by = {c.name: c for c in contenders}
 
     # 3. the backend on the engines' own requests
     recorded = {n: by[n].recorder for n in ("engine", "engine-gen") if n in by}
     bounds = {n: lower_bound_positions(backend, r) for n, r in recorded.items()}
-    levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb)
+    levers = await lever_table(backend, recorded, args.lever_requests, args.batch_size, args.prefix_cache_mb,
+                               rounds=args.lever_rounds, ladder=ABLATION if args.lever_table == "ablation" else LADDER)
     fraction = peak_fraction(backend, levers)
     depths = peak_breakdown(backend, levers, args.batch_size)
     peak = levers["peak"]
@@ -355,6 +451,27 @@ async def main() -> None:
                   f"{rates['peak_gflops']:.0f} GFLOP/s: {rates['peak_fraction_wall']:.2f} / "
                   f"{rates['peak_fraction_backend']:.2f} of it.", "",
                   *breakdown_lines(eng.profile, eng.seconds, requests)]
+    extra = None
+    if sampler is not None:
+        extra = extrapolation(sampler, by, len(samples))
+        lines += ["", "## The sequential baselines, measured on single calls and extrapolated", "",
+                  "A sequential loop's cost is linear in its calls (one (candidate, sample) per call, nothing shared or "
+                  "cached), so each baseline ran single calls on requests its engine sent, spread over the run and "
+                  "interleaved with it (a slice after each phase), and its whole-protocol time is the mean per call times "
+                  "the calls it makes for the same searches (every candidate the engine's search scored, repeats "
+                  "included, times the samples). Its answers are compared with the engine's on the same requests.", "",
+                  "| baseline | calls measured | per call: mean / median / min / max (s) | spread (stdev / mean) | answers as the "
+                  "engine | calls for the whole protocol | extrapolated seconds | engine | engine seconds | speed |",
+                  "|---|---:|---|---:|---:|---:|---:|---|---:|---:|"]
+        for row in extra["rows"]:
+            lines.append(f"| {row['baseline']} | {row['calls_measured']} | {row['mean_s']:.3f} / {row['median_s']:.3f} / "
+                         f"{row['min_s']:.3f} / {row['max_s']:.3f} | {row['stdev_over_mean']:.2f} | "
+                         f"{row['answers_as_the_engine']} of {row['calls_measured']} | {row['calls']} | "
+                         f"{row['extrapolated_seconds']:.0f} | {row['engine']} | {row['engine_seconds']:.0f} | "
+                         f"{row['speedup']:.2f}x |")
+        if any(r["baseline"] == "promptbench" for r in extra["rows"]):
+            lines += ["", "promptbench's calls are counted with engine-gen's searches (its own last-word parse of the whole "
+                      "output may steer its search elsewhere); its answers are compared as parsed labels."]
     lines += [""] + ([*levers["lines"], ""] if levers["rows"] else [])
     if depths:
         lines += ["## Where the fp32 peak goes", "",
@@ -409,7 +526,10 @@ async def main() -> None:
         write_results(args.out, text, command_line("protocol.py"),
                       {**payload, "levers": levers["rows"], "contenders": contender_rows, "unavailable": unavailable,
                        "backend": backend.runtime()})
-    if args.summary:
+    if args.summary and args.section:
+        update_section(args.summary, args.section, command_line("protocol.py"),
+                       section_figures(args, payload, extra, breakdown, by, bounds, runnable, len(samples), shots))
+    elif args.summary:
         update_summary(args.summary, command_line("protocol.py"), payload)
     await backend.close()
 

@@ -33,3 +33,18 @@ def update_summary(path: str | Path, command: str, figures: dict[str, Any]) -> d
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     return data
+
+
+def update_section(path: str | Path, section: str, command: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """Replace one named section of the summary (its figures with their own machine, versions, commit and
+    command); the top-level figures and their provenance are left as they are."""
+    import orjson
+
+    p = Path(path)
+    data: dict[str, Any] = orjson.loads(p.read_bytes()) if p.is_file() else {}
+    env = describe()
+    data[section] = {**figures, "machine": {k: v for k, v in env.items() if k not in ("versions", "commit")},
+                     "versions": env["versions"], "commit": env["commit"], "command": command}
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return data

@@ -146,3 +146,31 @@ async def test_the_bench_applies_pre_runs_shots_rule(tmp_path: Path) -> None:
     assert examples == list(bench.examples) and len(examples) == 3
     assert shots_and_examples(task, "smollm2-135m-instruct", None, 0)[0] == chat.shots == 0
     assert shots_and_examples(task, "gemma3-270m", 0, 0) == (0, [])  # --shots 0 forces 0-shot
+
+
+def test_a_named_section_keeps_the_top_level_figures_and_their_provenance(tmp_path: Path) -> None:
+    from bench.summary import update_section
+
+    path = tmp_path / "summary.json"
+    update_summary(path, "python bench/protocol.py --limit 2", {"speedup_vs_reference_choices": 5.0})
+    before = orjson.loads(path.read_bytes())
+    update_section(path, "default_model_100", "python bench/protocol.py --limit 100", {"samples": 100, "shots": 3})
+    after = orjson.loads(path.read_bytes())
+    assert {k: v for k, v in after.items() if k != "default_model_100"} == before
+    section = after["default_model_100"]
+    assert section["samples"] == 100 and section["command"] == "python bench/protocol.py --limit 100"
+    assert {"machine", "versions", "commit"} <= set(section)
+
+
+def test_a_sequential_loop_pays_every_candidate_repeats_included_on_every_sample() -> None:
+    from types import SimpleNamespace
+
+    from bench.extrapolate import CallTimes, baseline_calls
+
+    evaluators = [SimpleNamespace(cost=SimpleNamespace(candidate_evaluations=10, duplicate_candidates=0)),  # ranking
+                  SimpleNamespace(cost=SimpleNamespace(candidate_evaluations=7, duplicate_candidates=2))]  # an attack
+    assert baseline_calls(evaluators, 100) == (10 + 7 + 2) * 100
+    t = CallTimes("reference", seconds=[1.0, 2.0, 3.0], agree=3)
+    s = t.summary()
+    assert (s["calls_measured"], s["mean_s"], s["median_s"], s["min_s"], s["max_s"]) == (3, 2.0, 2.0, 1.0, 3.0)
+    assert CallTimes("reference").summary() == {"calls_measured": 0}
