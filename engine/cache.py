@@ -10,6 +10,7 @@ one writes.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -17,7 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from promptrobust.engine.types import Completion
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (
@@ -41,9 +46,11 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     writes: int = 0
+    #: rows that could not be decoded or validated: counted as misses, recomputed and overwritten
+    damaged: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "writes": self.writes}
+        return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "damaged": self.damaged}
 
 
 def default_cache_path() -> Path:
@@ -59,6 +66,8 @@ class ScoreCache:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.stats = CacheStats()
+        self._first_damage = ""
+        self._reported = False
         self._conn = self._open(self.path)
 
     @staticmethod
@@ -110,10 +119,34 @@ class ScoreCache:
             except sqlite3.DatabaseError as exc:
                 raise CacheError(f"cache file {self.path} cannot be read ({exc}); delete it or pass --cache PATH") from None
             for key, value in rows:
-                found[key] = Completion.from_json(value)
+                completion, problem = decode_completion(value)
+                if completion is None:
+                    self._damaged(key, problem)
+                else:
+                    found[key] = completion
         self.stats.hits += len(found)
         self.stats.misses += len(unique) - len(found)
         return found
+
+    def note_damaged(self, key: str, problem: str) -> None:
+        """A row a caller found unusable (e.g. a log-probability above 0): a miss after all."""
+        self.stats.hits -= 1
+        self.stats.misses += 1
+        self._damaged(key, problem)
+
+    def _damaged(self, key: str, problem: str) -> None:
+        self.stats.damaged += 1
+        if self.stats.damaged == 1:
+            self._first_damage = f"key {key[:12]}...: {problem}"
+
+    def damage_report(self) -> str | None:
+        """One line about this run's damaged rows (None when there were none)."""
+        n = self.stats.damaged
+        if not n:
+            return None
+        rows = "row" if n == 1 else "rows"
+        return (f"cache {self.path}: {n} damaged {rows} could not be used ({self._first_damage}"
+                f"{'' if n == 1 else '; ...'}); recomputed and overwritten")
 
     # -- writes ------------------------------------------------------------
     def put(self, key: str, model: str, completion: Completion) -> None:
@@ -145,6 +178,11 @@ class ScoreCache:
         return self.stats.as_dict()
 
     def close(self) -> None:
+        """Close the file; say once (per run) how many damaged rows were replaced."""
+        report = self.damage_report()
+        if report is not None and not self._reported:
+            log.warning("%s", report)
+            self._reported = True
         self._conn.close()
 
     def __enter__(self) -> "ScoreCache":
@@ -152,6 +190,36 @@ class ScoreCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def decode_completion(value: object) -> tuple[Completion | None, str]:
+    """(the Completion stored in a cache value, "") or (None, why it cannot be one).
+
+    A row written by a crashed tool, an older version or a hand edit must never
+    raise: it is a miss. Types are checked here; whether the numbers fit a
+    request (labels, log-probabilities) is the scheduler's ``completion_problem``.
+    """
+    try:
+        data = orjson.loads(value)  # type: ignore[arg-type]
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        return None, f"not JSON ({str(exc)[:60]})"
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    text, lp, note = data.get("text"), data.get("choice_logprobs"), data.get("note")
+    if text is not None and not isinstance(text, str):
+        return None, f"text is a {type(text).__name__}"
+    if note is not None and not isinstance(note, str):
+        return None, f"note is a {type(note).__name__}"
+    if lp is not None and (not isinstance(lp, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in lp)):
+        return None, "choice_logprobs is not a list of numbers"
+    if text is None and lp is None:
+        return None, "neither text nor choice_logprobs"
+    counts = [data.get("prompt_tokens", 0), data.get("completion_tokens", 0)]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return None, "token counts are not whole numbers >= 0"
+    return Completion(text=text, choice_logprobs=tuple(lp) if lp is not None else None,
+                      prompt_tokens=counts[0], completion_tokens=counts[1], note=note), ""
 
 
 # -- merging caches ------------------------------------------------------------

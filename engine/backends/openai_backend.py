@@ -74,6 +74,9 @@ EJECT_AFTER = 3
 #: Seconds an ejected endpoint rests before one request probes it (doubles up to MAX_COOLDOWN).
 COOLDOWN = 2.0
 MAX_COOLDOWN = 60.0
+#: A log-probability may exceed 0 by this much (rounding in the server's softmax);
+#: anything larger, NaN or infinite is an impossible number: a malformed answer.
+LOGPROB_TOLERANCE = 1e-3
 #: Shortest piece of the API key that is scrubbed wherever it appears.
 KEY_FRAGMENT = 8
 _PROBE_TEXT = "Answer with one word, yes or no: is water wet?"
@@ -133,6 +136,43 @@ def choice_logprobs_from_top(top: Sequence[tuple[str, float]], choices: Sequence
             matched[i].append(logprob)
     floor = min(lp for _, lp in top) - MISSING_CHOICE_MARGIN
     return tuple(_logsumexp(m) if m else floor for m in matched)
+
+
+# -- validation of the numbers a server sends (before anything scores or caches them) --------------
+def logprob_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a log-probability (not a finite number <= LOGPROB_TOLERANCE), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{type(value).__name__} {value!r} is not a number"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return f"{value} (infinite)"
+    if value > LOGPROB_TOLERANCE:
+        return f"{value:g} is above 0 (a probability above 1)"
+    return None
+
+
+def check_top_logprobs(top: Sequence[tuple[str, float]], shown: str) -> None:
+    """Raise TransientBackendError (a malformed answer: retried, never scored or cached)
+    when any listed alternative's log-probability is impossible."""
+    for token, value in top:
+        problem = logprob_problem(value)
+        if problem is not None:
+            raise TransientBackendError(
+                f"malformed answer from {shown}: log-probability of token {token[:40]!r} is {problem}"
+            )
+
+
+def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown: str) -> None:
+    """Every label accounted for, each with a possible log-probability, or TransientBackendError."""
+    if len(scores) != len(choices):
+        raise TransientBackendError(
+            f"malformed answer from {shown}: {len(scores)} label log-probabilities for {len(choices)} labels"
+        )
+    for label, value in zip(choices, scores):
+        problem = logprob_problem(value)
+        if problem is not None:
+            raise TransientBackendError(f"malformed answer from {shown}: label {label[:40]!r} scored {problem}")
 
 
 @dataclass
@@ -571,7 +611,7 @@ class OpenAIBackend(Backend):
                 top = [(str(tok), float(v)) for tok, v in tops[0].items()]
         except (KeyError, TypeError, ValueError):
             return []
-        return [(t, v) for t, v in top if not math.isnan(v)]
+        return top
 
     async def _score(self, ep: _Endpoint, request: Request) -> Completion:
         if self._server_logprobs is False:
@@ -592,11 +632,13 @@ class OpenAIBackend(Backend):
             choice = self._first_choice(data, ep)
             top = self._top_logprobs(choice, chat)
             if top:
+                check_top_logprobs(top, ep.shown)
                 if self._server_logprobs is None:
                     self._server_logprobs = True
                 prompt_tokens, completion_tokens = self._usage(data)
-                return Completion(choice_logprobs=choice_logprobs_from_top(top, request.choices),
-                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+                scores = choice_logprobs_from_top(top, request.choices)
+                check_choice_logprobs(scores, request.choices, ep.shown)
+                return Completion(choice_logprobs=scores, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
             if self._server_logprobs:
                 raise TransientBackendError(f"malformed answer from {ep.shown}: no log-probabilities although they were asked for")
         self._decide_no_logprobs(ep, f"{PROBE_ANSWERS} answers in a row came without them")

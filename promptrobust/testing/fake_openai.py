@@ -22,7 +22,8 @@ Retry-After of 2 s; ``429:date:2`` sends it as an HTTP-date); ``slow:S``
 (answer normally after S seconds); ``drop`` (close the connection without an
 answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
 ``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
-``no_logprobs``, ``no_choices``, ``empty_choices``).
+``no_logprobs``, ``no_choices``, ``empty_choices``, and the impossible numbers of
+``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``).
 
 Random faults: ``faults=FaultPlan({"500": 0.2}, seed=1)`` gives each POST (after
 the script is used up) the named fault with the given probability, from a
@@ -62,16 +63,21 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FAULT_KINDS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+__all__ = ["FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
 FAULT_KINDS = (
     "429", "500", "503", "timeout", "reset", "truncated", "malformed", "html", "empty",
     "no_content", "no_logprobs", "no_choices", "empty_choices",
+    "positive_logprobs", "nan_logprobs", "inf_logprobs",
 )
+#: Impossible numbers: the answer's log-probabilities made positive (3.5, 7.25, ...),
+#: NaN for the answer's own token, or +infinity (sent as the JSON extensions NaN/Infinity).
+NUMBER_FAULTS = ("positive_logprobs", "nan_logprobs", "inf_logprobs")
 #: Faults that change or replace a 200 answer (the rest never reach the answer).
-_BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices", "empty_choices"})
+_BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices",
+                          "empty_choices", *NUMBER_FAULTS})
 
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
@@ -568,4 +574,29 @@ def _spoil(payload: dict[str, Any], fault: str) -> dict[str, Any]:
         payload.pop("choices", None)
     elif fault == "empty_choices":
         payload["choices"] = []
+    elif fault in NUMBER_FAULTS:
+        for c in choices:
+            _spoil_numbers(c.get("logprobs"), fault)
     return payload
+
+
+def _spoil_numbers(logprobs: Any, fault: str) -> None:
+    """Make a choice's log-probabilities impossible, in place (chat and completions shapes)."""
+    if not isinstance(logprobs, dict):
+        return
+
+    def bad(value: float, rank: int) -> float:
+        if fault == "positive_logprobs":
+            return 7.25 - 3.75 * min(rank, 1) - 0.5 * max(rank - 1, 0)  # 7.25, 3.5, 3.0, ...
+        if fault == "nan_logprobs":
+            return math.nan if rank == 0 else value
+        return math.inf if rank == 0 else value
+
+    for entry in logprobs.get("content") or []:  # chat
+        entry["logprob"] = bad(entry["logprob"], 0)
+        for rank, alt in enumerate(entry.get("top_logprobs") or []):
+            alt["logprob"] = bad(alt["logprob"], rank)
+    if logprobs.get("token_logprobs"):  # completions
+        logprobs["token_logprobs"] = [bad(v, 0) for v in logprobs["token_logprobs"]]
+        logprobs["top_logprobs"] = [{tok: bad(v, rank) for rank, (tok, v) in enumerate(top.items())}
+                                    for top in logprobs.get("top_logprobs") or []]
