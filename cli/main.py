@@ -96,9 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print(f"pre: {signals.verb}; no run folder was written, finished answers are in the cache: rerun to resume", file=sys.stderr)
             return signals.exit_code
-        except OSError as exc:
-            # A full disk, a vanished folder, a read-only file: the environment, not a bug.
-            return fail(f"{exc.strerror or exc} ({exc.filename or 'file system'}); free space or fix permissions, then rerun")
+        except Exception as exc:  # noqa: BLE001 - only the environment's refusals are caught; the rest re-raised
+            # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).
+            from promptrobust.engine.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
+
+            refused = as_output_error(exc, getattr(exc, "filename", None) or "file system")
+            if refused is not None:
+                print(f"pre: error: {refused}", file=sys.stderr)
+                return EXIT_ENVIRONMENT
+            if isinstance(exc, OSError):  # a vanished folder, a name taken: the right advice for each
+                return fail(describe_os_error(exc))
+            raise
 
 
 if __name__ == "__main__":

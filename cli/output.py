@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from promptrobust.cli.errors import UserError
+from promptrobust.engine import atomic_io
 
 
 def _slug(text: str) -> str:
@@ -77,16 +78,10 @@ class RunFolder:
             ) from None
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = "_".join([stamp, *(_slug(p) for p in name_parts)])
-        final = root / name
-        n = 1
-        while final.exists():
-            n += 1
-            final = root / f"{name}-{n}"
-        self.final = final
         for stale in remove_stale_partials(root):
             print(f"pre: removed {stale}, the unfinished folder of a killed run", file=sys.stderr)
-        self.partial = root / f".{final.name}.partial"
-        self.partial.mkdir()
+        # Unique even for runs started in the same second (an exclusive claim; see atomic_io).
+        self.partial, self.final = atomic_io.reserve_folder(root, name)
         (self.partial / OWNER_FILE).write_text(str(os.getpid()))
 
     def path(self, name: str) -> Path:
@@ -94,7 +89,7 @@ class RunFolder:
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.path(name)
-        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_default))
+        atomic_io.write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_default))
         return path
 
     def __enter__(self) -> "RunFolder":
@@ -109,7 +104,7 @@ class RunFolder:
 
     def commit(self) -> Path:
         (self.partial / OWNER_FILE).unlink(missing_ok=True)
-        os.replace(self.partial, self.final)
+        self.final = atomic_io.commit_folder(self.partial, self.final)  # the next suffix if taken meanwhile
         return self.final
 
     def discard(self) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine import atomic_io
 from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
 from promptrobust.engine.settings import (
     AttackSettings,
@@ -381,7 +382,7 @@ async def run_sweep(
 
     folder = cfg.folder
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
+    atomic_io.write_bytes(folder / "config.json", orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
     results = folder / "results.jsonl"
     repair_torn_tail(results)
     done = completed_keys(results)
@@ -413,8 +414,8 @@ async def run_sweep(
                 failed = [r for r in records if r.status == "failed"]
                 if failed:
                     raise RuntimeError(failed[0].error)
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
+            except (asyncio.CancelledError, KeyboardInterrupt, atomic_io.OutputWriteError):
+                raise  # a full disk stops the sweep (one line from the CLI), it is no job's failure
             except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
@@ -426,11 +427,28 @@ async def run_sweep(
 
     try:
         await asyncio.gather(*(guarded(j) for j in jobs))
-    finally:
+    except atomic_io.OutputWriteError:
         if own_session:
             await session.close()
-        consolidate_parquet(results, folder / "results.parquet")
+        raise  # results.jsonl holds every whole record written; the parquet stays as it was
+    except BaseException:
+        if own_session:
+            await session.close()
+        _consolidate_quietly(results, folder)
+        raise
+    if own_session:
+        await session.close()
+    consolidate_parquet(results, folder / "results.parquet")
     return progress
+
+
+def _consolidate_quietly(results: Path, folder: Path) -> None:
+    """Refresh the parquet on the way out of an interrupted sweep; a failure here must not
+    hide the interruption's own cause (the next run writes it again)."""
+    try:
+        consolidate_parquet(results, folder / "results.parquet")
+    except Exception:  # noqa: BLE001 - secondary to the error being raised
+        pass
 
 
 def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:

@@ -19,7 +19,8 @@ Each test can script failures for the next POST requests, consumed in order::
 
 Actions: ``ok``; an HTTP status such as ``500`` or ``429:2`` (status with a
 Retry-After of 2 s; ``429:date:2`` sends it as an HTTP-date); ``slow:S``
-(answer normally after S seconds); ``drop`` (close the connection without an
+(answer normally after S seconds); ``hang:S`` (no answer: close the connection
+after S seconds); ``drop`` (close the connection without an
 answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
 ``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
 ``no_logprobs``, ``no_choices``, ``empty_choices``, and the impossible numbers of
@@ -98,12 +99,17 @@ class FaultPlan:
 
     ``retry_after`` is the Retry-After (seconds) sent with 429s; a ``timeout``
     fault holds its answer for ``hang`` seconds (longer than the client waits).
+    With ``hang_up=True`` the server itself ends the hang: after ``hang``
+    seconds it closes the connection without an answer, so the client sees a
+    request that never got an answer whatever its own timeout and the load of
+    the machine (deterministic tests give the client a timeout with lots of room).
     """
 
     rates: Mapping[str, float]
     seed: int = 0
     retry_after: float = 0.05
     hang: float = 3.0
+    hang_up: bool = False
     _cumulative: tuple[tuple[float, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,7 +126,7 @@ class FaultPlan:
         object.__setattr__(self, "_cumulative", tuple(steps))
 
     @classmethod
-    def spread(cls, kinds: Iterable[str], rate: float, **kw: float | int) -> FaultPlan:
+    def spread(cls, kinds: Iterable[str], rate: float, **kw: float | int | bool) -> FaultPlan:
         """``rate`` of all POSTs get a fault, spread evenly over ``kinds``."""
         kinds = list(kinds)
         return cls({k: rate / len(kinds) for k in kinds}, **kw)  # type: ignore[arg-type]
@@ -141,6 +147,7 @@ class Action:
     retry_after: float | None = None
     retry_after_date: bool = False
     seconds: float = 0.0
+    hang_up: bool = False  # "slow" only: after ``seconds``, close the connection instead of answering
 
     @classmethod
     def parse(cls, text: str) -> Action:
@@ -154,13 +161,15 @@ class Action:
             return cls(head)
         if head == "slow":
             return cls("slow", seconds=float(parts[1]))
+        if head == "hang":
+            return cls("slow", seconds=float(parts[1]), hang_up=True)
         if head.isdigit():
             if len(parts) == 3 and parts[1] == "date":
                 return cls("status", status=int(head), retry_after=float(parts[2]), retry_after_date=True)
             ra = float(parts[1]) if len(parts) > 1 else None
             return cls("status", status=int(head), retry_after=ra)
         raise ValueError(
-            f"unknown server action {text!r}: use ok, drop, slow:S, a status like 429:2, or one of "
+            f"unknown server action {text!r}: use ok, drop, slow:S, hang:S, a status like 429:2, or one of "
             + ", ".join(sorted(_BODY_FAULTS | {"reset"}))
         )
 
@@ -170,7 +179,7 @@ class Action:
         if kind.isdigit():
             return cls("status", status=int(kind), retry_after=plan.retry_after if kind == "429" else None)
         if kind == "timeout":
-            return cls("slow", seconds=plan.hang)
+            return cls("slow", seconds=plan.hang, hang_up=plan.hang_up)
         return cls(kind)
 
 
@@ -476,6 +485,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         delay = st.latency + (action.seconds if action.kind == "slow" else 0.0)
         if delay > 0 and st.stopping.wait(delay):
+            return
+        if action.hang_up:
+            self._hang_up(reset=False)
             return
         if st.logprobs_error is not None and (body.get("logprobs") or body.get("top_logprobs")):
             # Like llama-cpp-python started without --logits_all.

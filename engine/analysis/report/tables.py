@@ -11,6 +11,7 @@ order) and every APDR grid ends with an ``all`` column over the whole row.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -74,23 +75,50 @@ class Table:
             lines += ["", f"_{self.note}_"]
         return "\n".join(lines) + "\n"
 
-    def write_csv(self, folder: str | os.PathLike[str]) -> Path:
-        path = Path(folder) / f"{self.name}.csv"
+    def csv_bytes(self) -> bytes:
+        """The long rows as CSV, every text cell safe to open in a spreadsheet (``safe_csv_cell``)."""
         columns: dict[str, None] = {}
         for row in self.long:
             columns.update(dict.fromkeys(row))
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(columns))
-            writer.writeheader()
-            for row in self.long:
-                writer.writerow({k: _csv_value(v) for k, v in row.items()})
-        return path
+        fh = io.StringIO(newline="")
+        writer = csv.DictWriter(fh, fieldnames=[safe_csv_cell(c) for c in columns])
+        writer.writeheader()
+        for row in self.long:
+            writer.writerow({safe_csv_cell(k): _csv_value(v) for k, v in row.items()})
+        return fh.getvalue().encode("utf-8")
+
+    def write_csv(self, folder: str | os.PathLike[str]) -> Path:
+        from promptrobust.engine.atomic_io import write_bytes
+
+        return write_bytes(Path(folder) / f"{self.name}.csv", self.csv_bytes())
+
+
+#: A cell a spreadsheet would read as a formula (or DDE call) starts with one of these (OWASP).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_csv_cell(value: Any) -> Any:
+    """``value`` for a CSV cell: text that begins like a formula gets a leading apostrophe
+    (OWASP's CSV-injection rule), so ``=cmd|...`` shows as text in every spreadsheet.
+    Numbers stay numbers (a negative PDR is data, not a formula)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _csv_value(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
-        return " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
-    return "" if v is None else v
+        text = " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        return text if numbers else safe_csv_cell(text)
+    return "" if v is None else safe_csv_cell(v)
 
 
 def _md(text: str) -> str:
