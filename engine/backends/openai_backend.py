@@ -6,6 +6,13 @@ concurrency, rate limits and retries, so the SDK's own retries are off
 
 * 429, 408, 409, 5xx, timeouts, refused or dropped connections ->
   ``TransientBackendError`` (with the server's Retry-After, when given);
+  ``timeout`` is also a deadline for the whole request (connect, headers and
+  body), so a server dripping its headers a byte a second is cut off too;
+* a body over ``max_body_mb`` (default 4 MiB), refused from its Content-Length
+  or while it is read -> ``TransientBackendError``;
+* a log-probability that is NaN, infinite or above 0 (beyond a 1e-3 rounding
+  tolerance), or a label left without a score -> ``TransientBackendError``
+  (``check_top_logprobs``, ``check_choice_logprobs``): never scored or cached;
 * a 200 answer that lacks what its request needs (a body that is empty, cut
   off, not JSON or an HTML page; no ``choices`` or an empty list; no message
   content or text; no log-probabilities when they were asked for) ->
@@ -41,6 +48,7 @@ characters) from every error message we raise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -77,6 +85,10 @@ MAX_COOLDOWN = 60.0
 #: A log-probability may exceed 0 by this much (rounding in the server's softmax);
 #: anything larger, NaN or infinite is an impossible number: a malformed answer.
 LOGPROB_TOLERANCE = 1e-3
+#: Largest answer body read (MiB; ``max_body_mb`` raises it): a label or a short
+#: generation is a few KiB, so a bigger body is a broken or hostile server and
+#: must not hold hundreds of MB per request in flight.
+MAX_BODY_MB = 4.0
 #: Shortest piece of the API key that is scrubbed wherever it appears.
 KEY_FRAGMENT = 8
 _PROBE_TEXT = "Answer with one word, yes or no: is water wet?"
@@ -136,6 +148,49 @@ def choice_logprobs_from_top(top: Sequence[tuple[str, float]], choices: Sequence
             matched[i].append(logprob)
     floor = min(lp for _, lp in top) - MISSING_CHOICE_MARGIN
     return tuple(_logsumexp(m) if m else floor for m in matched)
+
+
+# -- bounded answers ------------------------------------------------------------------------------
+class BodyTooLarge(TransientBackendError):
+    """An answer body over ``max_body_mb``: transient (a retry or another endpoint may answer well)."""
+
+
+def body_limit_hook(http: Any, max_bytes: int) -> Any:
+    """An HTTP client response hook that refuses bodies over ``max_bytes``: at once when the
+    Content-Length says so, else while reading (never more than ``max_bytes`` plus one chunk held)."""
+
+    class Limited(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, inner: Any, where: str) -> None:
+            self.inner, self.where = inner, where
+
+        async def __aiter__(self) -> Any:
+            seen = 0
+            async for chunk in self.inner:
+                seen += len(chunk)
+                if seen > max_bytes:
+                    raise _too_large(self.where, max_bytes)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    async def hook(response: Any) -> None:
+        where = clean_url(str(response.request.url))
+        length = response.headers.get("content-length", "")
+        if length.strip().isdigit() and int(length) > max_bytes:
+            await response.aclose()
+            raise _too_large(where, max_bytes, int(length))
+        response.stream = Limited(response.stream, where)
+
+    return hook
+
+
+def _too_large(where: str, max_bytes: int, length: int | None = None) -> BodyTooLarge:
+    size = f"a body of {length / 2**20:.1f} MiB" if length is not None else "a body"
+    return BodyTooLarge(
+        f"malformed answer from {where}: {size} over the {max_bytes / 2**20:g} MiB limit "
+        "(raise max_body_mb= in --model-args if the server really sends that much)"
+    )
 
 
 # -- validation of the numbers a server sends (before anything scores or caches them) --------------
@@ -214,6 +269,7 @@ class OpenAIBackend(Backend):
         logprobs: bool | None = None,
         eject_after: int = EJECT_AFTER,
         cooldown: float = COOLDOWN,
+        max_body_mb: float = MAX_BODY_MB,
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
@@ -229,6 +285,8 @@ class OpenAIBackend(Backend):
             raise ValueError(f"eject_after must be a whole number >= 1, got {eject_after!r}")
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < math.inf:
             raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
+        if isinstance(max_body_mb, bool) or not isinstance(max_body_mb, (int, float)) or not 0 < max_body_mb < math.inf:
+            raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
         urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
@@ -247,6 +305,7 @@ class OpenAIBackend(Backend):
         self.logprobs = logprobs
         self.eject_after = eject_after
         self.cooldown = float(cooldown)
+        self.max_body_bytes = int(max_body_mb * 1024 * 1024)
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env, "").strip()
         if not key:
@@ -332,6 +391,9 @@ class OpenAIBackend(Backend):
         self._http = openai.DefaultAsyncHttpxClient(
             timeout=http.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             limits=http.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections),
+            # Bodies as sent (a compressed body could expand past the limit after it is counted).
+            headers={"Accept-Encoding": "identity"},
+            event_hooks={"response": [body_limit_hook(http, self.max_body_bytes)]},
         )
         for ep in self._endpoints:
             ep.client = openai.AsyncOpenAI(
@@ -371,8 +433,15 @@ class OpenAIBackend(Backend):
     async def _probe(self, ep: _Endpoint) -> str:
         import openai
 
+        limit = min(self.timeout, 10.0)
         try:
-            page = await ep.client.with_options(timeout=min(self.timeout, 10.0)).models.list()
+            async with asyncio.timeout(limit):  # slow headers included
+                page = await ep.client.with_options(timeout=limit).models.list()
+        except TimeoutError:
+            raise _Unreachable(f"cannot reach {ep.shown}: no complete answer to GET /models within {limit:g}s") from None
+        except BodyTooLarge as exc:  # a model list is no reason to stop: the answers are checked one by one
+            log.warning("GET %s/models: %s; carrying on", ep.shown, exc)
+            return ""
         except openai.APIConnectionError as exc:
             raise _Unreachable(f"cannot reach {ep.shown}: is the server running? ({self._reason(exc)})") from None
         except openai.APIStatusError as exc:
@@ -517,6 +586,24 @@ class OpenAIBackend(Backend):
         The body is read and checked here, not by the SDK, so that an empty,
         cut-off, non-JSON or HTML answer is a transient failure, never a crash.
         """
+        async with self._deadline(ep):
+            return await self._call_once(ep, request, max_tokens=max_tokens, stop=stop, want_logprobs=want_logprobs)
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, ep: _Endpoint) -> Any:
+        """The whole request (connect, headers, body) within ``timeout`` seconds: the HTTP
+        client's own timeouts are per read, so a server sending a byte a second never trips them."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                yield
+        except TimeoutError:
+            raise TransientBackendError(
+                f"request to {ep.shown} timed out after {self.timeout:g}s (no complete answer by the deadline; "
+                "timeout= in --model-args)"
+            ) from None
+
+    async def _call_once(self, ep: _Endpoint, request: Request, *, max_tokens: int, stop: Sequence[str],
+                         want_logprobs: bool) -> tuple[dict[str, Any], bool]:
         chat = self._use_chat(request)
         common: dict[str, Any] = {
             "model": self.model, "max_tokens": max_tokens, "temperature": request.decoding.temperature,
