@@ -35,8 +35,11 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def one_line(exc: BaseException) -> str:
+    """The error as one line, without credentials (URLs with user-info or keys, auth headers)."""
+    from promptrobust.engine.redact import redact_text
+
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())
+    return " ".join(redact_text(text).split())
 
 
 def fail(message: str) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine import atomic_io
+from promptrobust.engine.redact import redact_text
 from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
 from promptrobust.engine.settings import (
     AttackSettings,
@@ -417,7 +418,7 @@ async def run_sweep(
             except (asyncio.CancelledError, KeyboardInterrupt, atomic_io.OutputWriteError):
                 raise  # a full disk stops the sweep (one line from the CLI), it is no job's failure
             except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
-                reason = " ".join(str(exc).split()) or type(exc).__name__
+                reason = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
                 async with write_lock:
                     append_jsonl(folder / "errors.jsonl", [{"job_id": job.id, "job": job.label(), "error": reason}])
@@ -458,9 +459,11 @@ def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:
 
 
 def config_dict(cfg: SweepConfig) -> dict[str, Any]:
+    from promptrobust.engine.redact import scrub
+
     out = asdict(cfg)
     out["output_dir"] = str(cfg.output_dir)
-    return out
+    return scrub(out)  # no credentials from base URLs in config.json
 
 
 def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:

@@ -62,6 +62,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.redact import redact_text, redact_url
 from promptrobust.engine.retry import parse_retry_after
 from promptrobust.engine.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
 
@@ -295,7 +296,7 @@ class OpenAIBackend(Backend):
             try:
                 parts.port  # noqa: B018 - raises on a port that is not a number
             except ValueError:
-                raise ValueError(f"base URL {url!r} has a bad port: use http://host:PORT/v1") from None
+                raise ValueError(f"base URL {redact_url(url)!r} has a bad port: use http://host:PORT/v1") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"base URL {clean_url(url)!r} is not http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
         self.model = str(model)
@@ -756,6 +757,7 @@ class OpenAIBackend(Backend):
         text = re.sub(r"sk-[A-Za-z0-9_*.\-]+", "sk-***", text)
         text = re.sub(r"(api key provided:\s*)\S+", r"\1***", text, flags=re.IGNORECASE)
         text = re.sub(r"(Bearer\s+)\S+", r"\1***", text)
+        text = redact_text(text)  # credentials in echoed URLs and Authorization headers of any scheme
         text = " ".join(text.split())
         return text if len(text) <= 300 else text[:297] + "..."
 
