@@ -84,10 +84,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from promptrobust.cli.signals import quiet_asyncio_teardown, terminate_as_interrupt
+    from promptrobust.engine.output_safety import SafeStream
 
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
         quiet_asyncio_teardown()
+    # Prompts, model answers and names printed by any command reach the terminal without
+    # escape sequences, control characters or bidi overrides (the files keep the exact text).
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(streams[0]), SafeStream(streams[1], keep_own=True)
+    try:
+        return _run_handler(args, errors)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ...]) -> int:
+    from promptrobust.cli.signals import terminate_as_interrupt
+
     with terminate_as_interrupt() as signals:
         try:
             return int(args.handler(args) or 0)

@@ -82,12 +82,14 @@ class Report:
 
     def markdown(self) -> str:
         """Every table as Markdown, sections headed by their setting."""
-        lines = ["# promptrobust report", "", *(f"- {m}" for m in self.meta), ""]
-        lines += [f"> {n}\n" for n in self.notes]
+        from promptrobust.engine.output_safety import markdown_text as md
+
+        lines = ["# promptrobust report", "", *(f"- {md(m)}" for m in self.meta), ""]
+        lines += [f"> {md(n)}\n" for n in self.notes]
         for s in self.sections:
             if s.title:
-                lines += [f"## {s.title}", ""]
-            lines += [f"> {n}\n" for n in s.notes]
+                lines += [f"## {md(s.title)}", ""]
+            lines += [f"> {md(n)}\n" for n in s.notes]
             lines += [t.markdown() for t in s.tables]
         if self.extremes or self.excluded is not None:
             lines += ["## Adversarial prompts and records not averaged", ""]

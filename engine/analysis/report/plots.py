@@ -18,6 +18,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from promptrobust.engine.output_safety import PLOT_RC
+
+# Labels are data (attack names from a pairs file, prompt ids): never TeX or mathtext.
+matplotlib.rcParams.update(PLOT_RC)
+
 from promptrobust.engine.analysis.report.tables import ALL, Table
 
 _DPI = 110

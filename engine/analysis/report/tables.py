@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.output_safety import csv_cell, markdown_text
 from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
 
 ALL = "all"
@@ -65,26 +66,26 @@ class Table:
         header = [_md(h) for h in self.header]
         rows = [[_md(c) for c in r] for r in self.rows]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-        lines = [f"### {self.title}", ""]
+        lines = [f"### {markdown_text(self.title)}", ""]
         lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
         lines.append("|" + "|".join((":" + "-" * (w + 1)) if i == 0 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
         for row in rows:
             cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("| " + " | ".join(cells) + " |")
         if self.note:
-            lines += ["", f"_{self.note}_"]
+            lines += ["", f"_{markdown_text(self.note)}_"]
         return "\n".join(lines) + "\n"
 
     def csv_bytes(self) -> bytes:
-        """The long rows as CSV, every text cell safe to open in a spreadsheet (``safe_csv_cell``)."""
+        """The long rows as CSV, every text cell safe to open in a spreadsheet (``output_safety.csv_cell``)."""
         columns: dict[str, None] = {}
         for row in self.long:
             columns.update(dict.fromkeys(row))
         fh = io.StringIO(newline="")
-        writer = csv.DictWriter(fh, fieldnames=[safe_csv_cell(c) for c in columns])
+        writer = csv.DictWriter(fh, fieldnames=[csv_cell(c) for c in columns])
         writer.writeheader()
         for row in self.long:
-            writer.writerow({safe_csv_cell(k): _csv_value(v) for k, v in row.items()})
+            writer.writerow({csv_cell(k): _csv_value(v) for k, v in row.items()})
         return fh.getvalue().encode("utf-8")
 
     def write_csv(self, folder: str | os.PathLike[str]) -> Path:
@@ -93,37 +94,17 @@ class Table:
         return write_bytes(Path(folder) / f"{self.name}.csv", self.csv_bytes())
 
 
-#: A cell a spreadsheet would read as a formula (or DDE call) starts with one of these (OWASP).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def safe_csv_cell(value: Any) -> Any:
-    """``value`` for a CSV cell: text that begins like a formula gets a leading apostrophe
-    (OWASP's CSV-injection rule), so ``=cmd|...`` shows as text in every spreadsheet.
-    Numbers stay numbers (a negative PDR is data, not a formula)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _is_number(value):
-        return "'" + value
-    return value
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
 def _csv_value(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         text = " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
         numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-        return text if numbers else safe_csv_cell(text)
-    return "" if v is None else safe_csv_cell(v)
+        return text if numbers else csv_cell(text)
+    return "" if v is None else csv_cell(v)
 
 
 def _md(text: str) -> str:
-    """A Markdown table cell: a '|' inside a name must not end the cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: raw HTML shown as text; a '|' inside a name must not end the cell."""
+    return markdown_text(text).replace("|", "\\|")
 
 
 def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
