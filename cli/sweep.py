@@ -110,7 +110,7 @@ def handle_merge(paths: list[str]) -> int:
         raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")
     out, shards = paths[0], paths[1:]
     try:
-        result = merge_runs(out, shards)
+        result = merge_runs(out, shards, say=lambda m: print(f"pre: {m}", file=sys.stderr))
     except ShardError as exc:
         raise UserError(str(exc)) from None
     for folder, added in result.per_shard.items():

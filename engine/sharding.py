@@ -22,7 +22,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,8 @@ def _key(row: dict[str, Any], where: Path) -> tuple[str, str]:
     return str(job_id), str(prompt_id)
 
 
-def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLike[str]]) -> MergeResult:
+def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLike[str]], *,
+               say: Callable[[str], None] = lambda message: None, lock_wait: float = 10.0) -> MergeResult:
     """Merge the records of shard run folders into ``out`` exactly once each.
 
     The key is (job id, prompt id). A finished record wins over a failed one;
@@ -189,7 +190,14 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
 
     # Built in a temporary folder beside OUT and renamed over it: a merge killed or stopped
     # by a full disk leaves OUT as it was (and a .OUT.work-* folder the next merge removes).
+    # One writer: a sweep or another merge into OUT is waited for, then refused in one line.
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_io.folder_lock(out_dir, f"folder {out_dir}").hold(wait=lock_wait, say=say):
+        return _merge_locked(out_dir, files, known, shard_rows, finished_anywhere)
+
+
+def _merge_locked(out_dir: Path, files: list[Path], known: list[tuple[Path, Any]],
+                  shard_rows: list[tuple[Path, list[dict[str, Any]]]], finished_anywhere: set[tuple[str, str]]) -> MergeResult:
     atomic_io.remove_leftovers(out_dir.parent, out_dir.name)
     target = out_dir / "results.jsonl"
     old_raw = target.read_bytes() if target.exists() else b""

@@ -371,18 +371,39 @@ class JobRunner:
         return result.records
 
 
+#: Seconds a sweep waits for another process writing the same folder before it refuses.
+LOCK_WAIT = 10.0
+
+
 async def run_sweep(
     cfg: SweepConfig,
     *,
     on_event: Callable[[str], None] = lambda message: None,
     session: Any = None,
     jobs: Sequence[Job] | None = None,
+    lock_wait: float = LOCK_WAIT,
 ) -> SweepProgress:
-    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters."""
-    from promptrobust.engine.session import Session
+    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters.
 
+    One sweep folder, one writer: a second process sweeping the same folder waits up
+    to ``lock_wait`` seconds (saying so), then refuses with one line naming the holder
+    (``atomic_io.LockHeld``). What is already recorded is read only once the lock is
+    held, so a sweep that waited resumes instead of repeating records."""
     folder = cfg.folder
     folder.mkdir(parents=True, exist_ok=True)
+    lock = atomic_io.folder_lock(folder, f"sweep folder {folder}")
+    await lock.ahold(wait=lock_wait, say=on_event)
+    try:
+        return await _run_sweep_locked(cfg, folder, on_event=on_event, session=session, jobs=jobs)
+    finally:
+        lock.release()
+
+
+async def _run_sweep_locked(
+    cfg: SweepConfig, folder: Path, *, on_event: Callable[[str], None], session: Any, jobs: Sequence[Job] | None,
+) -> SweepProgress:
+    from promptrobust.engine.session import Session
+
     atomic_io.write_bytes(folder / "config.json", orjson.dumps(config_dict(cfg), option=orjson.OPT_INDENT_2, default=str))
     results = folder / "results.jsonl"
     repair_torn_tail(results)
