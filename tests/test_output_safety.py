@@ -97,3 +97,21 @@ def test_a_small_change_is_still_diffed_word_by_word():
     left, right = word_diff("Judge the <review> below, then answer.", "Judge teh <review> below, then answer. Now.")
     assert left == "Judge <del>the</del> &lt;review&gt; below, then answer."
     assert right == "Judge <ins>teh</ins> &lt;review&gt; below, then answer. <ins>Now.</ins>"
+
+
+def test_records_whose_pdr_disagrees_with_their_sample_scores_do_not_crash_the_plots(tmp_path, capsys):
+    """Sample scores say PDR 0, the record says 0.9 (a hand-edited or foreign file): the
+    interval from the samples does not contain the mean; the error bars must not go negative."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIXTURES / "sweep", sweep)
+    for results in sweep.rglob("results.jsonl"):
+        rows = [orjson.loads(line) for line in results.read_bytes().splitlines() if line.strip()]
+        for row in rows:
+            if row.get("pdr") is not None:
+                row["pdr"] = 0.9
+                row["clean_sample_scores"] = [1.0, 1.0, 0.0, 1.0] * 5
+                row["adversarial_sample_scores"] = [1.0, 1.0, 0.0, 1.0] * 5
+        results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "rep"
+    assert main(["report", str(sweep), "--output-dir", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    assert len(list(out.glob("*.png"))) >= 4
