@@ -184,3 +184,29 @@ def test_a_real_full_disk_names_its_device_and_keeps_the_previous_file(tmpfs):
     assert str(err.value).startswith(f"no space left on tmpfs ({tmpfs})")
     assert orjson.loads(target.read_bytes()) == {"previous": True}
     assert sorted(p.name for p in tmpfs.iterdir()) == ["filler", "results.json"]
+
+
+@pytest.mark.slow
+def test_eight_pre_runs_started_together_into_one_folder_all_finish_in_their_own_folders(tmp_path):
+    import sys
+
+    from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "PRE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("OPENAI_API_KEY", None)
+    out = tmp_path / "runs"
+    with FakeOpenAIServer(model="fake-model") as srv:
+        cmd = [sys.executable, "-m", "promptrobust.cli.main", "run", "--model", "openai:fake-model",
+               "--model-args", f"base_url={srv.url}", "--dataset", "rotten_tomatoes", "--limit", "4",
+               "--prompt", "sst2-task-01", "--attack", "checklist", "--top-k", "1", "--budget", "2",
+               "--output-dir", str(out), "--no-progress"]
+        procs = [subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(8)]
+        results = [p.communicate(timeout=900) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [err[-400:] for _, err in results]
+    folders = sorted(p for p in out.iterdir())
+    assert len(folders) == 8 and not [f for f in folders if f.name.startswith(".")]
+    assert all((f / "results.json").is_file() for f in folders)
+    said = sorted(line.split("results in ", 1)[1] for _, err in results for line in err.splitlines() if "results in " in line)
+    assert said == sorted(str(f) for f in folders)  # each run names the folder it really wrote
