@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS completions (
 
 #: SQLite limits the number of host parameters per statement; stay well below.
 _LOOKUP_CHUNK = 500
+#: Seconds SQLite waits for another process's write lock per attempt, and attempts before
+#: a write gives up naming that process (e.g. a long ``pre cache merge``): 2 minutes in all.
+BUSY_SECONDS = 30.0
+LOCK_ATTEMPTS = 4
 
 
 class CacheError(Exception):
@@ -86,7 +90,7 @@ class ScoreCache:
         if path.exists() and path.stat().st_size > 0:
             _refuse_foreign(path)
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
@@ -158,15 +162,37 @@ class ScoreCache:
         rows = [(key, model, completion.to_json(), now) for key, model, completion in items]
         if not rows:
             return
-        try:
-            with self._conn:
-                self._conn.execute("BEGIN")
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO completions (key, model, value, created) VALUES (?, ?, ?, ?)", rows
-                )
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"cannot write the cache file {self.path} ({exc}); pass --cache PATH to a writable place") from None
+        for attempt in range(1, LOCK_ATTEMPTS + 1):
+            try:
+                with self._conn:
+                    self._conn.execute("BEGIN")
+                    self._conn.executemany(
+                        "INSERT OR REPLACE INTO completions (key, model, value, created) VALUES (?, ?, ?, ?)", rows
+                    )
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise self._write_error(exc) from None
+                holders = lock_holders(self.path)
+                if attempt == LOCK_ATTEMPTS:
+                    waited = BUSY_SECONDS * LOCK_ATTEMPTS
+                    raise CacheError(
+                        f"cache file {self.path} stayed locked by {holders} for {waited:g}s; "
+                        "wait for it to finish (or stop it), then rerun"
+                    ) from None
+                if attempt == 1:
+                    log.warning("cache file %s is locked by %s; waiting up to %gs for it", self.path, holders,
+                                BUSY_SECONDS * (LOCK_ATTEMPTS - 1))
+            except sqlite3.DatabaseError as exc:
+                raise self._write_error(exc) from None
         self.stats.writes += len(rows)
+
+    def _write_error(self, exc: BaseException) -> CacheError:
+        from promptrobust.engine.atomic_io import describe_os_error, is_no_space
+
+        if is_no_space(exc) or "full" in str(exc).lower():
+            return CacheError(describe_os_error(OSError(28, "No space left on device", str(self.path)), self.path))
+        return CacheError(f"cannot write the cache file {self.path} ({exc}); pass --cache PATH to a writable place")
 
     # -- housekeeping --------------------------------------------------------
     def count(self, model: str | None = None) -> int:
@@ -190,6 +216,38 @@ class ScoreCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def lock_holders(path: Path) -> str:
+    """The other processes that have the cache file open (Linux /proc), named for a message."""
+    from promptrobust.engine.atomic_io import describe_process
+
+    wanted = {str(path.resolve()), f"{path.resolve()}-wal", f"{path.resolve()}-shm"}
+    found: list[int] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return "another process"
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    found.append(pid)
+                    break
+            except OSError:
+                continue
+    if not found:
+        return "another process"
+    return ", ".join(describe_process(pid) for pid in found[:3]) + (" and others" if len(found) > 3 else "")
 
 
 def decode_completion(value: object) -> tuple[Completion | None, str]:

@@ -144,3 +144,34 @@ def test_the_cli_says_one_line_and_exits_1_on_a_full_disk(tmp_path, monkeypatch,
     assert len([line for line in err if line.startswith("pre: error:")]) == 1
     assert err[-1].startswith("pre: error: no space left on ") and "Traceback" not in "\n".join(err)
     assert not list((tmp_path / "runs").iterdir())  # no run folder, no partial left
+
+
+def test_a_cache_locked_by_another_process_is_waited_for_then_named(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from promptrobust.engine import cache as cache_module
+    from promptrobust.engine.cache import CacheError, ScoreCache
+    from promptrobust.engine.types import Completion
+
+    path = tmp_path / "scores.sqlite"
+    ScoreCache(path).close()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+        "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(120)"), str(path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(cache_module, "BUSY_SECONDS", 0.2)
+        monkeypatch.setattr(cache_module, "LOCK_ATTEMPTS", 2)
+        cache = ScoreCache(path)
+        with caplog.at_level(logging.WARNING), pytest.raises(CacheError) as err:
+            cache.put("k", "m", Completion(text="x"))
+        message = str(err.value)
+        assert f"process {holder.pid} (" in message and "locked" in message and "writable place" not in message
+        assert [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    finally:
+        holder.kill()
+        holder.wait()
+    cache.put("k", "m", Completion(text="x"))  # free again: the write goes through
+    assert cache.get("k").text == "x"
+    cache.close()
