@@ -175,3 +175,21 @@ def test_a_cache_locked_by_another_process_is_waited_for_then_named(tmp_path, mo
     cache.put("k", "m", Completion(text="x"))  # free again: the write goes through
     assert cache.get("k").text == "x"
     cache.close()
+
+
+def test_pre_report_on_a_full_disk_keeps_the_previous_report_whole(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from promptrobust.cli.main import main
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "report" / "sweep", sweep)
+    out = tmp_path / "rep"
+    assert main(["report", str(sweep), "--output-dir", str(out), "--quiet"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(atomic_io.os, "write", _FullAfter(writes=3))  # a few files fit, then the disk is full
+    capsys.readouterr()
+    assert main(["report", str(sweep), "--output-dir", str(out), "--quiet", "--top", "3"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pre: error: no space left on ")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no 0-byte PNG, no temporaries
