@@ -114,7 +114,7 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
             # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).
             from promptrobust.engine.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
 
-            refused = as_output_error(exc, getattr(exc, "filename", None) or "file system")
+            refused = as_output_error(exc, getattr(exc, "filename", None))
             if refused is not None:
                 print(f"pre: error: {refused}", file=sys.stderr)
                 return EXIT_ENVIRONMENT

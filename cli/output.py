@@ -82,7 +82,11 @@ class RunFolder:
             print(f"pre: removed {stale}, the unfinished folder of a killed run", file=sys.stderr)
         # Unique even for runs started in the same second (an exclusive claim; see atomic_io).
         self.partial, self.final = atomic_io.reserve_folder(root, name)
-        (self.partial / OWNER_FILE).write_text(str(os.getpid()))
+        try:
+            atomic_io.write_bytes(self.partial / OWNER_FILE, str(os.getpid()).encode())
+        except BaseException:
+            self.discard()  # a full disk at the very start leaves no claim behind
+            raise
 
     def path(self, name: str) -> Path:
         return self.partial / name

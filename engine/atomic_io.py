@@ -111,7 +111,7 @@ def describe_os_error(exc: BaseException, path: str | os.PathLike[str] | None = 
     return f"cannot write {where}: {reason}"
 
 
-def output_error(exc: BaseException, path: str | os.PathLike[str]) -> OutputWriteError:
+def output_error(exc: BaseException, path: str | os.PathLike[str] | None) -> OutputWriteError:
     err = OutputWriteError(describe_os_error(exc, path), errno_=errno_of(exc))
     err.__cause__ = None
     err.__suppress_context__ = True
@@ -536,13 +536,13 @@ def is_no_space(exc: BaseException) -> bool:
     return any(errno_of(e) in _NO_SPACE for e in walk_errors(exc))
 
 
-def as_output_error(exc: BaseException, path: str | os.PathLike[str]) -> OutputWriteError | None:
+def as_output_error(exc: BaseException, path: str | os.PathLike[str] | None) -> OutputWriteError | None:
     """An OutputWriteError for an exception (or its cause) that is the environment's refusal, else None."""
     for e in walk_errors(exc):
         if isinstance(e, OutputWriteError):
             return e
         if errno_of(e) in (*_NO_SPACE, errno.EROFS, errno.EACCES, errno.EPERM):
-            return output_error(e, path)
+            return output_error(e, path if path is not None else getattr(e, "filename", None))
     return None
 
 
