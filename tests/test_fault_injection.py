@@ -52,6 +52,9 @@ REQUEST_TIMEOUT = 120.0
 HANG = 1.0
 #: Wall-clock limit of one `pre run` subprocess: only there to end a hung test, never reached.
 RUN_LIMIT = 1800
+#: The test servers stop themselves after this long (a safety net for a forgotten server). It
+#: must outlast the whole module on a loaded machine: 900 s once did not (15 min under load 16).
+LIFETIME = 3 * 3600
 #: Keys of a record / of results.json that measure time or cost, not results.
 COST_KEYS = {"cost", "wall_seconds", "scheduler", "cache"}
 
@@ -139,7 +142,7 @@ def pre_run(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(model="fake-model", lifetime=900) as srv:
+    with FakeOpenAIServer(model="fake-model", lifetime=LIFETIME) as srv:
         yield srv
 
 
@@ -260,7 +263,7 @@ def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
         second = _refused_url()
     else:
         plan = FaultPlan({"500": 1.0}) if broken == "500" else FaultPlan({"timeout": 1.0}, hang=HANG, hang_up=True)
-        other = FakeOpenAIServer(model="fake-model", faults=plan, lifetime=300).start()
+        other = FakeOpenAIServer(model="fake-model", faults=plan, lifetime=LIFETIME).start()
         second = other.url
     try:
         # The healthy endpoint first: the model identity (and so the cache keys) is the first URL's.
