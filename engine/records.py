@@ -175,7 +175,8 @@ def results_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
             files.append(p)
             continue
         for f in sorted(p.rglob("results.jsonl")):
-            if not any(part.startswith(".") and part.endswith(".partial") for part in f.relative_to(p).parts):
+            # Hidden folders are work in progress (.NAME.partial runs, .NAME.work-* merges): never results.
+            if not any(part.startswith(".") for part in f.relative_to(p).parts[:-1]):
                 files.append(f)
     return files
 

@@ -193,3 +193,19 @@ def test_pre_report_on_a_full_disk_keeps_the_previous_report_whole(tmp_path, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pre: error: no space left on ")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no 0-byte PNG, no temporaries
+
+
+def test_a_merge_killed_midway_leaves_nothing_a_report_would_read(tmp_path):
+    """A kill between building and renaming leaves `.OUT.work-*` beside OUT: reports skip it
+    and the next merge removes it."""
+    from promptrobust.engine.records import append_jsonl, results_files
+
+    out = tmp_path / "merged"
+    out.mkdir()
+    append_jsonl(out / "results.jsonl", [{"job_id": "j", "prompt_id": "p"}])
+    leftover = tmp_path / ".merged.work-999999-abcd"  # a pid that does not exist
+    leftover.mkdir()
+    append_jsonl(leftover / "results.jsonl", [{"job_id": "j", "prompt_id": "p"}])
+    assert results_files([tmp_path]) == [out / "results.jsonl"]
+    atomic_io.remove_leftovers(tmp_path, "merged")
+    assert not leftover.exists() and out.exists()
