@@ -16,6 +16,7 @@ One owner for writing results to disk:
 * ``reserve_folder`` / ``commit_folder``: unique run-folder names even for runs
   started in the same second by several processes (the name is claimed with
   an exclusive ``mkdir``; a clash at the final rename takes the next suffix).
+* ``folder_lock`` (in ``engine.folder_lock``): one writer per results folder.
 * ``OutputWriteError``: the one-line message (``no space left on DEVICE``,
   permission, read-only) and exit code 1 of a write the environment refused;
   ``describe_os_error`` gives the right advice for EEXIST vs ENOSPC.
@@ -28,7 +29,7 @@ import errno
 import io
 import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -407,121 +408,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-# -- one writer per folder --------------------------------------------------------------------------
-
-class LockHeld(OutputWriteError):
-    """Another process holds the lock (one line naming it; exit code 1)."""
-
-
-def describe_process(pid: int) -> str:
-    """``process PID (its command line)``, as far as this machine lets us read it."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        command = " ".join(part for part in raw.decode("utf-8", "replace").split("\0") if part)
-    except OSError:
-        command = ""
-    if len(command) > 120:
-        command = command[:117] + "..."
-    return f"process {pid} ({command})" if command else f"process {pid}"
-
-
-class FolderLock:
-    """An exclusive lock on ``path`` (a small file, kept), held by one process at a time.
-
-    ``flock`` is released by the kernel when its holder exits, so a killed
-    run never leaves a stale lock. The holder writes its pid into the file so
-    that a waiting process can name it.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
-        self.path = Path(path)
-        self.what = what
-        self._fd: int | None = None
-
-    def try_acquire(self) -> str | None:
-        """None when acquired, else a description of the holder."""
-        import fcntl
-
-        if self._fd is None:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise output_error(exc, self.path) from None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return self.holder()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
-        return None
-
-    def holder(self) -> str:
-        try:
-            pid = int(self.path.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return "another process"
-        return describe_process(pid)
-
-    def refused(self, holder: str, waited: float) -> LockHeld:
-        return LockHeld(f"{self.what} is in use by {holder} (waited {waited:g}s); "
-                        "wait for it to finish or stop it, then rerun")
-
-    def waiting(self, holder: str, wait: float) -> str:
-        return f"{self.what} is in use by {holder}; waiting up to {wait:g}s for it"
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing releases the flock
-            self._fd = None
-
-    def hold(self, *, wait: float = 10.0, say: Callable[[str], None] = lambda m: None,
-             poll: float = 0.1) -> FolderLock:
-        """Acquire, waiting up to ``wait`` seconds (saying so once), else raise LockHeld."""
-        import time
-
-        deadline = time.monotonic() + wait
-        holder = self.try_acquire()
-        if holder is not None:
-            say(self.waiting(holder, wait))
-        while holder is not None:
-            if time.monotonic() >= deadline:
-                self.release()
-                raise self.refused(holder, wait)
-            time.sleep(poll)
-            holder = self.try_acquire()
-        return self
-
-    async def ahold(self, *, wait: float = 10.0, say: Callable[[str], None] = lambda m: None,
-                    poll: float = 0.1) -> FolderLock:
-        """``hold`` for a running event loop (the wait does not block it)."""
-        import asyncio
-        import time
-
-        deadline = time.monotonic() + wait
-        holder = self.try_acquire()
-        if holder is not None:
-            say(self.waiting(holder, wait))
-        while holder is not None:
-            if time.monotonic() >= deadline:
-                self.release()
-                raise self.refused(holder, wait)
-            await asyncio.sleep(poll)
-            holder = self.try_acquire()
-        return self
-
-    def __enter__(self) -> FolderLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def folder_lock(folder: str | os.PathLike[str], what: str) -> FolderLock:
-    """The lock of a results folder: ``.NAME.lock`` beside it (it survives the folder's replacement)."""
-    f = Path(folder)
-    return FolderLock(f.parent / f".{f.name}.lock", what)
-
-
 def walk_errors(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and its causes/contexts (to find the OS error under a library's wrapper)."""
     seen: set[int] = set()
@@ -547,7 +433,7 @@ def as_output_error(exc: BaseException, path: str | os.PathLike[str] | None) -> 
 
 
 __all__ = [
-    "EXIT_ENVIRONMENT", "FolderLock", "LockHeld", "OutputWriteError", "Staged", "describe_process", "folder_lock", "append_bytes", "append_jsonl", "as_output_error",
+    "EXIT_ENVIRONMENT", "OutputWriteError", "Staged", "append_bytes", "append_jsonl", "as_output_error",
     "commit_folder", "describe_os_error", "device_of", "errno_of", "is_no_space", "json_bytes", "jsonl_bytes",
     "output_error", "parquet_bytes", "remove_leftovers", "replace_folder", "reserve_folder", "write_bytes",
     "write_json", "write_jsonl", "write_parquet", "write_text",

@@ -225,7 +225,7 @@ def _is_locked(exc: BaseException) -> bool:
 
 def lock_holders(path: Path) -> str:
     """The other processes that have the cache file open (Linux /proc), named for a message."""
-    from promptrobust.engine.atomic_io import describe_process
+    from promptrobust.engine.folder_lock import describe_process
 
     wanted = {str(path.resolve()), f"{path.resolve()}-wal", f"{path.resolve()}-shm"}
     found: list[int] = []

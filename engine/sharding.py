@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine import atomic_io
+from promptrobust.engine.folder_lock import folder_lock
 from promptrobust.engine.records import consolidate_parquet, read_jsonl
 from promptrobust.engine.sweep import Job, SweepConfig
 
@@ -192,7 +193,7 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
     # by a full disk leaves OUT as it was (and a .OUT.work-* folder the next merge removes).
     # One writer: a sweep or another merge into OUT is waited for, then refused in one line.
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_io.folder_lock(out_dir, f"folder {out_dir}").hold(wait=lock_wait, say=say):
+    with folder_lock(out_dir, f"folder {out_dir}").hold(wait=lock_wait, say=say):
         return _merge_locked(out_dir, files, known, shard_rows, finished_anywhere)
 
 

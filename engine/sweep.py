@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine import atomic_io
+from promptrobust.engine.folder_lock import folder_lock
 from promptrobust.engine.redact import redact_text
 from promptrobust.engine.records import AttackRecord, append_jsonl, consolidate_parquet, read_jsonl
 from promptrobust.engine.settings import (
@@ -387,11 +388,11 @@ async def run_sweep(
 
     One sweep folder, one writer: a second process sweeping the same folder waits up
     to ``lock_wait`` seconds (saying so), then refuses with one line naming the holder
-    (``atomic_io.LockHeld``). What is already recorded is read only once the lock is
+    (``folder_lock.LockHeld``). What is already recorded is read only once the lock is
     held, so a sweep that waited resumes instead of repeating records."""
     folder = cfg.folder
     folder.mkdir(parents=True, exist_ok=True)
-    lock = atomic_io.folder_lock(folder, f"sweep folder {folder}")
+    lock = folder_lock(folder, f"sweep folder {folder}")
     await lock.ahold(wait=lock_wait, say=on_event)
     try:
         return await _run_sweep_locked(cfg, folder, on_event=on_event, session=session, jobs=jobs)

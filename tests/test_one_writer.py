@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from promptrobust.engine import atomic_io
-from promptrobust.engine.atomic_io import LockHeld, OutputWriteError
+from promptrobust.engine.atomic_io import OutputWriteError
+from promptrobust.engine.folder_lock import LockHeld, folder_lock
 from promptrobust.engine.session import Session
 from promptrobust.engine.sharding import merge_runs
 from promptrobust.engine.sweep import run_sweep
@@ -54,7 +55,7 @@ def test_a_sweep_of_a_folder_held_by_another_process_refuses_in_one_line_naming_
     cfg.folder.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, sys.argv[2]);"
-        "from promptrobust.engine.atomic_io import folder_lock;"
+        "from promptrobust.engine.folder_lock import folder_lock;"
         "lock = folder_lock(sys.argv[1], 'x').hold(); print('held', flush=True); time.sleep(120)"),
         str(cfg.folder), str(ROOT)], stdout=subprocess.PIPE, text=True)
     try:
@@ -69,12 +70,12 @@ def test_a_sweep_of_a_folder_held_by_another_process_refuses_in_one_line_naming_
         assert len(events) == 1 and "waiting up to 0.3s" in events[0]
         assert not (cfg.folder / "results.jsonl").exists()
         with pytest.raises(LockHeld, match=f"process {holder.pid}"):  # a merge into it waits the same way
-            atomic_io.folder_lock(cfg.folder, "folder").hold(wait=0.2)
+            folder_lock(cfg.folder, "folder").hold(wait=0.2)
     finally:
         holder.kill()
         holder.wait()
     # The holder is gone (killed): the kernel released its lock, nothing stale is left.
-    atomic_io.folder_lock(cfg.folder, "folder").hold(wait=0).release()
+    folder_lock(cfg.folder, "folder").hold(wait=0).release()
 
 
 # -- a full disk in a sweep and a merge (ENOSPC at the os.write boundary) -----------------------------
