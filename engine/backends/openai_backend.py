@@ -215,7 +215,7 @@ def check_top_logprobs(top: Sequence[tuple[str, float]], shown: str) -> None:
         problem = logprob_problem(value)
         if problem is not None:
             raise TransientBackendError(
-                f"malformed answer from {shown}: log-probability of token {token[:40]!r} is {problem}"
+                f"malformed answer from {shown}: log-probability of token {token[:40]!r}: {problem}"
             )
 
 
@@ -228,7 +228,7 @@ def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown
     for label, value in zip(choices, scores):
         problem = logprob_problem(value)
         if problem is not None:
-            raise TransientBackendError(f"malformed answer from {shown}: label {label[:40]!r} scored {problem}")
+            raise TransientBackendError(f"malformed answer from {shown}: log-probability of label {label[:40]!r}: {problem}")
 
 
 @dataclass
