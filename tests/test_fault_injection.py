@@ -13,8 +13,8 @@ log-probs, without or with empty choices, with impossible log-probs: positive,
 NaN, infinite), a run with enough retries ends with
 exit code 0 and the same result records (timing and cost counters aside) and
 the same cache contents as the fault-free run; nothing garbage is scored or
-cached. Two endpoints with one dead or hanging give the same results too, in
-at most twice the time of one healthy endpoint.
+cached. Two endpoints with one dead or hanging give the same results too, and
+the broken one costs a bounded number of calls (it is ejected).
 
 The long parts are marked ``slow``; ``-s`` shows the table of outcomes.
 """
@@ -250,8 +250,16 @@ def _refused_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+#: What a broken second endpoint may cost, in calls, whatever the clock: the requests in
+#: flight to it when it fails (at most the default concurrency, 64) plus one probe per
+#: cool-down (2, 4, 8, ... 60 s: about 20 in a 15-minute run on a very slow machine).
+#: It used to be "at most twice the healthy wall time", which a machine whose load changes
+#: between the two runs reached (19.7 s vs 9.1 s healthy, with 35 retries as always).
+BROKEN_ENDPOINT_CALLS = 64 + 20
+
+
 @pytest.mark.parametrize("broken", ["500", "refused", "hanging"])
-def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
+def test_two_endpoints_with_one_broken_finish_identically_at_a_bounded_cost(
     server, reference, tmp_path, broken  # noqa: ANN001
 ) -> None:
     ref = reference["choices"]
@@ -268,6 +276,7 @@ def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
     try:
         # The healthy endpoint first: the model identity (and so the cache keys) is the first URL's.
         run = pre_run(tmp_path, f"two-{broken}", f"{server.url}|{second}", mode="choices", key="clean")
+        broken_calls = other.count("/v1/chat/completions") if other is not None else run.retries
     finally:
         if other is not None:
             other.stop()
@@ -275,4 +284,6 @@ def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
                   ("yes" if run.same_as(ref) else run.differences(ref))
                   + f"; {run.wall:.1f}s vs {healthy.wall:.1f}s healthy"))
     assert run.same_as(ref), run.differences(ref)
-    assert run.wall <= 2 * healthy.wall, f"{run.wall:.1f}s with a {broken} endpoint vs {healthy.wall:.1f}s healthy"
+    # Ejection works: the broken endpoint got a bounded share of the calls (the wall times are
+    # shown in the table, not asserted: on a shared machine they measure the neighbours too).
+    assert broken_calls <= BROKEN_ENDPOINT_CALLS and run.retries <= BROKEN_ENDPOINT_CALLS, (broken_calls, run.retries)
