@@ -42,9 +42,11 @@ FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option"}
 
 
 def one_line(exc: BaseException) -> str:
-    """The error as one line; a library error naming the ``setting`` to change (``PromptRobustError``)
-    gets its flag appended."""
-    text = " ".join((str(exc).strip() or type(exc).__name__).split())
+    """The error as one line, without credentials (URLs with user-info or keys, auth headers); a
+    library error naming the ``setting`` to change (``PromptRobustError``) gets its flag appended."""
+    from promptrobust.engine.redact import redact_text
+
+    text = " ".join(redact_text(str(exc).strip() or type(exc).__name__).split())
     setting = getattr(exc, "setting", None)
     if isinstance(setting, str) and setting:
         text += f" (--{FLAG_OF.get(setting, setting.replace('_', '-'))})"

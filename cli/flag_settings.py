@@ -100,9 +100,11 @@ def attack_settings(args: argparse.Namespace, names: list[str], options: dict[st
 
 
 def config_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed command line as written to config.json (no handler objects)."""
+    """The parsed command line as written to config.json (no handler objects, no credentials)."""
+    from promptrobust.engine.redact import scrub
+
     skip = {"handler", "command"}
-    return {k: v for k, v in sorted(vars(args).items()) if k not in skip}
+    return scrub({k: v for k, v in sorted(vars(args).items()) if k not in skip})  # no credentials in base URLs
 
 
 def check_paths(args: argparse.Namespace) -> None:

@@ -93,12 +93,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.argv = ["pre", *args_list]  # recorded (secrets redacted) in results.json
-    from promptrobust.cli.signals import quiet_asyncio_teardown, terminate_as_interrupt
+    from promptrobust.cli.signals import quiet_asyncio_teardown
+    from promptrobust.engine.output_safety import SafeStream
 
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
         quiet_asyncio_teardown()
+    # Prompts, model answers and names printed by any command reach the terminal without
+    # escape sequences, control characters or bidi overrides (the files keep the exact text).
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(streams[0]), SafeStream(streams[1], keep_own=True)
+    try:
+        return _run_handler(args, errors)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ...]) -> int:
     from promptrobust.cli.progress import reporter_for
+    from promptrobust.cli.signals import terminate_as_interrupt
     from promptrobust.engine.progress import reporting
 
     with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
@@ -110,17 +123,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = getattr(exc, "pre_message", None)  # a command that keeps partial results says what and how to resume
             import shlex
 
-            again = shlex.join(["pre", *args_list])
+            again = shlex.join(args.argv)
             default = f"no run folder was written; finished answers are in the cache, so this resumes: {again}"
             print(f"pre: {signals.verb}; {kept or default}", file=sys.stderr)
             return signals.exit_code
         except BrokenPipeError:
             # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes stdout at exit
+            # The interpreter flushes stdout at exit: point its descriptor at /dev/null first.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
             return 0
-        except OSError as exc:
-            # A full disk, a vanished folder, a read-only file: the environment, not a bug.
-            return fail(f"{exc.strerror or exc} ({exc.filename or 'file system'}); free space or fix permissions, then rerun")
+        except Exception as exc:  # noqa: BLE001 - only the environment's refusals are caught; the rest re-raised
+            # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).
+            from promptrobust.engine.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
+
+            refused = as_output_error(exc, getattr(exc, "filename", None))
+            if refused is not None:
+                print(f"pre: error: {refused}", file=sys.stderr)
+                return EXIT_ENVIRONMENT
+            if isinstance(exc, OSError):  # a vanished folder, a name taken: the right advice for each
+                return fail(describe_os_error(exc))
+            raise
 
 
 if __name__ == "__main__":

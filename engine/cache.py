@@ -10,6 +10,7 @@ one writes.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -17,7 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from promptrobust.engine.types import Completion
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (
@@ -30,6 +35,10 @@ CREATE TABLE IF NOT EXISTS completions (
 
 #: SQLite limits the number of host parameters per statement; stay well below.
 _LOOKUP_CHUNK = 500
+#: Seconds SQLite waits for another process's write lock per attempt, and attempts before
+#: a write gives up naming that process (e.g. a long ``pre cache merge``): 2 minutes in all.
+BUSY_SECONDS = 30.0
+LOCK_ATTEMPTS = 4
 
 
 class CacheError(Exception):
@@ -41,9 +50,11 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     writes: int = 0
+    #: rows that could not be decoded or validated: counted as misses, recomputed and overwritten
+    damaged: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "writes": self.writes}
+        return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "damaged": self.damaged}
 
 
 def default_cache_path() -> Path:
@@ -59,6 +70,8 @@ class ScoreCache:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.stats = CacheStats()
+        self._first_damage = ""
+        self._reported = False
         self._conn = self._open(self.path)
 
     @staticmethod
@@ -77,7 +90,7 @@ class ScoreCache:
         if path.exists() and path.stat().st_size > 0:
             _refuse_foreign(path)
         try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
@@ -110,10 +123,34 @@ class ScoreCache:
             except sqlite3.DatabaseError as exc:
                 raise CacheError(f"cache file {self.path} cannot be read ({exc}); delete it or pass --cache PATH") from None
             for key, value in rows:
-                found[key] = Completion.from_json(value)
+                completion, problem = decode_completion(value)
+                if completion is None:
+                    self._damaged(key, problem)
+                else:
+                    found[key] = completion
         self.stats.hits += len(found)
         self.stats.misses += len(unique) - len(found)
         return found
+
+    def note_damaged(self, key: str, problem: str) -> None:
+        """A row a caller found unusable (e.g. a log-probability above 0): a miss after all."""
+        self.stats.hits -= 1
+        self.stats.misses += 1
+        self._damaged(key, problem)
+
+    def _damaged(self, key: str, problem: str) -> None:
+        self.stats.damaged += 1
+        if self.stats.damaged == 1:
+            self._first_damage = f"key {key[:12]}...: {problem}"
+
+    def damage_report(self) -> str | None:
+        """One line about this run's damaged rows (None when there were none)."""
+        n = self.stats.damaged
+        if not n:
+            return None
+        rows = "row" if n == 1 else "rows"
+        return (f"cache {self.path}: {n} damaged {rows} could not be used ({self._first_damage}"
+                f"{'' if n == 1 else '; ...'}); recomputed and overwritten")
 
     # -- writes ------------------------------------------------------------
     def put(self, key: str, model: str, completion: Completion) -> None:
@@ -125,15 +162,37 @@ class ScoreCache:
         rows = [(key, model, completion.to_json(), now) for key, model, completion in items]
         if not rows:
             return
-        try:
-            with self._conn:
-                self._conn.execute("BEGIN")
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO completions (key, model, value, created) VALUES (?, ?, ?, ?)", rows
-                )
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"cannot write the cache file {self.path} ({exc}); pass --cache PATH to a writable place") from None
+        for attempt in range(1, LOCK_ATTEMPTS + 1):
+            try:
+                with self._conn:
+                    self._conn.execute("BEGIN")
+                    self._conn.executemany(
+                        "INSERT OR REPLACE INTO completions (key, model, value, created) VALUES (?, ?, ?, ?)", rows
+                    )
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise self._write_error(exc) from None
+                holders = lock_holders(self.path)
+                if attempt == LOCK_ATTEMPTS:
+                    waited = BUSY_SECONDS * LOCK_ATTEMPTS
+                    raise CacheError(
+                        f"cache file {self.path} stayed locked by {holders} for {waited:g}s; "
+                        "wait for it to finish (or stop it), then rerun"
+                    ) from None
+                if attempt == 1:
+                    log.warning("cache file %s is locked by %s; waiting up to %gs for it", self.path, holders,
+                                BUSY_SECONDS * (LOCK_ATTEMPTS - 1))
+            except sqlite3.DatabaseError as exc:
+                raise self._write_error(exc) from None
         self.stats.writes += len(rows)
+
+    def _write_error(self, exc: BaseException) -> CacheError:
+        from promptrobust.engine.atomic_io import describe_os_error, is_no_space
+
+        if is_no_space(exc) or "full" in str(exc).lower():
+            return CacheError(describe_os_error(OSError(28, "No space left on device", str(self.path)), self.path))
+        return CacheError(f"cannot write the cache file {self.path} ({exc}); pass --cache PATH to a writable place")
 
     # -- housekeeping --------------------------------------------------------
     def count(self, model: str | None = None) -> int:
@@ -145,6 +204,11 @@ class ScoreCache:
         return self.stats.as_dict()
 
     def close(self) -> None:
+        """Close the file; say once (per run) how many damaged rows were replaced."""
+        report = self.damage_report()
+        if report is not None and not self._reported:
+            log.warning("%s", report)
+            self._reported = True
         self._conn.close()
 
     def __enter__(self) -> "ScoreCache":
@@ -152,6 +216,68 @@ class ScoreCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def lock_holders(path: Path) -> str:
+    """The other processes that have the cache file open (Linux /proc), named for a message."""
+    from promptrobust.engine.folder_lock import describe_process
+
+    wanted = {str(path.resolve()), f"{path.resolve()}-wal", f"{path.resolve()}-shm"}
+    found: list[int] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return "another process"
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    found.append(pid)
+                    break
+            except OSError:
+                continue
+    if not found:
+        return "another process"
+    return ", ".join(describe_process(pid) for pid in found[:3]) + (" and others" if len(found) > 3 else "")
+
+
+def decode_completion(value: object) -> tuple[Completion | None, str]:
+    """(the Completion stored in a cache value, "") or (None, why it cannot be one).
+
+    A row written by a crashed tool, an older version or a hand edit must never
+    raise: it is a miss. Types are checked here; whether the numbers fit a
+    request (labels, log-probabilities) is the scheduler's ``completion_problem``.
+    """
+    try:
+        data = orjson.loads(value)  # type: ignore[arg-type]
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        return None, f"not JSON ({str(exc)[:60]})"
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    text, lp, note = data.get("text"), data.get("choice_logprobs"), data.get("note")
+    if text is not None and not isinstance(text, str):
+        return None, f"text is a {type(text).__name__}"
+    if note is not None and not isinstance(note, str):
+        return None, f"note is a {type(note).__name__}"
+    if lp is not None and (not isinstance(lp, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in lp)):
+        return None, "choice_logprobs is not a list of numbers"
+    if text is None and lp is None:
+        return None, "neither text nor choice_logprobs"
+    counts = [data.get("prompt_tokens", 0), data.get("completion_tokens", 0)]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return None, "token counts are not whole numbers >= 0"
+    return Completion(text=text, choice_logprobs=tuple(lp) if lp is not None else None,
+                      prompt_tokens=counts[0], completion_tokens=counts[1], note=note), ""
 
 
 # -- merging caches ------------------------------------------------------------

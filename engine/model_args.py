@@ -82,6 +82,7 @@ OPENAI: dict[str, Check] = {
     "logprobs": _boolean,
     "eject_after": _whole(1),
     "cooldown": _positive,
+    "max_body_mb": _positive,
 }
 VLLM: dict[str, Check] = {
     "revision": _text,

@@ -221,13 +221,11 @@ class AttackRecord:
 
 
 def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
-    """Append records, one flushed and fsynced line each."""
-    with open(path, "ab") as fh:
-        for rec in records:
-            data = rec.to_dict() if isinstance(rec, AttackRecord) else dict(rec)
-            fh.write(orjson.dumps(data, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-            fh.flush()
-        os.fsync(fh.fileno())
+    """Append records whole and fsynced, or not at all (a full disk leaves no torn line; atomic_io)."""
+    from promptrobust.engine import atomic_io
+
+    rows = [rec.to_dict() if isinstance(rec, AttackRecord) else dict(rec) for rec in records]
+    atomic_io.append_bytes(path, b"".join(orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows))
 
 
 def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True) -> list[dict[str, Any]]:
@@ -253,7 +251,8 @@ def results_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
             files.append(p)
             continue
         for f in sorted(p.rglob("results.jsonl")):
-            if not any(part.startswith(".") and part.endswith(".partial") for part in f.relative_to(p).parts):
+            # Hidden folders are work in progress (.NAME.partial runs, .NAME.work-* merges): never results.
+            if not any(part.startswith(".") for part in f.relative_to(p).parts[:-1]):
                 files.append(f)
     return files
 
@@ -276,8 +275,8 @@ def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLik
     import polars as pl
 
     rows = [flat_row(r) for r in read_jsonl(jsonl)] if Path(jsonl).exists() else []
+    from promptrobust.engine import atomic_io
+
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    tmp = Path(str(parquet) + ".tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, parquet)
+    atomic_io.write_parquet(parquet, frame)
     return frame.height

@@ -181,7 +181,10 @@ _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
     "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
 }
-_OPENAI_ARGS = {"base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring"}
+_OPENAI_ARGS = {
+    "base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring",
+    "max_body_mb",
+}
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
     "enable_prefix_caching", "seed", "chat",

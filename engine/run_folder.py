@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine import atomic_io
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
 
@@ -81,20 +81,9 @@ class RunFolderError(PromptRobustError, ValueError):
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a temp file beside it, fsync, rename."""
-    # os.open with 0o666 (not mkstemp's 0o600): the file gets the user's umask like any other.
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``data`` to ``path`` atomically (``engine.atomic_io``: temp file, fsync, rename; a
+    full disk leaves the previous file and raises one line naming the device)."""
+    return atomic_io.write_bytes(path, data)
 
 
 def _slug(text: str) -> str:
@@ -157,18 +146,16 @@ class RunFolder:
             ) from None
         stamp = time.strftime("%Y%m%d-%H%M%S")
         name = "_".join([stamp, *(_slug(p) for p in name_parts)])
-        final = root / name
-        n = 1
-        while final.exists():
-            n += 1
-            final = root / f"{name}-{n}"
-        self.final = final
         self.started = now()
         for stale in remove_stale_partials(root):
             print(f"pre: removed {stale}, the unfinished folder of a killed run", file=sys.stderr)
-        self.partial = root / f".{final.name}.partial"
-        self.partial.mkdir()
-        (self.partial / OWNER_FILE).write_text(str(os.getpid()))
+        # Unique even for runs started in the same second (an exclusive claim; see atomic_io).
+        self.partial, self.final = atomic_io.reserve_folder(root, name)
+        try:
+            atomic_io.write_bytes(self.partial / OWNER_FILE, str(os.getpid()).encode())
+        except BaseException:
+            self.discard()  # a full disk at the very start leaves no claim behind
+            raise
 
     def path(self, name: str) -> Path:
         return self.partial / name
@@ -222,7 +209,7 @@ class RunFolder:
 
     def commit(self) -> Path:
         (self.partial / OWNER_FILE).unlink(missing_ok=True)
-        os.replace(self.partial, self.final)
+        self.final = atomic_io.commit_folder(self.partial, self.final)  # the next suffix if taken meanwhile
         return self.final
 
     def discard(self) -> None:

@@ -35,6 +35,7 @@ weights.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import deque
@@ -46,6 +47,10 @@ from promptrobust.engine.cache import ScoreCache
 from promptrobust.engine.ratelimit import RateLimiter
 from promptrobust.engine.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.types import Completion, Request, request_key
+
+#: A label log-probability may exceed 0 by this much (float rounding); beyond it,
+#: the number is impossible and the answer is malformed (retried, never cached).
+LOGPROB_TOLERANCE = 1e-3
 
 
 @dataclass
@@ -237,6 +242,10 @@ class Scheduler:
         assert self._identity is not None and self._queue is not None
         key = request_key(self._identity, probe)
         answer = self.cache.get_many([key]).get(key) if self.cache is not None else None
+        if answer is not None and completion_problem(probe, answer) is not None:
+            assert self.cache is not None
+            self.cache.note_damaged(key, completion_problem(probe, answer) or "")
+            answer = None
         self.stats.probes += 1
         if answer is None:
             fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
@@ -323,6 +332,12 @@ class Scheduler:
                 if counters is not None:
                     counters.requests += 1
                 hit = hits.get(key)
+                if hit is not None and completion_problem(request, hit) is not None:
+                    # A cached row this request cannot use (damaged, or from a version that
+                    # cached impossible numbers): a miss, recomputed and overwritten.
+                    assert self.cache is not None
+                    self.cache.note_damaged(key, completion_problem(request, hit) or "")
+                    hit = None
                 if hit is not None:
                     self.stats.cache_hits += 1
                     if counters is not None:
@@ -505,6 +520,11 @@ def completion_problem(request: Request, completion: object) -> str | None:
         return "no label log-probabilities for a score_choices request"
     if len(logprobs) != len(request.choices):
         return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
-    if any(not isinstance(v, (int, float)) or v != v for v in logprobs):
-        return "a label log-probability is not a number"
+    for v in logprobs:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+            return "a label log-probability is not a number"
+        if v in (math.inf, -math.inf):
+            return "a label log-probability is infinite"
+        if v > LOGPROB_TOLERANCE:
+            return f"a label log-probability is above 0 ({v:g}: a probability above 1)"
     return None

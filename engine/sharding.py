@@ -20,15 +20,19 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+import secrets
+import shutil
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from promptrobust.engine.records import append_jsonl, consolidate_parquet, read_jsonl
-from promptrobust.engine.sweep import Job, SweepConfig, repair_torn_tail
+from promptrobust.engine import atomic_io
+from promptrobust.engine.folder_lock import folder_lock
+from promptrobust.engine.records import consolidate_parquet, read_jsonl
+from promptrobust.engine.sweep import Job, SweepConfig
 
 __all__ = [
     "MergeResult", "Shard", "ShardError", "cell_shard", "merge_runs", "parse_shard", "select_jobs", "shard_config",
@@ -151,7 +155,8 @@ def _key(row: dict[str, Any], where: Path) -> tuple[str, str]:
     return str(job_id), str(prompt_id)
 
 
-def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLike[str]]) -> MergeResult:
+def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLike[str]], *,
+               say: Callable[[str], None] = lambda message: None, lock_wait: float = 10.0) -> MergeResult:
     """Merge the records of shard run folders into ``out`` exactly once each.
 
     The key is (job id, prompt id). A finished record wins over a failed one;
@@ -184,9 +189,20 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
         _key(row, f) for f, rows in shard_rows for row in rows if row.get("status", "attacked") != "failed"
     }
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Built in a temporary folder beside OUT and renamed over it: a merge killed or stopped
+    # by a full disk leaves OUT as it was (and a .OUT.work-* folder the next merge removes).
+    # One writer: a sweep or another merge into OUT is waited for, then refused in one line.
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out_dir, f"folder {out_dir}").hold(wait=lock_wait, say=say):
+        return _merge_locked(out_dir, files, known, shard_rows, finished_anywhere)
+
+
+def _merge_locked(out_dir: Path, files: list[Path], known: list[tuple[Path, Any]],
+                  shard_rows: list[tuple[Path, list[dict[str, Any]]]], finished_anywhere: set[tuple[str, str]]) -> MergeResult:
+    atomic_io.remove_leftovers(out_dir.parent, out_dir.name)
     target = out_dir / "results.jsonl"
-    repair_torn_tail(target)
+    old_raw = target.read_bytes() if target.exists() else b""
+    old_raw = old_raw[: old_raw.rfind(b"\n") + 1]  # a torn last line (an older, non-atomic merge) is dropped
     existing = read_jsonl(target) if target.exists() else []
     have_finished = {_key(r, target) for r in existing if r.get("status", "attacked") != "failed"}
     have_failed = {_key(r, target) for r in existing if r.get("status", "attacked") == "failed"}
@@ -211,17 +227,32 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
             (have_failed if failed else have_finished).add(key)
             added_here += 1
         result.per_shard[str(f.parent)] = added_here
-    if to_write:
-        append_jsonl(target, to_write)
     result.added = len(to_write)
     result.total = len(existing) + len(to_write)
 
-    if known:
-        merged_config = {**orjson.loads((known[0][0].parent / "config.json").read_bytes())}
-        merged_config["name"] = base_name(str(merged_config.get("name", out_dir.name)))
-        if merged_config.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
-            merged_config["cache"] = _SHARD_PART.sub("", str(merged_config["cache"]))
-        merged_config["merged_from"] = [str(f.parent) for f in files]
-        (out_dir / "config.json").write_bytes(orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
-    consolidate_parquet(target, out_dir / "results.parquet")
+    work = out_dir.parent / f".{out_dir.name}.work-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        work.mkdir()
+        if out_dir.is_dir():  # whatever else OUT holds comes along unchanged
+            for item in out_dir.iterdir():
+                if item.name not in ("results.jsonl", "results.parquet", "config.json"):
+                    (shutil.copytree if item.is_dir() else shutil.copy2)(item, work / item.name)
+        atomic_io.write_bytes(work / "results.jsonl", old_raw + atomic_io.jsonl_bytes(to_write))
+        if known:
+            merged_config = {**orjson.loads((known[0][0].parent / "config.json").read_bytes())}
+            merged_config["name"] = base_name(str(merged_config.get("name", out_dir.name)))
+            if merged_config.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
+                merged_config["cache"] = _SHARD_PART.sub("", str(merged_config["cache"]))
+            merged_config["merged_from"] = [str(f.parent) for f in files]
+            atomic_io.write_bytes(work / "config.json", orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
+        elif (out_dir / "config.json").is_file():
+            shutil.copy2(out_dir / "config.json", work / "config.json")
+        consolidate_parquet(work / "results.jsonl", work / "results.parquet")
+        atomic_io.replace_folder(work, out_dir)
+    except BaseException as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        refused = atomic_io.as_output_error(exc, out_dir) if isinstance(exc, Exception) else None
+        if refused is not None:
+            raise refused from None
+        raise
     return result

@@ -30,6 +30,9 @@ from promptrobust.engine import progress as progress_events
 from promptrobust.engine.records import AttackRecord, read_jsonl
 from promptrobust.engine.run_folder import SweepFolder
 from promptrobust.engine.run_results import session_facts, sweep_document
+from promptrobust.engine import atomic_io
+from promptrobust.engine.folder_lock import folder_lock
+from promptrobust.engine.redact import redact_text
 from promptrobust.engine.settings import (
     AttackSettings,
     EvaluationSettings,
@@ -400,17 +403,40 @@ class JobRunner:
         return result.records
 
 
+#: Seconds a sweep waits for another process writing the same folder before it refuses.
+LOCK_WAIT = 10.0
+
+
 async def run_sweep(
     cfg: SweepConfig,
     *,
     on_event: Callable[[str], None] = lambda message: None,
     session: Any = None,
     jobs: Sequence[Job] | None = None,
+    lock_wait: float = LOCK_WAIT,
 ) -> SweepProgress:
-    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters."""
+    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters.
+
+    One sweep folder, one writer: a second process sweeping the same folder waits up
+    to ``lock_wait`` seconds (saying so), then refuses with one line naming the holder
+    (``folder_lock.LockHeld``). What is already recorded is read only once the lock is
+    held, so a sweep that waited resumes instead of repeating records."""
+    folder = cfg.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder_lock(folder, f"sweep folder {folder}")
+    await lock.ahold(wait=lock_wait, say=on_event)
+    try:
+        return await _run_sweep_locked(cfg, folder, on_event=on_event, session=session, jobs=jobs)
+    finally:
+        lock.release()
+
+
+async def _run_sweep_locked(
+    cfg: SweepConfig, folder: Path, *, on_event: Callable[[str], None], session: Any, jobs: Sequence[Job] | None,
+) -> SweepProgress:
     from promptrobust.engine.session import Session
 
-    out = SweepFolder(cfg.folder)
+    out = SweepFolder(folder)
     out.write_config(config_dict(cfg), resume_key=resume_key)
     results = out.results
     repair_torn_tail(results)
@@ -444,10 +470,10 @@ async def run_sweep(
                 failed = [r for r in records if r.status == "failed"]
                 if failed:
                     raise _AlreadySaid(failed[0].error or "failed")
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
+            except (asyncio.CancelledError, KeyboardInterrupt, atomic_io.OutputWriteError):
+                raise  # a full disk stops the sweep (one line from the CLI), it is no job's failure
             except Exception as exc:  # noqa: BLE001 - reported per job, the sweep goes on
-                reason = " ".join(str(exc).split()) or type(exc).__name__
+                reason = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
                 progress.failed.append((job.label(), reason))
                 async with write_lock:  # one line per job: a rerun's failure replaces the last one
                     out.record_error(job.id, {"job_id": job.id, "job": job.label(), "error": reason})
@@ -467,11 +493,28 @@ async def run_sweep(
             await asyncio.gather(*(guarded(j) for j in jobs))
         out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
                                          started=out.started, wall_seconds=time.monotonic() - began))
-    finally:
+    except atomic_io.OutputWriteError:
         if own_session:
             await session.close()
-        out.consolidate()
+        raise  # results.jsonl holds every whole record written; the parquet stays as it was
+    except BaseException:
+        if own_session:
+            await session.close()
+        _consolidate_quietly(out)
+        raise
+    if own_session:
+        await session.close()
+    out.consolidate()
     return progress
+
+
+def _consolidate_quietly(out: SweepFolder) -> None:
+    """Refresh the parquet on the way out of an interrupted sweep; a failure here must not
+    hide the interruption's own cause (the next run writes it again)."""
+    try:
+        out.consolidate()
+    except Exception:  # noqa: BLE001 - secondary to the error being raised
+        pass
 
 
 class _AlreadySaid(RuntimeError):
@@ -510,9 +553,11 @@ def resume_key(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def config_dict(cfg: SweepConfig) -> dict[str, Any]:
+    from promptrobust.engine.redact import scrub
+
     out = asdict(cfg)
     out["output_dir"] = str(cfg.output_dir)
-    return out
+    return scrub(out)  # no credentials from base URLs in config.json
 
 
 def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:

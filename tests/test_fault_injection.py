@@ -9,11 +9,12 @@ by row with the fault-free run's.
 The claim under test (issue 12): whatever the server does wrong (429 with
 Retry-After, 500, 503, hanging answers, reset connections, truncated bodies,
 malformed JSON, HTML pages, empty bodies, 200 answers without content, without
-log-probs, without or with empty choices), a run with enough retries ends with
+log-probs, without or with empty choices, with impossible log-probs: positive,
+NaN, infinite), a run with enough retries ends with
 exit code 0 and the same result records (timing and cost counters aside) and
 the same cache contents as the fault-free run; nothing garbage is scored or
-cached. Two endpoints with one dead or hanging give the same results too, in
-at most twice the time of one healthy endpoint.
+cached. Two endpoints with one dead or hanging give the same results too, and
+the broken one costs a bounded number of calls (it is ejected).
 
 The long parts are marked ``slow``; ``-s`` shows the table of outcomes.
 """
@@ -41,11 +42,19 @@ from promptrobust.testing.fake_openai import FAULT_KINDS, FakeOpenAIServer, Faul
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = "stresstest,checklist,deepwordbug"
-#: Request timeout of every run: a "timeout" fault holds its answer much longer.
-#: A healthy answer that takes longer on a busy machine is only retried (same result);
-#: every attack round with a hanging answer waits this long, so it sets the pace of that run.
-REQUEST_TIMEOUT = 1.0
-HANG = 20.0
+#: Determinism on a loaded machine (issue 20): no wall-clock limit a slow machine can reach.
+#: A "timeout" fault is a hang the server ends itself: it holds the request HANG seconds and
+#: then closes the connection without an answer (FaultPlan(hang_up=True)), so the client sees
+#: an unanswered request whatever the load. The client's own request timeout has lots of room:
+#: no healthy answer is ever cut short, however busy the machine (a 1 s timeout once was, and
+#: eight slow answers in a row failed a run).
+REQUEST_TIMEOUT = 120.0
+HANG = 1.0
+#: Wall-clock limit of one `pre run` subprocess: only there to end a hung test, never reached.
+RUN_LIMIT = 1800
+#: The test servers stop themselves after this long (a safety net for a forgotten server). It
+#: must outlast the whole module on a loaded machine: 900 s once did not (15 min under load 16).
+LIFETIME = 3 * 3600
 #: Keys of a record / of results.json that measure time or cost, not results.
 COST_KEYS = {"cost", "wall_seconds", "scheduler", "cache"}
 
@@ -125,7 +134,7 @@ def pre_run(
         "--mode", mode, "--max-retries", str(retries), "--request-timeout", str(REQUEST_TIMEOUT), *extra,
     ]
     started = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_LIMIT)
     wall = time.monotonic() - started
     records, summary, cache, retried = _read_run(work / "out", work / "cache.sqlite")
     return Run(label, done.returncode, wall, done.stderr, records, summary, cache, retried)
@@ -133,7 +142,7 @@ def pre_run(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(model="fake-model", lifetime=900) as srv:
+    with FakeOpenAIServer(model="fake-model", lifetime=LIFETIME) as srv:
         yield srv
 
 
@@ -200,8 +209,8 @@ class Case:
     def plan(self) -> FaultPlan:
         seed = sum(map(ord, self.label))
         if self.kind == "all kinds":
-            return FaultPlan.spread(FAULT_KINDS, self.rate, seed=seed, hang=HANG)
-        return FaultPlan({self.kind: self.rate}, seed=seed, hang=HANG)
+            return FaultPlan.spread(FAULT_KINDS, self.rate, seed=seed, hang=HANG, hang_up=True)
+        return FaultPlan({self.kind: self.rate}, seed=seed, hang=HANG, hang_up=True)
 
 
 CASES = sorted([
@@ -241,8 +250,16 @@ def _refused_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+#: What a broken second endpoint may cost, in calls, whatever the clock: the requests in
+#: flight to it when it fails (at most the default concurrency, 64) plus one probe per
+#: cool-down (2, 4, 8, ... 60 s: about 20 in a 15-minute run on a very slow machine).
+#: It used to be "at most twice the healthy wall time", which a machine whose load changes
+#: between the two runs reached (19.7 s vs 9.1 s healthy, with 35 retries as always).
+BROKEN_ENDPOINT_CALLS = 64 + 20
+
+
 @pytest.mark.parametrize("broken", ["500", "refused", "hanging"])
-def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
+def test_two_endpoints_with_one_broken_finish_identically_at_a_bounded_cost(
     server, reference, tmp_path, broken  # noqa: ANN001
 ) -> None:
     ref = reference["choices"]
@@ -253,12 +270,13 @@ def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
     if broken == "refused":
         second = _refused_url()
     else:
-        plan = FaultPlan({"500": 1.0}) if broken == "500" else FaultPlan({"timeout": 1.0}, hang=HANG)
-        other = FakeOpenAIServer(model="fake-model", faults=plan, lifetime=300).start()
+        plan = FaultPlan({"500": 1.0}) if broken == "500" else FaultPlan({"timeout": 1.0}, hang=HANG, hang_up=True)
+        other = FakeOpenAIServer(model="fake-model", faults=plan, lifetime=LIFETIME).start()
         second = other.url
     try:
         # The healthy endpoint first: the model identity (and so the cache keys) is the first URL's.
         run = pre_run(tmp_path, f"two-{broken}", f"{server.url}|{second}", mode="choices", key="clean")
+        broken_calls = other.count("/v1/chat/completions") if other is not None else run.retries
     finally:
         if other is not None:
             other.stop()
@@ -266,4 +284,6 @@ def test_two_endpoints_with_one_broken_finish_identically_within_twice_the_time(
                   ("yes" if run.same_as(ref) else run.differences(ref))
                   + f"; {run.wall:.1f}s vs {healthy.wall:.1f}s healthy"))
     assert run.same_as(ref), run.differences(ref)
-    assert run.wall <= 2 * healthy.wall, f"{run.wall:.1f}s with a {broken} endpoint vs {healthy.wall:.1f}s healthy"
+    # Ejection works: the broken endpoint got a bounded share of the calls (the wall times are
+    # shown in the table, not asserted: on a shared machine they measure the neighbours too).
+    assert broken_calls <= BROKEN_ENDPOINT_CALLS and run.retries <= BROKEN_ENDPOINT_CALLS, (broken_calls, run.retries)

@@ -320,6 +320,10 @@ def render_png(rows: Sequence[tuple[str, WordImportance]], method: str, path: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from promptrobust.engine.output_safety import PLOT_RC
+
+    matplotlib.rcParams.update(PLOT_RC)  # tokens are data: never TeX or mathtext
+
     signed = method == "deletion"
     scale = _scale([r.scores(method) for _, r in rows], signed)
     width_chars = 100

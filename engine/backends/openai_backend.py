@@ -6,6 +6,13 @@ concurrency, rate limits and retries, so the SDK's own retries are off
 
 * 429, 408, 409, 5xx, timeouts, refused or dropped connections ->
   ``TransientBackendError`` (with the server's Retry-After, when given);
+  ``timeout`` is also a deadline for the whole request (connect, headers and
+  body), so a server dripping its headers a byte a second is cut off too;
+* a body over ``max_body_mb`` (default 4 MiB), refused from its Content-Length
+  or while it is read -> ``TransientBackendError``;
+* a log-probability that is NaN, infinite or above 0 (beyond a 1e-3 rounding
+  tolerance), or a label left without a score -> ``TransientBackendError``
+  (``check_top_logprobs``, ``check_choice_logprobs``): never scored or cached;
 * a 200 answer that lacks what its request needs (a body that is empty, cut
   off, not JSON or an HTML page; no ``choices`` or an empty list; no message
   content or text; no log-probabilities when they were asked for) ->
@@ -47,6 +54,7 @@ characters) from every error message we raise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -61,6 +69,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from promptrobust.engine.backends import openai_scoring
 from promptrobust.engine.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.redact import redact_text, redact_url
 from promptrobust.engine.retry import parse_retry_after
 from promptrobust.engine.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
 
@@ -81,6 +90,13 @@ EJECT_AFTER = 3
 #: Seconds an ejected endpoint rests before one request probes it (doubles up to MAX_COOLDOWN).
 COOLDOWN = 2.0
 MAX_COOLDOWN = 60.0
+#: A log-probability may exceed 0 by this much (rounding in the server's softmax);
+#: anything larger, NaN or infinite is an impossible number: a malformed answer.
+LOGPROB_TOLERANCE = 1e-3
+#: Largest answer body read (MiB; ``max_body_mb`` raises it): a label or a short
+#: generation is a few KiB, so a bigger body is a broken or hostile server and
+#: must not hold hundreds of MB per request in flight.
+MAX_BODY_MB = 4.0
 #: Shortest piece of the API key that is scrubbed wherever it appears.
 KEY_FRAGMENT = 8
 _PROBE_TEXT = "Answer with one word, yes or no: is water wet?"
@@ -142,6 +158,86 @@ def choice_logprobs_from_top(top: Sequence[tuple[str, float]], choices: Sequence
     return tuple(_logsumexp(m) if m else floor for m in matched)
 
 
+# -- bounded answers ------------------------------------------------------------------------------
+class BodyTooLarge(TransientBackendError):
+    """An answer body over ``max_body_mb``: transient (a retry or another endpoint may answer well)."""
+
+
+def body_limit_hook(http: Any, max_bytes: int) -> Any:
+    """An HTTP client response hook that refuses bodies over ``max_bytes``: at once when the
+    Content-Length says so, else while reading (never more than ``max_bytes`` plus one chunk held)."""
+
+    class Limited(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, inner: Any, where: str) -> None:
+            self.inner, self.where = inner, where
+
+        async def __aiter__(self) -> Any:
+            seen = 0
+            async for chunk in self.inner:
+                seen += len(chunk)
+                if seen > max_bytes:
+                    raise _too_large(self.where, max_bytes)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    async def hook(response: Any) -> None:
+        where = clean_url(str(response.request.url))
+        length = response.headers.get("content-length", "")
+        if length.strip().isdigit() and int(length) > max_bytes:
+            await response.aclose()
+            raise _too_large(where, max_bytes, int(length))
+        response.stream = Limited(response.stream, where)
+
+    return hook
+
+
+def _too_large(where: str, max_bytes: int, length: int | None = None) -> BodyTooLarge:
+    size = f"a body of {length / 2**20:.1f} MiB" if length is not None else "a body"
+    return BodyTooLarge(
+        f"malformed answer from {where}: {size} over the {max_bytes / 2**20:g} MiB limit "
+        "(raise max_body_mb= in --model-args if the server really sends that much)"
+    )
+
+
+# -- validation of the numbers a server sends (before anything scores or caches them) --------------
+def logprob_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a log-probability (not a finite number <= LOGPROB_TOLERANCE), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{type(value).__name__} {value!r} is not a number"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return f"{value} (infinite)"
+    if value > LOGPROB_TOLERANCE:
+        return f"{value:g} is above 0 (a probability above 1)"
+    return None
+
+
+def check_top_logprobs(top: Sequence[tuple[str, float]], shown: str) -> None:
+    """Raise TransientBackendError (a malformed answer: retried, never scored or cached)
+    when any listed alternative's log-probability is impossible."""
+    for token, value in top:
+        problem = logprob_problem(value)
+        if problem is not None:
+            raise TransientBackendError(
+                f"malformed answer from {shown}: log-probability of token {token[:40]!r}: {problem}"
+            )
+
+
+def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown: str) -> None:
+    """Every label accounted for, each with a possible log-probability, or TransientBackendError."""
+    if len(scores) != len(choices):
+        raise TransientBackendError(
+            f"malformed answer from {shown}: {len(scores)} label log-probabilities for {len(choices)} labels"
+        )
+    for label, value in zip(choices, scores):
+        problem = logprob_problem(value)
+        if problem is not None:
+            raise TransientBackendError(f"malformed answer from {shown}: log-probability of label {label[:40]!r}: {problem}")
+
+
 @dataclass
 class _Endpoint:
     url: str  # as given (used by the client)
@@ -182,6 +278,7 @@ class OpenAIBackend(Backend):
         eject_after: int = EJECT_AFTER,
         cooldown: float = COOLDOWN,
         scoring: str = "auto",
+        max_body_mb: float = MAX_BODY_MB,
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
@@ -198,6 +295,8 @@ class OpenAIBackend(Backend):
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < math.inf:
             raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
         self._scoring_path = _scoring_arg(scoring, api, logprobs)
+        if isinstance(max_body_mb, bool) or not isinstance(max_body_mb, (int, float)) or not 0 < max_body_mb < math.inf:
+            raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
         urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
@@ -206,7 +305,7 @@ class OpenAIBackend(Backend):
             try:
                 parts.port  # noqa: B018 - raises on a port that is not a number
             except ValueError:
-                raise ValueError(f"base URL {url!r} has a bad port: use http://host:PORT/v1") from None
+                raise ValueError(f"base URL {redact_url(url)!r} has a bad port: use http://host:PORT/v1") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"base URL {clean_url(url)!r} is not http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
         self.model = str(model)
@@ -216,6 +315,7 @@ class OpenAIBackend(Backend):
         self.logprobs = logprobs
         self.eject_after = eject_after
         self.cooldown = float(cooldown)
+        self.max_body_bytes = int(max_body_mb * 1024 * 1024)
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env, "").strip()
         if not key:
@@ -308,6 +408,9 @@ class OpenAIBackend(Backend):
         self._http = openai.DefaultAsyncHttpxClient(
             timeout=http.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             limits=http.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections),
+            # Bodies as sent (a compressed body could expand past the limit after it is counted).
+            headers={"Accept-Encoding": "identity"},
+            event_hooks={"response": [body_limit_hook(http, self.max_body_bytes)]},
         )
         for ep in self._endpoints:
             ep.client = openai.AsyncOpenAI(
@@ -349,8 +452,15 @@ class OpenAIBackend(Backend):
     async def _probe(self, ep: _Endpoint) -> str:
         import openai
 
+        limit = min(self.timeout, 10.0)
         try:
-            page = await ep.client.with_options(timeout=min(self.timeout, 10.0)).models.list()
+            async with asyncio.timeout(limit):  # slow headers included
+                page = await ep.client.with_options(timeout=limit).models.list()
+        except TimeoutError:
+            raise _Unreachable(f"cannot reach {ep.shown}: no complete answer to GET /models within {limit:g}s") from None
+        except BodyTooLarge as exc:  # a model list is no reason to stop: the answers are checked one by one
+            log.warning("GET %s/models: %s; carrying on", ep.shown, exc)
+            return ""
         except openai.APIConnectionError as exc:
             raise _Unreachable(f"cannot reach {ep.shown}: is the server running? ({self._reason(exc)})") from None
         except openai.APIStatusError as exc:
@@ -495,6 +605,24 @@ class OpenAIBackend(Backend):
         The body is read and checked here, not by the SDK, so that an empty,
         cut-off, non-JSON or HTML answer is a transient failure, never a crash.
         """
+        async with self._deadline(ep):
+            return await self._call_once(ep, request, max_tokens=max_tokens, stop=stop, want_logprobs=want_logprobs)
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, ep: _Endpoint) -> Any:
+        """The whole request (connect, headers, body) within ``timeout`` seconds: the HTTP
+        client's own timeouts are per read, so a server sending a byte a second never trips them."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                yield
+        except TimeoutError:
+            raise TransientBackendError(
+                f"request to {ep.shown} timed out after {self.timeout:g}s (no complete answer by the deadline; "
+                "timeout= in --model-args)"
+            ) from None
+
+    async def _call_once(self, ep: _Endpoint, request: Request, *, max_tokens: int, stop: Sequence[str],
+                         want_logprobs: bool) -> tuple[dict[str, Any], bool]:
         chat = self._use_chat(request)
         common: dict[str, Any] = {
             "model": self.model, "max_tokens": max_tokens, "temperature": request.decoding.temperature,
@@ -589,7 +717,7 @@ class OpenAIBackend(Backend):
                 top = [(str(tok), float(v)) for tok, v in tops[0].items()]
         except (KeyError, TypeError, ValueError):
             return []
-        return [(t, v) for t, v in top if not math.isnan(v)]
+        return top
 
     async def _score(self, ep: _Endpoint, request: Request) -> Completion:
         if self._scoring_path in openai_scoring.EXACT_PATHS:
@@ -615,11 +743,13 @@ class OpenAIBackend(Backend):
             choice = self._first_choice(data, ep)
             top = self._top_logprobs(choice, chat)
             if top:
+                check_top_logprobs(top, ep.shown)
                 if self._server_logprobs is None:
                     self._server_logprobs = True
                 prompt_tokens, completion_tokens = self._usage(data)
-                return Completion(choice_logprobs=choice_logprobs_from_top(top, request.choices),
-                                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+                scores = choice_logprobs_from_top(top, request.choices)
+                check_choice_logprobs(scores, request.choices, ep.shown)
+                return Completion(choice_logprobs=scores, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
             if self._server_logprobs:
                 raise TransientBackendError(f"malformed answer from {ep.shown}: no log-probabilities although they were asked for")
         self._decide_no_logprobs(ep, f"{PROBE_ANSWERS} answers in a row came without them")
@@ -630,8 +760,9 @@ class OpenAIBackend(Backend):
         """POST ``body`` to the completions endpoint; the answer's JSON object (read as in ``_call``)."""
         known = {k: body[k] for k in ("model", "prompt", "echo", "logprobs", "max_tokens", "temperature") if k in body}
         extra = {k: v for k, v in body.items() if k not in known}
-        raw = await ep.client.completions.with_raw_response.create(**known, **({"extra_body": extra} if extra else {}))
-        return self._json_body(raw.http_response, ep)
+        async with self._deadline(ep):  # the same whole-request deadline as every other call
+            raw = await ep.client.completions.with_raw_response.create(**known, **({"extra_body": extra} if extra else {}))
+            return self._json_body(raw.http_response, ep)
 
     async def _detect_scoring(self, ep: _Endpoint) -> openai_scoring.ScoringPath:
         """Once, at start: the exact path the server allows for plain prompts, else the top-20 approximation."""
@@ -706,6 +837,7 @@ class OpenAIBackend(Backend):
         text = re.sub(r"sk-[A-Za-z0-9_*.\-]+", "sk-***", text)
         text = re.sub(r"(api key provided:\s*)\S+", r"\1***", text, flags=re.IGNORECASE)
         text = re.sub(r"(Bearer\s+)\S+", r"\1***", text)
+        text = redact_text(text)  # credentials in echoed URLs and Authorization headers of any scheme
         text = " ".join(text.split())
         return text if len(text) <= 300 else text[:297] + "..."
 

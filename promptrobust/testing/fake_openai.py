@@ -19,10 +19,12 @@ Each test can script failures for the next POST requests, consumed in order::
 
 Actions: ``ok``; an HTTP status such as ``500`` or ``429:2`` (status with a
 Retry-After of 2 s; ``429:date:2`` sends it as an HTTP-date); ``slow:S``
-(answer normally after S seconds); ``drop`` (close the connection without an
+(answer normally after S seconds); ``hang:S`` (no answer: close the connection
+after S seconds); ``drop`` (close the connection without an
 answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
 ``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
-``no_logprobs``, ``no_choices``, ``empty_choices``).
+``no_logprobs``, ``no_choices``, ``empty_choices``, and the impossible numbers of
+``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``).
 
 Random faults: ``faults=FaultPlan({"500": 0.2}, seed=1)`` gives each POST (after
 the script is used up) the named fault with the given probability, from a
@@ -62,16 +64,21 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FAULT_KINDS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+__all__ = ["FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
 FAULT_KINDS = (
     "429", "500", "503", "timeout", "reset", "truncated", "malformed", "html", "empty",
     "no_content", "no_logprobs", "no_choices", "empty_choices",
+    "positive_logprobs", "nan_logprobs", "inf_logprobs",
 )
+#: Impossible numbers: the answer's log-probabilities made positive (3.5, 7.25, ...),
+#: NaN for the answer's own token, or +infinity (sent as the JSON extensions NaN/Infinity).
+NUMBER_FAULTS = ("positive_logprobs", "nan_logprobs", "inf_logprobs")
 #: Faults that change or replace a 200 answer (the rest never reach the answer).
-_BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices", "empty_choices"})
+_BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices",
+                          "empty_choices", *NUMBER_FAULTS})
 
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
@@ -92,12 +99,17 @@ class FaultPlan:
 
     ``retry_after`` is the Retry-After (seconds) sent with 429s; a ``timeout``
     fault holds its answer for ``hang`` seconds (longer than the client waits).
+    With ``hang_up=True`` the server itself ends the hang: after ``hang``
+    seconds it closes the connection without an answer, so the client sees a
+    request that never got an answer whatever its own timeout and the load of
+    the machine (deterministic tests give the client a timeout with lots of room).
     """
 
     rates: Mapping[str, float]
     seed: int = 0
     retry_after: float = 0.05
     hang: float = 3.0
+    hang_up: bool = False
     _cumulative: tuple[tuple[float, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -114,7 +126,7 @@ class FaultPlan:
         object.__setattr__(self, "_cumulative", tuple(steps))
 
     @classmethod
-    def spread(cls, kinds: Iterable[str], rate: float, **kw: float | int) -> FaultPlan:
+    def spread(cls, kinds: Iterable[str], rate: float, **kw: float | int | bool) -> FaultPlan:
         """``rate`` of all POSTs get a fault, spread evenly over ``kinds``."""
         kinds = list(kinds)
         return cls({k: rate / len(kinds) for k in kinds}, **kw)  # type: ignore[arg-type]
@@ -135,6 +147,7 @@ class Action:
     retry_after: float | None = None
     retry_after_date: bool = False
     seconds: float = 0.0
+    hang_up: bool = False  # "slow" only: after ``seconds``, close the connection instead of answering
 
     @classmethod
     def parse(cls, text: str) -> Action:
@@ -148,13 +161,15 @@ class Action:
             return cls(head)
         if head == "slow":
             return cls("slow", seconds=float(parts[1]))
+        if head == "hang":
+            return cls("slow", seconds=float(parts[1]), hang_up=True)
         if head.isdigit():
             if len(parts) == 3 and parts[1] == "date":
                 return cls("status", status=int(head), retry_after=float(parts[2]), retry_after_date=True)
             ra = float(parts[1]) if len(parts) > 1 else None
             return cls("status", status=int(head), retry_after=ra)
         raise ValueError(
-            f"unknown server action {text!r}: use ok, drop, slow:S, a status like 429:2, or one of "
+            f"unknown server action {text!r}: use ok, drop, slow:S, hang:S, a status like 429:2, or one of "
             + ", ".join(sorted(_BODY_FAULTS | {"reset"}))
         )
 
@@ -164,7 +179,7 @@ class Action:
         if kind.isdigit():
             return cls("status", status=int(kind), retry_after=plan.retry_after if kind == "429" else None)
         if kind == "timeout":
-            return cls("slow", seconds=plan.hang)
+            return cls("slow", seconds=plan.hang, hang_up=plan.hang_up)
         return cls(kind)
 
 
@@ -471,6 +486,9 @@ class _Handler(BaseHTTPRequestHandler):
         delay = st.latency + (action.seconds if action.kind == "slow" else 0.0)
         if delay > 0 and st.stopping.wait(delay):
             return
+        if action.hang_up:
+            self._hang_up(reset=False)
+            return
         if st.logprobs_error is not None and (body.get("logprobs") or body.get("top_logprobs")):
             # Like llama-cpp-python started without --logits_all.
             self._error(st.logprobs_error, "logprobs is not supported for models created with logits_all=False")
@@ -568,4 +586,29 @@ def _spoil(payload: dict[str, Any], fault: str) -> dict[str, Any]:
         payload.pop("choices", None)
     elif fault == "empty_choices":
         payload["choices"] = []
+    elif fault in NUMBER_FAULTS:
+        for c in choices:
+            _spoil_numbers(c.get("logprobs"), fault)
     return payload
+
+
+def _spoil_numbers(logprobs: Any, fault: str) -> None:
+    """Make a choice's log-probabilities impossible, in place (chat and completions shapes)."""
+    if not isinstance(logprobs, dict):
+        return
+
+    def bad(value: float, rank: int) -> float:
+        if fault == "positive_logprobs":
+            return 7.25 - 3.75 * min(rank, 1) - 0.5 * max(rank - 1, 0)  # 7.25, 3.5, 3.0, ...
+        if fault == "nan_logprobs":
+            return math.nan if rank == 0 else value
+        return math.inf if rank == 0 else value
+
+    for entry in logprobs.get("content") or []:  # chat
+        entry["logprob"] = bad(entry["logprob"], 0)
+        for rank, alt in enumerate(entry.get("top_logprobs") or []):
+            alt["logprob"] = bad(alt["logprob"], rank)
+    if logprobs.get("token_logprobs"):  # completions
+        logprobs["token_logprobs"] = [bad(v, 0) for v in logprobs["token_logprobs"]]
+        logprobs["top_logprobs"] = [{tok: bad(v, rank) for rank, (tok, v) in enumerate(top.items())}
+                                    for top in logprobs.get("top_logprobs") or []]

@@ -80,12 +80,14 @@ class Report:
 
     def markdown(self) -> str:
         """Every table as Markdown, sections headed by their setting."""
-        lines = ["# promptrobust report", "", *(f"- {m}" for m in self.meta), ""]
-        lines += [f"> {n}\n" for n in self.notes]
+        from promptrobust.engine.output_safety import markdown_text as md
+
+        lines = ["# promptrobust report", "", *(f"- {md(m)}" for m in self.meta), ""]
+        lines += [f"> {md(n)}\n" for n in self.notes]
         for s in self.sections:
             if s.title:
-                lines += [f"## {s.title}", ""]
-            lines += [f"> {n}\n" for n in s.notes]
+                lines += [f"## {md(s.title)}", ""]
+            lines += [f"> {md(n)}\n" for n in s.notes]
             lines += [t.markdown() for t in s.tables]
         if self.extremes or self.excluded is not None:
             lines += ["## Adversarial prompts and records not averaged", ""]
@@ -109,20 +111,20 @@ class Report:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReportInputError(f"cannot create report folder {out} ({exc.strerror}): choose a writable folder") from None
-        written: list[Path] = []
-        if "md" in chosen:
-            path = out / "report.md"
-            path.write_text(self.markdown(), encoding="utf-8")
-            written.append(path)
-        if "csv" in chosen:
-            written += [t.write_csv(out) for t in self.tables]
-        if "png" in chosen:
-            for f in self.figures:
-                path = out / f"{f.name}.png"
-                path.write_bytes(f.png)
-                written.append(path)
-        if "html" in chosen:
-            path = out / "report.html"
-            path.write_text(self.html(), encoding="utf-8")
-            written.append(path)
+        from promptrobust.engine.atomic_io import Staged
+
+        # Every file to a temporary first, all renamed at the end: a full disk or a kill
+        # leaves the previous report whole (no 0-byte PNG, no report without its HTML).
+        with Staged() as staged:
+            if "md" in chosen:
+                staged.write_text(out / "report.md", self.markdown())
+            if "csv" in chosen:
+                for t in self.tables:
+                    staged.write_bytes(out / f"{t.name}.csv", t.csv_bytes())
+            if "png" in chosen:
+                for f in self.figures:
+                    staged.write_bytes(out / f"{f.name}.png", f.png)
+            if "html" in chosen:
+                staged.write_text(out / "report.html", self.html())
+            written = staged.targets
         return written

@@ -18,6 +18,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from promptrobust.engine.output_safety import PLOT_RC
+
+# Labels are data (attack names from a pairs file, prompt ids): never TeX or mathtext.
+matplotlib.rcParams.update(PLOT_RC)
+
 from promptrobust.engine.analysis.report.tables import ALL, Table
 
 _DPI = 110
@@ -43,8 +48,10 @@ def apdr_bars(table: Table, what: str) -> bytes:
     data = [r for r in table.long if r.get(col_col) == ALL]
     labels = [str(r[row_col]) for r in data]
     means = [float(r["mean"]) for r in data]
-    lows = [m - (r["ci_low"] if r["ci_low"] is not None else m) for m, r in zip(means, data)]
-    highs = [(r["ci_high"] if r["ci_high"] is not None else m) - m for m, r in zip(means, data)]
+    # An interval that misses its mean (records whose PDR disagrees with their own sample
+    # scores: a hand-edited or foreign file) draws no bar on that side instead of crashing.
+    lows = [max(0.0, m - (r["ci_low"] if r["ci_low"] is not None else m)) for m, r in zip(means, data)]
+    highs = [max(0.0, (r["ci_high"] if r["ci_high"] is not None else m) - m) for m, r in zip(means, data)]
     counts = [r["count"] for r in data]
     fig, ax = plt.subplots(figsize=(max(4.5, 0.75 * len(labels) + 1.5), 4.0))
     colors = ["#c0392b" if m >= 0 else "#2e6da4" for m in means]

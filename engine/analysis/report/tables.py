@@ -11,6 +11,7 @@ order) and every APDR grid ends with an ``all`` column over the whole row.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.output_safety import csv_cell, markdown_text
 from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
 
 ALL = "all"
@@ -65,38 +67,45 @@ class Table:
         header = [_md(h) for h in self.header]
         rows = [[_md(c) for c in r] for r in self.rows]
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-        lines = [f"### {self.title}", ""]
+        lines = [f"### {markdown_text(self.title)}", ""]
         lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
         lines.append("|" + "|".join((":" + "-" * (w + 1)) if i == 0 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
         for row in rows:
             cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("| " + " | ".join(cells) + " |")
         if self.note:
-            lines += ["", f"_{self.note}_"]
+            lines += ["", f"_{markdown_text(self.note)}_"]
         return "\n".join(lines) + "\n"
 
-    def write_csv(self, folder: str | os.PathLike[str]) -> Path:
-        path = Path(folder) / f"{self.name}.csv"
+    def csv_bytes(self) -> bytes:
+        """The long rows as CSV, every text cell safe to open in a spreadsheet (``output_safety.csv_cell``)."""
         columns: dict[str, None] = {}
         for row in self.long:
             columns.update(dict.fromkeys(row))
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(columns))
-            writer.writeheader()
-            for row in self.long:
-                writer.writerow({k: _csv_value(v) for k, v in row.items()})
-        return path
+        fh = io.StringIO(newline="")
+        writer = csv.DictWriter(fh, fieldnames=[csv_cell(c) for c in columns])
+        writer.writeheader()
+        for row in self.long:
+            writer.writerow({csv_cell(k): _csv_value(v) for k, v in row.items()})
+        return fh.getvalue().encode("utf-8")
+
+    def write_csv(self, folder: str | os.PathLike[str]) -> Path:
+        from promptrobust.engine.atomic_io import write_bytes
+
+        return write_bytes(Path(folder) / f"{self.name}.csv", self.csv_bytes())
 
 
 def _csv_value(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
-        return " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
-    return "" if v is None else v
+        text = " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in v)
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        return text if numbers else csv_cell(text)
+    return "" if v is None else csv_cell(v)
 
 
 def _md(text: str) -> str:
-    """A Markdown table cell: a '|' inside a name must not end the cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: raw HTML shown as text; a '|' inside a name must not end the cell."""
+    return markdown_text(text).replace("|", "\\|")
 
 
 def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:

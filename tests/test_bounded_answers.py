@@ -1,0 +1,174 @@
+"""Issue 20: an answer is bounded in size and in time, and both bounds are transient failures.
+
+A raw socket server on 127.0.0.1 plays the hostile server: a 200 MB body
+(with and without a Content-Length), and headers sent one byte at a time.
+The limits in the tests are small so the tests stay fast; the code path is
+the one the defaults take.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from promptrobust.engine.backends.base import TransientBackendError
+from promptrobust.engine.backends.openai_backend import MAX_BODY_MB, BodyTooLarge, OpenAIBackend
+from promptrobust.engine.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.types import Request
+
+MODELS = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+GOOD = json.dumps({"choices": [{"index": 0, "text": "positive", "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
+BIG = 200 * 1024 * 1024
+
+
+class RawServer:
+    """HTTP/1.1 by hand: GET /models answers normally; each POST is handled by ``post(conn)``
+    (a list, consumed in order; the last one repeats). Counts the body bytes it managed to send."""
+
+    def __init__(self, posts: list[Callable[[socket.socket], None]]) -> None:
+        self.posts = posts
+        self.sent = 0
+        self.stop = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(30)
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    part = conn.recv(65536)
+                    if not part:
+                        return
+                    head += part
+                lines = head.split(b"\r\n")
+                length = next((int(ln.split(b":")[1]) for ln in lines if ln.lower().startswith(b"content-length")), 0)
+                body = head.split(b"\r\n\r\n", 1)[1]
+                while len(body) < length:
+                    body += conn.recv(65536)
+                if lines[0].startswith(b"GET"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                                 + f"Content-Length: {len(MODELS)}\r\n\r\n".encode() + MODELS)
+                    return
+                post = self.posts.pop(0) if len(self.posts) > 1 else self.posts[0]
+                post(conn)
+            except OSError:
+                pass  # the client hung up: that is what the tests want
+
+    def huge(self, *, with_length: bool) -> Callable[[socket.socket], None]:
+        def send(conn: socket.socket) -> None:
+            length = f"Content-Length: {BIG}\r\n" if with_length else ""
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}Connection: close\r\n\r\n".encode())
+            chunk = b'{"choices": [{"text": "' + b"a" * (1 << 20)
+            while self.sent < BIG and not self.stop.is_set():
+                conn.sendall(chunk)
+                self.sent += len(chunk)
+        return send
+
+    def dripping(self, seconds_per_byte: float, give_up_after: float) -> Callable[[socket.socket], None]:
+        """Headers one byte at a time; after ``give_up_after`` seconds the rest at once (so a client
+        without a total deadline gets an answer and the test fails, instead of hanging)."""
+        def send(conn: socket.socket) -> None:
+            answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                      + b"X-Padding: " + b"p" * 200 + b"\r\n"
+                      + f"Content-Length: {len(GOOD)}\r\n\r\n".encode() + GOOD)
+            started = time.monotonic()
+            for i in range(len(answer)):
+                if time.monotonic() - started > give_up_after or self.stop.is_set():
+                    conn.sendall(answer[i:])
+                    return
+                conn.sendall(answer[i : i + 1])
+                time.sleep(seconds_per_byte)
+        return send
+
+    @staticmethod
+    def good(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     + f"Content-Length: {len(GOOD)}\r\n\r\n".encode() + GOOD)
+
+    def __enter__(self) -> RawServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture(autouse=True)
+def _no_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    yield
+
+
+REQ = Request("generate", prompt="Sentence:\na great film")
+
+
+def test_the_default_body_limit_is_a_few_mib():
+    assert 1 <= MAX_BODY_MB <= 16
+    assert OpenAIBackend("m", base_urls=["http://127.0.0.1:9/v1"]).max_body_bytes == int(MAX_BODY_MB * 2**20)
+    with pytest.raises(ValueError, match="max_body_mb"):
+        OpenAIBackend("m", base_urls=["http://127.0.0.1:9/v1"], max_body_mb=0)
+
+
+@pytest.mark.parametrize("with_length", [True, False])
+async def test_a_200_mb_body_is_refused_as_transient_after_reading_at_most_the_limit(with_length):
+    with RawServer([]) as srv:
+        srv.posts = [srv.huge(with_length=with_length), srv.good]
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", max_body_mb=1, timeout=60)
+        await b.start()
+        with pytest.raises(BodyTooLarge, match="body over the 1 MiB limit|MiB over the 1 MiB limit") as err:
+            await b.complete(REQ)
+        assert isinstance(err.value, TransientBackendError) and "\n" not in str(err.value)
+        assert "max_body_mb" in str(err.value)
+        # The client hung up long before 200 MB (what got out is the limit plus socket buffers).
+        time.sleep(0.2)
+        assert srv.sent < 64 * 2**20
+        assert (await b.complete(REQ)).text == "positive"  # the next answer is read normally
+        await b.close()
+
+
+async def test_headers_a_byte_at_a_time_are_cut_off_by_the_total_deadline_and_retried():
+    with RawServer([]) as srv:
+        # 0.05 s a byte keeps every single read far below the 2 s read timeout; the whole
+        # answer would take about 20 s, so only a deadline over the whole request stops it.
+        srv.posts = [srv.dripping(0.05, give_up_after=30.0), srv.good]
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", timeout=2.0)
+        await b.start()
+        errors: list[str] = []
+        fast = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02, jitter=0.0)
+        out = await call_with_retries(lambda: b.complete(REQ), fast, on_retry=lambda a, e, d: errors.append(str(e)))
+        assert out.text == "positive"
+        assert len(errors) == 1 and "timed out after 2s" in errors[0] and "deadline" in errors[0]
+        await b.close()
+
+
+def test_max_body_mb_is_a_model_argument():
+    from promptrobust.engine.registry import build_backend, parse_model_args, resolve_model
+
+    spec = resolve_model("openai:fake-model", parse_model_args("base_url=http://127.0.0.1:9/v1,max_body_mb=32"))
+    assert build_backend(spec).max_body_bytes == 32 * 2**20

@@ -1,0 +1,145 @@
+"""Issue 20: no impossible number is scored or cached, and no damaged cache row kills a run.
+
+A real FakeOpenAIServer on 127.0.0.1 serves positive, NaN and infinite
+log-probabilities (sent as JSON's NaN/Infinity extensions, as a broken server
+would); a real SQLite cache holds rows damaged by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+
+import orjson
+import pytest
+
+from promptrobust.engine.backends.base import RequestFailedError, TransientBackendError
+from promptrobust.engine.backends.openai_backend import OpenAIBackend, logprob_problem
+from promptrobust.engine.cache import ScoreCache, decode_completion
+from promptrobust.engine.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.scheduler import Scheduler, completion_problem
+from promptrobust.engine.types import ChatMessage, Completion, Request, request_key
+from promptrobust.testing.fake_openai import NUMBER_FAULTS, FakeOpenAIServer, FaultPlan
+
+FAST = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05, jitter=0.0)
+CHOICES = ("positive", "negative")
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def scoring(text: str, chat: bool) -> Request:
+    if chat:
+        return Request("score_choices", messages=(ChatMessage("user", f"Sentence:\n{text}"),), choices=CHOICES)
+    return Request("score_choices", prompt=f"Sentence:\n{text}", choices=CHOICES)
+
+
+def all_rows(path) -> dict[str, bytes]:  # noqa: ANN001
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("SELECT key, value FROM completions").fetchall())
+
+
+@pytest.mark.parametrize("value, ok", [
+    (-0.5, True), (0.0, True), (0.0005, True),  # rounding just above 0 is tolerated
+    (3.5, False), (7.25, False), (math.nan, False), (math.inf, False), (-math.inf, False), ("1", False), (True, False),
+])
+def test_a_log_probability_must_be_finite_and_not_above_zero(value, ok):
+    assert (logprob_problem(value) is None) is ok
+    answer = Completion(choice_logprobs=(value, -1.0))
+    assert (completion_problem(Request("score_choices", prompt="x", choices=CHOICES), answer) is None) is ok
+
+
+@pytest.mark.parametrize("fault", NUMBER_FAULTS)
+@pytest.mark.parametrize("chat", [True, False])
+async def test_impossible_log_probabilities_are_a_malformed_answer_that_is_retried(fault, chat):
+    with FakeOpenAIServer(model="fake-model") as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="chat" if chat else "completions")
+        await b.start()
+        req = scoring("a great film", chat)
+        srv.script(fault)  # the very first scoring answer: nothing is decided about log-probs yet
+        with pytest.raises(TransientBackendError, match="malformed answer") as err:
+            await b.complete(req)
+        assert "\n" not in str(err.value)
+        assert b.supports_choice_scoring  # an impossible number is not "no log-probabilities"
+        srv.script(fault, fault)
+        out = await call_with_retries(lambda: b.complete(req), FAST)
+        assert all(v <= 0 and math.isfinite(v) for v in out.choice_logprobs)
+        assert out.choice_logprobs[0] > out.choice_logprobs[1]  # "positive" for a great film
+        await b.close()
+
+
+async def test_a_server_that_only_sends_impossible_numbers_fails_and_nothing_is_cached(tmp_path):
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    plan = FaultPlan({"positive_logprobs": 0.5, "nan_logprobs": 0.25, "inf_logprobs": 0.25}, seed=3)
+    with FakeOpenAIServer(model="fake-model", faults=plan) as srv:
+        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
+            with pytest.raises(RequestFailedError, match="malformed answer"):
+                await sched.submit(scoring("a great film", chat=True))
+        assert sum(srv.injected.values()) == FAST.max_attempts
+    assert all_rows(tmp_path / "c.sqlite") == {}
+    cache.close()
+
+
+async def test_through_the_scheduler_only_the_sound_answer_is_scored_and_cached(tmp_path):
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeOpenAIServer(model="fake-model") as srv:
+        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
+            srv.script(*NUMBER_FAULTS)
+            out = await sched.submit(scoring("a bad film", chat=True))
+            assert sched.stats.retries == len(NUMBER_FAULTS)
+    assert out.choice_logprobs[1] > out.choice_logprobs[0] and max(out.choice_logprobs) <= 0
+    (value,) = all_rows(tmp_path / "c.sqlite").values()
+    assert orjson.loads(value)["choice_logprobs"] == list(out.choice_logprobs)
+    cache.close()
+
+
+# -- damaged cache rows ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, why", [
+    (b"not json", "not JSON"), (b'{"text": 5}', "text is a int"), (b"[1, 2]", "not an object"),
+    (b'{"choice_logprobs": ["a"]}', "not a list of numbers"), (b"{}", "neither"),
+    (b'{"text": "x", "prompt_tokens": -3}', "token counts"),
+])
+def test_a_value_that_is_not_a_completion_decodes_to_none_with_a_reason(value, why):
+    completion, problem = decode_completion(value)
+    assert completion is None and why in problem
+
+
+async def test_damaged_rows_are_misses_recomputed_overwritten_and_reported_once(tmp_path, caplog):
+    path = tmp_path / "c.sqlite"
+    requests = [scoring(f"{'a great' if i % 2 else 'a dull'} film number {i}", chat=True) for i in range(60)]
+    with FakeOpenAIServer(model="fake-model") as srv:
+        cache = ScoreCache(path)
+        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
+            clean = await sched.submit_many(requests)
+            identity = backend.identity
+        cache.close()
+        good = all_rows(path)
+        keys = [request_key(identity, r) for r in requests]
+        damaged = {k: b"not json" for k in keys[:50]}
+        damaged[keys[50]] = b'{"text": 5}'
+        damaged[keys[51]] = orjson.dumps({"choice_logprobs": [7.25, 3.5]})  # what a past version cached
+        damaged[keys[52]] = orjson.dumps({"choice_logprobs": [-1.0]})  # a label missing
+        with sqlite3.connect(path) as conn:
+            conn.executemany("UPDATE completions SET value = ? WHERE key = ?", [(v, k) for k, v in damaged.items()])
+        sent_before = srv.count("/v1/chat/completions")
+
+        cache = ScoreCache(path)
+        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        with caplog.at_level(logging.WARNING):
+            async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
+                again = await sched.submit_many(requests)
+            assert cache.stats.damaged == len(damaged) and cache.stats.hits == len(requests) - len(damaged)
+            cache.close()
+        assert srv.count("/v1/chat/completions") - sent_before == len(damaged)  # recomputed, nothing else
+    assert again == clean
+    assert all_rows(path) == good  # overwritten with sound values
+    lines = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(lines) == 1 and f"{len(damaged)} damaged rows" in lines[0] and "recomputed" in lines[0]
+    assert "\n" not in lines[0]
