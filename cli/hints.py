@@ -58,7 +58,10 @@ def _limit_text(value: Any) -> str:
 
 
 def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> str:
-    return shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra])
+    """The suggested command, keeping the user's flags but never a credential from a base URL."""
+    from promptrobust.engine.redact import redact_text
+
+    return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 
 
 def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int) -> str:

@@ -139,7 +139,9 @@ def test_the_default_body_limit_is_a_few_mib():
 async def test_a_200_mb_body_is_refused_as_transient_after_reading_at_most_the_limit(with_length):
     with RawServer([]) as srv:
         srv.posts = [srv.huge(with_length=with_length), srv.good]
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", max_body_mb=1, timeout=60)
+        # scoring fixed: no start-up path detection takes the test server's scripted answers
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", max_body_mb=1, timeout=60,
+                          scoring="top_logprobs")
         await b.start()
         with pytest.raises(BodyTooLarge, match="body over the 1 MiB limit|MiB over the 1 MiB limit") as err:
             await b.complete(REQ)
@@ -157,7 +159,7 @@ async def test_headers_a_byte_at_a_time_are_cut_off_by_the_total_deadline_and_re
         # 0.05 s a byte keeps every single read far below the 2 s read timeout; the whole
         # answer would take about 20 s, so only a deadline over the whole request stops it.
         srv.posts = [srv.dripping(0.05, give_up_after=30.0), srv.good]
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", timeout=2.0)
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", timeout=2.0, scoring="top_logprobs")
         await b.start()
         errors: list[str] = []
         fast = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02, jitter=0.0)
