@@ -389,7 +389,7 @@ def remove_leftovers(folder: Path, name: str) -> None:
     for pattern in (f".{name}.tmp-*", f".{name}.old-*", f".{name}.work-*"):
         for p in folder.glob(pattern):
             pid = p.name.rsplit("-", 2)[-2] if p.name.count("-") >= 2 else ""
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid)):
                 continue
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
@@ -398,7 +398,8 @@ def remove_leftovers(folder: Path, name: str) -> None:
                     p.unlink()
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -90,16 +90,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_partials(root: Path) -> list[Path]:
     """Delete ``.NAME.partial`` folders whose run was killed (kill -9, power loss).
 
@@ -112,7 +102,7 @@ def remove_stale_partials(root: Path) -> list[Path]:
             continue
         owner = partial / OWNER_FILE
         try:
-            stale = not _alive(int(owner.read_text().strip())) if owner.exists() else (time.time() - partial.stat().st_mtime > 86400)
+            stale = not atomic_io.process_alive(int(owner.read_text().strip())) if owner.exists() else (time.time() - partial.stat().st_mtime > 86400)
         except (OSError, ValueError):
             stale = True
         if stale:

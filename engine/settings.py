@@ -214,7 +214,8 @@ DEFAULT_SAMPLE_SELECTION = "seeded"
 TABLE_DIMENSIONS = ("shots", "metric", "input_format")
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """``value`` as a whole number, or None (missing, a bool, or not a number): for rows written by any release."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -269,14 +270,14 @@ class MeasurementSettings:
         return cls(
             mode=mode,
             parser=(get("parser") or None) if generate else None,
-            max_new_tokens=_int_or_none(get("max_new_tokens")) if generate else None,
-            samples=_int_or_none(get("samples")),
+            max_new_tokens=int_or_none(get("max_new_tokens")) if generate else None,
+            samples=int_or_none(get("samples")),
             sample_selection=str(get("sample_selection") or DEFAULT_SAMPLE_SELECTION),
-            shots=_int_or_none(get("shots")),
+            shots=int_or_none(get("shots")),
             input_format=str(get("input_format") or ""),
             metric=str(get("metric") or ""),
-            seed=_int_or_none(get("seed")),
-            budget=_int_or_none(get("budget")),
+            seed=int_or_none(get("seed")),
+            budget=int_or_none(get("budget")),
             attack_options=tuple(sorted((str(k), str(v)) for k, v in dict(options).items())),
             approximate_labels=mode == "choices" and str(get("label_scoring") or "").startswith("approximate"),
             stop=tuple(str(x) for x in get("stop")) if generate and get("stop") else None,

@@ -24,7 +24,7 @@ from promptrobust.engine.analysis.statistics import is_at_chance, record_status
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.records import infer_kind
 from promptrobust.engine.run_folder import FORMAT as RESULTS_FORMAT
-from promptrobust.engine.settings import MeasurementSettings
+from promptrobust.engine.settings import MeasurementSettings, int_or_none as _int_or_none
 
 RESULT_NAMES = ("results.jsonl", "results.json")
 REQUIRED = ("model", "dataset", "attack", "clean_prompt")
@@ -58,15 +58,6 @@ Setting = MeasurementSettings
 def section_setting(row: Mapping[str, Any], kind: str) -> MeasurementSettings:
     """The section key of a record (or of a clean score: ``kind="clean"``)."""
     return MeasurementSettings.of(row).for_kind(kind).without()
-
-
-def _int_or_none(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _float_or_none(value: Any) -> float | None:
