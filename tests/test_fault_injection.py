@@ -56,7 +56,9 @@ RUN_LIMIT = 1800
 #: must outlast the whole module on a loaded machine: 900 s once did not (15 min under load 16).
 LIFETIME = 3 * 3600
 #: Keys of a record / of results.json that measure time or cost, not results.
-COST_KEYS = {"cost", "wall_seconds", "scheduler", "cache"}
+#: And keys that say when, how and with what a run was made (provenance, not results): the
+#: command names each run's own server and cache, the date its time, the versions its software.
+COST_KEYS = {"cost", "wall_seconds", "scheduler", "cache", "command", "date", "versions"}
 
 
 @dataclass
