@@ -107,7 +107,8 @@ def _read_run(out: Path, cache: Path) -> tuple[list[dict[str, Any]], dict[str, A
     folder = folders[0]
     records = [_strip(orjson.loads(line)) for line in (folder / "results.jsonl").read_bytes().splitlines() if line.strip()]
     raw = orjson.loads((folder / "results.json").read_bytes())
-    retries = int((raw.get("scheduler") or {}).get("retries", 0))
+    per_model = ((raw.get("counters") or {}).get("scheduler") or {}).values()  # results.json's one layout
+    retries = sum(int(stats.get("retries", 0)) for stats in per_model)
     with sqlite3.connect(cache) as conn:
         rows = dict(conn.execute("SELECT key, value FROM completions").fetchall())
     return records, _strip(raw), rows, retries
