@@ -25,6 +25,7 @@ One owner for writing results to disk:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import io
 import os
@@ -213,8 +214,14 @@ def write_parquet(path: str | os.PathLike[str], frame: Any) -> Path:
 
 
 def _default(obj: Any) -> Any:
+    """What orjson cannot write itself: sets and tuples as lists, results (``to_dict``) and
+    dataclasses as objects, anything else as its text."""
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
     return str(obj)
 
 

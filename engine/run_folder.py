@@ -26,14 +26,13 @@ the package)::
     samples   sample counts ("evaluated" per prompt, "logged" when --log-samples)
     date      "started", "finished" (UTC, ISO 8601); wall_seconds
 
-Every file goes through ``_write_bytes`` (temp file, fsync, rename), the one
+Every file goes through ``engine.atomic_io`` (temp file, fsync, rename), the one
 place to point at a shared atomic writer.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import asdict
 import os
 import re
 import shutil
@@ -71,19 +70,12 @@ FORMAT = "promptrobust-results/1"
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 #: Inside a ``.partial`` folder: the pid of the run writing it (stale when that process is gone).
 OWNER_FILE = ".owner-pid"
-_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 class RunFolderError(PromptRobustError, ValueError):
     """The output folder cannot be used; the message names the fix."""
 
     setting = "output_dir"
-
-
-def _write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (``engine.atomic_io``: temp file, fsync, rename; a
-    full disk leaves the previous file and raises one line naming the device)."""
-    return atomic_io.write_bytes(path, data)
 
 
 def _slug(text: str) -> str:
@@ -109,16 +101,6 @@ def remove_stale_partials(root: Path) -> list[Path]:
             shutil.rmtree(partial, ignore_errors=True)
             removed.append(partial)
     return removed
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if hasattr(obj, "__dataclass_fields__"):
-        return asdict(obj)
-    return str(obj)
 
 
 class RunFolder:
@@ -151,13 +133,13 @@ class RunFolder:
         return self.partial / name
 
     def write_bytes(self, name: str, data: bytes) -> Path:
-        return _write_bytes(self.path(name), data)
+        return atomic_io.write_bytes(self.path(name), data)
 
     def write_text(self, name: str, text: str) -> Path:
         return self.write_bytes(name, text.encode("utf-8"))
 
     def write_json(self, name: str, data: Any) -> Path:
-        return self.write_bytes(name, orjson.dumps(data, option=_JSON_OPTIONS, default=_default))
+        return self.write_bytes(name, atomic_io.json_bytes(data))
 
     def write_results(self, document: Mapping[str, Any]) -> Path:
         """``results.json`` in the one layout (``results_document``)."""
@@ -182,10 +164,10 @@ class RunFolder:
 
     def write_jsonl(self, name: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """``samples.jsonl``, ``errors.jsonl``: one JSON object a line; returns the line count (no file for none)."""
-        lines = [orjson.dumps(dict(r), default=_default, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows]
-        if lines:
-            self.write_bytes(name, b"".join(lines))
-        return len(lines)
+        rows = list(rows)
+        if rows:
+            self.write_bytes(name, atomic_io.jsonl_bytes(rows))
+        return len(rows)
 
     def __enter__(self) -> "RunFolder":
         return self
@@ -240,7 +222,7 @@ class SweepFolder:
                 raise RunFolderError(
                     f"{self.path} holds records made with other settings ({', '.join(differ[:3]) or 'settings'} differ); "
                     "resuming would mix them: give the sweep another name or output folder", setting="output_dir")
-        return _write_bytes(old_path, orjson.dumps(config, option=_JSON_OPTIONS, default=_default))
+        return atomic_io.write_json(old_path, config)
 
     def append_records(self, records: Iterable[Any]) -> None:
         append_jsonl(self.results, records)
@@ -254,7 +236,7 @@ class SweepFolder:
         rows = [r for r in read_jsonl(path) if r.get("job_id") != job_id] if path.exists() else []
         if row is not None:
             rows.append(dict(row))
-        _write_bytes(path, b"".join(orjson.dumps(r, default=_default) + b"\n" for r in rows))
+        atomic_io.write_jsonl(path, rows)
 
     def consolidate(self) -> None:
         consolidate_parquet(self.results, self.path / "results.parquet")
@@ -263,7 +245,7 @@ class SweepFolder:
         """``results.json`` in the one layout (``engine.run_results.sweep_document``)."""
         if document.get("format") != FORMAT:
             raise ValueError("results.json must be built by results_document()")
-        return _write_bytes(self.path / "results.json", orjson.dumps(document, option=_JSON_OPTIONS, default=_default))
+        return atomic_io.write_json(self.path / "results.json", document)
 
 
 # -- the results.json document ------------------------------------------------------------
