@@ -49,8 +49,13 @@ def one_line(exc: BaseException) -> str:
     text = " ".join(redact_text(str(exc).strip() or type(exc).__name__).split())
     setting = getattr(exc, "setting", None)
     if isinstance(setting, str) and setting:
-        text += f" (--{FLAG_OF.get(setting, setting.replace('_', '-'))})"
+        text += f" ({flag_for(setting)})"
     return text
+
+
+def flag_for(setting: str) -> str:
+    """The flag that sets ``setting``: its name with dashes, unless ``FLAG_OF`` says otherwise."""
+    return "--" + FLAG_OF.get(setting, setting.replace("_", "-"))
 
 
 def fail(message: str) -> int:

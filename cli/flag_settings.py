@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from promptrobust.cli.errors import flag_for
 from promptrobust.engine.settings import (
     AttackSettings,
     EvaluationSettings,
@@ -20,13 +21,15 @@ from promptrobust.engine.settings import (
 )
 
 
-#: settings field -> the flag that sets it (so an error names what the user typed)
+#: settings field -> the flag that sets it (so an error names what the user typed; the one
+#: naming rule is ``cli.errors.flag_for``)
 FLAGS = {
-    "limit": "--limit", "seed": "--seed", "shots": "--shots", "mode": "--mode", "parser": "--parser",
-    "max_new_tokens": "--max-tokens", "concurrency": "--concurrency", "batch_size": "--batch-size",
-    "rpm": "--rpm", "tpm": "--tpm", "max_retries": "--max-retries", "request_timeout": "--request-timeout",
-    "top_k": "--top-k", "budget": "--budget", "chunk_size": "--chunk-size", "early_stopping": "--early-stopping",
-    "dataset": "--dataset", "sample_selection": "--sample-selection", "holdout": "--holdout",
+    name: flag_for(name)
+    for name in (
+        "limit", "seed", "shots", "mode", "parser", "max_new_tokens", "concurrency", "batch_size", "rpm", "tpm",
+        "max_retries", "request_timeout", "top_k", "budget", "chunk_size", "early_stopping", "dataset",
+        "sample_selection", "holdout",
+    )
 }
 
 
