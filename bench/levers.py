@@ -26,6 +26,8 @@ class Levers:
 
     label: str
     kernel: str = "best"
+    #: the output layer's kernel ("best": decided on its own at load; "follow": the other layers'; or a kernel name)
+    head_kernel: str = "best"
     share_prefix: bool = True
     prefix_cache: bool = True
     length_order: bool = True
@@ -37,7 +39,8 @@ class Levers:
 
 
 #: What the baselines run: torch's default kernels, nothing shared (they send one request per call anyway).
-_OFF = {"prefix_without_head": False, "kv_views": False, "label_logsumexp": False, "short_tail_batches": False}
+_OFF = {"prefix_without_head": False, "kv_views": False, "label_logsumexp": False, "short_tail_batches": False,
+        "head_kernel": "follow"}
 BASELINE = Levers("baseline", kernel="default", share_prefix=False, prefix_cache=False, length_order=False, drop_finished=False,
                   **_OFF)
 #: Every exact lever on.
@@ -51,10 +54,12 @@ LADDER = (
            drop_finished=False, **_OFF),
     Levers("+ persistent prefix cache", drop_finished=False, **_OFF),
     Levers("+ finished rows dropped", **_OFF),
-    Levers("+ prefix passes without the output layer", kv_views=False, label_logsumexp=False, short_tail_batches=False),
-    Levers("+ cached prefixes enter a pass as views", label_logsumexp=False, short_tail_batches=False),
-    Levers("+ label log-probs from the logsumexp", short_tail_batches=False),
-    Levers("+ short-tail batches (= every lever)"),
+    Levers("+ prefix passes without the output layer", kv_views=False, label_logsumexp=False, short_tail_batches=False,
+           head_kernel="follow"),
+    Levers("+ cached prefixes enter a pass as views", label_logsumexp=False, short_tail_batches=False, head_kernel="follow"),
+    Levers("+ label log-probs from the logsumexp", short_tail_batches=False, head_kernel="follow"),
+    Levers("+ short-tail batches", head_kernel="follow"),
+    Levers("+ the output layer's kernel chosen on its own (= every lever)"),
 )
 
 
@@ -65,12 +70,15 @@ ABLATION = (
     Levers("every lever but: cached prefixes enter a pass as views", kv_views=False),
     Levers("every lever but: label log-probs from the logsumexp", label_logsumexp=False),
     Levers("every lever but: short-tail batches", short_tail_batches=False),
+    Levers("every lever but: the output layer's kernel chosen on its own (torch's default there)", head_kernel="default"),
 )
 
 
 def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = None, cache_mb: float = 256.0) -> None:
     """Put ``backend`` into ``levers``; ``prefixes`` is the prefix cache to use when the cache lever is on."""
-    install(backend.model, backend.kernel.kernel if levers.kernel == "best" else levers.kernel)
+    body = backend.kernel.kernel if levers.kernel == "best" else levers.kernel
+    head = {"best": backend.kernel.head, "follow": body}.get(levers.head_kernel, levers.head_kernel)
+    install(backend.model, body, head)
     backend.share_prefix = levers.share_prefix
     if levers.prefix_cache:
         backend.prefixes = prefixes if prefixes is not None else PrefixCache(int(cache_mb * 2**20))
@@ -90,6 +98,9 @@ class Recorder:
     def __init__(self, backend: Any) -> None:
         self._backend = backend
         self.sent: dict[Request, Completion] = {}
+        #: the protocol phase under way (set by the bench), and the phase each request was first sent in
+        self.phase = ""
+        self.phase_of: dict[Request, str] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
@@ -100,7 +111,9 @@ class Recorder:
     async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         out = await self._backend.complete_batch(requests)
         for r, c in zip(requests, out):
-            self.sent.setdefault(r, c)
+            if r not in self.sent:
+                self.sent[r] = c
+                self.phase_of[r] = self.phase
         return out
 
 

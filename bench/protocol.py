@@ -40,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.certify import Certificate, certificate_lines, certify  # noqa: E402
 from bench.extrapolate import ENGINE_OF, CallSampler, baseline_calls  # noqa: E402
 from bench.breakdown import PassProfile, achieved_rates, breakdown_lines, breakdown_payload  # noqa: E402
 from bench.levers import (  # noqa: E402
@@ -104,6 +105,10 @@ class Contender:
     def is_engine(self) -> bool:
         return self.name.startswith("engine")
 
+    @property
+    def generates(self) -> bool:
+        return self.name in ("promptbench", "reference", "engine-gen")
+
     def scorer(self, backend: Any, task: Any, samples: list, max_tokens: int, chunk_size: int,
                examples: list | tuple = ()) -> Any:
         if self.name == "promptbench":
@@ -129,6 +134,8 @@ def shots_and_examples(task: Any, model: str, shots: int | None, seed: int) -> t
 async def turn(c: Contender, backend: Any, work, phase: str) -> Any:
     """Run ``work()`` as contender ``c``: its levers on the backend, its time and positions counted."""
     configure(backend, ENGINE if c.is_engine else BASELINE, prefixes=c.prefixes)
+    if c.recorder is not None:
+        c.recorder.phase = phase
     before = backend.positions
     t0 = time.perf_counter()
     with c.profile if c.profile is not None else nullcontext():
@@ -176,6 +183,8 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
     for k, name in enumerate(attacks):
         order = contenders[k % len(contenders):] + contenders[: k % len(contenders)]
         for c in order:
+            if c.generates and args.gen_attacks is not None and name not in args.gen_attacks:
+                continue
             top = [by_id[pid] for pid, score in c.ranking[: args.top_k] if score > 0]  # clean score 0: skipped
 
             async def attack_top(c=c, top=top) -> None:
@@ -284,9 +293,13 @@ def extrapolation(sampler: CallSampler, by: dict[str, Contender], samples: int) 
 
 def section_figures(args: argparse.Namespace, payload: dict[str, Any], extra: dict[str, Any] | None,
                     breakdown: dict[str, Any] | None, by: dict[str, Contender], bounds: dict[str, int],
-                    attacks: list[str], samples: int, shots: int) -> dict[str, Any]:
+                    attacks: list[str], samples: int, shots: int,
+                    certificates: dict[str, Certificate] | None = None) -> dict[str, Any]:
     """The figures of one named summary section (issue 24's default_model_100), ratios from this run only."""
     rows = {r["baseline"]: r for r in (extra or {}).get("rows", [])}
+
+    def cert_fraction(name: str) -> float | None:
+        return certificates[name].fraction() if certificates and name in certificates else None
 
     def speed(b: str, key: str = "speedup") -> float | None:
         if b in rows:
@@ -296,6 +309,7 @@ def section_figures(args: argparse.Namespace, payload: dict[str, Any], extra: di
 
     return {
         "model": args.model, "shots": shots, "samples": samples, "top_k": args.top_k, "attacks": attacks,
+        "attacks_generate": [a for a in attacks if args.gen_attacks is None or a in args.gen_attacks],
         "budget": args.budget, "batch_size": args.batch_size, "chunk_size": args.chunk_size,
         "speedup_vs_reference_choices": speed("reference-choices"),
         "speedup_vs_reference_generate": speed("reference"),
@@ -303,9 +317,12 @@ def section_figures(args: argparse.Namespace, payload: dict[str, Any], extra: di
         else payload.get("speedup_vs_promptbench_choices"),
         "speedup_vs_promptbench_generate": speed("promptbench") if "promptbench" in rows
         else payload.get("speedup_vs_promptbench_generate"),
-        # extrapolated baselines did not run their searches: what was checked is every measured call's answer
-        "same_adversarial_prompts_choices": None if rows else payload.get("same_adversarial_prompts_choices"),
-        "same_adversarial_prompts_generate": None if rows else payload.get("same_adversarial_prompts_generate"),
+        # extrapolated baselines did not run their searches: the certificate (bench/certify.py) stands for them
+        "same_adversarial_prompts_choices": cert_fraction("engine") if rows else payload.get("same_adversarial_prompts_choices"),
+        "same_adversarial_prompts_generate": cert_fraction("engine-gen") if rows
+        else payload.get("same_adversarial_prompts_generate"),
+        "same_adversarial_prompts_how": "certified (bench/certify.py)" if rows else "the loops' own searches compared",
+        "certificates": {n: c.payload() for n, c in (certificates or {}).items()},
         "answers_as_the_engine_on_measured_calls": {b: f"{r['answers_as_the_engine']} of {r['calls_measured']}"
                                                     for b, r in rows.items()},
         "positions_over_lower_bound": payload.get("positions_over_lower_bound"),
@@ -337,6 +354,9 @@ async def main() -> None:
                     help="time each part of the label-scoring engine's passes (bench/breakdown.py) and report FLOP/s")
     ap.add_argument("--attacks", default="offline", help="'offline' (all but BertAttack), 'all', or a comma list")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--gen-attacks", default=None,
+                    help="comma list: the attacks the generating contenders run after ranking (default: all of "
+                         "--attacks); generation costs several times label scoring per request")
     ap.add_argument("--budget", type=int, default=None, help="candidate evaluations per attack (default: unlimited, as the paper)")
     ap.add_argument("--max-tokens", type=int, default=20, help="new tokens per generation (promptbench: 20)")
     ap.add_argument("--batch-size", type=int, default=16)
@@ -353,6 +373,11 @@ async def main() -> None:
                     help="measure the sequential baselines on this many single calls each (recorded engine requests, "
                          "spread over the run, a slice after each phase) and extrapolate their whole-protocol time "
                          "(their cost is linear in calls); 0: run them through the whole protocol")
+    ap.add_argument("--verify-max", type=int, default=300,
+                    help="with --baseline-calls: engine answers within the certificate's margin that are computed "
+                         "again at batch 1, per mode (bench/certify.py); the rest are left unverified")
+    ap.add_argument("--linear-kernel", choices=("auto", "onednn", "default"), default="auto",
+                    help="the engines' fp32 Linear kernel (auto: timed at load, as pre run; pin it for a repeatable run)")
     ap.add_argument("--section", default=None,
                     help="with --summary: write the figures into this named section of summary.json (e.g. default_model_100)")
     ap.add_argument("--out", default=None, help="write the Markdown here (and .json beside it)")
@@ -369,6 +394,7 @@ async def main() -> None:
             if ENGINE_OF[b] not in args.contenders:
                 ap.error(f"--baseline-calls measures {b} on {ENGINE_OF[b]}'s requests: add {ENGINE_OF[b]} to --contenders")
         args.contenders = [c for c in args.contenders if c not in extrapolated]
+    args.gen_attacks = None if args.gen_attacks is None else [a.strip() for a in args.gen_attacks.split(",") if a.strip()]
     if args.attacks == "offline":
         attacks = list(OFFLINE_ATTACKS)
     elif args.attacks == "all":
@@ -380,7 +406,7 @@ async def main() -> None:
     samples = task.load(limit=args.limit, seed=args.seed)
     prompts = load_prompts(task.name, types=["task"])[: args.prompts]
     shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
-    backend = embedded_backend(args.model, batch_size=args.batch_size)
+    backend = embedded_backend(args.model, batch_size=args.batch_size, linear_kernel=args.linear_kernel)
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
@@ -392,11 +418,21 @@ async def main() -> None:
         async def between(cs: list[Contender]) -> None:
             await sampler.slice({c.name: c.recorder for c in cs if c.recorder is not None})
 
+    greedy_margins: dict = {}
+    backend.greedy_margins = greedy_margins if extrapolated else None  # the certificate's generation margins
     with tempfile.TemporaryDirectory() as tmp:
         contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples,
                                                 between)
+    backend.greedy_margins = None
     protocol_seconds = time.perf_counter() - started
     by = {c.name: c for c in contenders}
+    certificates: dict[str, Certificate] = {}
+    if extrapolated:  # the loops did not run their searches: certify that they would end where the engines did
+        phases = ["rank", *[a for a in attacks if a not in unavailable]]
+        for c in contenders:
+            if c.recorder is not None:
+                certificates[c.name] = await certify(backend, c.name, c.recorder, greedy_margins, phases,
+                                                     [a for a, _ in c.results], args.verify_max)
 
     # 3. the backend on the engines' own requests
     recorded = {n: by[n].recorder for n in ("engine", "engine-gen") if n in by}
@@ -412,7 +448,10 @@ async def main() -> None:
     lines = [
         *header("The paper's protocol: engine vs reference loop vs stock promptbench", command_line("protocol.py"),
                 f"model {args.model}, {shots}-shot; dataset {task.name}, {len(samples)} samples; rank {len(prompts)} task prompts, "
-                f"attack the best {args.top_k} with {', '.join(runnable)}; budget {args.budget or 'unlimited'}; "
+                f"attack the best {args.top_k} with {', '.join(runnable)}"
+                + (f" (the generating contenders: {', '.join(a for a in runnable if a in args.gen_attacks)})"
+                   if args.gen_attacks is not None else "")
+                + f"; budget {args.budget or 'unlimited'}; "
                 f"generation up to {args.max_tokens} new tokens; batch size {args.batch_size}; early-stopping chunk "
                 f"{args.chunk_size}; seed {args.seed}; Linear kernel: {kernel.kernel if kernel else '?'} ({kernel.reason if kernel else ''}); "
                 f"fp32 peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s ({peak['source']}, measured between the lever replays); "
@@ -451,6 +490,13 @@ async def main() -> None:
                   f"{rates['peak_gflops']:.0f} GFLOP/s: {rates['peak_fraction_wall']:.2f} / "
                   f"{rates['peak_fraction_backend']:.2f} of it.", "",
                   *breakdown_lines(eng.profile, eng.seconds, requests)]
+    if certificates:
+        lines += ["", "## Same adversarial prompts as the sequential loops: a certificate", "",
+                  "The loops did not run their searches here, so this shows they would end on the engines' adversarial "
+                  "prompts (bench/certify.py): an answer whose top two labels, or top two logits at every decode step, "
+                  "are more than the threshold apart is the batch-1 answer too; every closer answer was computed again "
+                  "at batch 1 as the loop computes it and compared (same label, same text); exact early stopping covers "
+                  "the samples the engine never computed.", "", *certificate_lines(list(certificates.values()))]
     extra = None
     if sampler is not None:
         extra = extrapolation(sampler, by, len(samples))
@@ -528,7 +574,8 @@ async def main() -> None:
                        "backend": backend.runtime()})
     if args.summary and args.section:
         update_section(args.summary, args.section, command_line("protocol.py"),
-                       section_figures(args, payload, extra, breakdown, by, bounds, runnable, len(samples), shots))
+                       section_figures(args, payload, extra, breakdown, by, bounds, runnable, len(samples), shots,
+                                       certificates))
     elif args.summary:
         update_summary(args.summary, command_line("protocol.py"), payload)
     await backend.close()

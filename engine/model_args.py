@@ -69,9 +69,14 @@ HF: dict[str, Check] = {
     "gguf_file": _text,
     "share_prefix": _boolean,
     "linear_kernel": _one_of("auto", "onednn", "default"),
+    "head_kernel": _one_of("auto", "onednn", "default"),
     "prefix_cache_mb": lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else "a number of MiB >= 0",
     "length_order": _boolean,
     "drop_finished": _boolean,
+    "prefix_without_head": _boolean,
+    "short_tail_batches": _boolean,
+    "kv_views": _boolean,
+    "label_logsumexp": _boolean,
 }
 OPENAI: dict[str, Check] = {
     "base_url": _urls,

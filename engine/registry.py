@@ -175,11 +175,13 @@ def _random_spec(config: str) -> ModelSpec:
 
 _HF_ARGS = {
     "device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix",
-    "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
+    "linear_kernel", "head_kernel", "prefix_cache_mb", "length_order", "drop_finished", "prefix_without_head",
+    "short_tail_batches", "kv_views", "label_logsumexp",
 }
 _RANDOM_ARGS = {
     "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
-    "linear_kernel", "prefix_cache_mb", "length_order", "drop_finished",
+    "linear_kernel", "head_kernel", "prefix_cache_mb", "length_order", "drop_finished", "prefix_without_head",
+    "short_tail_batches", "kv_views", "label_logsumexp",
 }
 _OPENAI_ARGS = {
     "base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring",

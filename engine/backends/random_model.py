@@ -251,7 +251,7 @@ class RandomHFBackend(HFBackend):
         share_prefix: bool = True,
         **levers: Any,
     ) -> None:
-        """``levers``: the hf backend's other options (linear_kernel, prefix_cache_mb, length_order, drop_finished)."""
+        """``levers``: the hf backend's other options (linear_kernel, head_kernel, prefix_cache_mb, length_order, ...)."""
         self.random_config = random_config(config)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise RandomModelError(f"random:{self.random_config.name}: seed must be an integer >= 0 (got {seed!r})")
@@ -289,10 +289,10 @@ class RandomHFBackend(HFBackend):
         model = build_model(self.random_config, tok, device=device, dtype=dtype_name, seed=self.seed)
         try:
             with torch.random.fork_rng(devices=[]):  # its timing probe draws random inputs
-                kernel = choose_kernel(self.linear_kernel_request, model, device, dtype_name)
+                kernel = choose_kernel(self.linear_kernel_request, model, device, dtype_name, self.head_kernel_request)
         except ValueError as e:
             raise BackendUnavailable(str(e)) from None
-        install(model, kernel.kernel)
+        install(model, kernel.kernel, kernel.head)
         self.kernel = kernel
         self._encdec = self.random_config.family == "t5"
         self._has_logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
