@@ -48,6 +48,7 @@ class Certificate:
     largest_logprob_difference: float = 0.0
     results: int = 0
     certified_results: int = 0
+    threshold: float = THRESHOLD
     bad_phases: list[str] = field(default_factory=list)
 
     def fraction(self) -> float | None:
@@ -57,7 +58,7 @@ class Certificate:
         return {"mode": self.mode, "answers": self.answers, "certified_by_margin": self.by_margin,
                 "verified_same_at_batch_1": self.verified_same, "verified_different": self.verified_different,
                 "unverified": self.unverified, "smallest_margin": self.smallest_margin if self.answers else None,
-                "largest_logprob_difference": self.largest_logprob_difference, "threshold": THRESHOLD,
+                "largest_logprob_difference": self.largest_logprob_difference, "threshold": self.threshold,
                 "results": self.results, "certified_results": self.certified_results, "phases_not_certified": self.bad_phases}
 
     def line(self) -> str:
@@ -79,14 +80,14 @@ def _label(c: Completion) -> int:
 
 
 async def certify(backend: Any, mode: str, recorder: Recorder, greedy_margins: dict[Request, float],
-                  phases: list[str], results: list[str], verify_max: int) -> Certificate:
+                  phases: list[str], results: list[str], verify_max: int, threshold: float = THRESHOLD) -> Certificate:
     """Certify ``recorder``'s answers; ``phases`` in the order they ran, ``results`` the phase of each result."""
-    cert = Certificate(mode, answers=len(recorder.sent), results=len(results))
+    cert = Certificate(mode, answers=len(recorder.sent), results=len(results), threshold=threshold)
     close: list[tuple[Request, Completion]] = []
     for request, completion in recorder.sent.items():
         m = margin(request, completion, greedy_margins)
         cert.smallest_margin = min(cert.smallest_margin, m)
-        if m > THRESHOLD:
+        if m > threshold:
             cert.by_margin += 1
         else:
             close.append((request, completion))
@@ -117,6 +118,7 @@ async def certify(backend: Any, mode: str, recorder: Recorder, greedy_margins: d
 
 
 def certificate_lines(certs: list[Certificate]) -> list[str]:
+    threshold = certs[0].threshold if certs else THRESHOLD
     return ["| mode | answers the engine computed | certified by margin (> %g) | verified at batch 1: same | different | "
-            "left unverified | smallest margin | results certified |" % THRESHOLD,
+            "left unverified | smallest margin | results certified |" % threshold,
             "|---|---:|---:|---:|---:|---:|---:|---:|", *(c.line() for c in certs)]

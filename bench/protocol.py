@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -338,8 +339,9 @@ def section_figures(args: argparse.Namespace, payload: dict[str, Any], extra: di
         "engine_model_calls": {n: c.model_calls for n, c in by.items()},
         "baselines": {b: {k: v for k, v in r.items() if k != "baseline"} for b, r in rows.items()},
         "breakdown": breakdown,
-        "note": ("measured on a 2-core machine shared with other work running at the same time: absolute seconds "
-                 "carry that load; ratios come from one run with the baselines' calls interleaved with the engines' phases"),
+        "load_average": args.load_average,
+        "note": ("absolute seconds carry the machine's load (load_average: 1-minute load at the start and the end "
+                 "of the run); ratios come from one run with the baselines' calls interleaved with the engines' phases"),
     }
 
 
@@ -405,6 +407,7 @@ async def main() -> None:
     else:
         attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
 
+    args.load_average = [os.getloadavg()[0]]
     task = get_task(args.dataset)
     samples = task.load(limit=args.limit, seed=args.seed)
     prompts = load_prompts(task.name, types=["task"])[: args.prompts]
@@ -428,6 +431,7 @@ async def main() -> None:
                                                 between)
     backend.greedy_margins = None
     protocol_seconds = time.perf_counter() - started
+    args.load_average.append(os.getloadavg()[0])
     by = {c.name: c for c in contenders}
     certificates: dict[str, Certificate] = {}
     if extrapolated:  # the loops did not run their searches: certify that they would end where the engines did

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from promptrobust.engine.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.backends.hf_kernels import install, onednn_available, packed_weights
+from promptrobust.engine.backends.hf_kernels import choose_kernel, install, onednn_available, output_layer, packed_weights
 from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
 from promptrobust.engine.model_store import ModelNotInstalled
 from promptrobust.engine.types import ChatMessage, Decoding, Request
@@ -68,10 +68,10 @@ def smol() -> HFBackend:
     return backend
 
 
-def configure(b: HFBackend, *, kernel: str = "default", share: bool = False, cache_mb: float = 0.0,
-              length_order: bool = False, drop: bool = False, no_head: bool = False, short_tail: bool = False,
-              kv_views: bool = False, logsumexp: bool = False) -> None:
-    install(b._model, kernel)
+def configure(b: HFBackend, *, kernel: str = "default", head: str | None = None, share: bool = False,
+              cache_mb: float = 0.0, length_order: bool = False, drop: bool = False, no_head: bool = False,
+              short_tail: bool = False, kv_views: bool = False, logsumexp: bool = False) -> None:
+    install(b._model, kernel, head)
     b.share_prefix = share
     b.prefixes = PrefixCache(int(cache_mb * 2**20))
     b.length_order = length_order
@@ -174,6 +174,47 @@ def test_all_levers_together_are_exact(smol: HFBackend, baseline: list) -> None:
               short_tail=True, kv_views=True, logsumexp=True)
     assert_same(answers(smol, REQUESTS), baseline)
     assert_same(answers(smol, REQUESTS), baseline)  # all prefixes cached now
+    # the same with the other layers on torch's default kernel and the output layer on its own packed oneDNN
+    configure(smol, kernel="default", head="onednn", share=True, cache_mb=64, length_order=True, drop=True,
+              no_head=True, short_tail=True, kv_views=True, logsumexp=True)
+    assert_same(answers(smol, REQUESTS), baseline)
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
+def test_the_output_layer_on_its_own_kernel_is_exact(smol: HFBackend, baseline: list) -> None:
+    configure(smol, kernel="default", head="onednn")
+    head = output_layer(smol._model)
+    on_their_own = [m for m in smol._model.modules() if "forward" in m.__dict__]
+    assert on_their_own == [head] and head.forward.packed is not None  # only the head moved, packed once
+    assert_same(answers(smol, REQUESTS, alone=True), baseline)
+    assert_same(answers(smol, REQUESTS), baseline)
+    packed = head.forward.packed
+    install(smol._model, "default", "onednn")
+    assert head.forward.packed is packed  # an unchanged weight is not packed again
+    with torch.no_grad():
+        head.weight.mul_(1.0)  # written in place: the packed copy may be stale, so it is packed again
+    install(smol._model, "default", "onednn")
+    assert head.forward.packed is not packed
+    configure(smol)
+    assert not [m for m in smol._model.modules() if "forward" in m.__dict__]
+
+
+@pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
+def test_the_output_layers_kernel_is_chosen_on_its_own(smol: HFBackend) -> None:
+    model = smol._model
+    asked = choose_kernel("default", model, "cpu", "float32", head_request="onednn")
+    assert (asked.kernel, asked.head, asked.head_reason) == ("default", "onednn", "asked for")
+    kept = choose_kernel("onednn", model, "cpu", "float32", head_request="default")
+    assert (kept.kernel, kept.head) == ("onednn", "default")
+    timed = choose_kernel("default", model, "cpu", "float32")  # auto: timed on the output layer itself
+    assert timed.head_speedup > 0 and timed.head in ("onednn", "default") and "output layer" in timed.head_reason
+    assert (timed.head == "onednn") == (timed.head_speedup >= 1.10)
+    # off the CPU's fp32 path nothing is timed: the head follows the other layers
+    assert choose_kernel("auto", model, "cpu", "bfloat16").head == "default"
+    with pytest.raises(ValueError, match="head_kernel 'fast'"):
+        choose_kernel("auto", model, "cpu", "float32", head_request="fast")
+    with pytest.raises(ValueError, match="head_kernel"):
+        HFBackend("x", head_kernel="fast")
 
 
 def test_prefix_cache_respects_its_memory_bound(smol: HFBackend) -> None:
