@@ -211,6 +211,8 @@ def test_the_output_layers_kernel_is_chosen_on_its_own(smol: HFBackend) -> None:
     assert (timed.head == "onednn") == (timed.head_speedup >= 1.10)
     # off the CPU's fp32 path nothing is timed: the head follows the other layers
     assert choose_kernel("auto", model, "cpu", "bfloat16").head == "default"
+    with pytest.raises(ValueError, match="head_kernel=onednn applies to float32 on CPU"):
+        choose_kernel("auto", model, "cpu", "bfloat16", head_request="onednn")
     with pytest.raises(ValueError, match="head_kernel 'fast'"):
         choose_kernel("auto", model, "cpu", "float32", head_request="fast")
     with pytest.raises(ValueError, match="head_kernel"):

@@ -120,7 +120,10 @@ def choose_kernel(request: str, model: Any, device: str, dtype_name: str, head_r
     if head_request not in KERNELS:
         raise ValueError(f"hf backend: head_kernel {head_request!r} is not one of {', '.join(KERNELS)}")
     body = _choose_body(request, model, device, dtype_name)
-    if output_layer(model) is None or not device.startswith("cpu") or dtype_name != "float32" or not onednn_available():
+    cpu_fp32 = device.startswith("cpu") and dtype_name == "float32" and onednn_available()
+    if head_request == "onednn" and not cpu_fp32:
+        raise ValueError("hf backend: head_kernel=onednn applies to float32 on CPU with a torch built with oneDNN only")
+    if output_layer(model) is None or not cpu_fp32:
         return body
     if head_request == "default":
         return replace(body, head="default", head_reason="asked for")
