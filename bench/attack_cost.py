@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.registry import get_attack, list_attacks
 from bench.report import command_line, header, write_results
-from promptrobust.engine.protocol import protected_words, semantic_prompts_for
-from promptrobust.engine.cache import ScoreCache
-from promptrobust.engine.evaluator import Evaluator
-from promptrobust.engine.reference import ReferenceScorer
-from promptrobust.engine.registry import build_backend, resolve_model
-from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.measuring.workbench import protected_words, semantic_prompts_for
+from promptrobust.engine.serving.cache import ScoreCache
+from promptrobust.engine.measuring.evaluator import Evaluator
+from bench.reference import ReferenceScorer
+from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.tasks import get_task, load_prompts
 
 VARIANTS = ("reference", "exhaustive", "engine-gen", "engine")

@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import command_line, header, write_results
-from promptrobust.engine.registry import build_backend, resolve_model
-from promptrobust.engine.requests import RequestBuilder
-from promptrobust.engine.types import Request
+from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.measuring.requests import RequestBuilder
+from promptrobust.engine.serving.types import Request
 from promptrobust.tasks import get_task, load_prompts
 
 

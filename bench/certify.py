@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.levers import BASELINE, Recorder, configure
-from promptrobust.engine.types import Completion, Request
+from promptrobust.engine.serving.types import Completion, Request
 
 #: Answers closer than this to changing (label log-prob gap, or greedy logit gap) are verified at batch 1.
 THRESHOLD = 1e-3

@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from promptrobust.engine.records import AttackRecord, append_jsonl
-from promptrobust.engine.sweep import completed_keys
+from promptrobust.engine.measuring.records import AttackRecord, append_jsonl
+from promptrobust.engine.runs.run_folder import completed_keys
 
 
 def _record(i: int, samples: int) -> AttackRecord:
@@ -70,10 +70,10 @@ _SERVER = (
 
 
 async def bench_http(url: str, n: int, concurrency: int, cache_path: Path | None) -> dict[str, float]:
-    from promptrobust.engine.backends.openai_backend import OpenAIBackend
-    from promptrobust.engine.cache import ScoreCache
-    from promptrobust.engine.scheduler import Scheduler
-    from promptrobust.engine.types import Decoding, Request
+    from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+    from promptrobust.engine.serving.cache import ScoreCache
+    from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.types import Decoding, Request
 
     backend = OpenAIBackend("m", base_urls=[url], api_key_env="PRE_BENCH_NO_KEY", max_connections=concurrency)
     cache = ScoreCache(cache_path) if cache_path else None

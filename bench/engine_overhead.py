@@ -24,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.report import header
-from promptrobust.engine.cache import ScoreCache
-from promptrobust.engine.evaluator import Evaluator
-from promptrobust.engine.registry import build_backend, resolve_model
-from promptrobust.engine.requests import RequestBuilder
-from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.serving.cache import ScoreCache
+from promptrobust.engine.measuring.evaluator import Evaluator
+from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.measuring.requests import RequestBuilder
+from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.tasks.registry import get_task
 

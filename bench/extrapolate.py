@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.levers import BASELINE, Recorder, _same, configure
-from promptrobust.engine.reference import PromptbenchScorer, promptbench_last_word
-from promptrobust.engine.types import Request
+from bench.reference import PromptbenchScorer, promptbench_last_word
+from promptrobust.engine.serving.types import Request
 
 #: baseline -> the engine whose requests it answers (same mode, same requests)
 ENGINE_OF = {"reference-choices": "engine", "reference": "engine-gen", "promptbench": "engine-gen"}

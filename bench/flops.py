@@ -143,7 +143,7 @@ def device_peak(device: str, dtype: str) -> DevicePeak:
             return DevicePeak("cuda", name, dtype, peak, f"datasheet dense bf16 peak ({peak / 1e12:g} TFLOP/s)")
         rate = measured_matmul_flops(device, dtype, 8192)
         return DevicePeak("cuda", name, dtype, rate, f"measured: best 8192^2 {dtype} matmul (no datasheet figure used)")
-    from promptrobust.engine.benchmarks.environment import describe
+    from bench.environment import describe
 
     rate = measured_matmul_flops("cpu", dtype, 1024)
     return DevicePeak("cpu", describe()["cpu"], dtype, rate, f"measured: best 1024^2 {dtype} matmul on this CPU")

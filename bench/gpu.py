@@ -48,8 +48,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.flops import DevicePeak, FlopModel, device_peak, flop_model  # noqa: E402
-from promptrobust.engine.benchmarks.environment import describe, describe_line  # noqa: E402
-from promptrobust.engine.types import Completion, Request  # noqa: E402
+from bench.environment import describe, describe_line  # noqa: E402
+from promptrobust.engine.serving.types import Completion, Request  # noqa: E402
 
 #: The engine's prefix cache budget in these runs (the hf backend's default), emptied before each timed run.
 PREFIX_CACHE_MB = 256.0
@@ -195,7 +195,7 @@ def load_workload(cfg: GpuBenchConfig) -> tuple[Any, list[Any], list[str], str]:
 def requests_for(task: Any, prompts: Sequence[str], samples: Sequence[Any], *, kind: str, chat: bool,
                  max_tokens: int) -> list[Request]:
     """Every candidate x sample request of one kind, candidate-major (as an attack step submits them)."""
-    from promptrobust.engine.requests import RequestBuilder
+    from promptrobust.engine.measuring.requests import RequestBuilder
 
     builder = RequestBuilder(task, mode="choices" if kind == "score_choices" else "generate", chat=chat,
                              max_tokens=max_tokens)
@@ -240,7 +240,7 @@ def reference_subset(cfg: GpuBenchConfig, prompts: list[str], samples: list[Any]
 
 def levers(backend: Any, *, engine: bool, share: bool = True) -> None:
     """Baseline (nothing shared or cached between calls) or the engine's levers, with a cold prefix cache."""
-    from promptrobust.engine.backends.hf_prefix import PrefixCache
+    from promptrobust.engine.serving.backends.hf_prefix import PrefixCache
 
     backend.share_prefix = engine and share
     backend.prefixes = PrefixCache(int(PREFIX_CACHE_MB * 2**20) if engine and share else 0)
@@ -272,7 +272,7 @@ def _timed_positions(backend: Any) -> int:
 async def run_promptbench(backend: Any, task: Any, prompts: list[str], samples: list[Any], cfg: GpuBenchConfig,
                           fm: FlopModel) -> Measured:
     """(a): stock promptbench per call (engine.reference.PromptbenchScorer): ``model.generate``, batch 1."""
-    from promptrobust.engine.reference import PromptbenchScorer
+    from bench.reference import PromptbenchScorer
 
     counted = _CountingModel(backend.model)
     scorer = PromptbenchScorer(counted, backend.tokenizer, task, samples, max_new_tokens=cfg.max_tokens)
@@ -288,7 +288,7 @@ async def run_promptbench(backend: Any, task: Any, prompts: list[str], samples: 
 async def run_reference(backend: Any, task: Any, prompts: list[str], samples: list[Any], cfg: GpuBenchConfig,
                         fm: FlopModel) -> Measured:
     """(a2): engine.reference.ReferenceScorer over the hf backend, batch 1, nothing shared or cached."""
-    from promptrobust.engine.reference import ReferenceScorer
+    from bench.reference import ReferenceScorer
 
     levers(backend, engine=False)
     meter = _Meter(backend)
@@ -307,7 +307,7 @@ async def run_reference(backend: Any, task: Any, prompts: list[str], samples: li
 async def run_engine(backend: Any, requests: list[Request], kind: str, label: str, batch_size: int,
                      fm: FlopModel) -> Measured:
     """(b)/(c): every request through a Scheduler (no score cache) over the backend, every lever on."""
-    from promptrobust.engine.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler import Scheduler
 
     levers(backend, engine=True)
     backend.batch_size = backend.max_batch_size = batch_size
@@ -374,7 +374,7 @@ def device_memory(device: str) -> float:
     if device.startswith("cuda"):
         free, _total = torch.cuda.mem_get_info(torch.device(device))
         return float(free)
-    from promptrobust.engine.benchmarks.environment import describe
+    from bench.environment import describe
 
     return float((describe()["memory_gib"] or 0) * 2**30)
 
@@ -395,7 +395,7 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     """Build the model once, run (a), (b), (c), then the batch-size sweep and prefix sharing."""
     import torch
 
-    from promptrobust.engine.backends.random_model import RandomHFBackend
+    from promptrobust.engine.serving.backends.random_model import RandomHFBackend
 
     cfg.validate()
     say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
@@ -536,7 +536,7 @@ def model_info(backend: Any, cfg: GpuBenchConfig, device: str, dtype: str, build
 
 def _meta_params(backend: Any) -> int:
     """Parameters of the configured model, counted on the meta device (no memory, no weights)."""
-    from promptrobust.engine.backends.random_model import build_model, load_tokenizer
+    from promptrobust.engine.serving.backends.random_model import build_model, load_tokenizer
 
     tok = load_tokenizer(backend.tokenizer_path())
     model = build_model(backend.random_config, tok, device="meta", dtype="float32", seed=0)
@@ -783,8 +783,8 @@ def _release_memory() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from promptrobust.engine.backends.base import BackendError
-    from promptrobust.engine.backends.random_model import RandomModelError, save_tokenizer
+    from promptrobust.engine.serving.backends.base import BackendError
+    from promptrobust.engine.serving.backends.random_model import RandomModelError, save_tokenizer
 
     args = parse_args(argv)
     out = Path(args.out) if args.out else None

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promptrobust.engine.backends.hf_kernels import install
-from promptrobust.engine.backends.hf_prefix import PrefixCache, common_prefix_length
-from promptrobust.engine.types import Completion, Request
+from promptrobust.engine.serving.backends.hf_kernels import install
+from promptrobust.engine.serving.backends.hf_prefix import PrefixCache, common_prefix_length
+from promptrobust.engine.serving.types import Completion, Request
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:
     """Best fp32 FLOP/s of a square matmul through torch's default path and through oneDNN (plain and packed weight)."""
     import torch
 
-    from promptrobust.engine.backends.hf_kernels import onednn_available
+    from promptrobust.engine.serving.backends.hf_kernels import onednn_available
 
     a = torch.randn(size, size)
     b = torch.randn(size, size)
@@ -363,7 +363,7 @@ def peak_breakdown(backend: Any, levers: dict[str, Any], rows: int, repeats: int
 
 async def bf16_agreement(model_name: str, fp32: Any, recorded: dict[str, Recorder], n: int, batch_size: int) -> dict[str, Any]:
     """How often bfloat16 gives fp32's label / text on recorded requests, and how much faster it is."""
-    from promptrobust.engine.backends.hf import embedded_backend
+    from promptrobust.engine.serving.backends.hf import embedded_backend
 
     bf16 = embedded_backend(model_name, batch_size=batch_size, dtype="bfloat16")
     await bf16.start()

@@ -61,17 +61,17 @@ from bench.report import command_line, header, write_results  # noqa: E402
 from bench.summary import update_section, update_summary  # noqa: E402
 from promptrobust.attacks.errors import AttackResourceError  # noqa: E402
 from promptrobust.attacks.registry import get_attack, list_attacks  # noqa: E402
-from promptrobust.engine.backends.hf import embedded_backend  # noqa: E402
-from promptrobust.engine.backends.hf_prefix import PrefixCache  # noqa: E402
-from promptrobust.engine.cache import ScoreCache  # noqa: E402
-from promptrobust.engine.evaluator import Evaluator  # noqa: E402
-from promptrobust.engine.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
-from promptrobust.engine.registry import resolve_model  # noqa: E402
-from promptrobust.engine.settings import AttackSettings, EvaluationSettings  # noqa: E402
-from promptrobust.engine.scheduler import Scheduler  # noqa: E402
+from promptrobust.engine.serving.backends.hf import embedded_backend  # noqa: E402
+from promptrobust.engine.serving.backends.hf_prefix import PrefixCache  # noqa: E402
+from promptrobust.engine.serving.cache import ScoreCache  # noqa: E402
+from promptrobust.engine.measuring.evaluator import Evaluator  # noqa: E402
+from bench.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
+from promptrobust.engine.serving.registry import resolve_model  # noqa: E402
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings  # noqa: E402
+from promptrobust.engine.serving.scheduler import Scheduler  # noqa: E402
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
-from promptrobust.engine.protocol import few_shot, protected_words, semantic_prompts_for  # noqa: E402
+from promptrobust.engine.measuring.workbench import few_shot, protected_words, semantic_prompts_for  # noqa: E402
 
 CONTENDERS = ("promptbench", "reference", "reference-choices", "engine-gen", "engine")
 #: The sequential loop each contender is held against (same mode: same scores, same search).

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.benchmarks.environment import describe, describe_line
+from bench.environment import describe, describe_line
 
 
 def command_line(script: str) -> str:

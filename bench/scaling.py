@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from promptrobust.attacks.words import is_protected, normalize_protected, tokenize, word_indices
 from bench.attack_cost import evaluator_for, measure, measurement_rows
 from bench.report import command_line, header, write_results
-from promptrobust.engine.protocol import protected_words
-from promptrobust.engine.cache import ScoreCache
-from promptrobust.engine.reference import ReferenceScorer
-from promptrobust.engine.registry import build_backend, resolve_model
-from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.measuring.workbench import protected_words
+from promptrobust.engine.serving.cache import ScoreCache
+from bench.reference import ReferenceScorer
+from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.tasks import get_task, load_prompts
 
 #: Extra instruction sentences (ours) that lengthen a sentiment prompt without changing its task.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.benchmarks.environment import describe
+from bench.environment import describe
 
 
 def update_summary(path: str | Path, command: str, figures: dict[str, Any]) -> dict[str, Any]:

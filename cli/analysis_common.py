@@ -62,7 +62,7 @@ def source_settings(args: argparse.Namespace) -> Any:
 
 
 def model_args(args: argparse.Namespace) -> dict[str, Any]:
-    from promptrobust.engine.registry import parse_model_args
+    from promptrobust.engine.serving.registry import parse_model_args
 
     return parse_model_args(args.model_args)
 

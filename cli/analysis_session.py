@@ -68,12 +68,12 @@ def library_errors() -> Iterator[None]:
 def run_in_session(args: argparse.Namespace, call: Callable[[Any], Any]) -> tuple[Any, dict[str, Any]]:
     """``await call(session)`` on a Session built from the flags, closed afterwards;
     returns the result and the session's facts (model identities, counters) for results.json."""
-    from promptrobust.engine.run_results import session_facts
-    from promptrobust.engine.session import Session
-    from promptrobust.engine.sync import run_sync
+    from promptrobust.engine.runs.run_results import session_facts
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.runs.sync import run_sync
 
     from promptrobust.cli.lm_eval_model import one_batch_size
-    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.serving.registry import parse_model_args, resolve_model
 
     if args.model:  # batch size in one place: --batch-size and --model-args batch_size= agree (cli/lm_eval_model.py)
         one_batch_size(resolve_model(args.model, parse_model_args(args.model_args)), args)

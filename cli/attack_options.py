@@ -63,7 +63,7 @@ def _checkout_semantic_prompts(args: argparse.Namespace, bench: Any) -> Any:
     """With --promptbench, the Semantic attack scores the checkout's semantic prompts."""
     if not getattr(args, "promptbench", None):
         return None
-    from promptrobust.engine.workbench import SemanticPrompts
+    from promptrobust.engine.measuring.workbench import SemanticPrompts
     from promptrobust.tasks.placeholders import check_no_content_placeholder
     from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 
@@ -88,7 +88,7 @@ def _check_option_values(names: list[str], options: dict[str, dict[str, str]]) -
 
 
 async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], settings: Any, folder: Any) -> int:
-    from promptrobust.engine.run_results import session_facts
+    from promptrobust.engine.runs.run_results import protocol_document, session_facts
 
     say = printing.event_printer(quiet=args.no_progress)
     semantic = _checkout_semantic_prompts(args, bench) if "semantic" in settings.attacks else None
@@ -99,8 +99,8 @@ async def run_attacks(args: argparse.Namespace, session: Any, bench: Any, prompt
     )
     folder.consolidate()
     logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(result.records)) if args.log_samples else 0
-    folder.write_results(result.to_dict(
-        argv=getattr(args, "argv", ["pre", "run"]), configs=getattr(args, "configs", {}), logged=logged,
+    folder.write_results(protocol_document(
+        getattr(args, "argv", ["pre", "run"]), result=result, configs=getattr(args, "configs", {}), logged=logged,
         counters=session_facts(session)["counters"],
     ))
     printing.print_clean(result.settings, result.clean, chance=bench.chance_rate)

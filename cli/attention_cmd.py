@@ -53,8 +53,8 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.cli.output import RunFolder
     from promptrobust.engine.analysis.attention import AttentionError, compare_prompts, worst_record
     from promptrobust.engine.analysis.scoring import AnalysisInputError
-    from promptrobust.engine.registry import parse_model_args
-    from promptrobust.engine.settings import EvaluationSettings
+    from promptrobust.engine.serving.registry import parse_model_args
+    from promptrobust.engine.measuring.settings import EvaluationSettings
 
     check_paths(args)
     try:
@@ -67,7 +67,7 @@ def handle(args: argparse.Namespace) -> int:
             shots=args.shots if args.shots is not None else (record.shots if record else None),
             data_dir=args.data_dir, data_file=args.data_file,
         )
-        from promptrobust.engine.registry import DEFAULT_MODEL
+        from promptrobust.engine.serving.registry import DEFAULT_MODEL
 
         model = args.model or (record.model if record else DEFAULT_MODEL)
         with RunFolder(args.output_dir, ["attention", model, settings.dataset]) as folder:

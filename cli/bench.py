@@ -1,6 +1,6 @@
 """`pre bench`: the benchmarks.
 
-``api`` ships with the package (engine/benchmarks/api.py). ``attack-cost``,
+``api`` ships with the package (bench/api_bench.py). ``attack-cost``,
 ``engine-overhead``, ``ceiling``, ``scaling``, ``protocol`` and ``gpu`` are the scripts in the
 repository's bench/ folder, run with this Python and the remaining arguments;
 they need a source checkout.
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import promptrobust.cli as cli_package
-from promptrobust.cli.bench_api import add_api_parser
 from promptrobust.cli.errors import UserError
 
 #: The repository's bench/ folder (absent when the package is installed without the checkout).
@@ -23,6 +22,7 @@ REPO_BENCH_DIR = Path(cli_package.__file__).resolve().parents[1] / "bench"
 
 #: Benchmarks that are scripts in bench/: subcommand -> (file, one-line help).
 SCRIPTS = {
+    "api": ("api_bench.py", "openai backend under a provider's rate limit: our scheduler vs a plain client"),
     "attack-cost": ("attack_cost.py", "what each attack costs: reference loop vs batched vs our engine"),
     "engine-overhead": ("engine_overhead.py", "what evaluator, scheduler and cache cost on top of the backend"),
     "ceiling": ("ceiling.py", "the backend alone at each batch size, prefix sharing off and on"),
@@ -44,8 +44,6 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
                            description=DESCRIPTION, formatter_class=formatter)
     kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     bench.set_defaults(handler=lambda args, _p=bench: _usage(_p))
-
-    add_api_parser(kinds, formatter)
 
     for name, (script, text) in SCRIPTS.items():
         # No options of our own: everything after the name goes to the script, --help included.

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from promptrobust.engine.settings import AttackSettings, SchedulerSettings
+from promptrobust.engine.measuring.settings import AttackSettings
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
 
 def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = "") -> None:
-    from promptrobust.engine.registry import DEFAULT_MODEL
+    from promptrobust.engine.serving.registry import DEFAULT_MODEL
 
     default = DEFAULT_MODEL if default == "" else default
     g.add_argument("--model", default=default, help="registry name, HF id/folder, or BACKEND:ID (hf, vllm, openai, random)")

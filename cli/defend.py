@@ -39,7 +39,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.run_folder import RunFolder
+    from promptrobust.engine.runs.run_folder import RunFolder
     from promptrobust.engine.analysis.defense import defend
     from promptrobust.engine.analysis.sources import load_source_records
 

@@ -19,15 +19,15 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from promptrobust.attacks.errors import AttackError
     from promptrobust.engine.analysis.report.load import ReportInputError
     from promptrobust.engine.analysis.scoring import AnalysisInputError
-    from promptrobust.engine.analysis.statistics import StatisticsError
-    from promptrobust.engine.backends.base import BackendError
+    from promptrobust.engine.measuring.statistics import StatisticsError
+    from promptrobust.engine.serving.backends.base import BackendError
     from promptrobust.engine.errors import PromptRobustError
-    from promptrobust.engine.cache import CacheError
-    from promptrobust.engine.registry import ModelArgsError, UnknownModelError
-    from promptrobust.engine.run_folder import RunFolderError
-    from promptrobust.engine.workbench import InputTooLongError
-    from promptrobust.engine.settings import SettingsError
-    from promptrobust.engine.sweep import SweepConfigError
+    from promptrobust.engine.serving.cache import CacheError
+    from promptrobust.engine.serving.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.runs.run_folder import RunFolderError
+    from promptrobust.engine.measuring.workbench import InputTooLongError
+    from promptrobust.engine.errors import SettingsError
+    from promptrobust.engine.runs.sweep.config import SweepConfigError
     from promptrobust.tasks.errors import TaskError  # unknown task/prompt, bad data or prompt files
 
     return (
@@ -44,7 +44,7 @@ FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option"}
 def one_line(exc: BaseException) -> str:
     """The error as one line, without credentials (URLs with user-info or keys, auth headers); a
     library error naming the ``setting`` to change (``PromptRobustError``) gets its flag appended."""
-    from promptrobust.engine.redact import redact_text
+    from promptrobust.engine.safe_io.redact import redact_text
 
     text = " ".join(redact_text(str(exc).strip() or type(exc).__name__).split())
     setting = getattr(exc, "setting", None)

@@ -52,7 +52,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.run_folder import RunFolder
+    from promptrobust.engine.runs.run_folder import RunFolder
     from promptrobust.engine.analysis.prompt_eval import evaluate_prompts, read_prompt_file
 
     check_paths(args)
@@ -118,8 +118,8 @@ def _markdown(result: Any) -> str:
 
 def _print(result: Any) -> None:
     from promptrobust.cli.printing import settings_line
-    from promptrobust.engine.analysis.scoring import format_apdr
-    from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE
+    from promptrobust.engine.measuring.statistics import format_apdr
+    from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE
 
     print(settings_line(result.settings))
     width = max([len(c.prompt_id) for c in result.clean] + [6])

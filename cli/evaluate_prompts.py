@@ -10,7 +10,7 @@ from promptrobust.cli import printing
 
 
 async def evaluate_and_write(args: argparse.Namespace, session: Any, bench: Any, prompts: list[Any], folder: Any) -> int:
-    from promptrobust.engine.run_results import clean_document, session_facts
+    from promptrobust.engine.runs.run_results import clean_document, session_facts
 
     scheduler = bench.scheduler
     started = time.monotonic()

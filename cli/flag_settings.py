@@ -12,13 +12,9 @@ import argparse
 from typing import Any
 
 from promptrobust.cli.errors import flag_for
-from promptrobust.engine.settings import (
-    AttackSettings,
-    EvaluationSettings,
-    SchedulerSettings,
-    SettingsError,
-    parse_budget,
-)
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
+from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
 
 #: settings field -> the flag that sets it (so an error names what the user typed; the one
@@ -104,7 +100,7 @@ def attack_settings(args: argparse.Namespace, names: list[str], options: dict[st
 
 def config_of(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed command line as written to config.json (no handler objects, no credentials)."""
-    from promptrobust.engine.redact import scrub
+    from promptrobust.engine.safe_io.redact import scrub
 
     skip = {"handler", "command"}
     return scrub({k: v for k, v in sorted(vars(args).items()) if k not in skip})  # no credentials in base URLs

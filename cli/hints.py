@@ -39,7 +39,7 @@ FEW_SAMPLES = 200
 
 def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[str]:
     """The user's model/data/query flags as command-line words (only those that differ from the defaults)."""
-    from promptrobust.engine.registry import DEFAULT_MODEL
+    from promptrobust.engine.serving.registry import DEFAULT_MODEL
 
     words: list[str] = []
     for attr, flag, unset in KEPT_FLAGS:
@@ -59,7 +59,7 @@ def _limit_text(value: Any) -> str:
 
 def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> str:
     """The suggested command, keeping the user's flags but never a credential from a base URL."""
-    from promptrobust.engine.redact import redact_text
+    from promptrobust.engine.safe_io.redact import redact_text
 
     return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 

@@ -39,13 +39,13 @@ def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
 
 
 def _models(args: argparse.Namespace) -> None:
-    from promptrobust.engine.registry import REGISTRY
+    from promptrobust.engine.serving.registry import REGISTRY
 
     rows = []
     for spec in REGISTRY.values():
         tags = ",".join(t for t, on in (("embedded", spec.embedded), ("paper", spec.paper), ("base", spec.base_model)) if on)
         rows.append((spec.name, spec.backend, spec.model if not spec.embedded else "(bundled)", tags, spec.description))
-    from promptrobust.engine.backends.random_model import RANDOM_CONFIGS
+    from promptrobust.engine.serving.backends.random_model import RANDOM_CONFIGS
 
     for name, cfg in RANDOM_CONFIGS.items():
         rows.append((f"random:{name}", "hf", "(random weights)", "bench", f"{name} architecture, random weights: benchmarks only"))

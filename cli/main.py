@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args.argv = ["pre", *args_list]  # recorded (secrets redacted) in results.json
     from promptrobust.cli.signals import quiet_asyncio_teardown
-    from promptrobust.engine.output_safety import SafeStream
+    from promptrobust.engine.safe_io.output_safety import SafeStream
 
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
@@ -134,7 +134,7 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
             return 0
         except Exception as exc:  # noqa: BLE001 - only the environment's refusals are caught; the rest re-raised
             # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).
-            from promptrobust.engine.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
+            from promptrobust.engine.safe_io.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
 
             refused = as_output_error(exc, getattr(exc, "filename", None))
             if refused is not None:

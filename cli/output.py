@@ -3,6 +3,6 @@ sweeps and the API); this module keeps the old import path working."""
 
 from __future__ import annotations
 
-from promptrobust.engine.run_folder import OWNER_FILE, RunFolder, remove_stale_partials
+from promptrobust.engine.runs.run_folder import OWNER_FILE, RunFolder, remove_stale_partials
 
 __all__ = ["OWNER_FILE", "RunFolder", "remove_stale_partials"]

@@ -10,6 +10,6 @@ def check_credentials(spec: Any) -> None:
     (building the backend reads the key and nothing else; no request is sent)."""
     if spec.backend != "openai":
         return
-    from promptrobust.engine.registry import build_backend
+    from promptrobust.engine.serving.registry import build_backend
 
     build_backend(spec)

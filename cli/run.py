@@ -53,8 +53,8 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from promptrobust.cli.attack_options import attack_settings_from
-    from promptrobust.engine.registry import check_values, parse_model_args, resolve_model
-    from promptrobust.engine.sync import run_sync
+    from promptrobust.engine.serving.registry import check_values, parse_model_args, resolve_model
+    from promptrobust.engine.runs.sync import run_sync
 
     from promptrobust.cli.preflight import check_credentials
 
@@ -85,9 +85,9 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: Any, attacks: Any) -> int:
-    from promptrobust.engine.prompt_choice import choose_prompts
-    from promptrobust.engine.run_folder import RunFolder
-    from promptrobust.engine.session import Session
+    from promptrobust.engine.runs.prompt_choice import choose_prompts
+    from promptrobust.engine.runs.run_folder import RunFolder
+    from promptrobust.engine.runs.session import Session
     from promptrobust.tasks.registry import get_task
 
     task = get_task(evaluation.dataset)

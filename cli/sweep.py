@@ -72,8 +72,8 @@ def handle(args: argparse.Namespace) -> int:
     """Arguments -> the sweep config (and its shard) -> the dry-run printout, or the run."""
     from pathlib import Path
 
-    from promptrobust.engine.sharding import ShardError, parse_shard, select_jobs, shard_config
-    from promptrobust.engine.sweep import SweepConfigError, load_config
+    from promptrobust.engine.runs.sweep.sharding import ShardError, parse_shard, select_jobs, shard_config
+    from promptrobust.engine.runs.sweep.config import SweepConfigError, load_config
 
     if args.config == "merge":
         return handle_merge(args.more)

@@ -29,7 +29,7 @@ _RAY_ONLY = ("address", "num_gpus", "workers_per_model", "max_in_flight", "unit_
 
 def ray_options(args: argparse.Namespace) -> Any:
     """``RayOptions`` for ``--executor ray``; None for local, where a Ray-only flag is refused."""
-    from promptrobust.engine.ray_executor import RayExecutorError, RayOptions
+    from promptrobust.engine.runs.sweep.ray_executor import RayExecutorError, RayOptions
 
     defaults = {"address": None, "num_gpus": 0.0, "workers_per_model": 1, "max_in_flight": None,
                 "unit_timeout": None, "worker_cache_dir": None}
@@ -55,7 +55,7 @@ def config_path(args: argparse.Namespace) -> str:
         if not args.config:
             raise UserError("pre sweep needs CONFIG.toml or --preset paper")
         return args.config
-    from promptrobust.engine.sweep_estimate import preset_path
+    from promptrobust.engine.runs.sweep.estimate import preset_path
 
     try:
         return str(preset_path(args.preset))

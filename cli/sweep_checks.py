@@ -29,11 +29,11 @@ BLOCKED, NETWORK, SUBSTITUTE = "blocked", "needs the network", "substitute"
 
 
 def _model(name: str) -> Finding | None:
-    from promptrobust.engine.registry import resolve_model
+    from promptrobust.engine.serving.registry import resolve_model
 
     spec = resolve_model(name)
     if spec.embedded:
-        from promptrobust.engine.model_store import EMBEDDED_MODELS, ModelStoreError
+        from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
 
         try:
             EMBEDDED_MODELS[spec.model].parts()
@@ -41,8 +41,8 @@ def _model(name: str) -> Finding | None:
             return Finding(f"model {name}", str(exc), BLOCKED)
         return None
     if spec.backend == "openai":
-        from promptrobust.engine.backends.base import BackendError
-        from promptrobust.engine.registry import build_backend
+        from promptrobust.engine.serving.backends.base import BackendError
+        from promptrobust.engine.serving.registry import build_backend
 
         try:
             build_backend(spec)  # reads the key; sends nothing

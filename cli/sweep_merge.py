@@ -11,8 +11,8 @@ def handle_merge(paths: list[str]) -> int:
 
     import orjson
 
-    from promptrobust.engine.run_folder import recorded_cache
-    from promptrobust.engine.sharding import ShardError, merge_runs
+    from promptrobust.engine.runs.run_folder import recorded_cache
+    from promptrobust.engine.runs.sweep.sharding import ShardError, merge_runs
 
     if len(paths) < 2:
         raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")

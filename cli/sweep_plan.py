@@ -9,8 +9,8 @@ from promptrobust.cli.errors import UserError
 
 def print_plan(cfg: Any, jobs: list[Any], prices_file: str | None) -> int:
     """Print the plan of ``jobs`` (a shard's, or every job of ``cfg``); runs nothing."""
-    from promptrobust.engine.sweep import describe_plan
-    from promptrobust.engine.sweep_estimate import plan_totals
+    from promptrobust.engine.runs.sweep.estimate import describe_plan
+    from promptrobust.engine.runs.sweep.estimate import plan_totals
 
     ids = {j.id for j in jobs}
     plan = [row for row in describe_plan(cfg) if row["job"].id in ids]
@@ -36,7 +36,7 @@ def print_plan(cfg: Any, jobs: list[Any], prices_file: str | None) -> int:
 
 def _print_model_estimates(cfg: Any, plan: list[dict[str, Any]], prices_file: str | None) -> None:
     """Per model: jobs, requests, tokens, and for API models a cost from the price table."""
-    from promptrobust.engine.sweep_estimate import PriceTableError, format_estimates, load_prices, model_estimates
+    from promptrobust.engine.runs.sweep.estimate import PriceTableError, format_estimates, load_prices, model_estimates
 
     try:
         prices = load_prices(prices_file)

@@ -12,8 +12,8 @@ from promptrobust.cli.errors import UserError
 
 def run(args: argparse.Namespace, cfg: Any, jobs: list[Any], ray_options: Any) -> int:
     """Run ``jobs`` of ``cfg`` into its folder; 1 when a job failed (said on stderr)."""
-    from promptrobust.engine.sweep import run_sweep  # looked up here, so tests can stand in for it
-    from promptrobust.engine.sync import use_uvloop
+    from promptrobust.engine.runs.sweep.runner import run_sweep  # looked up here, so tests can stand in for it
+    from promptrobust.engine.runs.sync import use_uvloop
 
     use_uvloop()
     try:
@@ -50,7 +50,7 @@ def interrupted_message(args: argparse.Namespace, cfg: Any) -> str:
     """What an interrupted sweep kept, and the command that resumes it."""
     import shlex
 
-    from promptrobust.engine.sweep import completed_keys
+    from promptrobust.engine.runs.run_folder import completed_keys
 
     kept = len(completed_keys(cfg.folder / "results.jsonl"))
     resume = ["pre", "sweep", *(["--preset", args.preset] if getattr(args, "preset", None) else [args.config])]
@@ -63,7 +63,7 @@ def interrupted_message(args: argparse.Namespace, cfg: Any) -> str:
 
 
 def _run_ray(cfg: Any, options: Any, jobs: list[Any], say: Any) -> Any:
-    from promptrobust.engine.ray_executor import RayExecutorError, run_sweep_ray
+    from promptrobust.engine.runs.sweep.ray_executor import RayExecutorError, run_sweep_ray
 
     try:
         progress = run_sweep_ray(cfg, options, jobs=jobs, on_event=say)

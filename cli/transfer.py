@@ -37,7 +37,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.run_folder import RunFolder
+    from promptrobust.engine.runs.run_folder import RunFolder
     from promptrobust.engine.analysis.transfer import transfer
 
     if not args.model:
@@ -81,7 +81,7 @@ def _write_tables(folder: Any, result: Any) -> None:
 
 
 def _print(result: Any) -> None:
-    from promptrobust.engine.analysis.scoring import format_apdr
+    from promptrobust.engine.measuring.statistics import format_apdr
 
     print(f"{'source -> target':<44} {'attack':<12} {'prompt':<16} {'clean':>7} {'advers.':>7} {'PDR':>7}  {'PDR 95% interval':<17} {'src PDR':>7}")
     for r in result.records:

@@ -9,7 +9,10 @@ exits with code 2; a Python caller reads ``exc.setting``.
 
 from __future__ import annotations
 
-__all__ = ["PromptRobustError"]
+import math
+from typing import Any
+
+__all__ = ["PromptRobustError", "SettingsError", "require", "require_positive_or_none", "require_whole"]
 
 
 class PromptRobustError(Exception):
@@ -22,3 +25,26 @@ class PromptRobustError(Exception):
         super().__init__(message)
         if setting is not None:
             self.setting = setting
+
+
+class SettingsError(PromptRobustError, ValueError):
+    """A setting with a bad value; the message names the field and what to use instead."""
+
+
+def require(cond: bool, message: str) -> None:
+    if not cond:
+        raise SettingsError(message)
+
+
+def require_whole(value: Any, name: str, minimum: int) -> None:
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+        f"{name} must be a whole number >= {minimum} (got {value!r})",
+    )
+
+
+def require_positive_or_none(value: Any, name: str) -> None:
+    require(
+        value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)),
+        f"{name} must be a positive number (got {value!r})",
+    )

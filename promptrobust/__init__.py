@@ -35,28 +35,28 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Read by huggingface_hub and transformers when they are imported; a value the user exported wins.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-#: public name -> module that defines it
+#: public name -> module that defines it (``module:attribute`` where the names differ)
 _EXPORTS: dict[str, str] = {
-    "Session": "promptrobust.engine.session",
-    "SchedulerSettings": "promptrobust.engine.settings",
-    "EvaluationSettings": "promptrobust.engine.settings",
-    "AttackSettings": "promptrobust.engine.settings",
-    "EvaluationResult": "promptrobust.engine.session",
-    "MeasurementSettings": "promptrobust.engine.settings",
-    "AttackRecord": "promptrobust.engine.records",
-    "ProtocolResult": "promptrobust.engine.protocol",
-    "Workbench": "promptrobust.engine.workbench",
+    "Session": "promptrobust.engine.runs.session",
+    "SchedulerSettings": "promptrobust.engine.serving.scheduler_settings",
+    "EvaluationSettings": "promptrobust.engine.measuring.settings",
+    "AttackSettings": "promptrobust.engine.measuring.settings",
+    "EvaluationResult": "promptrobust.engine.runs.session",
+    "MeasurementSettings": "promptrobust.engine.measuring.settings",
+    "AttackRecord": "promptrobust.engine.measuring.records",
+    "ProtocolResult": "promptrobust.engine.measuring.protocol",
+    "Workbench": "promptrobust.engine.measuring.workbench",
     "PromptEvalResult": "promptrobust.engine.analysis.prompt_eval",
     "TransferResult": "promptrobust.engine.analysis.transfer",
     "DefenseResult": "promptrobust.engine.analysis.defense",
-    "SweepProgress": "promptrobust.engine.sweep",
+    "SweepProgress": "promptrobust.engine.runs.sweep.runner",
     "Report": "promptrobust.engine.analysis.report",
-    "evaluate": "promptrobust.engine.api",
-    "attack": "promptrobust.engine.api",
-    "attack_top_k": "promptrobust.engine.api",
-    "sweep": "promptrobust.engine.api",
-    "report": "promptrobust.engine.api",
-    "run_sync": "promptrobust.engine.sync",
+    "evaluate": "promptrobust.engine.runs.api",
+    "attack": "promptrobust.engine.runs.api",
+    "attack_top_k": "promptrobust.engine.runs.api",
+    "sweep": "promptrobust.engine.runs.api",
+    "report": "promptrobust.engine.analysis.report:build_report",
+    "run_sync": "promptrobust.engine.runs.sync",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
@@ -66,7 +66,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'promptrobust' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attribute = module.partition(":")  # "module:attribute" where the names differ
+    value = getattr(importlib.import_module(module), attribute or name)
     globals()[name] = value
     return value
 

@@ -17,8 +17,8 @@ import asyncio
 import time
 
 import promptrobust  # noqa: F401  (process defaults before torch loads)
-from promptrobust.engine.session import Session, prompt_set
-from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.engine.runs.session import Session, prompt_set
+from promptrobust.engine.measuring.settings import EvaluationSettings
 
 SETTINGS = (("smollm2-135m-instruct", 0), ("smollm2-135m-instruct", 3), ("gemma3-270m", 3))
 

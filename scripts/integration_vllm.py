@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from promptrobust.engine.backends.vllm_backend import VLLMBackend
+from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend
 from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 
 
@@ -32,7 +32,7 @@ def make_backend(model: str | None, max_model_len: int, kv_gib: float) -> VLLMBa
     kwargs = {"kv_cache_memory_bytes": int(kv_gib * (1 << 30))}
     if model:
         return VLLMBackend(model, max_model_len=max_model_len, engine_kwargs=kwargs)
-    from promptrobust.engine.model_store import ensure_embedded
+    from promptrobust.engine.serving.model_store import ensure_embedded
 
     em = ensure_embedded("smollm2-135m-instruct")
     return VLLMBackend(

@@ -16,7 +16,7 @@ from pathlib import Path
 from promptrobust.attacks.encoder_check import spearman
 from promptrobust.attacks.lexicon import load_lexicon
 from promptrobust.attacks.synonyms import contrast_words, opposite_substitutions
-from promptrobust.engine.records import read_jsonl, results_files
+from promptrobust.engine.measuring.records import read_jsonl, results_files
 from promptrobust.attacks.words import tokenize
 
 #: The paper's leaderboard, SST-2 row (APDR per attack).

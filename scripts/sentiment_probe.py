@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from promptrobust.engine.types import ChatMessage, Completion, Decoding, Request
+from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, Request
 
 LABELS = ("negative", "positive")
 INSTRUCTION = (

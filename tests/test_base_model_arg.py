@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine.registry import ModelArgsError, resolve_model
+from promptrobust.engine.serving.registry import ModelArgsError, resolve_model
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 

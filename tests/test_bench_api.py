@@ -8,14 +8,15 @@ from collections import Counter
 import httpx
 import pytest
 
-from promptrobust.cli.main import main
-from promptrobust.engine.benchmarks.api import ApiBenchConfig, max_in_window, summarise
+
+from bench.api_bench import ApiBenchConfig, max_in_window, summarise
+from bench.api_bench import main as api_bench
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 
 def test_tiny_run_produces_table_and_ours_stays_within_the_limit(tmp_path, capsys):
     # 10 requests per 1 s window (600 rpm); the plain client's 16 in flight exceed a window at once.
-    rc = main(["bench", "api", "--rpm", "600", "--window-s", "1", "--requests", "40", "--concurrency", "16",
+    rc = api_bench(["--rpm", "600", "--window-s", "1", "--requests", "40", "--concurrency", "16",
                "--latency", "0.01", "--out", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
@@ -40,18 +41,18 @@ def test_tiny_run_produces_table_and_ours_stays_within_the_limit(tmp_path, capsy
 
 
 def test_bad_settings_exit_2_with_the_option_to_change(capsys):
-    assert main(["bench", "api", "--rpm", "100", "--window-s", "7"]) == 2
+    assert api_bench(["--rpm", "100", "--window-s", "7"]) == 2
     assert "--window-s" in capsys.readouterr().err
-    assert main(["bench", "api", "--requests", "5"]) == 2
+    assert api_bench(["--requests", "5"]) == 2
     assert "raise --requests" in capsys.readouterr().err
-    assert main(["bench", "api", "--concurrency", "0"]) == 2
+    assert api_bench(["--concurrency", "0"]) == 2
     assert "--concurrency must be at least 1" in capsys.readouterr().err
 
 
 def test_out_must_be_a_directory(tmp_path, capsys):
     target = tmp_path / "file"
     target.write_text("x")
-    assert main(["bench", "api", "--window-s", "1", "--requests", "40", "--out", str(target)]) == 2
+    assert api_bench(["--window-s", "1", "--requests", "40", "--out", str(target)]) == 2
     assert "give a directory" in capsys.readouterr().err
 
 

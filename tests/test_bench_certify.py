@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.certify import certify, margin  # noqa: E402
 from bench.levers import ENGINE, Recorder, configure  # noqa: E402
-from promptrobust.engine.backends.hf import embedded_backend  # noqa: E402
-from promptrobust.engine.model_store import ModelNotInstalled  # noqa: E402
-from promptrobust.engine.types import ChatMessage, Completion, Decoding, Request  # noqa: E402
+from promptrobust.engine.serving.backends.hf import embedded_backend  # noqa: E402
+from promptrobust.engine.serving.model_store import ModelNotInstalled  # noqa: E402
+from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, Request  # noqa: E402
 
 pytestmark = pytest.mark.slow  # loads the real model
 

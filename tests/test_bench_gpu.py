@@ -10,8 +10,8 @@ import pytest
 from bench import gpu
 from bench.flops import FlopModel, datasheet_peak, flop_model
 from promptrobust.cli.main import build_parser, main as pre_main
-from promptrobust.engine.backends.random_model import save_tokenizer
-from promptrobust.engine.model_store import ModelNotInstalled
+from promptrobust.engine.serving.backends.random_model import save_tokenizer
+from promptrobust.engine.serving.model_store import ModelNotInstalled
 
 TINY = ["--model", "random:tiny-llama", "--device", "cpu", "--candidates", "2", "--samples", "4", "--max-tokens", "3",
         "--batch-size", "4", "--batch-sizes", "2,4", "--reference-requests", "4"]
@@ -173,7 +173,7 @@ def test_flops_by_hand():
 
 
 def test_flop_model_counts_every_linear_of_the_tiny_model(tokenizer_dir):
-    from promptrobust.engine.backends.random_model import build_model, load_tokenizer, random_config
+    from promptrobust.engine.serving.backends.random_model import build_model, load_tokenizer, random_config
 
     tok = load_tokenizer(tokenizer_dir)
     model = build_model(random_config("tiny-llama"), tok, device="meta", dtype="float32", seed=0)

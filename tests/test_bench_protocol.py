@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from promptrobust.engine.reference import PromptbenchScorer, promptbench_last_word
-from promptrobust.engine.types import ChatMessage, Completion, Decoding, Request
+from bench.reference import PromptbenchScorer, promptbench_last_word
+from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, Request
 from promptrobust.testing.backends import TableTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -131,8 +131,8 @@ def test_summary_keeps_other_keys_and_records_the_run(tmp_path: Path) -> None:
 async def test_the_bench_applies_pre_runs_shots_rule(tmp_path: Path) -> None:
     """The protocol bench runs what users run: gemma3-270m (a base model) gets `pre run`'s few-shot examples."""
     from bench.protocol import shots_and_examples
-    from promptrobust.engine.session import Session
-    from promptrobust.engine.settings import EvaluationSettings
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.measuring.settings import EvaluationSettings
     from promptrobust.tasks import get_task
     from promptrobust.testing.backends import CountingBackend
 

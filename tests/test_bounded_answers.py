@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from promptrobust.engine.backends.base import TransientBackendError
-from promptrobust.engine.backends.openai_backend import MAX_BODY_MB, BodyTooLarge, OpenAIBackend
-from promptrobust.engine.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.types import Request
+from promptrobust.engine.serving.backends.base import TransientBackendError
+from promptrobust.engine.serving.backends.openai_backend import MAX_BODY_MB, BodyTooLarge, OpenAIBackend
+from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.serving.types import Request
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
 GOOD = json.dumps({"choices": [{"index": 0, "text": "positive", "finish_reason": "stop"}],
@@ -170,7 +170,7 @@ async def test_headers_a_byte_at_a_time_are_cut_off_by_the_total_deadline_and_re
 
 
 def test_max_body_mb_is_a_model_argument():
-    from promptrobust.engine.registry import build_backend, parse_model_args, resolve_model
+    from promptrobust.engine.serving.registry import build_backend, parse_model_args, resolve_model
 
     spec = resolve_model("openai:fake-model", parse_model_args("base_url=http://127.0.0.1:9/v1,max_body_mb=32"))
     assert build_backend(spec).max_body_bytes == 32 * 2**20

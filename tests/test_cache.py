@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.cache import CacheError, ScoreCache, merge_caches
-from promptrobust.engine.types import Completion
+from promptrobust.engine.serving.cache import CacheError, ScoreCache, merge_caches
+from promptrobust.engine.serving.types import Completion
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,9 +19,9 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys
     sys.path.insert(0, {root!r})
-    from promptrobust.engine.cache import ScoreCache
-    from promptrobust.engine.scheduler import Scheduler
-    from promptrobust.engine.types import Request
+    from promptrobust.engine.serving.cache import ScoreCache
+    from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.types import Request
     from promptrobust.testing.backends import CountingBackend
 
     async def main():

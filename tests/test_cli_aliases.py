@@ -126,7 +126,7 @@ def test_apply_chat_template_sets_each_backend_own_switch() -> None:
     import argparse
 
     from promptrobust.cli.lm_eval_model import chat_model_args
-    from promptrobust.engine.registry import resolve_model
+    from promptrobust.engine.serving.registry import resolve_model
 
     args = argparse.Namespace(apply_chat_template=True)
     assert chat_model_args(resolve_model("openai:m"), args).args["api"] == "chat"
@@ -168,7 +168,7 @@ def test_batch_size_is_set_in_one_place(tmp_path: Path, capsys) -> None:  # noqa
     import argparse
 
     from promptrobust.cli.lm_eval_model import one_batch_size
-    from promptrobust.engine.registry import resolve_model
+    from promptrobust.engine.serving.registry import resolve_model
 
     args = argparse.Namespace(batch_size=None)
     spec = one_batch_size(resolve_model("hf:org/model", {"batch_size": 8}), args)

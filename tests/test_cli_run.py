@@ -127,7 +127,7 @@ def test_attack_run_records_pdr_and_costs(tmp_path, server) -> None:  # noqa: AN
 
 def test_identity_of_the_cache_key_material_is_stable() -> None:
     # Guard against accidental changes of the key scheme (they would orphan every cache).
-    from promptrobust.engine.types import Decoding, ModelIdentity, Request, request_key
+    from promptrobust.engine.serving.types import Decoding, ModelIdentity, Request, request_key
 
     key = request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))
     assert key == request_key(ModelIdentity("hf", "m", "r"), Request("generate", prompt="x", decoding=Decoding(max_tokens=3)))

@@ -43,7 +43,7 @@ LM_EVAL_ROWS = _table_rows("lm-evaluation-harness")
 def _settings(flags: str) -> dict[str, Any]:
     """What `pre run FLAGS` would measure: the model spec and every evaluation/scheduler setting."""
     from promptrobust.cli import flag_settings
-    from promptrobust.engine.registry import parse_model_args, resolve_model
+    from promptrobust.engine.serving.registry import parse_model_args, resolve_model
 
     args = build_parser().parse_args(aliases.normalize_argv(["run", *shlex.split(flags)]))
     args.model, args.model_args = lm_eval_model.model_from_flags(args)

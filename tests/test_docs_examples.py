@@ -171,7 +171,7 @@ def test_help_list_readme_and_attention_name_the_same_default_model(capsys: pyte
     import inspect
 
     from promptrobust.engine.analysis.attention import compare_prompts
-    from promptrobust.engine.registry import DEFAULT_MODEL, REGISTRY
+    from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
 
     assert main(["list", "models"]) == 0
     listing = [line for line in capsys.readouterr().out.splitlines() if "default" in line]

@@ -7,8 +7,8 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptrobust.engine.evaluator import Evaluator
-from promptrobust.engine.scheduler import Scheduler
+from promptrobust.engine.measuring.evaluator import Evaluator
+from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
 

@@ -11,11 +11,11 @@ import socket
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendUnavailable
-from promptrobust.engine.backends.openai_backend import OpenAIBackend
-from promptrobust.engine.retry import RetryPolicy
-from promptrobust.engine.scheduler import Scheduler
-from promptrobust.engine.types import Request
+from promptrobust.engine.serving.backends.base import BackendUnavailable
+from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.retry import RetryPolicy
+from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.types import Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer, FaultPlan
 
 FAST = RetryPolicy(max_attempts=8, base_delay=0.005, max_delay=0.02, jitter=0.0)

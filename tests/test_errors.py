@@ -12,9 +12,10 @@ from promptrobust.cli.main import main
 from promptrobust.engine.analysis.report import ReportInputError
 from promptrobust.engine.analysis.scoring import AnalysisInputError
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.run_folder import RunFolder, RunFolderError
-from promptrobust.engine.settings import EvaluationSettings, SettingsError
-from promptrobust.engine.workbench import InputTooLongError
+from promptrobust.engine.runs.run_folder import RunFolder, RunFolderError
+from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.measuring.workbench import InputTooLongError
 from tests.fixtures.analysis.fake_model import REVIEWS, patch_backend, rt_samples
 
 
@@ -51,8 +52,8 @@ def test_pre_eval_prints_the_flag_of_the_setting_to_change(tmp_path: Path, monke
 def _library_error_classes() -> list[type]:
     from promptrobust.attacks.errors import AttackBudgetError, AttackError, AttackOptionError, UnknownAttackError
     from promptrobust.engine.analysis.attention import AttentionError
-    from promptrobust.engine.ray_executor import RayExecutorError
-    from promptrobust.engine.registry import ModelArgsError, UnknownModelError
+    from promptrobust.engine.runs.sweep.ray_executor import RayExecutorError
+    from promptrobust.engine.serving.registry import ModelArgsError, UnknownModelError
     from promptrobust.tasks.errors import TaskDataError, TaskError, UnknownTaskError
 
     return [TaskError, TaskDataError, UnknownTaskError, AttackError, AttackOptionError, UnknownAttackError,
@@ -73,8 +74,8 @@ def test_library_messages_name_settings_and_the_cli_adds_each_flag(tmp_path: Pat
     from promptrobust.attacks.errors import AttackBudgetError
     from promptrobust.attacks.registry import get_attack
     from promptrobust.cli.main import build_parser
-    from promptrobust.engine.ray_executor import RayOptions, RayExecutorError
-    from promptrobust.engine.registry import ModelArgsError, parse_model_args
+    from promptrobust.engine.runs.sweep.ray_executor import RayOptions, RayExecutorError
+    from promptrobust.engine.serving.registry import ModelArgsError, parse_model_args
     from promptrobust.tasks import few_shot_examples, get_task
     from promptrobust.tasks.datafiles import read_rows, require_dir
     from promptrobust.tasks.errors import TaskError

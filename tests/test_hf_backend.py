@@ -17,10 +17,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from promptrobust.engine.backends.base import BackendError, BackendUnavailable
-from promptrobust.engine.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.model_store import ModelNotInstalled, ensure_embedded
-from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable
+from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.serving.model_store import ModelNotInstalled, ensure_embedded
+from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
 pytestmark = pytest.mark.slow  # loads real models
 

@@ -15,11 +15,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from promptrobust.engine.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.backends.hf_kernels import choose_kernel, install, onednn_available, output_layer, packed_weights
-from promptrobust.engine.backends.hf_prefix import PrefixCache, prefix_groups
-from promptrobust.engine.model_store import ModelNotInstalled
-from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.serving.backends.hf_kernels import choose_kernel, install, onednn_available, output_layer, packed_weights
+from promptrobust.engine.serving.backends.hf_prefix import PrefixCache, prefix_groups
+from promptrobust.engine.serving.model_store import ModelNotInstalled
+from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
 pytestmark = pytest.mark.slow  # loads the real model
 
@@ -263,7 +263,7 @@ def test_a_cached_prefix_serves_any_input_sharing_its_start() -> None:
         done = len(start.tokens) if start is not None else 0
         calls.append((done, len(tokens)))
         kv = torch.arange(len(tokens), dtype=torch.float32).reshape(1, 1, -1, 1)
-        from promptrobust.engine.backends.hf_prefix import PrefixEntry
+        from promptrobust.engine.serving.backends.hf_prefix import PrefixEntry
 
         return PrefixEntry(tokens, [(kv, kv.clone())], kv.numel() * 8)
 

@@ -1,5 +1,5 @@
 """Held-out samples: the ranking and the attack see one part of the samples,
-the chosen prompts are re-scored on the other part (engine/holdout.py)."""
+the chosen prompts are re-scored on the other part (engine/measuring/holdout.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine.holdout import HoldoutError, split_samples
-from promptrobust.engine.settings import AttackSettings, SettingsError
+from promptrobust.engine.measuring.holdout import HoldoutError, split_samples
+from promptrobust.engine.measuring.settings import AttackSettings
+from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks import get_prompt, get_task
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from promptrobust.engine.session import Session
-from promptrobust.engine.settings import AttackSettings
-from promptrobust.engine.sweep import run_sweep
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.measuring.settings import AttackSettings
+from promptrobust.engine.runs.sweep.runner import run_sweep
 from promptrobust.testing.backends import CountingBackend
 from tests.sweep_helpers import hashed_answer, records, small_config
 

@@ -14,12 +14,12 @@ import sqlite3
 import orjson
 import pytest
 
-from promptrobust.engine.backends.base import RequestFailedError, TransientBackendError
-from promptrobust.engine.backends.openai_backend import OpenAIBackend, logprob_problem
-from promptrobust.engine.cache import ScoreCache, decode_completion
-from promptrobust.engine.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.scheduler import Scheduler, completion_problem
-from promptrobust.engine.types import ChatMessage, Completion, Request, request_key
+from promptrobust.engine.serving.backends.base import RequestFailedError, TransientBackendError
+from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend, logprob_problem
+from promptrobust.engine.serving.cache import ScoreCache, decode_completion
+from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.serving.scheduler import Scheduler, completion_problem
+from promptrobust.engine.serving.types import ChatMessage, Completion, Request, request_key
 from promptrobust.testing.fake_openai import NUMBER_FAULTS, FakeOpenAIServer, FaultPlan
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05, jitter=0.0)

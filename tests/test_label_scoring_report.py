@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 
 from promptrobust.cli.main import main
-from promptrobust.engine.backends.openai_scoring import DESCRIPTIONS
-from promptrobust.engine.records import AttackRecord
+from promptrobust.engine.serving.backends.openai_scoring import DESCRIPTIONS
+from promptrobust.engine.measuring.records import AttackRecord
 
 
 def _write_run(folder: Path, label_scoring: str, pdr: float) -> None:

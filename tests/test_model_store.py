@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendUnavailable
-from promptrobust.engine.model_store import (
+from promptrobust.engine.serving.backends.base import BackendUnavailable
+from promptrobust.engine.serving.model_store import (
     EMBEDDED_MODELS,
     MARKER,
     EmbeddedSpec,
@@ -156,7 +156,7 @@ def test_two_processes_convert_only_once(tmp_path: Path, source: Path) -> None:
             import json, sys, time
             from pathlib import Path
             sys.path.insert(0, {str(REPO)!r})
-            from promptrobust.engine.model_store import EmbeddedSpec, _ensure
+            from promptrobust.engine.serving.model_store import EmbeddedSpec, _ensure
 
             def convert(gguf, out):
                 with open({str(calls)!r}, "a") as f:
@@ -235,7 +235,7 @@ def test_conversion_says_what_it_does_and_how_long_it_took(tmp_path: Path, sourc
 
 
 def test_the_conversion_estimate_scales_with_the_gguf_size() -> None:
-    from promptrobust.engine.model_store import _conversion_estimate
+    from promptrobust.engine.serving.model_store import _conversion_estimate
 
     assert _conversion_estimate(98_362_432) == 30  # SmolLM2-135M Q4_1
     assert _conversion_estimate(253_113_024) == 80  # Gemma 3 270M Q4_K_M

@@ -13,12 +13,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from promptrobust.engine import atomic_io
-from promptrobust.engine.atomic_io import OutputWriteError
-from promptrobust.engine.folder_lock import LockHeld, folder_lock
-from promptrobust.engine.session import Session
-from promptrobust.engine.sharding import merge_runs
-from promptrobust.engine.sweep import run_sweep
+from promptrobust.engine.safe_io import atomic_io
+from promptrobust.engine.safe_io.atomic_io import OutputWriteError
+from promptrobust.engine.safe_io.folder_lock import LockHeld, folder_lock
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.runs.sweep.sharding import merge_runs
+from promptrobust.engine.runs.sweep.runner import run_sweep
 from promptrobust.testing import CountingBackend
 from tests.sweep_helpers import hashed_answer, records, small_config
 
@@ -55,7 +55,7 @@ def test_a_sweep_of_a_folder_held_by_another_process_refuses_in_one_line_naming_
     cfg.folder.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, sys.argv[2]);"
-        "from promptrobust.engine.folder_lock import folder_lock;"
+        "from promptrobust.engine.safe_io.folder_lock import folder_lock;"
         "lock = folder_lock(sys.argv[1], 'x').hold(); print('held', flush=True); time.sleep(120)"),
         str(cfg.folder), str(ROOT)], stdout=subprocess.PIPE, text=True)
     try:
@@ -112,7 +112,7 @@ def test_a_sweep_on_a_full_disk_stops_with_one_error_and_no_torn_or_empty_files(
 
 def test_a_merge_on_a_full_disk_leaves_the_previous_output_whole(tmp_path, monkeypatch):
     from tests.test_sharding import _run
-    from promptrobust.engine.sharding import Shard
+    from promptrobust.engine.runs.sweep.sharding import Shard
 
     cfg = small_config(tmp_path / "out", cache=tmp_path / "c.sqlite", models=("openai:fake-a", "openai:fake-b"))
     shards = [_run(cfg, Shard(i, 2))[0].folder for i in (1, 2)]
@@ -150,9 +150,9 @@ def test_the_cli_says_one_line_and_exits_1_on_a_full_disk(tmp_path, monkeypatch,
 def test_a_cache_locked_by_another_process_is_waited_for_then_named(tmp_path, monkeypatch, caplog):
     import logging
 
-    from promptrobust.engine import cache as cache_module
-    from promptrobust.engine.cache import CacheError, ScoreCache
-    from promptrobust.engine.types import Completion
+    from promptrobust.engine.serving import cache as cache_module
+    from promptrobust.engine.serving.cache import CacheError, ScoreCache
+    from promptrobust.engine.serving.types import Completion
 
     path = tmp_path / "scores.sqlite"
     ScoreCache(path).close()
@@ -199,7 +199,7 @@ def test_pre_report_on_a_full_disk_keeps_the_previous_report_whole(tmp_path, mon
 def test_a_merge_killed_midway_leaves_nothing_a_report_would_read(tmp_path):
     """A kill between building and renaming leaves `.OUT.work-*` beside OUT: reports skip it
     and the next merge removes it."""
-    from promptrobust.engine.records import append_jsonl, results_files
+    from promptrobust.engine.measuring.records import append_jsonl, results_files
 
     out = tmp_path / "merged"
     out.mkdir()

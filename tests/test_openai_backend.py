@@ -10,10 +10,10 @@ import socket
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendError, BackendUnavailable, TransientBackendError
-from promptrobust.engine.backends.openai_backend import PROBE_ANSWERS, LogprobsUnsupported, OpenAIBackend, clean_url
-from promptrobust.engine.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.serving.backends.openai_backend import PROBE_ANSWERS, LogprobsUnsupported, OpenAIBackend, clean_url
+from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 SECRET = "sk-test-Abc123SECRETxyz789"
@@ -394,7 +394,7 @@ async def test_two_base_urls_share_the_load():
 
 async def test_scheduler_with_limits_against_rate_limited_server():
     """End to end: the lead's Scheduler + our limiter/retries vs a server enforcing its own rpm."""
-    from promptrobust.engine.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler import Scheduler
 
     with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url])
@@ -410,8 +410,8 @@ async def test_scheduler_with_limits_against_rate_limited_server():
 
 
 async def test_the_logprobs_probe_is_cached_and_a_rerun_sends_nothing(tmp_path):
-    from promptrobust.engine.cache import ScoreCache
-    from promptrobust.engine.scheduler import Scheduler
+    from promptrobust.engine.serving.cache import ScoreCache
+    from promptrobust.engine.serving.scheduler import Scheduler
 
     cache = ScoreCache(tmp_path / "c.sqlite")
     with FakeOpenAIServer(model="fake-model") as srv:
@@ -432,10 +432,10 @@ async def test_the_logprobs_probe_is_cached_and_a_rerun_sends_nothing(tmp_path):
 
 
 async def test_a_choices_evaluation_without_logprobs_generates_says_so_and_caches_under_generate_keys(tmp_path, caplog):
-    from promptrobust.engine.cache import ScoreCache
-    from promptrobust.engine.evaluator import Evaluator
-    from promptrobust.engine.scheduler import Scheduler
-    from promptrobust.engine.types import request_key
+    from promptrobust.engine.serving.cache import ScoreCache
+    from promptrobust.engine.measuring.evaluator import Evaluator
+    from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.types import request_key
     from promptrobust.tasks.registry import get_task
 
     caplog.set_level(logging.WARNING)

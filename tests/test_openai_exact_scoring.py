@@ -19,11 +19,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from promptrobust.engine.backends import openai_scoring
-from promptrobust.engine.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.backends.openai_backend import OpenAIBackend
-from promptrobust.engine.model_store import ModelNotInstalled
-from promptrobust.engine.types import Request
+from promptrobust.engine.serving.backends import openai_scoring
+from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.model_store import ModelNotInstalled
+from promptrobust.engine.serving.types import Request
 from promptrobust.testing.hf_server import HFCompletionsServer
 
 pytestmark = pytest.mark.slow  # loads the embedded model
@@ -102,7 +102,7 @@ def test_a_server_without_exact_scoring_falls_back_to_top20_and_says_so(smol: HF
 
 def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) -> None:
     """Chat requests (the model's template): scoring=prompt_logprobs, vLLM's chat extensions."""
-    from promptrobust.engine.types import ChatMessage
+    from promptrobust.engine.serving.types import ChatMessage
 
     chat_hf = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=True)
     asyncio.run(chat_hf.start())

@@ -13,7 +13,7 @@ import pytest
 
 from promptrobust.cli.main import main
 from promptrobust.engine.analysis.report.html import CAPPED_NOTE, word_diff
-from promptrobust.engine.output_safety import SafeStream, csv_cell, markdown_text, terminal_text
+from promptrobust.engine.safe_io.output_safety import SafeStream, csv_cell, markdown_text, terminal_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "report"
 FORMULA = "=cmd|' /C calc'!A0 Classify the review"

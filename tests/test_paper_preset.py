@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine.registry import resolve_model
-from promptrobust.engine.sweep import load_config
-from promptrobust.engine.sweep_estimate import (
+from promptrobust.engine.serving.registry import resolve_model
+from promptrobust.engine.runs.sweep.config import load_config
+from promptrobust.engine.runs.sweep.estimate import (
     Price,
     attack_candidates,
     estimate,
@@ -70,7 +70,7 @@ def test_an_edited_price_table_changes_the_cost(tmp_path: Path, capsys: pytest.C
 
 
 def test_cost_is_tokens_times_price() -> None:
-    from promptrobust.engine.sweep import Job
+    from promptrobust.engine.runs.sweep.config import Job
 
     job = Job("gpt-4", "sst2", 0, "task", "stresstest")
     tin, tout = tokens_per_request("sst2", "task", 0, "generate")

@@ -284,7 +284,7 @@ def test_no_progress_keeps_only_the_heartbeat_and_off_silences_it(tmp_path: Path
 
 
 def test_a_sweep_announces_every_cell_ranking_up_front() -> None:
-    from promptrobust.engine.sweep import clean_requests
+    from promptrobust.engine.runs.sweep.estimate import clean_requests
     from tests.sweep_helpers import small_config
 
     cfg = small_config(Path("unused"))

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendUnavailable
-from promptrobust.engine.backends.random_model import (
+from promptrobust.engine.serving.backends.base import BackendUnavailable
+from promptrobust.engine.serving.backends.random_model import (
     RANDOM_CONFIGS,
     RandomHFBackend,
     RandomModelError,
@@ -17,9 +17,9 @@ from promptrobust.engine.backends.random_model import (
     random_config,
     save_tokenizer,
 )
-from promptrobust.engine.model_store import ModelNotInstalled
-from promptrobust.engine.registry import ModelArgsError, UnknownModelError, build_backend, resolve_model
-from promptrobust.engine.types import Decoding, Request
+from promptrobust.engine.serving.model_store import ModelNotInstalled
+from promptrobust.engine.serving.registry import ModelArgsError, UnknownModelError, build_backend, resolve_model
+from promptrobust.engine.serving.types import Decoding, Request
 
 
 class _SizedTokenizer:

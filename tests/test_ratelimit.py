@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from promptrobust.engine.ratelimit import RateLimiter
+from promptrobust.engine.serving.ratelimit import RateLimiter
 
 
 class FakeTime:

@@ -18,10 +18,11 @@ import pytest
 
 ray = pytest.importorskip("ray", exc_type=ImportError)
 
-from promptrobust.engine.cache import cache_keys  # noqa: E402
-from promptrobust.engine.ray_executor import RayExecutorError, RayOptions, run_sweep_ray  # noqa: E402
-from promptrobust.engine.session import Session  # noqa: E402
-from promptrobust.engine.sweep import SweepConfig, run_sweep  # noqa: E402
+from promptrobust.engine.serving.cache import cache_keys  # noqa: E402
+from promptrobust.engine.runs.sweep.ray_executor import RayExecutorError, RayOptions, run_sweep_ray  # noqa: E402
+from promptrobust.engine.runs.session import Session  # noqa: E402
+from promptrobust.engine.runs.sweep.config import SweepConfig
+from promptrobust.engine.runs.sweep.runner import run_sweep  # noqa: E402
 from promptrobust.testing import FakeOpenAIServer  # noqa: E402
 from tests.sweep_helpers import hashed_text_answer, records, small_config, stable  # noqa: E402
 

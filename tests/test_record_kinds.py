@@ -11,9 +11,9 @@ import pytest
 
 from promptrobust.cli.main import main
 from promptrobust.engine.analysis.report import build_report
-from promptrobust.engine.analysis.statistics import summarize_pdrs
-from promptrobust.engine.records import AttackRecord, infer_kind, read_jsonl
-from promptrobust.engine.settings import MeasurementSettings
+from promptrobust.engine.measuring.statistics import summarize_pdrs
+from promptrobust.engine.measuring.records import AttackRecord, infer_kind, read_jsonl
+from promptrobust.engine.measuring.settings import MeasurementSettings
 from tests.fixtures.run_folders.make_v010 import make
 
 V010 = Path(__file__).parent / "fixtures" / "run_folders" / "v010" / "runs"

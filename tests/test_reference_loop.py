@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from promptrobust.engine.cache import ScoreCache
-from promptrobust.engine.reference import ReferenceScorer
+from promptrobust.engine.serving.cache import ScoreCache
+from bench.reference import ReferenceScorer
 from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
 
@@ -30,9 +30,9 @@ async def test_label_scoring_reference_reads_labels_as_the_engine_does() -> None
     """``mode="choices"``: one score_choices call per sample, the label of highest log-probability, the engine's score."""
     import zlib
 
-    from promptrobust.engine.evaluator import Evaluator
-    from promptrobust.engine.scheduler import Scheduler
-    from promptrobust.engine.types import Completion, Request
+    from promptrobust.engine.measuring.evaluator import Evaluator
+    from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.types import Completion, Request
     from promptrobust.tasks import get_task
 
     def answer(r: Request) -> Completion:  # log-probs that depend on the whole input: some right, some wrong

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from promptrobust.engine.registry import ModelArgsError, build_backend, parse_model_args, resolve_model
+from promptrobust.engine.serving.registry import ModelArgsError, build_backend, parse_model_args, resolve_model
 
 
 def test_model_args_are_typed() -> None:

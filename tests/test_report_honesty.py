@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from promptrobust.engine.analysis.report import ReportInputError, build_report
-from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE, summarize_pdrs
+from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, summarize_pdrs
 
 
 def rec(**kw: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from promptrobust.cli.main import main
-from promptrobust.engine.records import AttackRecord, append_jsonl
+from promptrobust.engine.measuring.records import AttackRecord, append_jsonl
 
 
 def _record(attack: str, held: bool) -> AttackRecord:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendError, TransientBackendError
-from promptrobust.engine.retry import RetryPolicy, call_with_retries, parse_retry_after
+from promptrobust.engine.serving.backends.base import BackendError, TransientBackendError
+from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries, parse_retry_after
 
 
 class RecordingSleep:

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine import run_folder
-from promptrobust.engine.records import read_jsonl
-from promptrobust.engine.run_folder import SCHEMA_PATH, RunFolder, redact_argv
+from promptrobust.engine.runs import run_folder
+from promptrobust.engine.measuring.records import read_jsonl
+from promptrobust.engine.runs.run_folder import SCHEMA_PATH, RunFolder, redact_argv
 from tests.fixtures.analysis.fake_model import REVIEWS, patch_backend, rt_samples
 from tests.fixtures.run_folders.make_v010 import make
 
@@ -30,7 +30,7 @@ def validator() -> object:
 def test_the_schema_ships_with_the_package() -> None:
     from importlib import resources
 
-    shipped = resources.files("promptrobust.engine").joinpath("results.schema.json")
+    shipped = resources.files("promptrobust.engine.runs").joinpath("results.schema.json")
     assert shipped.is_file() and orjson.loads(shipped.read_bytes())["properties"]["format"]["const"] == run_folder.FORMAT
 
 
@@ -112,9 +112,9 @@ def test_log_samples_with_an_attack_logs_the_clean_and_the_adversarial_prompt(tm
 
 
 def test_a_sweep_writes_the_same_validating_layout(tmp_path: Path) -> None:
-    from promptrobust.engine.session import Session
-    from promptrobust.engine.sweep import run_sweep
-    from promptrobust.engine.sync import run_sync
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.runs.sweep.runner import run_sweep
+    from promptrobust.engine.runs.sync import run_sync
     from promptrobust.testing import CountingBackend
     from tests.sweep_helpers import hashed_answer, small_config
 
@@ -162,10 +162,10 @@ def test_the_python_api_result_has_the_cli_layout(tmp_path: Path, monkeypatch) -
 def test_a_sweep_folder_is_resumed_only_under_the_same_settings(tmp_path: Path) -> None:
     """The settings are the resume key: records of limit 6 must not count as done for limit 8
     (the rerun would skip their prompts and mix two settings); growing the grid is fine."""
-    from promptrobust.engine.run_folder import RunFolderError
-    from promptrobust.engine.session import Session
-    from promptrobust.engine.sweep import run_sweep
-    from promptrobust.engine.sync import run_sync
+    from promptrobust.engine.runs.run_folder import RunFolderError
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.runs.sweep.runner import run_sweep
+    from promptrobust.engine.runs.sync import run_sync
     from promptrobust.testing import CountingBackend
     from tests.sweep_helpers import hashed_answer, small_config
 

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine.settings import EvaluationSettings, SettingsError
+from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.errors import SettingsError
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 ROWS = 40

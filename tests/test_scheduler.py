@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from promptrobust.engine.cache import ScoreCache
-from promptrobust.engine.ratelimit import RateLimiter
-from promptrobust.engine.scheduler import Scheduler
-from promptrobust.engine.types import Decoding, Request
+from promptrobust.engine.serving.cache import ScoreCache
+from promptrobust.engine.serving.ratelimit import RateLimiter
+from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.types import Decoding, Request
 from promptrobust.testing.backends import CountingBackend
 
 
@@ -82,7 +82,7 @@ async def test_rpm_limit_holds_under_a_controlled_clock() -> None:
 
     def answer(request: Request):  # noqa: ANN202
         sent_at.append(clock["now"])
-        from promptrobust.engine.types import Completion
+        from promptrobust.engine.serving.types import Completion
 
         return Completion(text="ok")
 
@@ -151,7 +151,7 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
     calls = {"n": 0}
 
     def answer(request: Request):  # noqa: ANN202
-        from promptrobust.engine.types import Completion
+        from promptrobust.engine.serving.types import Completion
 
         calls["n"] += 1
         if request.prompt == "bad":
@@ -167,14 +167,14 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
 
 # -- issue 12: timeouts, malformed completions, one error after the retries, lazy start --
 
-from promptrobust.engine.backends.base import (  # noqa: E402
+from promptrobust.engine.serving.backends.base import (  # noqa: E402
     BackendError,
     RequestFailedError,
     TransientBackendError,
     cut_least_padding,
 )
-from promptrobust.engine.retry import RetryPolicy  # noqa: E402
-from promptrobust.engine.types import Completion, request_key  # noqa: E402
+from promptrobust.engine.serving.retry import RetryPolicy  # noqa: E402
+from promptrobust.engine.serving.types import Completion, request_key  # noqa: E402
 
 QUICK = RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.0, jitter=0.0)
 

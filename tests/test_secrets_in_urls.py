@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.backends.openai_backend import OpenAIBackend
-from promptrobust.engine.redact import redact_text, redact_url, scrub
+from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.safe_io.redact import redact_text, redact_url, scrub
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]

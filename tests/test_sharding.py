@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.cache import cache_keys, merge_caches
-from promptrobust.engine.session import Session
-from promptrobust.engine.sharding import (
+from promptrobust.engine.serving.cache import cache_keys, merge_caches
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.runs.sweep.sharding import (
     Shard,
     ShardError,
     cell_shard,
@@ -18,7 +18,8 @@ from promptrobust.engine.sharding import (
     select_jobs,
     shard_config,
 )
-from promptrobust.engine.sweep import SweepConfig, run_sweep
+from promptrobust.engine.runs.sweep.config import SweepConfig
+from promptrobust.engine.runs.sweep.runner import run_sweep
 from promptrobust.testing import CountingBackend
 from tests.sweep_helpers import hashed_answer, records, small_config, stable
 
@@ -138,7 +139,7 @@ def test_a_torn_shard_is_resumed_and_the_merge_catches_up(tmp_path: Path, capsys
 
 
 def test_merge_keeps_one_record_per_key_and_prefers_finished_over_failed(tmp_path: Path) -> None:
-    from promptrobust.engine.records import append_jsonl
+    from promptrobust.engine.measuring.records import append_jsonl
 
     def row(job: str, prompt: str, status: str = "attacked") -> dict:
         return {"job_id": job, "prompt_id": prompt, "status": status, "model": "m", "dataset": "d", "attack": "a",
@@ -157,8 +158,8 @@ def test_merge_keeps_one_record_per_key_and_prefers_finished_over_failed(tmp_pat
 def test_merge_refuses_shards_of_different_sweeps_and_non_sweep_folders(tmp_path: Path) -> None:
     import orjson
 
-    from promptrobust.engine.records import append_jsonl
-    from promptrobust.engine.sweep import config_dict
+    from promptrobust.engine.measuring.records import append_jsonl
+    from promptrobust.engine.runs.sweep.config import config_dict
 
     a, b = tmp_path / "a", tmp_path / "b"
     for folder, limit in ((a, 6), (b, 7)):
@@ -213,7 +214,7 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
     import time
 
     from promptrobust.cli.main import main
-    from promptrobust.engine.sweep import load_config
+    from promptrobust.engine.runs.sweep.config import load_config
     from promptrobust.testing import FakeOpenAIServer
     from tests.sweep_helpers import hashed_text_answer
 
@@ -267,9 +268,9 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
 def test_shards_may_differ_in_where_models_are_served_but_not_in_what_is_measured(tmp_path: Path) -> None:
     import orjson
 
-    from promptrobust.engine.records import append_jsonl
-    from promptrobust.engine.settings import SchedulerSettings
-    from promptrobust.engine.sweep import config_dict
+    from promptrobust.engine.measuring.records import append_jsonl
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+    from promptrobust.engine.runs.sweep.config import config_dict
 
     def shard(name: str, model_args: str, concurrency: int) -> Path:
         folder = tmp_path / name

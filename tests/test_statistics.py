@@ -9,7 +9,7 @@ from statistics import mean, stdev
 import numpy as np
 import pytest
 
-from promptrobust.engine.analysis.statistics import (
+from promptrobust.engine.measuring.statistics import (
     AT_CHANCE_NOTE,
     StatisticsError,
     is_at_chance,

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
-from promptrobust.engine.records import read_jsonl
+from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]

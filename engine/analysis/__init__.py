@@ -9,6 +9,6 @@
 - ``scoring`` and ``sources``: what those share (scoring pairs with their
   statistics; reading attack records of earlier runs).
 
-Nothing is imported here, so ``import promptrobust.engine.analysis.statistics``
+Nothing is imported here, so ``import promptrobust.engine.measuring.statistics``
 stays light.
 """

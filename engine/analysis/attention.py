@@ -28,7 +28,7 @@ from typing import Any
 
 from promptrobust.attacks.words import tokenize
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.requests import answer_continuation
+from promptrobust.engine.measuring.requests import answer_continuation
 
 METHODS = ("gradient", "deletion")
 
@@ -320,7 +320,7 @@ def render_png(rows: Sequence[tuple[str, WordImportance]], method: str, path: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from promptrobust.engine.output_safety import PLOT_RC
+    from promptrobust.engine.safe_io.output_safety import PLOT_RC
 
     matplotlib.rcParams.update(PLOT_RC)  # tokens are data: never TeX or mathtext
 
@@ -452,7 +452,7 @@ def answer_word(task: Any, sample: Any) -> str:
 
 def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, *, device: str = "cpu") -> tuple[Any, Any, bool, Any]:
     """(model, tokenizer, chat, spec) of an hf model (gradients need the weights in-process)."""
-    from promptrobust.engine.registry import resolve_model
+    from promptrobust.engine.serving.registry import resolve_model
 
     spec = resolve_model(model, model_args)
     if spec.backend != "hf":
@@ -469,7 +469,7 @@ def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, 
     chat = spec.args.get("chat")
     ref: str | Path = spec.model
     if spec.embedded:
-        from promptrobust.engine.model_store import ensure_embedded
+        from promptrobust.engine.serving.model_store import ensure_embedded
 
         emb = ensure_embedded(spec.model)
         ref = emb.path
@@ -496,8 +496,8 @@ def compare_prompts(
     """Word importance of ``clean`` and ``adversarial`` on sample ``sample_index``
     of ``settings`` (an ``EvaluationSettings``; a base model without explicit
     shots gets the paper's 3)."""
-    from promptrobust.engine.session import few_shot
-    from promptrobust.engine.settings import EvaluationSettings
+    from promptrobust.engine.runs.session import few_shot
+    from promptrobust.engine.measuring.settings import EvaluationSettings
     from promptrobust.tasks.registry import get_task
 
     settings = settings or EvaluationSettings()

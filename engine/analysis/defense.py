@@ -20,12 +20,11 @@ from typing import Any
 
 from promptrobust.engine.analysis.scoring import (
     ProgressSink,
-    apdr_rows,
-    pair_record,
     prepare,
     score_prompts,
     summed_counters,
 )
+from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.analysis.sources import (
     SourceRecord,
     SourceSettings,
@@ -33,9 +32,9 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.records import AttackRecord
-from promptrobust.engine.run_folder import now
-from promptrobust.engine.run_results import identities, records_document
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import now
+from promptrobust.engine.runs.run_results import identities, records_document
 
 __all__ = ["DefenseResult", "defend", "defense_row"]
 
@@ -91,7 +90,7 @@ async def defend(
     """Spell-correct the adversarial prompts of ``sources`` and score all three
     prompts on ``model`` (None: each record on the model that produced it)."""
     from promptrobust.attacks.defense import SpellCheckDefense
-    from promptrobust.engine.workbench import protected_words
+    from promptrobust.engine.measuring.workbench import protected_words
 
     settings = settings or SourceSettings()
     paths = [s for s in sources if not isinstance(s, SourceRecord)]
@@ -126,11 +125,10 @@ async def defend(
                 r = s.record
                 fixed = fixes[r.adversarial_prompt]
                 clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
-                undefended = pair_record(bench, prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
+                undefended = bench.pair(prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
                                          kind="defense", defense="none")
                 records.append(
-                    pair_record(
-                        bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                    bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
                         clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
                         kind="defense", defense=defense.name, source_model=r.model,
                         settings={

@@ -24,15 +24,14 @@ from promptrobust.engine.analysis.scoring import (
     AnalysisInputError,
     ProgressSink,
     PromptScore,
-    apdr_rows,
-    pair_record,
     prepare,
     score_prompts,
 )
-from promptrobust.engine.records import AttackRecord
-from promptrobust.engine.run_folder import now
-from promptrobust.engine.run_results import identities, records_document
-from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.statistics import apdr_rows
+from promptrobust.engine.measuring.records import now
+from promptrobust.engine.runs.run_results import identities, records_document
+from promptrobust.engine.measuring.settings import EvaluationSettings
 
 __all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
 
@@ -293,7 +292,7 @@ async def evaluate_prompts(
     """
     import time
 
-    from promptrobust.engine.registry import DEFAULT_MODEL
+    from promptrobust.engine.serving.registry import DEFAULT_MODEL
     from promptrobust.tasks.registry import canonical_name
 
     settings = settings or EvaluationSettings()
@@ -320,8 +319,7 @@ async def evaluate_prompts(
     )
     if items[0].is_pair:
         result.records = [
-            pair_record(
-                bench, prompt_id=it.id, attack=it.attack, clean=scores[it.clean], adversarial=scores[it.adversarial],  # type: ignore[index]
+            bench.pair(prompt_id=it.id, attack=it.attack, clean=scores[it.clean], adversarial=scores[it.adversarial],  # type: ignore[index]
                 prompt_type=it.prompt_type, settings={"analysis": "eval"}, extra=it.extra, kind="pair",
             )
             for it in items

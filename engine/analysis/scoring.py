@@ -17,19 +17,14 @@ from typing import Any, Protocol
 
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.analysis.report.tables import Table
-from promptrobust.engine.analysis.statistics import summarize_pdrs
-from promptrobust.engine.records import AttackRecord, Cost
-from promptrobust.engine.settings import EvaluationSettings
+from promptrobust.engine.measuring.records import Cost
+from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.base import Prompt
 
 __all__ = [
     "AnalysisInputError",
     "PromptScore",
     "ProgressSink",
-    "apdr_rows",
-    "field_of",
-    "format_apdr",
-    "pair_record",
     "prepare",
     "score_prompts",
     "summed_counters",
@@ -90,54 +85,6 @@ async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: boo
         log = tuple(dict(vars(r)) for r in s.evaluation.records) if keep_samples else ()
         out[s.prompt.text] = PromptScore(s.prompt.text, c.score, c.sample_scores, c.ci95, c.at_chance, c.unparseable, s.cost, log)
     return out
-
-
-def pair_record(bench: Any, **pair: Any) -> AttackRecord:
-    """``Workbench.pair`` (kept for callers of release 0.1)."""
-    return bench.pair(**pair)
-
-
-def field_of(record: Any, key: str) -> Any:
-    """A record's value for a grouping key: a field, else its ``extra`` or ``settings`` entry."""
-    if hasattr(record, key):
-        return getattr(record, key)
-    for holder in ("extra", "settings"):
-        values = getattr(record, holder, None) or {}
-        if key in values:
-            return values[key]
-    return None
-
-
-def apdr_rows(records: Sequence[Any], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
-    """APDR per group (first-seen order): ``statistics.summarize_pdrs`` of each
-    group's records, so the numbers equal what ``pre report`` prints."""
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for r in records:
-        groups.setdefault(tuple(get(r, k) for k in by), []).append(r)
-    out = []
-    for key, members in groups.items():
-        s = summarize_pdrs(members)
-        out.append(
-            {
-                **dict(zip(by, key)), "n": s.n, "n_prompts": s.n_prompts, "skipped": len(members) - s.n,
-                "pdr_mean": s.mean, "pdr_std": s.std,
-                "pdr_ci95_low": s.ci95[0] if s.ci95 else None, "pdr_ci95_high": s.ci95[1] if s.ci95 else None,
-            }
-        )
-    return out
-
-
-def format_apdr(row: Mapping[str, Any], digits: int = 2) -> str:
-    """'0.31 ± 0.12 [0.20, 0.43]' (mean ± sample std, 95% interval), the PDR
-    alone for one record, '–' for none: the same text as a ``pre report`` cell."""
-    mean, std = row.get("pdr_mean"), row.get("pdr_std")
-    if mean is None:
-        return "–"
-    if std is None or row.get("n", 0) < 2:
-        return f"{mean:.{digits}f}"
-    lo, hi = row.get("pdr_ci95_low"), row.get("pdr_ci95_high")
-    ci = "–" if lo is None else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
-    return f"{mean:.{digits}f} ± {std:.{digits}f} {ci}"
 
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:

@@ -16,8 +16,9 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.analysis.scoring import AnalysisInputError
-from promptrobust.engine.records import AttackRecord, read_jsonl, results_files
-from promptrobust.engine.settings import EvaluationSettings, SettingsError
+from promptrobust.engine.measuring.records import AttackRecord, read_jsonl, results_files
+from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.errors import SettingsError
 
 __all__ = ["SourceRecord", "SourceSettings", "load_source_records", "select_sources"]
 

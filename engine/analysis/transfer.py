@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.analysis.scoring import ProgressSink, apdr_rows, pair_record, prepare, score_prompts
+from promptrobust.engine.analysis.scoring import ProgressSink, prepare, score_prompts
+from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.analysis.sources import (
     SourceRecord,
     SourceSettings,
@@ -25,9 +26,9 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.records import AttackRecord
-from promptrobust.engine.run_folder import now
-from promptrobust.engine.run_results import identities, records_document
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import now
+from promptrobust.engine.runs.run_results import identities, records_document
 
 __all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
 
@@ -101,8 +102,7 @@ async def transfer(
             for s in members:
                 r = s.record
                 records.append(
-                    pair_record(
-                        bench, prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                    bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
                         clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
                         settings={"analysis": "transfer", **source_fields(s)}, extra=dict(r.extra),
                         kind="transfer", source_model=r.model,

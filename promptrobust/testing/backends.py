@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from promptrobust.engine.backends.base import Backend
-from promptrobust.engine.types import Completion, ModelIdentity, Request
+from promptrobust.engine.serving.backends.base import Backend
+from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 from promptrobust.tasks.base import Metric, Sample, Task
 
 

@@ -24,7 +24,7 @@ from promptrobust.engine.analysis.report.tables import (
     prompts_table,
     transfer_tables,
 )
-from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE
+from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE
 
 
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 
-from promptrobust.engine.analysis.statistics import is_at_chance, record_status
+from promptrobust.engine.measuring.statistics import is_at_chance, record_status
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.records import infer_kind
-from promptrobust.engine.run_folder import FORMAT as RESULTS_FORMAT
-from promptrobust.engine.settings import MeasurementSettings, int_or_none as _int_or_none
+from promptrobust.engine.measuring.records import infer_kind
+from promptrobust.engine.runs.run_folder import FORMAT as RESULTS_FORMAT
+from promptrobust.engine.measuring.settings import MeasurementSettings, int_or_none as _int_or_none
 
 RESULT_NAMES = ("results.jsonl", "results.json")
 REQUIRED = ("model", "dataset", "attack", "clean_prompt")
@@ -174,7 +174,7 @@ def legacy_run_key(rec: Mapping[str, Any]) -> str:
 
 
 def _record_rows(path: Path, has_jsonl: set[Path]) -> list[dict[str, Any]]:
-    from promptrobust.engine.records import read_jsonl  # warns on a torn last line
+    from promptrobust.engine.measuring.records import read_jsonl  # warns on a torn last line
 
     if path.name == "results.jsonl":
         return read_jsonl(path)

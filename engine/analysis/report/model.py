@@ -80,7 +80,7 @@ class Report:
 
     def markdown(self) -> str:
         """Every table as Markdown, sections headed by their setting."""
-        from promptrobust.engine.output_safety import markdown_text as md
+        from promptrobust.engine.safe_io.output_safety import markdown_text as md
 
         lines = ["# promptrobust report", "", *(f"- {md(m)}" for m in self.meta), ""]
         lines += [f"> {md(n)}\n" for n in self.notes]
@@ -111,7 +111,7 @@ class Report:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReportInputError(f"cannot create report folder {out} ({exc.strerror}): choose a writable folder") from None
-        from promptrobust.engine.atomic_io import Staged
+        from promptrobust.engine.safe_io.atomic_io import Staged
 
         # Every file to a temporary first, all renamed at the end: a full disk or a kill
         # leaves the previous report whole (no 0-byte PNG, no report without its HTML).

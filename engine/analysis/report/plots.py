@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from promptrobust.engine.output_safety import PLOT_RC
+from promptrobust.engine.safe_io.output_safety import PLOT_RC
 
 # Labels are data (attack names from a pairs file, prompt ids): never TeX or mathtext.
 matplotlib.rcParams.update(PLOT_RC)

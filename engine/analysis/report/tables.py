@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.output_safety import csv_cell, markdown_text
-from promptrobust.engine.analysis.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
+from promptrobust.engine.safe_io.output_safety import csv_cell, markdown_text
+from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
 
 ALL = "all"
 MISSING = "–"
@@ -90,7 +90,7 @@ class Table:
         return fh.getvalue().encode("utf-8")
 
     def write_csv(self, folder: str | os.PathLike[str]) -> Path:
-        from promptrobust.engine.atomic_io import write_bytes
+        from promptrobust.engine.safe_io.atomic_io import write_bytes
 
         return write_bytes(Path(folder) / f"{self.name}.csv", self.csv_bytes())
 

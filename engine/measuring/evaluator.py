@@ -1,0 +1,269 @@
+"""Prompts x samples -> requests -> per-sample scores -> a metric per prompt.
+
+The evaluator is the bridge between tasks and the scheduler, and it is the
+``PromptScorer`` the attacks talk to: ``await evaluator(prompts, to_beat=x)``
+scores all candidates of a search step as one stream of requests, evaluates
+them over the data in chunks, and stops candidates that can no longer win
+(``engine.early_stop``), which keeps the attack's result identical to
+exhaustive evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from promptrobust.attacks.base import CandidateScore
+from promptrobust.engine import progress as _progress
+from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
+from promptrobust.engine.measuring.requests import Mode, RequestBuilder
+from promptrobust.engine.serving.scheduler import JobCounters, Scheduler
+from promptrobust.engine.serving.types import Completion, Request
+from promptrobust.tasks.base import ParserName, Sample, Task
+
+__all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord", "label_of_highest"]
+
+def label_of_highest(task: Task, logprobs: Sequence[float]) -> Any:
+    """The task label whose choice has the highest log-probability (the first one on a tie)."""
+    return task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
+
+
+#: Models already reported as unable to score label log-probs (one warning each).
+_WARNED_NO_LOGPROBS: set[str] = set()
+
+
+@dataclass
+class SampleRecord:
+    """What happened on one sample (for ``--log-samples``)."""
+
+    sample_id: str
+    input: str
+    target: Any
+    answer: str | None
+    choice_logprobs: list[float] | None
+    prediction: Any
+    score: float
+
+
+@dataclass
+class PromptEvaluation:
+    prompt: str
+    score: float
+    samples: int
+    unparseable: int
+    records: list[SampleRecord] = field(default_factory=list)
+    sample_scores: list[float] = field(default_factory=list)
+    """Per-sample scores in sample order (for intervals and paired tests)."""
+
+
+@dataclass
+class EvaluatorCost:
+    """What the attack's queries cost; copied into result records."""
+
+    candidate_evaluations: int = 0  # distinct candidate prompts scored
+    duplicate_candidates: int = 0  # identical candidates answered once
+    samples_evaluated: int = 0  # (candidate, sample) pairs actually scored
+    saved_by_early_stopping: int = 0  # (candidate, sample) pairs never requested
+    pruned_candidates: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def warn_no_logprobs(name: str) -> None:
+    """Say once per model and process (not per attack job) that it generates instead of scoring labels."""
+    if name not in _WARNED_NO_LOGPROBS:
+        _WARNED_NO_LOGPROBS.add(name)
+        import logging
+
+        logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate", name)
+
+
+class Evaluator:
+    """Scores prompts on one task's samples through one model's scheduler."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        task: Task,
+        samples: Sequence[Sample],
+        *,
+        mode: Mode = "choices",
+        parser: ParserName = "last_word",
+        chat: bool | None = None,
+        examples: Sequence[Sample] = (),
+        chunk_size: int = 32,
+        early_stopping: bool = True,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        system_instruction: str | None = None,
+    ) -> None:
+        if mode not in ("choices", "generate"):
+            raise ValueError(f"unknown mode {mode!r}: use 'choices' or 'generate'")
+        if mode == "choices" and not task.supports_choices:
+            raise ValueError(
+                f"task {task.name} has no fixed label set, so --mode choices cannot score it; use --mode generate"
+            )
+        if not samples:
+            raise ValueError(f"task {task.name} has no samples to evaluate")
+        if mode == "choices" and not scheduler.backend.supports_choice_scoring:
+            # Issue 12: a model that cannot score labels (an API server without log-probs,
+            # decided once at start) generates instead; `mode` and so the records say so.
+            warn_no_logprobs(scheduler.backend.identity.name)
+            mode = "generate"
+        self.scheduler = scheduler
+        self.task = task
+        self.samples = list(samples)
+        self.parser: ParserName = parser
+        self.chunk_size = max(1, chunk_size)
+        self.early_stopping = early_stopping
+        self.cost = EvaluatorCost()
+        self.requests = JobCounters()
+        self.unparseable = 0
+        chat = scheduler.backend.is_chat if chat is None else chat
+        self.builder = RequestBuilder(task, mode=mode, chat=chat, examples=examples, max_tokens=max_tokens,
+                                      stop=stop, system_instruction=system_instruction)
+
+    @property
+    def mode(self) -> Mode:
+        return self.builder.mode
+
+    @property
+    def chat(self) -> bool:
+        """Whether inputs go to the model as chat messages (else completion text)."""
+        return self.builder.chat
+
+    @property
+    def examples(self) -> list[Sample]:
+        return self.builder.examples
+
+    # -- requests ----------------------------------------------------------------
+    def build_request(self, prompt: str, sample: Sample) -> Request:
+        return self.builder.build(prompt, sample)
+
+    def interpret(self, completion: Completion) -> tuple[Any, str | None]:
+        """The prediction read from a completion, and the answer text if any."""
+        if completion.choice_logprobs is not None:
+            return label_of_highest(self.task, completion.choice_logprobs), None
+        text = completion.text or ""
+        return self.task.parse(text, self.parser), text
+
+    def _sample_score(self, completion: Completion, sample: Sample) -> tuple[float, Any, str | None]:
+        prediction, text = self.interpret(completion)
+        if prediction is None:
+            self.unparseable += 1
+        return float(self.task.metric.sample_score(prediction, sample)), prediction, text
+
+    # -- one prompt, all samples ---------------------------------------------------
+    async def evaluate(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
+        """Score one prompt on every sample (no early stopping)."""
+        self.cost.candidate_evaluations += 1
+        return await self._full_pass(prompt, keep_records=keep_records)
+
+    async def _full_pass(self, prompt: str, *, keep_records: bool = False) -> PromptEvaluation:
+        requests = [self.build_request(prompt, s) for s in self.samples]
+        _progress.planned(len(requests))
+        completions = await self.scheduler.submit_many(requests, counters=self.requests)
+        self.cost.samples_evaluated += len(self.samples)
+        predictions: list[Any] = []
+        scores: list[float] = []
+        records: list[SampleRecord] = []
+        for request, completion, sample in zip(requests, completions, self.samples):
+            score, prediction, text = self._sample_score(completion, sample)
+            predictions.append(prediction)
+            scores.append(score)
+            if keep_records:
+                records.append(
+                    SampleRecord(
+                        sample_id=sample.id,
+                        input=request.input_text(),
+                        target=sample.target,
+                        answer=text,
+                        choice_logprobs=list(completion.choice_logprobs) if completion.choice_logprobs else None,
+                        prediction=prediction,
+                        score=score,
+                    )
+                )
+        if self.task.metric.decomposable:
+            total = math.fsum(scores) / len(scores)
+        else:
+            total = float(self.task.metric.corpus_score(predictions, self.samples))
+        unparseable = sum(p is None for p in predictions)
+        return PromptEvaluation(prompt, total, len(self.samples), unparseable, records, scores)
+
+    # -- many candidates: the PromptScorer -------------------------------------------
+    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+        """Score candidate prompts; see ``attacks.base.PromptScorer`` for the contract.
+
+        With ``to_beat=None`` every candidate is scored exactly (the search needs
+        full scores, e.g. to rank word importance). Otherwise candidates that
+        cannot end strictly below ``to_beat`` and below every earlier candidate
+        are stopped early.
+        """
+        unique = list(dict.fromkeys(prompts))
+        self.cost.duplicate_candidates += len(prompts) - len(unique)
+        self.cost.candidate_evaluations += len(unique)
+        if not self.task.metric.decomposable:
+            exact = {p: (await self._full_pass(p)).score for p in unique}
+            return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
+
+        n = len(self.samples)
+        asked_before = self.requests.requests
+        _progress.planned(len(unique) * n)  # progress: the most this call can ask; corrected below
+        try:
+            return await self._candidates(prompts, unique, n, to_beat)
+        finally:
+            _progress.planned(self.requests.requests - asked_before - len(unique) * n)
+
+    def search_step(self, **fields: Any) -> None:
+        """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
+        _progress.search_step(**fields)
+
+    async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None) -> list[CandidateScore]:
+        progress = [CandidateProgress(total=n) for _ in unique]
+        may_stop = self.early_stopping and to_beat is not None
+        while True:
+            plan = self._next_round(progress, leader_first=may_stop)
+            if not plan:
+                break
+            requests = [self.build_request(unique[i], self.samples[j]) for i, js in plan for j in js]
+            completions = await self.scheduler.submit_many(requests, counters=self.requests)
+            self.cost.samples_evaluated += len(requests)
+            it = iter(completions)
+            for i, js in plan:
+                for j in js:
+                    score, _, _ = self._sample_score(next(it), self.samples[j])
+                    progress[i].scores.append(score)
+            if may_stop:
+                for i in prune(progress, to_beat):
+                    self.cost.pruned_candidates += 1
+                    self.cost.saved_by_early_stopping += n - progress[i].seen
+
+        by_prompt = {
+            p: CandidateScore(p, c.lower(), c.complete, c.seen) for p, c in zip(unique, progress)
+        }
+        return [by_prompt[p] for p in prompts]
+
+    def _next_round(self, progress: list[CandidateProgress], *, leader_first: bool) -> list[tuple[int, range]]:
+        """Which samples each unfinished candidate is scored on next, as one batch.
+
+        Every candidate advances by one chunk. With early stopping, after the
+        first chunk the candidate that looks best so far (lowest mean) is also
+        finished in the same batch: its exact score is then a tight bound that
+        the others can be stopped against long before the data runs out (in
+        lockstep, nobody finishes before the last chunk). Which candidates are
+        stopped stays decided by ``prune`` alone, so the order of evaluation
+        never changes the result, only how early losers stop.
+        """
+        n = len(self.samples)
+        active = [i for i, c in enumerate(progress) if not c.stopped and not c.complete]
+        if not active:
+            return []
+        plan = {i: range(progress[i].seen, min(n, progress[i].seen + self.chunk_size)) for i in active}
+        started = all(progress[i].seen > 0 for i in active)
+        if leader_first and started and len(active) > 1:
+            leader = min(active, key=lambda i: (math.fsum(progress[i].scores) / progress[i].seen, i))
+            plan[leader] = range(progress[leader].seen, n)
+        return [(i, plan[i]) for i in active]

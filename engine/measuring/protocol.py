@@ -1,0 +1,146 @@
+"""The paper's protocol: score a prompt set, attack the top k.
+
+It sits on ``engine.measuring.workbench`` (the one owner of measuring):
+
+- ``rank_prompts``: clean score of every prompt (``Workbench.score_prompts``), best first;
+- ``run_protocol``: every requested attack on the top k (``Workbench.attack``), writing
+  each record through a callback the moment it exists.
+
+``pre run --attack``, every sweep job and the Python API call these, so a
+record means the same thing wherever it was made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from promptrobust.engine import progress
+from promptrobust.engine.measuring.evaluator import PromptEvaluation
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.serving.scheduler import identity_of
+from promptrobust.engine.measuring.records import now as now_iso
+from promptrobust.engine.measuring.settings import AttackSettings
+from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, failed_record
+from promptrobust.tasks.base import Prompt
+
+__all__ = ["ProtocolResult", "RecordSink", "rank_prompts", "run_protocol"]
+
+RecordSink = Callable[[AttackRecord], Awaitable[None] | None]
+
+
+async def rank_prompts(
+    bench: Workbench,
+    prompts: Sequence[Prompt],
+    *,
+    on_prompt_done: Callable[[CleanScore], None] | None = None,
+    keep_records: bool = False,
+    evaluations: list[PromptEvaluation] | None = None,
+) -> list[CleanScore]:
+    """Clean score of every prompt of a set (``Workbench.score_prompts``), best first (the
+    paper attacks the top k). ``evaluations``, when given, receives each prompt's full
+    evaluation in input order."""
+    progress.phase(f"ranking {len(prompts)} prompts on {len(bench.samples)} samples")
+    done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
+    scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
+    if evaluations is not None:
+        evaluations.extend(s.evaluation for s in scored)
+    return sorted((s.clean for s in scored), key=lambda c: -c.score)
+
+
+# -- the whole protocol -----------------------------------------------------------------
+
+
+@dataclass
+class ProtocolResult:
+    """Clean scores of the prompt set and one record per (attacked prompt, attack)."""
+
+    settings: dict[str, Any]
+    clean: list[CleanScore]
+    records: list[AttackRecord] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    attack_settings: AttackSettings | None = None
+    measurement: dict[str, Any] = field(default_factory=dict)
+    """``MeasurementSettings`` of the attacks (with their budget)."""
+    chance_rate: float | None = None
+    model_identity: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
+    held_out_clean: list[dict[str, Any]] | None = None
+    """With ``AttackSettings.holdout``: the top-k prompts' held-out clean scores (engine/measuring/holdout.py)."""
+
+    @property
+    def failures(self) -> list[AttackRecord]:
+        return [r for r in self.records if r.status == "failed"]
+
+    @property
+    def skipped(self) -> list[AttackRecord]:
+        return [r for r in self.records if r.status == "skipped_clean_zero"]
+
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+async def run_protocol(
+    bench: Workbench,
+    prompts: Sequence[Prompt],
+    settings: AttackSettings,
+    *,
+    ranked: list[CleanScore] | None = None,
+    on_record: RecordSink | None = None,
+    on_event: Callable[[str], None] = lambda message: None,
+    skip: Callable[[Prompt, str], bool] = lambda prompt, attack: False,
+    fail_fast: tuple[type[BaseException], ...] = (),
+    semantic_prompts: SemanticPrompts | None = None,
+) -> ProtocolResult:
+    """Rank ``prompts`` (unless ``ranked`` is given: a sweep shares one ranking per
+    cell), then run every attack of ``settings`` on the top k. A failing attack
+    becomes a ``failed`` record and the others go on; exception types in
+    ``fail_fast`` (e.g. interrupts) propagate."""
+    started, began = time.monotonic(), now_iso()
+    held = None
+    if settings.holdout:  # search on one part of the samples, re-score on the rest (engine/measuring/holdout.py)
+        from promptrobust.engine.measuring.holdout import SPLIT_RULE, held_out_ranking, split_workbench
+
+        bench, held = split_workbench(bench, settings.holdout)
+    if ranked is None:
+        on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+        ranked = await rank_prompts(bench, prompts)
+    result = ProtocolResult(
+        settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
+        measurement=bench.measurement_facts(replace(bench.measurement(), budget=settings.budget, searched=True)),
+        model_identity=identity_of(bench.scheduler), started=began,
+    )
+    if held is not None:
+        result.settings.update(holdout=settings.holdout, held_out_samples=len(held.samples), holdout_split=SPLIT_RULE)
+        on_event(f"scoring the top {settings.top_k} prompts on {len(held.samples)} held-out samples")
+        result.held_out_clean = await held_out_ranking(held, ranked, settings.top_k)
+    for clean in ranked[: settings.top_k]:
+        for name in settings.attacks:
+            if skip(clean.prompt, name):
+                continue
+            on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
+            progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
+            try:
+                record = await bench.attack(clean.prompt, name, settings, clean=clean,
+                                            semantic_prompts=semantic_prompts if name == "semantic" else None)
+            except fail_fast:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
+                record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
+                on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
+            if held is not None and record.status == "attacked":
+                from promptrobust.engine.measuring.holdout import held_out_pair
+
+                record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)
+            result.records.append(record)
+            if on_record is not None:
+                maybe = on_record(record)
+                if maybe is not None:
+                    await maybe
+    result.wall_seconds = time.monotonic() - started
+    return result

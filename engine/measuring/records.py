@@ -1,0 +1,288 @@
+"""The one result record, and the one reader and writer of record files.
+
+An ``AttackRecord`` holds one measurement: a clean prompt, the prompt an attack
+(or a transfer, a defense, a pairs file) put against it, both scores with
+their 95% intervals, the PDR, the settings under which it was made, and what
+it cost. Its ``kind`` says which measurement it is:
+
+- ``attack``: an attack's own search found the adversarial prompt (``pre run --attack``, sweeps);
+- ``pair``: a given clean/adversarial pair was scored (``pre eval --prompts PAIRS``);
+- ``transfer``: an adversarial prompt found on ``source_model`` was scored on another model;
+- ``defense``: the adversarial prompt was repaired by ``defense`` before scoring.
+
+Reports group by (kind, ``MeasurementSettings``) and never pool kinds.
+
+Rows written before records carried a kind (release 0.1.0) get one inferred
+from what they hold (``infer_kind``), in this order: the ``settings`` entry
+``analysis`` ("transfer", "defense", "eval" -> pair) that 0.1.0 wrote; else a
+``settings`` entry ``undefended_prompt`` or ``defense`` -> defense, or
+``source_model`` -> transfer; else ``adversarial_given`` true -> pair; else
+attack. Records are appended to ``results.jsonl`` the moment they exist (one
+flushed line each, so a crash loses nothing finished; ``cost`` stays a nested
+object there) and consolidated into ``results.parquet`` (cost flattened into
+columns) for analysis with polars.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, MeasurementSettings
+
+Status = Literal["attacked", "skipped_clean_zero", "failed"]
+Kind = Literal["attack", "pair", "transfer", "defense"]
+KINDS: tuple[str, ...] = ("attack", "pair", "transfer", "defense")
+
+
+def now() -> str:
+    """The time now in UTC, as every record and results document writes it (ISO 8601, seconds)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def infer_kind(row: Mapping[str, Any]) -> str:
+    """The kind of a row that does not say (written before 0.2); the rule is in the module docstring."""
+    kind = row.get("kind")
+    if kind in KINDS:
+        return str(kind)
+    settings = row.get("settings") if isinstance(row.get("settings"), Mapping) else {}
+    analysis = settings.get("analysis")
+    if analysis in ("transfer", "defense"):
+        return str(analysis)
+    if analysis == "eval":
+        return "pair"
+    if "undefended_prompt" in settings or "defense" in settings:
+        return "defense"
+    if "source_model" in settings:
+        return "transfer"
+    if row.get("adversarial_given"):
+        return "pair"
+    return "attack"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one record's measurement cost (its own, not its batch's)."""
+
+    candidate_evaluations: int = 0
+    """Candidate prompts scored (the query budget used)."""
+    model_requests: int = 0
+    """(prompt, sample) requests asked for."""
+    requests_sent: int = 0
+    """Of those, sent to the backend."""
+    cache_hits: int = 0
+    deduplicated: int = 0
+    saved_by_early_stopping: int = 0
+    """(candidate, sample) pairs never requested thanks to exact early stopping."""
+    pruned_candidates: int = 0
+    samples_evaluated: int = 0
+    """(candidate, sample) pairs scored, the clean prompt included."""
+    wall_seconds: float = 0.0
+    """This record's own wall time."""
+    shared: bool = False
+    """The record's work was shared with other records (pairs, transfers, defenses: every
+    prompt is scored once for all the records that use it, all at the same time), so no
+    cost is its own: every count here is left at 0. The run's totals are in results.json."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Cost":
+        data = data or {}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if data.get(f.name) is not None})
+
+
+@dataclass
+class AttackRecord:
+    """One (model, dataset, prompt, attack) measurement."""
+
+    model: str
+    dataset: str
+    prompt_id: str
+    attack: str
+    clean_prompt: str
+    clean_score: float
+    adversarial_prompt: str = ""
+    adversarial_score: float | None = None
+    pdr: float | None = None
+    """1 - adversarial / clean; negative when the attack helped; None when not attacked."""
+    status: Status = "attacked"
+    error: str | None = None
+    backend: str = ""
+    prompt_type: str = "task"
+    shots: int = 0
+    mode: str = "generate"
+    parser: str | None = "last_word"
+    max_new_tokens: int | None = None
+    input_format: str = ""
+    stop: list[str] | None = None
+    """generate mode: stop sequences other than the task's own (``--gen_kwargs until=``)."""
+    system_instruction: str | None = None
+    """Text sent before every input (``--system_instruction``)."""
+    label_scoring: str | None = None
+    """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
+    samples: int = 0
+    metric: str = ""
+    seed: int = 0
+    budget: int | None = None
+    """Candidate evaluations allowed; None = unlimited (promptbench)."""
+    early_stopping: str = "exact"
+    clean_ci95: list[float] | None = None
+    adversarial_ci95: list[float] | None = None
+    pdr_ci95: list[float] | None = None
+    mcnemar_p: float | None = None
+    chance_rate: float | None = None
+    at_chance: bool = False
+    clean_sample_scores: list[float] = field(default_factory=list)
+    adversarial_sample_scores: list[float] = field(default_factory=list)
+    cost: Cost = field(default_factory=Cost)
+    budget_exhausted: bool = False
+    perturbed_words: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The attack's settings, deviations from its recipe included."""
+    prompt_scores: list[list[Any]] = field(default_factory=list)
+    """Semantic: [language, prompt, score] of every prompt tried."""
+    job_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free columns carried from the input (e.g. a pairs file's source_model)."""
+    adversarial_given: bool = False
+    """The adversarial prompt was an input (a pairs file, a transfer, a defense), not found by a search."""
+    kind: str = ""
+    """attack, pair, transfer or defense (see the module docstring); inferred when left empty."""
+    source_model: str | None = None
+    """transfer (and defense of a transferred record): the model the adversarial prompt was found on."""
+    defense: str | None = None
+    """defense: the defense's name (e.g. spellcheck)."""
+    sample_selection: str = DEFAULT_SAMPLE_SELECTION
+    attack_options: dict[str, str] = field(default_factory=dict)
+    """attack: the options the attack was built with (``--attack-option``)."""
+    run_key: str = ""
+    # -- meaning checks and held-out samples (issue 23) --
+    substitutions: list[list[str]] = field(default_factory=list)
+    """[old, new] text of every changed stretch of the prompt."""
+    final_similarity: dict[str, Any] = field(default_factory=dict)
+    """The adversarial prompt's whole-prompt sentence similarity to the clean one."""
+    held_out: dict[str, Any] | None = None
+    """The clean and adversarial prompts re-scored on samples the search never saw."""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = infer_kind(self.to_dict())
+        if self.kind not in KINDS:
+            raise ValueError(f"record kind must be one of {', '.join(KINDS)} (got {self.kind!r})")
+        if self.kind == "transfer" and self.source_model is None:
+            self.source_model = self.settings.get("source_model")
+        if self.kind == "defense" and self.defense is None:
+            self.defense = self.settings.get("defense")
+        if not self.run_key:
+            self.run_key = self.measurement_key()
+
+    @property
+    def measurement(self) -> MeasurementSettings:
+        """The settings this number was made under, as they apply to its kind (the grouping key)."""
+        return MeasurementSettings.of(self.to_dict()).for_kind(self.kind)
+
+    def measurement_key(self) -> str:
+        """Same key = a rerun of the same measurement (reports count it once): the
+        kind, what was measured (model, dataset, prompts, attack, source, defense)
+        and the ``MeasurementSettings``. The adversarial prompt is part of it when it
+        was given rather than searched for, so two pairs on one clean prompt stay two."""
+        parts = [
+            self.kind, self.adversarial_prompt if self.kind != "attack" else "",
+            self.model, self.backend, self.dataset, self.clean_prompt, self.attack, self.source_model, self.defense,
+            self.measurement.to_dict(), sorted((str(k), str(v)) for k, v in self.settings.items()),
+        ]
+        return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "AttackRecord":
+        """A record from a JSON row; older rows (flat cost fields, missing fields) are read too."""
+        names = {f.name for f in fields(cls)}
+        row = {k: v for k, v in data.items() if k in names}
+        cost = data.get("cost")
+        row["cost"] = Cost.from_dict(cost if isinstance(cost, Mapping) else data)
+        if not isinstance(row.get("settings"), dict):
+            row["settings"] = {}
+        row.setdefault("model", "")
+        row.setdefault("dataset", "")
+        row.setdefault("prompt_id", "")
+        row.setdefault("attack", "")
+        row.setdefault("clean_prompt", "")
+        row.setdefault("clean_score", 0.0)
+        if "status" not in data:
+            row["status"] = "attacked"
+        if not isinstance(row.get("attack_options"), dict):
+            row.pop("attack_options", None)
+        row["kind"] = infer_kind(data)
+        return cls(**row)
+
+
+def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
+    """Append records whole and fsynced, or not at all (a full disk leaves no torn line; atomic_io)."""
+    from promptrobust.engine.safe_io import atomic_io
+
+    rows = [rec.to_dict() if isinstance(rec, AttackRecord) else dict(rec) for rec in records]
+    atomic_io.append_bytes(path, b"".join(orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows))
+
+
+def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True) -> list[dict[str, Any]]:
+    """Rows of a JSONL file. A torn last line (a crash mid-write) is skipped with a
+    one-line warning on stderr; a bad line elsewhere is skipped the same way."""
+    out: list[dict[str, Any]] = []
+    raw = Path(path).read_bytes()
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            if warn:
+                print(f"pre: warning: {path}: line {number} is not complete JSON (torn write?); skipped", file=sys.stderr)
+    return out
+
+
+def results_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            files.append(p)
+            continue
+        for f in sorted(p.rglob("results.jsonl")):
+            # Hidden folders are work in progress (.NAME.partial runs, .NAME.work-* merges): never results.
+            if not any(part.startswith(".") for part in f.relative_to(p).parts[:-1]):
+                files.append(f)
+    return files
+
+
+def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A record row for tables: cost fields as top-level columns, nested values as JSON text."""
+    out = {k: v for k, v in row.items() if k != "cost"}
+    cost = row.get("cost")
+    if isinstance(cost, Mapping):
+        out.update(cost)
+    for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options", "substitutions", "final_similarity",
+                "held_out"):
+        if key in out and not isinstance(out[key], str):
+            out[key] = orjson.dumps(out[key], default=str).decode()
+    return out
+
+
+def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLike[str]) -> int:
+    """Write all records of ``jsonl`` to ``parquet`` atomically (cost flattened); returns the row count."""
+    import polars as pl
+
+    rows = [flat_row(r) for r in read_jsonl(jsonl)] if Path(jsonl).exists() else []
+    from promptrobust.engine.safe_io import atomic_io
+
+    frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    atomic_io.write_parquet(parquet, frame)
+    return frame.height

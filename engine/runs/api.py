@@ -1,0 +1,143 @@
+"""Synchronous one-call API (``promptrobust.evaluate`` ...), usable in scripts and notebooks.
+
+Each call opens a ``Session`` (the score cache, one scheduler per model),
+runs one library coroutine and closes it. Inside a running event loop
+(Jupyter) the work runs on a worker thread (``engine.sync.run_sync``). Use
+``Session`` directly to share schedulers between several calls.
+
+    import promptrobust as pr
+
+    clean = pr.evaluate(dataset="rotten_tomatoes", limit=100)
+    record = pr.attack("Classify the sentiment of this review.", "stresstest", limit=100)
+    print(record.pdr, record.pdr_ci95)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from promptrobust.engine.serving.registry import DEFAULT_MODEL
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.engine.runs.sync import run_sync
+
+if TYPE_CHECKING:
+    from promptrobust.engine.measuring.protocol import ProtocolResult
+    from promptrobust.engine.measuring.records import AttackRecord
+    from promptrobust.engine.runs.session import EvaluationResult
+    from promptrobust.engine.runs.sweep.runner import SweepProgress
+
+__all__ = ["attack", "attack_top_k", "evaluate", "sweep"]
+
+
+def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
+    from promptrobust.engine.runs.session import Session
+
+    return Session(cache=cache, settings=scheduler, use_cache=use_cache, backend_factory=backend_factory)
+
+
+def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any,
+                progress: Any = True) -> Any:
+    """``await call(session)`` on a fresh Session that is closed afterwards, from sync code.
+    ``progress``: True = phase lines and a status line on stderr (``engine.progress``), False = none."""
+    from promptrobust.engine import progress as events
+
+    async def go() -> Any:
+        with events.reporting(events.api_reporter(progress)):
+            async with _session(cache, scheduler, use_cache, backend_factory) as session:
+                return await call(session)
+
+    return run_sync(go)
+
+
+def evaluate(
+    evaluation: EvaluationSettings | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    model_args: dict[str, Any] | None = None,
+    prompts: Sequence[Any] | None = None,
+    prompt_type: str = "task",
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    progress: Any = True,
+    **evaluation_fields: Any,
+) -> EvaluationResult:
+    """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
+    return _in_session(
+        lambda session: session.evaluate(
+            evaluation, model=model, model_args=model_args, prompts=prompts, prompt_type=prompt_type, **evaluation_fields
+        ),
+        cache, scheduler, use_cache, backend_factory, progress,
+    )
+
+
+def attack(
+    prompt: str,
+    attack: str = "stresstest",
+    evaluation: EvaluationSettings | None = None,
+    settings: AttackSettings | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    model_args: dict[str, Any] | None = None,
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    progress: Any = True,
+    **evaluation_fields: Any,
+) -> AttackRecord:
+    """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
+    return _in_session(
+        lambda session: session.attack(prompt, attack, evaluation, settings, model=model, model_args=model_args, **evaluation_fields),
+        cache, scheduler, use_cache, backend_factory, progress,
+    )
+
+
+def attack_top_k(
+    evaluation: EvaluationSettings | None = None,
+    settings: AttackSettings | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    model_args: dict[str, Any] | None = None,
+    prompt_type: str = "task",
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    scheduler: SchedulerSettings | None = None,
+    backend_factory: Any = None,
+    progress: Any = True,
+    **evaluation_fields: Any,
+) -> ProtocolResult:
+    """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
+    return _in_session(
+        lambda session: session.attack_top_k(
+            evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type, **evaluation_fields
+        ),
+        cache, scheduler, use_cache, backend_factory, progress,
+    )
+
+
+def sweep(config: Any, *, backend_factory: Any = None, progress: Any = True) -> SweepProgress:
+    """Run or resume a sweep from a ``SweepConfig`` or a TOML path (``engine.sweep.SweepProgress``)."""
+    from promptrobust.engine.runs.sweep.config import SweepConfig, load_config
+    from promptrobust.engine.runs.sweep.runner import run_sweep
+
+    cfg = config if isinstance(config, SweepConfig) else load_config(config)
+
+    from promptrobust.engine import progress as events
+
+    async def go() -> Any:
+        session = None
+        if backend_factory is not None:
+            session = _session(cfg.cache, cfg.scheduler, True, backend_factory)
+        try:
+            with events.reporting(events.api_reporter(progress)):
+                return await run_sweep(cfg, session=session)
+        finally:
+            if session is not None:
+                await session.close()
+
+    return run_sync(go)

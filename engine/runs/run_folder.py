@@ -1,0 +1,399 @@
+"""The one writer of run folders, and the one ``results.json`` layout.
+
+A run writes into ``<output-dir>/.<name>.partial`` and renames it to
+``<output-dir>/<name>`` only when every file is written, so a crash or an
+error never leaves a folder that looks like a finished run::
+
+    with RunFolder(output_dir, [model, dataset]) as folder:
+        folder.write_records(records)            # results.jsonl + results.parquet
+        folder.write_results(results_document(...))
+    print(folder.final)
+
+Every command (``pre run``, ``pre run --attack``, ``pre eval``, ``pre
+transfer``, ``pre defend``) writes ``results.json`` in one layout, close to
+lm-evaluation-harness's and described by ``results.schema.json`` (shipped with
+the package)::
+
+    format    "promptrobust-results/1"
+    command   argv, secrets redacted
+    versions  promptrobust, git commit (null outside a checkout), python, torch,
+              transformers, vllm, openai (null when not installed)
+    models    the identity of every model queried (backend, name, revision, extra)
+    configs   the settings: "measurement" (MeasurementSettings) and the command's own
+    results   "clean" (every prompt's clean score with its interval and flag),
+              "records" (counts by kind and status), "apdr" (figures with intervals),
+              and what the command adds
+    samples   sample counts ("evaluated" per prompt, "logged" when --log-samples)
+    date      "started", "finished" (UTC, ISO 8601); wall_seconds
+
+Every file goes through ``engine.atomic_io`` (temp file, fsync, rename), the one
+place to point at a shared atomic writer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from promptrobust.engine.safe_io import atomic_io
+from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.measuring.records import append_jsonl, consolidate_parquet, now, read_jsonl
+
+__all__ = [
+    "FORMAT",
+    "OWNER_FILE",
+    "RunFolder",
+    "RunFolderError",
+    "SweepFolder",
+    "SCHEMA_PATH",
+    "now",
+    "recorded_cache",
+    "redact_argv",
+    "remove_stale_partials",
+    "results_document",
+    "versions",
+]
+
+FORMAT = "promptrobust-results/1"
+SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
+#: Inside a ``.partial`` folder: the pid of the run writing it (stale when that process is gone).
+OWNER_FILE = ".owner-pid"
+
+
+class RunFolderError(PromptRobustError, ValueError):
+    """The output folder cannot be used; the message names the fix."""
+
+    setting = "output_dir"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
+
+
+def remove_stale_partials(root: Path) -> list[Path]:
+    """Delete ``.NAME.partial`` folders whose run was killed (kill -9, power loss).
+
+    A folder counts as stale when the process named in its owner file is gone,
+    or when it has no owner file and is older than a day (written by an older
+    release). Returns what was removed."""
+    removed = []
+    for partial in root.glob(".*.partial"):
+        if not partial.is_dir():
+            continue
+        owner = partial / OWNER_FILE
+        try:
+            stale = not atomic_io.process_alive(int(owner.read_text().strip())) if owner.exists() else (time.time() - partial.stat().st_mtime > 86400)
+        except (OSError, ValueError):
+            stale = True
+        if stale:
+            shutil.rmtree(partial, ignore_errors=True)
+            removed.append(partial)
+    return removed
+
+
+class RunFolder:
+    """A run folder that is either complete or absent (see the module docstring)."""
+
+    def __init__(self, output_dir: str | os.PathLike[str], name_parts: Sequence[str]) -> None:
+        root = Path(output_dir)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".pre-probe-", delete=True)
+            probe.close()
+        except OSError as exc:
+            raise RunFolderError(
+                f"output folder {root} is not writable ({exc.strerror}); choose a writable output folder"
+            ) from None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = "_".join([stamp, *(_slug(p) for p in name_parts)])
+        self.started = now()
+        for stale in remove_stale_partials(root):
+            print(f"pre: removed {stale}, the unfinished folder of a killed run", file=sys.stderr)
+        # Unique even for runs started in the same second (an exclusive claim; see atomic_io).
+        self.partial, self.final = atomic_io.reserve_folder(root, name)
+        try:
+            atomic_io.write_bytes(self.partial / OWNER_FILE, str(os.getpid()).encode())
+        except BaseException:
+            self.discard()  # a full disk at the very start leaves no claim behind
+            raise
+
+    def path(self, name: str) -> Path:
+        return self.partial / name
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        return atomic_io.write_bytes(self.path(name), data)
+
+    def write_text(self, name: str, text: str) -> Path:
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def write_json(self, name: str, data: Any) -> Path:
+        return self.write_bytes(name, atomic_io.json_bytes(data))
+
+    def write_results(self, document: Mapping[str, Any]) -> Path:
+        """``results.json`` in the one layout (``results_document``)."""
+        if document.get("format") != FORMAT:
+            raise ValueError("results.json must be built by results_document()")
+        return self.write_json("results.json", document)
+
+    def append_records(self, records: Iterable[Any]) -> None:
+        """Append records to ``results.jsonl`` the moment they exist (one flushed, fsynced line each)."""
+        append_jsonl(self.path("results.jsonl"), records)
+
+    def write_records(self, records: Sequence[Any]) -> None:
+        """All records at once: ``results.jsonl`` and ``results.parquet``."""
+        if records:
+            self.append_records(records)
+        self.consolidate()
+
+    def consolidate(self) -> None:
+        """``results.parquet`` from ``results.jsonl`` (when there are records)."""
+        if self.path("results.jsonl").exists():
+            consolidate_parquet(self.path("results.jsonl"), self.path("results.parquet"))
+
+    def write_jsonl(self, name: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """``samples.jsonl``, ``errors.jsonl``: one JSON object a line; returns the line count (no file for none)."""
+        rows = list(rows)
+        if rows:
+            self.write_bytes(name, atomic_io.jsonl_bytes(rows))
+        return len(rows)
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Commit when the block finished, discard on any exception (Ctrl-C included)."""
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+    def commit(self) -> Path:
+        (self.partial / OWNER_FILE).unlink(missing_ok=True)
+        self.final = atomic_io.commit_folder(self.partial, self.final)  # the next suffix if taken meanwhile
+        return self.final
+
+    def discard(self) -> None:
+        shutil.rmtree(self.partial, ignore_errors=True)
+
+
+def recorded_cache(folder: str | Path) -> str | None:
+    """The score cache a run or sweep folder's config.json names, when that file is still there."""
+    config = Path(folder) / "config.json"
+    cache = orjson.loads(config.read_bytes()).get("cache") if config.is_file() else None
+    return cache if cache and Path(cache).is_file() else None
+
+
+class SweepFolder:
+    """A sweep's folder: unlike a ``RunFolder`` it is resumable, so it is written in
+    place (records append across reruns; a rerun skips what ``results.jsonl`` holds).
+    The local executor and the Ray driver both write through it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.results = self.path / "results.jsonl"
+        self.started = now()
+
+    def write_config(self, config: Mapping[str, Any], *, resume_key: Callable[[Mapping[str, Any]], Any] | None = None) -> Path:
+        """``config.json``. With ``resume_key`` (the settings every record depends on), a folder
+        that already holds records made under another key is refused: a rerun would skip their
+        prompts as done and mix two settings in one sweep."""
+        old_path = self.path / "config.json"
+        if resume_key is not None and old_path.is_file() and self.results.is_file() and self.results.stat().st_size:
+            try:
+                old = resume_key(orjson.loads(old_path.read_bytes()))
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+                old = None
+            new = resume_key(config)
+            if old is not None and old != new:
+                differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)) if isinstance(old, dict) else []
+                raise RunFolderError(
+                    f"{self.path} holds records made with other settings ({', '.join(differ[:3]) or 'settings'} differ); "
+                    "resuming would mix them: give the sweep another name or output folder", setting="output_dir")
+        return atomic_io.write_json(old_path, config)
+
+    def append_records(self, records: Iterable[Any]) -> None:
+        append_jsonl(self.results, records)
+
+    def record_error(self, job_id: str, row: Mapping[str, Any] | None) -> None:
+        """``errors.jsonl`` keeps the latest failure of each job once: a resumed sweep replaces an
+        earlier failure, and a job that now succeeds (``row`` None) is taken off."""
+        path = self.path / "errors.jsonl"
+        if not path.exists() and row is None:
+            return
+        rows = [r for r in read_jsonl(path) if r.get("job_id") != job_id] if path.exists() else []
+        if row is not None:
+            rows.append(dict(row))
+        atomic_io.write_jsonl(path, rows)
+
+    def consolidate(self) -> None:
+        consolidate_parquet(self.results, self.path / "results.parquet")
+
+    def write_results(self, document: Mapping[str, Any]) -> Path:
+        """``results.json`` in the one layout (``engine.run_results.sweep_document``)."""
+        if document.get("format") != FORMAT:
+            raise ValueError("results.json must be built by results_document()")
+        return atomic_io.write_json(self.path / "results.json", document)
+
+
+# -- the results.json document ------------------------------------------------------------
+
+_SECRET_NAME = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|auth)", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def _redact_value(text: str) -> str:
+    text = _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
+    # key=value lists (--model-args api_key=...,base_url=...) and URL query strings (?token=...)
+    return re.sub(r"([A-Za-z0-9_.-]+)=([^,&\s]*)",
+                  lambda m: f"{m.group(1)}={REDACTED}" if _SECRET_NAME.search(m.group(1)) else m.group(0), text)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """The command line with secrets replaced: values of flags named like a secret
+    (--api-key X, --token=X), KEY=VALUE items whose key is, and URL credentials."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg.startswith("--") and _SECRET_NAME.search(arg.split("=", 1)[0]):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(_redact_value(arg))
+    return out
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit(start: Path | None = None) -> str | None:
+    """The commit of the checkout the package runs from (``start``: this file's folder); None for an installed copy."""
+    here = (start or Path(__file__)).resolve().parent
+    root = next((p for p in (here, *here.parents) if (p / ".git").exists()), None)
+    if root is None:
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+_VERSIONS: dict[str, Any] | None = None
+
+
+def versions() -> dict[str, Any]:
+    """The software a result was made with (computed once per process)."""
+    global _VERSIONS
+    if _VERSIONS is None:
+        _VERSIONS = {
+            "promptrobust": _version("promptrobust"),
+            "git_commit": _git_commit(),
+            "python": sys.version.split()[0],
+            **{name: _version(name) for name in ("torch", "transformers", "vllm", "openai")},
+        }
+    return dict(_VERSIONS)
+
+
+def _record_counts(records: Sequence[Any]) -> dict[str, Any]:
+    def get(r: Any, key: str) -> Any:
+        return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
+
+    by_kind: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    for r in records:
+        by_kind[str(get(r, "kind"))] = by_kind.get(str(get(r, "kind")), 0) + 1
+        by_status[str(get(r, "status"))] = by_status.get(str(get(r, "status")), 0) + 1
+    return {"total": len(records), "by_kind": by_kind, "by_status": by_status}
+
+
+def results_document(
+    *,
+    argv: Sequence[str],
+    models: Sequence[Mapping[str, Any]],
+    dataset: str | None,
+    measurement: Mapping[str, Any] | None,
+    configs: Mapping[str, Any],
+    clean: Sequence[Mapping[str, Any]] = (),
+    records: Sequence[Any] = (),
+    apdr: Sequence[Mapping[str, Any]] = (),
+    extra_results: Mapping[str, Any] | None = None,
+    samples: int | None = None,
+    logged_samples: int = 0,
+    started: str,
+    wall_seconds: float,
+    chance_rate: float | None = None,
+    counters: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one ``results.json`` layout (see the module docstring)."""
+    first = models[0] if models else {}
+    return {
+        "format": FORMAT,
+        "command": redact_argv(argv),
+        "versions": versions(),
+        "model": first.get("name"),
+        "dataset": dataset,
+        "models": [dict(m) for m in models],
+        "configs": {"measurement": dict(measurement) if measurement is not None else None, **dict(configs)},
+        "results": {
+            "clean": [dict(c) for c in clean],
+            "records": _record_counts(records),
+            "apdr": [dict(a) for a in apdr],
+            **dict(extra_results or {}),
+        },
+        "chance_rate": chance_rate,
+        "samples": {"evaluated": samples, "logged": logged_samples},
+        "date": {"started": started, "finished": now()},
+        "wall_seconds": round(float(wall_seconds), 3),
+        "counters": dict(counters or {}),
+    }
+
+
+# -- a sweep folder's results.jsonl, read back (resume) --------------------------------
+
+
+def completed_keys(results_file: Path) -> set[tuple[str, str]]:
+    """(job id, prompt id) pairs already recorded by an earlier (possibly killed) run.
+    Failed records do not count: a rerun tries them again."""
+    if not results_file.exists():
+        return set()
+    return {
+        (r.get("job_id", ""), r.get("prompt_id", ""))
+        for r in read_jsonl(results_file)
+        if r.get("status", "attacked") != "failed"
+    }
+
+
+def repair_torn_tail(results_file: Path) -> None:
+    """Drop a half-written last line left by a crash, so appends start on a fresh line."""
+    if not results_file.exists():
+        return
+    raw = results_file.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        cut = raw.rfind(b"\n") + 1
+        with open(results_file, "r+b") as fh:
+            fh.truncate(cut)

