@@ -1,4 +1,4 @@
-"""Checks that fail in a second, before any data loads or model starts: credentials first."""
+"""Checks that fail in a second, before any data loads or model starts."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from typing import Any
 
 
 def check_credentials(spec: Any) -> None:
-    """An OpenAI-compatible model without its API key fails here, before the dataset is loaded
-    (building the backend reads the key and nothing else; no request is sent)."""
-    if spec.backend != "openai":
-        return
-    from promptrobust.engine.serving.registry import build_backend
+    """The model can be reached from here: its extra is installed, an API model has its key
+    (``registry.check_available``); said before the dataset is loaded."""
+    from promptrobust.engine.serving.registry import check_available
 
-    build_backend(spec)
+    check_available(spec)

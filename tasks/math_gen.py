@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from promptrobust.extras import MissingExtraError, install_command, missing_modules
 from promptrobust.tasks.errors import TaskDataError
 
 #: The 20 question types of the PromptRobust math set (promptbench's list, with
@@ -151,8 +152,10 @@ def _import_package() -> Any:
             composition = importlib.import_module("mathematics_dataset.util.composition")
             modules = importlib.import_module("mathematics_dataset.modules.modules")
         except ImportError as exc:
+            missing = missing_modules(["mathematics_dataset"])
             raise TaskDataError(
-                f"cannot import mathematics_dataset ({exc}); pip install mathematics-dataset"
+                str(MissingExtraError("generating the math task", "data", missing)) if missing
+                else f"cannot import mathematics_dataset ({exc}); reinstall it: {install_command('data')}"
             ) from exc
     finally:
         if added:

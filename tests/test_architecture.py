@@ -44,6 +44,8 @@ def test_local_tasks_py_and_cli_folder_do_not_shadow_the_package(tmp_path: Path)
 
 
 def test_every_package_folder_is_listed_in_pyproject() -> None:
+    """Code folders (with __init__.py) and data folders alike are listed, so setuptools ships
+    each on purpose (and `python -m build` has nothing to warn about)."""
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
@@ -51,9 +53,11 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
                "cli": "promptrobust.cli", "promptrobust": "promptrobust"}
     found = set()
     for top, name in mapping.items():
-        for init in (ROOT / top).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / top).parts
-            found.add(".".join((name, *rel)))
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir() and not p.is_symlink())]:
+            files = [f for f in folder.iterdir() if f.is_file() and not f.is_symlink()]
+            if "__pycache__" in folder.parts or not files:
+                continue
+            found.add(".".join((name, *folder.relative_to(ROOT / top).parts)))
     assert found == listed
 
 

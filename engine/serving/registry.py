@@ -213,6 +213,23 @@ def check_values(spec: ModelSpec) -> None:
         raise ModelArgsError(problem)
 
 
+def check_available(spec: ModelSpec) -> None:
+    """Fail in a second, before any data loads, when the model cannot be reached from here:
+    the hf backend without the [local] extra, vLLM without [vllm], an API model without its
+    key (building the openai backend reads the key and sends nothing)."""
+    if spec.backend == "hf":
+        _require_local(spec)
+    elif spec.backend == "vllm":
+        from promptrobust.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("vllm", f"{spec.name} (the vllm backend)")
+        except MissingExtraError as exc:
+            raise BackendUnavailable(str(exc)) from None
+    elif spec.backend == "openai":
+        build_backend(spec)
+
+
 def _require_local(spec: ModelSpec) -> None:
     """The hf backend needs the [local] extra (torch, transformers): one line naming it."""
     from promptrobust.extras import MissingExtraError, require_extra
