@@ -128,6 +128,10 @@ def test_resolve_takes_a_name_a_task_file_or_a_task(folder: Path) -> None:
     with pytest.raises(PromptRobustError, match="dataset 'sst2' and task 'tickets' disagree"):
         EvaluationSettings(task=task, dataset="sst2")
     assert hash(settings) == hash(EvaluationSettings(task=load_task_file(folder / "tickets.toml"), limit=2))
+    from promptrobust.engine.measuring.workbench import task_of
+
+    assert task_of(settings) == task and task_of(EvaluationSettings(dataset=str(folder / "tickets.toml"))) == task
+    assert task_of(EvaluationSettings(dataset="sst2", sample_selection="first")).selection == "first"
     first = with_selection(task, "first")
     assert isinstance(first, OwnTask) and first.selection == "first" and first.definition == task.definition
 
@@ -267,6 +271,8 @@ def test_prompt_tables_a_prompts_file_and_semantic_prompts(tmp_path: Path) -> No
     from promptrobust.engine.measuring.workbench import semantic_prompts_for
 
     assert semantic_prompts_for(b, "semantic") == [("fr", "Trier le ticket.")]
+    with pytest.raises(PromptRobustError, match='task tickets has no semantic prompts.*type = "semantic"'):
+        semantic_prompts_for(load_task_file(tmp_path / "a.toml"), "semantic")
 
 
 # -- the hub, offline ------------------------------------------------------------------------------
@@ -384,3 +390,17 @@ def test_the_docs_example_is_a_valid_task(tmp_path: Path) -> None:
     assert task.name == "tickets" and len(task.load()) == 24
     assert sorted({s.target for s in task.load()}) == ["BIL", "OTH", "TEC"]
     assert {p.type for p in task.own_prompts()} == {"task", "role"}
+
+
+def test_the_docs_show_the_example_as_it_is() -> None:
+    """docs/your-task.md quotes the task file and what the model reads: both stay true."""
+    import re
+
+    text = (DOCS.parents[1] / "your-task.md").read_text(encoding="utf-8")
+    quoted = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    file_text = (DOCS / "tickets.toml").read_text(encoding="utf-8")
+    assert file_text.endswith(quoted) and file_text[: -len(quoted)].lstrip("\n").startswith("#")
+    shown = re.search(r"What the model reads.*?```text\n(.*?)\n```", text, re.S).group(1)
+    task = load_task_file(DOCS / "tickets.toml")
+    sample = next(s for s in task.load() if s.id == "tickets:T13")
+    assert task.render(task.own_prompts()[0].text, sample, task.fixed_few_shot(3)) == shown

@@ -36,6 +36,7 @@ from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
@@ -214,6 +215,13 @@ class Workbench:
         }
 
 
+def task_of(evaluation: EvaluationSettings) -> Task:
+    """THE task an evaluation measures: its user's task value (``EvaluationSettings.task``), else
+    the built-in dataset or task file its ``dataset`` names (``tasks.own.resolve_task``), drawing
+    its samples as ``sample_selection`` says."""
+    return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
+
+
 def with_selection(task: Task, selection: str) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
@@ -242,9 +250,8 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
 
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
-    """Load the task's samples and examples and start the model's shared scheduler. The dataset
-    is a user's task value, or a built-in dataset's name or a task file (``tasks.own.resolve_task``)."""
-    task = with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
+    """Load the task's samples and examples and start the model's shared scheduler."""
+    task = task_of(evaluation)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
     )
@@ -381,7 +388,11 @@ def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
         return []
-    return [(p.language, p.text) for p in load_prompts(task, types=["semantic"])]
+    prompts = [(p.language, p.text) for p in load_prompts(task, types=["semantic"])]
+    if not prompts and task.own_prompts() is not None:
+        raise TaskError(f"task {task.name} has no semantic prompts for the Semantic attack; add prompts with "
+                        "type = \"semantic\" and a language to the task")
+    return prompts
 
 
 def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:

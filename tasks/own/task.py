@@ -109,6 +109,10 @@ class OwnTask(DatasetTask):
 
     @property
     def metric(self) -> Metric:
+        return self._metric
+
+    @cached_property
+    def _metric(self) -> Metric:
         return _METRICS[str(self.definition.metric)]()
 
     @property
