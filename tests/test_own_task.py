@@ -404,3 +404,23 @@ def test_the_docs_show_the_example_as_it_is() -> None:
     task = load_task_file(DOCS / "tickets.toml")
     sample = next(s for s in task.load() if s.id == "tickets:T13")
     assert task.render(task.own_prompts()[0].text, sample, task.fixed_few_shot(3)) == shown
+
+
+def test_a_macro_f1_task_gets_a_bootstrap_interval_and_its_own_chance_level(folder: Path) -> None:
+    task = flags_task(folder, metric="macro_f1")
+
+    async def run() -> tuple:
+        backend = CountingBackend(answer=_answer_first_choice)  # always the first label: billing
+        async with Session(use_cache=False, backend_factory=lambda spec: backend) as session:
+            bench = await session.workbench("smollm2-135m-instruct", EvaluationSettings(task=task, mode="choices", shots=0))
+            result = await session.evaluate(EvaluationSettings(task=task, mode="choices", shots=0),
+                                            model="smollm2-135m-instruct", prompts=load_prompts(task)[:1])
+        return bench, result
+
+    bench, result = asyncio.run(run())
+    assert not bench.binary
+    clean = result.clean[0]
+    # always "BIL" on 2 BIL, 2 TEC, 2 OTH: F1(BIL) = 2*2/(6+2) = 0.5, the others 0 -> macro-F1 1/6
+    assert clean.score == pytest.approx(1 / 6)
+    assert bench.chance_rate == pytest.approx(2 * (1 / 3) / ((1 + 1 / 3) * 3))
+    assert clean.ci95[0] <= clean.score <= clean.ci95[1] and clean.at_chance
