@@ -24,7 +24,6 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vllm": ("the in-process vLLM backend (GPU)", ("vllm",)),
     "ray": ("the Ray sweep executor", ("ray",)),
     "hub": ("datasets from the Hugging Face hub", ("datasets",)),
-    "yaml": ("task files written in YAML (TOML needs nothing)", ("yaml",)),
 }
 
 

@@ -117,7 +117,6 @@ def test_the_wheel_carries_version_license_and_type_marker(wheel: Path) -> None:
         names = zf.namelist()
         assert "promptrobust/py.typed" in names
         assert {"promptrobust/engine/runs/sweep/presets/paper.toml", "promptrobust/engine/runs/sweep/presets/prices.toml"} <= set(names)
-        assert "promptrobust/tasks/own/default_prompts.toml" in names  # a user's label task without prompts gets these
         (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert zf.read(license_file).startswith(b"MIT License")
 

@@ -100,16 +100,9 @@ def test_the_flags_form_and_the_task_file_are_one_definition(folder: Path) -> No
                              labels=LABELS).name == "tickets"
 
 
-def test_yaml_and_code_give_the_same_definition(folder: Path) -> None:
-    import yaml
-
-    (folder / "tickets.yaml").write_text(yaml.safe_dump({
-        "name": "tickets", "data": "tickets.csv", "input": "body", "label": "queue", "id": "ticket_id",
-        "protected": ["ticket"], "prompts": ["Route the ticket to a queue.", "Which team handles the ticket?"],
-        "labels": {"BIL": "billing", "TEC": "technical", "OTH": "other"},
-    }, sort_keys=False))
+def test_code_gives_the_same_definition_as_the_task_file(folder: Path) -> None:
     toml_task = load_task_file(folder / "tickets.toml")
-    assert read_task_file(folder / "tickets.yaml") == toml_task.definition
+    assert read_task_file(folder / "tickets.toml") == toml_task.definition
     in_code = build_task(TaskDefinition(
         name="tickets", data=DataSource(str(folder / "tickets.csv")), input=(InputColumn("body", "Body"),), label="queue",
         labels=(("BIL", "billing"), ("TEC", "technical"), ("OTH", "other")), id_column="ticket_id",

@@ -155,10 +155,10 @@ def test_a_missing_key_and_a_bad_value(folder: Path) -> None:
     fails(load(folder, TOML.replace('TEC = "technical"', 'TEC = "billing"')), "key 'labels'", "share the answer word")
 
 
-def test_invalid_toml_and_yaml(folder: Path) -> None:
+def test_invalid_toml_and_a_yaml_task_file(folder: Path) -> None:
     fails(load(folder, TOML + "name = \n"), "tickets.toml", "invalid TOML")
-    (folder / "tickets.yaml").write_text("name: [tickets\n")
-    fails(lambda: load_task_file(folder / "tickets.yaml"), "tickets.yaml", "invalid YAML")
+    (folder / "tickets.yaml").write_text("name: tickets\n")
+    fails(lambda: load_task_file(folder / "tickets.yaml"), "tickets.yaml", "YAML task files are not read yet", "TOML")
 
 
 def test_few_shot_from_a_single_file_needs_a_source(folder: Path) -> None:

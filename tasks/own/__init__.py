@@ -1,7 +1,7 @@
 """A user's own task: data, columns, labels and prompts as the same ``Task`` value
 the built-in datasets are (``docs/your-task.md``).
 
-``load_task_file(path)`` (TOML or YAML), ``task_from_columns(data_file=...,
+``load_task_file(path)`` (TOML), ``task_from_columns(data_file=...,
 input_columns=..., label_column=..., labels="value=word,...")`` (the flags' form)
 and ``build_task(TaskDefinition(...))`` (code) all make an ``OwnTask``;
 ``resolve_task`` takes a dataset name, a task file or a task value.

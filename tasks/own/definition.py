@@ -63,7 +63,7 @@ class Origin:
     """Where a definition came from, so every message names the file and key at fault."""
 
     task_file: str | None = None
-    """The task file (TOML or YAML) it was read from; None for the other forms."""
+    """The task file (TOML) it was read from; None for the other forms."""
     parameters: tuple[tuple[str, str], ...] = ()
     """The flags' form: the name of the parameter each key came from (``input`` -> ``input_columns``)."""
 
@@ -180,7 +180,7 @@ class TaskDefinition:
     """Where the worked examples come from; None: the data's "train" split where there is one."""
     prompts: tuple[Prompt, ...] = ()
     """The task's prompts (ids unique; types task, role, semantic); empty: for a label task, ten
-    task- and ten role-oriented instructions that name the answer words (``tasks/own/default_prompts.toml``)."""
+    task- and ten role-oriented instructions that name the answer words (``tasks/own/default_prompts.py``)."""
     protected: tuple[str, ...] = ()
     """Words no attack may change besides the answer words and label values (always protected)."""
     id_column: str | None = None

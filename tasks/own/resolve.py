@@ -22,7 +22,7 @@ _BY_DATASET = "name the built-in dataset it holds (dataset=NAME)"
 
 
 def resolve_task(task: str | Task) -> Task:
-    """The task ``task`` names: a ``Task`` as it is, a task file (``.toml``, ``.yaml``, ``.yml``)
+    """The task ``task`` names: a ``Task`` as it is, a task file (``.toml``)
     read, or a built-in dataset's name (aliases accepted)."""
     if isinstance(task, Task):
         return task

@@ -31,15 +31,12 @@ from promptrobust.tasks.common import DatasetTask, HFSplit, Rows, column, text_v
 from promptrobust.tasks.datafiles import SUPPORTED_EXTENSIONS, find_split_file
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy, CorpusBleu, ExactMatch, MacroF1, SquadF1
+from promptrobust.tasks.own.default_prompts import ANSWERS, DEFAULT_PROMPTS
 from promptrobust.tasks.own.definition import DEFAULT_FEW_SHOT_COUNT, TaskDefinition, answer_list, label_text
 from promptrobust.tasks.own.template import InputTemplate
 from promptrobust.tasks.parsing import LabelParser
-from promptrobust.tasks.prompt_sets import read_prompt_file
 from promptrobust.tasks.sampling import seeded_subset
 
-DEFAULT_PROMPTS = Path(__file__).parent / "default_prompts.toml"
-#: What the default prompts write where the task's answer words go.
-ANSWERS_MARK = "ANSWERS"
 #: A folder without a named split is evaluated on the first of these files found.
 FOLDER_EVAL_SPLITS = ("test", "validation", "dev")
 HUB_EVAL_SPLIT = "test"
@@ -80,8 +77,8 @@ def default_prompts(definition: TaskDefinition) -> tuple[Prompt, ...]:
     """Ten task- and ten role-oriented instructions naming the task's answer words."""
     answers = answer_list(definition.answer_words)
     return tuple(
-        Prompt(id=f"{definition.name}-{p.id}", dataset=definition.name, type=p.type, text=p.text.replace(ANSWERS_MARK, answers))
-        for p in read_prompt_file(DEFAULT_PROMPTS, definition.name)
+        Prompt(id=f"{definition.name}-{pid}", dataset=definition.name, type=kind, text=text.replace(ANSWERS, answers))
+        for pid, kind, text in DEFAULT_PROMPTS
     )
 
 
