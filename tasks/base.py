@@ -60,6 +60,17 @@ class Metric(ABC):
             return 0.0
         return sum(self.sample_score(p, s) for p, s in zip(predictions, samples)) / len(samples)
 
+    def sample_scores(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> list[float]:
+        """The per-sample scores intervals and paired tests resample. For a
+        decomposable metric these are ``sample_score``; a corpus metric may
+        return contributions whose mean is its ``corpus_score`` (macro-F1)."""
+        return [float(self.sample_score(p, s)) for p, s in zip(predictions, samples)]
+
+    def majority_score(self, targets: Sequence[Any]) -> float | None:
+        """The score of always answering the most frequent target, where it is not
+        the majority rate (accuracy's chance level); None: the majority rate."""
+        return None
+
 
 @dataclass
 class Task(ABC):
@@ -113,3 +124,16 @@ class Task(ABC):
     def choices(self) -> tuple[str, ...]:
         """The verbaliser words, in label order, for label scoring."""
         return tuple(self.verbalizers[label] for label in self.labels)
+
+    @property
+    def cache_namespace(self) -> str:
+        """Key material, besides the rendered input, that decides how an answer is read:
+        a user's own task gives its definition hash, so an edited task never reuses
+        answers cached for the old one. Empty for the built-in tasks, whose cache keys
+        stay those of release 0.1."""
+        return ""
+
+    def own_prompts(self) -> Sequence[Prompt] | None:
+        """The prompt set a task brings with it (a user's own task); None: the stored
+        set of its name (``tasks.prompt_sets``)."""
+        return None

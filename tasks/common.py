@@ -112,6 +112,8 @@ class DatasetTask(Task):
     #: "seeded": a seeded random draw of ``sample_size`` (the default); "first": the
     #: paper's selection, the first rows in source order (per group where stratified).
     selection: Literal["seeded", "first"] = "seeded"
+    #: The line that asks for the answer, after the sample (and after each worked example).
+    answer_cue: str = ANSWER_CUE
 
     # -- rows ----------------------------------------------------------------
 
@@ -235,6 +237,11 @@ class DatasetTask(Task):
             out.append(part)
         return "".join(out), True
 
+    def fixed_few_shot(self, k: int) -> list[Sample] | None:
+        """The first ``k`` worked examples of a fixed set the task brings itself (a
+        user's own task); None: the set in tasks/data or a few_shot file (``tasks.fewshot``)."""
+        return None
+
     def few_shot_group(self, sample: Sample) -> Hashable | None:
         """Which fixed few-shot set a sample uses (None: one set for the dataset)."""
         return None
@@ -269,6 +276,6 @@ class DatasetTask(Task):
             parts.extend(self.context_lines(sample))
         for ex in self.examples_for(sample, examples):
             block = "\n".join(self.fields_block(ex, slots_shown=shown))
-            parts.append(block + "\n" + ANSWER_CUE + " " + self.answer_text(ex))
-        parts.append("\n".join(self.fields_block(sample, slots_shown=shown)) + "\n" + ANSWER_CUE)
+            parts.append(block + "\n" + self.answer_cue + " " + self.answer_text(ex))
+        parts.append("\n".join(self.fields_block(sample, slots_shown=shown)) + "\n" + self.answer_cue)
         return "\n\n".join(parts)

@@ -7,6 +7,8 @@ maps it. GLUE's TSV files are read without quote handling, as GLUE wrote them.
 
 from __future__ import annotations
 
+import codecs
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,69 @@ import orjson
 from promptrobust.tasks.errors import TaskDataError
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
+#: Formats read as text, checked to be UTF-8 before parsing (so the error names the byte).
+TEXT_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv", ".tsv")
+#: The largest data file read into memory (rows become Python objects, several times the
+#: file's size); ``PRE_MAX_DATA_FILE_MB`` raises it on a machine with the memory for more.
+MAX_DATA_FILE_BYTES = 1024 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+def max_data_file_bytes() -> int:
+    """``MAX_DATA_FILE_BYTES``, or ``PRE_MAX_DATA_FILE_MB`` megabytes when that is set."""
+    raw = os.environ.get("PRE_MAX_DATA_FILE_MB", "").strip()
+    if not raw:
+        return MAX_DATA_FILE_BYTES
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        raise TaskDataError(f"PRE_MAX_DATA_FILE_MB={raw!r} is not a number; set it to megabytes, e.g. 4096") from None
+    if not megabytes > 0:
+        raise TaskDataError(f"PRE_MAX_DATA_FILE_MB={raw!r} must be above 0; set it to megabytes, e.g. 4096")
+    return int(megabytes * 1024 * 1024)
+
+
+def _size_text(n: int) -> str:
+    return f"{n / 1024**3:.1f} GB" if n >= 1024**3 else f"{n / 1024**2:.1f} MB"
+
+
+def check_size(p: Path) -> int:
+    """The file's size; a file too large to read into memory is refused with its size."""
+    size = p.stat().st_size
+    limit = max_data_file_bytes()
+    if size > limit:
+        raise TaskDataError(
+            f"{p}: {_size_text(size)}, more than pre reads into memory at once ({_size_text(limit)}); "
+            "keep a sample of its rows in a smaller file, or raise the limit with PRE_MAX_DATA_FILE_MB",
+            setting="data_file",
+        )
+    return size
+
+
+def check_utf8(p: Path) -> None:
+    """Refuse a text file that is not UTF-8, naming the line and byte (read in bounded chunks)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    line = 1
+    with p.open("rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            pending = decoder.getstate()[0]  # an unfinished sequence from the chunk before
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                data = pending + chunk  # what the decoder saw; exc.start counts in it
+                bad = offset - len(pending) + exc.start
+                line += data[: exc.start].count(b"\n")
+                raise TaskDataError(
+                    f"{p}: not UTF-8 text (line {line}, byte {bad}: 0x{data[exc.start:exc.start + 1].hex()}); "
+                    "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+                    setting="data_file",
+                ) from None
+            if not chunk:
+                return
+            line += chunk.count(b"\n")
+            offset += len(chunk)
 
 
 def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -32,6 +97,10 @@ def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = ()) -
         raise TaskDataError(
             f"{p}: unsupported data file type {ext or '(none)'}; use one of {', '.join(SUPPORTED_EXTENSIONS)}"
         )
+    if check_size(p) == 0:
+        raise TaskDataError(f"{p}: the file is empty; add a header and rows, or name another file", setting="data_file")
+    if ext in TEXT_EXTENSIONS:
+        check_utf8(p)
     try:
         if ext == ".parquet":
             return _read_parquet(p)

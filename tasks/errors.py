@@ -29,3 +29,8 @@ class UnknownPromptError(TaskError):
 
 class PromptFileError(TaskError):
     """A prompt TOML file is malformed (bad TOML, missing key, duplicate id...)."""
+
+
+class TaskDefinitionError(TaskError):
+    """A user's task definition (a task file, or the task given by columns) is invalid:
+    a bad or missing key, a column the data lacks, a name taken by a built-in dataset..."""

@@ -49,6 +49,9 @@ def examples_file(task: DatasetTask, data_dir: str | None = None) -> Path:
 
 def fixed_examples(task: DatasetTask, k: int = PAPER_SHOTS, *, data_dir: str | None = None) -> list[Sample]:
     """The first ``k`` examples of every group of the task's fixed set, in file order."""
+    own = task.fixed_few_shot(k)
+    if own is not None:
+        return own
     if not 0 <= k <= PAPER_SHOTS:
         raise TaskDataError(
             f"{task.name}: the paper's fixed few-shot set has {PAPER_SHOTS} examples per dataset; use 0 to {PAPER_SHOTS} shots",

@@ -8,6 +8,7 @@ local files instead.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 from promptrobust.tasks.errors import TaskDataError
@@ -42,6 +43,8 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
                 setting="data_dir",
             )
         kwargs["trust_remote_code"] = True
+    if is_saved_to_disk(path):
+        return _rows_saved_to_disk(path, split, where)
     try:
         if take is not None:
             ds = load_dataset(path, config, split=split, streaming=True, **kwargs)
@@ -55,3 +58,31 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
             "(a data folder or a data file)",
             setting="data_dir",
         ) from exc
+
+
+def is_saved_to_disk(path: str) -> bool:
+    """Whether ``path`` is a folder written by ``datasets``' ``save_to_disk`` (which
+    ``load_dataset`` cannot read: it takes ``load_from_disk``)."""
+    folder = Path(path)
+    return folder.is_dir() and ((folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file())
+
+
+def _rows_saved_to_disk(path: str, split: str, where: str) -> list[dict[str, Any]]:
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        saved = load_from_disk(path)
+    except Exception as exc:  # a damaged or partial folder: one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TaskDataError(f"cannot read {where} saved by datasets ({first}); save it again with save_to_disk") from exc
+    if isinstance(saved, DatasetDict):
+        if split not in saved:
+            raise TaskDataError(
+                f"{path}: no split {split!r} in the saved dataset (it has {', '.join(saved)}); name one of them as the split",
+                setting="split",
+            )
+        saved = saved[split]
+    elif saved.split is not None and str(saved.split) != split:
+        raise TaskDataError(f"{path}: the saved dataset is split {saved.split!s}, not {split!r}; name {saved.split!s} as the split",
+                            setting="split")
+    return [dict(r) for r in saved]

@@ -7,6 +7,7 @@ as wrong, also for an unanswerable SQuAD question.
 from __future__ import annotations
 
 import collections
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -24,6 +25,56 @@ class Accuracy(Metric):
 
     def sample_score(self, prediction: Any, sample: Sample) -> float:
         return 1.0 if prediction is not None and prediction == sample.target else 0.0
+
+
+class MacroF1(Metric):
+    """The unweighted mean of per-label F1 over the labels that occur as a target
+    or a prediction (scikit-learn's ``f1_score(average="macro")``); an unparseable
+    answer is a miss for its sample's label and a false alarm for none.
+
+    Not decomposable, so no early stopping. Its per-sample scores for intervals
+    and paired tests are contributions whose mean is the corpus score: a right
+    answer on a sample of label c adds ``2 / (C * D_c)`` to the sum, where C is
+    the number of labels counted and D_c is how often c was predicted plus how
+    often it is the target; a wrong answer adds 0. Resampling them holds each
+    label's D_c fixed: the same linearised bootstrap BLEU's contributions get.
+    """
+
+    name = "macro_f1"
+    decomposable = False
+
+    def sample_score(self, prediction: Any, sample: Sample) -> float:
+        return 1.0 if prediction is not None and prediction == sample.target else 0.0
+
+    @staticmethod
+    def _denominators(predictions: Sequence[Any], samples: Sequence[Sample]) -> dict[Any, int]:
+        counts: collections.Counter[Any] = collections.Counter(s.target for s in samples)
+        counts.update(p for p in predictions if p is not None)
+        return dict(counts)
+
+    def corpus_score(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> float:
+        if not samples:
+            return 0.0
+        return math.fsum(self.sample_scores(predictions, samples)) / len(samples)
+
+    def sample_scores(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> list[float]:
+        denominators = self._denominators(predictions, samples)
+        scale = 2.0 * len(samples) / max(1, len(denominators))
+        return [scale / denominators[s.target] if p is not None and p == s.target else 0.0
+                for p, s in zip(predictions, samples)]
+
+    def majority_score(self, targets: Sequence[Any]) -> float | None:
+        """Always answering the most frequent label (share p) scores 2p / (1 + p) on it and 0
+        on the other labels: macro-F1 = 2p / ((1 + p) * number of labels)."""
+        if not targets:
+            return None
+        counts = collections.Counter(_hashable(t) for t in targets)
+        p = max(counts.values()) / len(targets)
+        return 2.0 * p / ((1.0 + p) * len(counts))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 # --- SQuAD v2 -----------------------------------------------------------------
@@ -53,6 +104,28 @@ def squad_f1(prediction: str, reference: str) -> float:
     precision = overlap / len(pred)
     recall = overlap / len(ref)
     return 2 * precision * recall / (precision + recall)
+
+
+def references(target: Any) -> list[str]:
+    """A target as a list of reference answers (a string is one reference)."""
+    if isinstance(target, (list, tuple)):
+        return [str(t) for t in target]
+    return [str(target)]
+
+
+class ExactMatch(Metric):
+    """1 when the answer equals one of the references after SQuAD's normalisation
+    (lowercase, punctuation and the articles a/an/the dropped, spaces squeezed):
+    the exact match of SQuAD's evaluation script, for a user's free-text task."""
+
+    name = "exact_match"
+    decomposable = True
+
+    def sample_score(self, prediction: Any, sample: Sample) -> float:
+        if prediction is None:
+            return 0.0
+        answer = squad_normalize(str(prediction))
+        return 1.0 if any(answer == squad_normalize(ref) for ref in references(sample.target)) else 0.0
 
 
 class SquadF1(Metric):

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from promptrobust.tasks.base import Prompt
+from promptrobust.tasks.base import Prompt, Task
 from promptrobust.tasks.errors import PromptFileError, UnknownPromptError
 from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
@@ -78,32 +78,38 @@ def read_prompt_file(path: str | Path, dataset: str) -> list[Prompt]:
 
 
 def load_prompts(
-    dataset: str,
+    dataset: str | Task,
     *,
     types: Iterable[str] | None = None,
     languages: Iterable[str] | None = None,
     extra_files: Sequence[str | Path] = (),
 ) -> list[Prompt]:
     """The dataset's prompts (built-in files first, then ``extra_files``), filtered
-    by ``types`` and ``languages``. Ids must be unique across all files read."""
-    name = canonical_name(dataset)
+    by ``types`` and ``languages``. Ids must be unique across all files read.
+    ``dataset`` is a name or a task; a user's own task serves the prompts it brings."""
+    own = dataset.own_prompts() if isinstance(dataset, Task) else None
+    name = dataset.name if isinstance(dataset, Task) else dataset
+    if own is None:
+        name = canonical_name(name)
     wanted = set(types) if types is not None else set(PROMPT_TYPES)
     bad = wanted - set(PROMPT_TYPES)
     if bad:
         raise ValueError(f"unknown prompt type(s) {', '.join(sorted(bad))}; use {', '.join(PROMPT_TYPES)}")
-    files = builtin_files(name)
     paths: list[Path] = []
-    if wanted & {"task", "role"}:
-        paths.append(files["en"])
-    if "semantic" in wanted:
-        paths.append(files["semantic"])
-    present = [p for p in paths if p.is_file()]
-    if not present and not extra_files:
-        expected = " or ".join(str(p) for p in paths)
-        raise PromptFileError(f"no prompt file for {name}: expected {expected}; add one or pass a prompt file")
-    prompts: list[Prompt] = []
-    origin: dict[str, Path] = {}
-    for path in [*present, *(Path(f) for f in extra_files)]:
+    if own is None:
+        files = builtin_files(name)
+        if wanted & {"task", "role"}:
+            paths.append(files["en"])
+        if "semantic" in wanted:
+            paths.append(files["semantic"])
+        present = [p for p in paths if p.is_file()]
+        if not present and not extra_files:
+            expected = " or ".join(str(p) for p in paths)
+            raise PromptFileError(f"no prompt file for {name}: expected {expected}; add one or pass a prompt file")
+        paths = present
+    prompts: list[Prompt] = list(own or ())
+    origin: dict[str, Path | str] = {p.id: f"task {name}" for p in prompts}
+    for path in [*paths, *(Path(f) for f in extra_files)]:
         for pr in read_prompt_file(path, name):
             if pr.id in origin:
                 raise PromptFileError(f"{path}: duplicate prompt id {pr.id!r} (also in {origin[pr.id]}); ids must be unique")
@@ -113,14 +119,15 @@ def load_prompts(
     return [p for p in prompts if p.type in wanted and (langs is None or p.language in langs)]
 
 
-def get_prompt(dataset: str, prompt_id: str, *, extra_files: Sequence[str | Path] = ()) -> Prompt:
+def get_prompt(dataset: str | Task, prompt_id: str, *, extra_files: Sequence[str | Path] = ()) -> Prompt:
     """One prompt by id."""
     prompts = load_prompts(dataset, extra_files=extra_files)
     for p in prompts:
         if p.id == prompt_id:
             return p
     sample = ", ".join(p.id for p in prompts[:3])
+    name = dataset.name if isinstance(dataset, Task) else canonical_name(dataset)
     raise UnknownPromptError(
-        f"unknown prompt id {prompt_id!r} for {canonical_name(dataset)} ({len(prompts)} prompts, e.g. {sample}); "
+        f"unknown prompt id {prompt_id!r} for {name} ({len(prompts)} prompts, e.g. {sample}); "
         "list them with `pre list prompts`"
     )

@@ -190,6 +190,8 @@ class Evaluator:
             total = math.fsum(scores) / len(scores)
         else:
             total = float(self.task.metric.corpus_score(predictions, self.samples))
+            # What the intervals resample: per-sample contributions where the metric has them (macro-F1).
+            scores = self.task.metric.sample_scores(predictions, self.samples)
         unparseable = sum(p is None for p in predictions)
         return PromptEvaluation(prompt, total, len(self.samples), unparseable, records, scores)
 

@@ -80,6 +80,8 @@ class RequestBuilder:
             payload: dict[str, Any] = {"messages": (*system, ChatMessage("user", text))}
         else:
             payload = {"prompt": text}
+        # A user's own task keys its answers by its definition too (empty for the built-in tasks).
+        namespace = self.task.cache_namespace
         if self.mode == "choices":
-            return Request(kind="score_choices", choices=self.choices, decoding=self.decoding, **payload)
-        return Request(kind="generate", decoding=self.decoding, **payload)
+            return Request(kind="score_choices", choices=self.choices, decoding=self.decoding, namespace=namespace, **payload)
+        return Request(kind="generate", decoding=self.decoding, namespace=namespace, **payload)

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
+from promptrobust.tasks.base import Task
 
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
 #: Which samples of a split are evaluated (``EvaluationSettings.sample_selection``).
 SampleSelection = Literal["seeded", "first"]
 
+#: The dataset measured when none is named.
+DEFAULT_DATASET = "rotten_tomatoes"
 #: The paper's shots for base models (they only make sense few-shot).
 BASE_MODEL_SHOTS = 3
 #: ``AttackSettings.budget`` value that means "no cap" (promptbench's query budget is unlimited).
@@ -35,8 +38,8 @@ UNLIMITED = None
 class EvaluationSettings:
     """What to evaluate and how to query the model. Defaults are the paper's protocol."""
 
-    dataset: str = "rotten_tomatoes"
-    """Dataset name (``pre list datasets``)."""
+    dataset: str = DEFAULT_DATASET
+    """Dataset name (``pre list datasets``) or a task file; with ``task``, that task's name."""
     limit: int | None = None
     """Evaluate at most this many samples; None: the paper's sample size."""
     seed: int = 0
@@ -60,8 +63,16 @@ class EvaluationSettings:
     """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
     system_instruction: str | None = None
     """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
+    task: Task | None = None
+    """A user's own task (``tasks.own``: from a task file, the flags' form or code), measured
+    instead of a built-in dataset; ``dataset`` then holds its name."""
 
     def __post_init__(self) -> None:
+        if self.task is not None:
+            _check(isinstance(self.task, Task), f"task must be a Task (got {type(self.task).__name__})")
+            _check(self.dataset in (DEFAULT_DATASET, self.task.name),
+                   f"dataset {self.dataset!r} and task {self.task.name!r} disagree; give one of them")
+            object.__setattr__(self, "dataset", self.task.name)
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
         _check(self.limit is None or (isinstance(self.limit, int) and self.limit >= 1),
                f"limit must be a whole number >= 1 (got {self.limit!r})")

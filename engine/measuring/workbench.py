@@ -36,9 +36,10 @@ from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
+from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
-from promptrobust.tasks.registry import get_task
 
 @dataclass
 class Workbench:
@@ -72,8 +73,9 @@ class Workbench:
 
     @property
     def binary(self) -> bool:
-        """Per-sample scores are 0/1 (accuracy-like), so Wilson and McNemar apply."""
-        return self.task.supports_choices
+        """Per-sample scores are 0/1 (accuracy-like), so Wilson and McNemar apply (not to
+        macro-F1, a label metric whose per-sample scores are contributions)."""
+        return self.task.supports_choices and self.task.metric.decomposable
 
     def measurement(self) -> MeasurementSettings:
         """The settings every number of this workbench is made under (no attack: budget and options blank)."""
@@ -213,6 +215,13 @@ class Workbench:
         }
 
 
+def task_of(evaluation: EvaluationSettings) -> Task:
+    """THE task an evaluation measures: its user's task value (``EvaluationSettings.task``), else
+    the built-in dataset or task file its ``dataset`` names (``tasks.own.resolve_task``), drawing
+    its samples as ``sample_selection`` says."""
+    return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
+
+
 def with_selection(task: Task, selection: str) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
@@ -242,7 +251,7 @@ def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
-    task = with_selection(get_task(evaluation.dataset), evaluation.sample_selection)
+    task = task_of(evaluation)
     samples = task.load(
         limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
     )
@@ -292,9 +301,12 @@ def few_shot(task: Task, shots: int, *, seed: int = 0, data_dir: str | None = No
 
 
 def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:
+    """The score of always giving the most frequent label (the majority rate for accuracy)."""
     if not task.supports_choices or not samples:
         return None
-    return majority_rate([s.target for s in samples])
+    targets = [s.target for s in samples]
+    own = task.metric.majority_score(targets)
+    return majority_rate(targets) if own is None else own
 
 
 # -- clean scores -----------------------------------------------------------------------
@@ -376,7 +388,11 @@ def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
     """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
     if attack_name != "semantic":
         return []
-    return [(p.language, p.text) for p in load_prompts(task.name, types=["semantic"])]
+    prompts = [(p.language, p.text) for p in load_prompts(task, types=["semantic"])]
+    if not prompts and task.own_prompts() is not None:
+        raise TaskError(f"task {task.name} has no semantic prompts for the Semantic attack; add prompts with "
+                        "type = \"semantic\" and a language to the task")
+    return prompts
 
 
 def pair_statistics(clean: Sequence[float], adversarial: Sequence[float], *, binary: bool, chance: float | None) -> dict[str, Any]:

@@ -48,6 +48,9 @@ class Request:
     messages: tuple[ChatMessage, ...] | None = None
     choices: tuple[str, ...] = ()
     decoding: Decoding = field(default_factory=Decoding)
+    namespace: str = ""
+    """Key material beyond the input (a user's task's definition hash): an edited task
+    never reuses answers cached for the old one. Empty keys exactly as before it existed."""
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
@@ -68,7 +71,11 @@ class Request:
         return "\n".join(m.content for m in self.messages or ())
 
     def content_key(self) -> bytes:
-        """Canonical bytes of everything that determines the answer, model aside."""
+        """Canonical bytes of everything that determines the answer, model aside. An empty
+        ``namespace`` is left out, so every key written before the field existed still matches."""
+        if not self.namespace:  # the bytes orjson wrote for the five fields (in field order) before
+            return orjson.dumps({"kind": self.kind, "prompt": self.prompt, "messages": self.messages,
+                                 "choices": self.choices, "decoding": self.decoding})
         return orjson.dumps(self, option=orjson.OPT_SORT_KEYS)
 
     def estimated_tokens(self) -> int:

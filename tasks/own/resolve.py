@@ -1,0 +1,68 @@
+"""From what a user names to the ``Task`` to measure: a built-in dataset's name, a
+task file, or a task value built in code (``resolve_task``); and the rule that a
+data file is never silently read as another task (``task_for_data_file``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from promptrobust.tasks.base import Task
+from promptrobust.tasks.classification import ClassificationTask
+from promptrobust.tasks.datafiles import read_rows
+from promptrobust.tasks.errors import TaskDefinitionError
+from promptrobust.tasks.own.definition import HUB_PREFIX
+from promptrobust.tasks.own.reading import is_task_file, load_task_file
+from promptrobust.tasks.registry import get_task
+
+#: The ways to say which task a data file holds (settings, which the CLI prints as its flags).
+_BY_COLUMNS = "name its columns (input_columns=COLUMN, label_column=COLUMN, labels=VALUE=WORD,...)"
+_BY_FILE = "write a task file (task=FILE)"
+_BY_DATASET = "name the built-in dataset it holds (dataset=NAME)"
+
+
+def resolve_task(task: str | Task) -> Task:
+    """The task ``task`` names: a ``Task`` as it is, a task file (``.toml``)
+    read, or a built-in dataset's name (aliases accepted)."""
+    if isinstance(task, Task):
+        return task
+    if is_task_file(task):
+        return load_task_file(task)
+    if task.startswith(HUB_PREFIX):
+        raise TaskDefinitionError(
+            f"{task}: a hub dataset of your own needs its columns: {_BY_COLUMNS}, or {_BY_FILE} with data = \"{task}\"",
+            setting="dataset",
+        )
+    return get_task(task)
+
+
+def task_for_data_file(data_file: str | Path, dataset: str | Task | None) -> Task:
+    """The task a data file given on its own is read as: the dataset named beside it, whose
+    columns the file must hold. None (nothing named) is an error: a file is never read as
+    the default dataset whatever it holds."""
+    if dataset is None:
+        raise TaskDefinitionError(f"{data_file}: which task does this data file hold? {_BY_COLUMNS}, {_BY_FILE}, or {_BY_DATASET}",
+                                  setting="data_file")
+    task = resolve_task(dataset)
+    if isinstance(task, ClassificationTask):
+        check_columns(task, data_file)
+    return task
+
+
+def check_columns(task: ClassificationTask, data_file: str | Path) -> None:
+    """``data_file`` holds the input and label columns of ``task`` (a built-in label task),
+    under one of the names the task accepts."""
+    rows = read_rows(data_file, headerless_tsv_columns=task.headerless_tsv_columns)
+    if not rows:
+        return  # the task's own loader says the file is empty
+    present = list(rows[0])
+    wanted = [f.columns for f in task.fields] + [task.label_columns]
+    for names in wanted:
+        if not any(n in rows[0] for n in names):
+            also = f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
+            found = ", ".join(repr(c) for c in present[:12])
+            raise TaskDefinitionError(
+                f"{data_file}: no column {names[0]!r}{also}, which {task.name} reads; the file has {found}. "
+                f"If it is a task of your own, {_BY_COLUMNS} or {_BY_FILE}",
+                setting="data_file",
+            )
