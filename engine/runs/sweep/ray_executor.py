@@ -66,7 +66,7 @@ class RayOptions:
     """How the Ray executor places and feeds its model workers."""
 
     address: str | None = None
-    """Ray cluster to join ("auto", "ray://HOST:10001", "HOST:6379"); None starts a local Ray instance."""
+    """Ray cluster to join ("auto", "ray://HOST:10001", "HOST:6379"); None: start a local Ray instance."""
     num_cpus: float = 0.5
     """CPUs each worker reserves for its life (fractional: workers mostly wait on I/O or a GPU)."""
     num_gpus: float = 0.0
