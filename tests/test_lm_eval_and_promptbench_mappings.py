@@ -1,13 +1,13 @@
 """docs/coming-from.md: every lm-evaluation-harness and promptbench mapping is tested.
 
-Table rows: both sides, as `pre run` flags, give the same settings. Commands: they parse, and
-the offline ones run on the fake server (tests/test_docs_examples.py's runner). Python snippets:
-executed with the fake model injected (the API's backend_factory).
+Table rows: both sides, as `pre run` flags, plan the same run (`pre run`'s own parser and plan
+builder: cli/run.py plan_from_args). Commands: each plans what it says, and the offline ones run
+on the fake server and write what they say (tests/test_docs_examples.py's runner). Python
+snippets: executed with the fake model injected (the API's backend_factory).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 from pathlib import Path
@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from promptrobust.cli import aliases, gen_kwargs, lm_eval_model
+from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser
+from promptrobust.cli.run import plan_from_args
+from promptrobust.engine.runs.plan import RunPlan
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from tests.sweep_helpers import hashed_answer, hashed_text_answer
-from tests.test_docs_examples import _commands_in, _runnable_offline, run_offline_example
+from tests.test_docs_examples import _commands_in, _runnable_offline, assert_ran, run_offline_example
 
 PAGE = (Path(__file__).resolve().parents[1] / "docs" / "coming-from.md").read_text(encoding="utf-8")
 
@@ -40,20 +42,32 @@ def _table_rows(title: str) -> list[tuple[str, str]]:
 LM_EVAL_ROWS = _table_rows("lm-evaluation-harness")
 
 
-def _settings(flags: str) -> dict[str, Any]:
-    """What `pre run FLAGS` would measure: the model spec and every evaluation/scheduler setting."""
-    from promptrobust.cli import flag_settings
-    from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+def _cuda() -> bool:
+    import torch
 
-    args = build_parser().parse_args(aliases.normalize_argv(["run", *shlex.split(flags)]))
-    args.model, args.model_args = lm_eval_model.model_from_flags(args)
-    spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(resolve_model(args.model, parse_model_args(args.model_args)), args), args)
-    generation = gen_kwargs.apply_generation(args)
-    evaluation = flag_settings.evaluation_settings(args, limit=args.limit).with_(**generation) if not isinstance(args.limit, float) else None
+    return bool(torch.cuda.is_available())
+
+
+_HAVE_CUDA = _cuda()
+
+
+def _plan(flags: str) -> RunPlan:
+    """The plan `pre run FLAGS` runs: its own parser and its own plan builder, nothing re-implemented
+    (the table's URL placeholder stands for a local server, and cuda:0 for the CPU on a machine without
+    a GPU, where `pre run` refuses it: the same on both sides)."""
+    flags = flags.replace("URL", "http://127.0.0.1:9")
+    if not _HAVE_CUDA:
+        flags = flags.replace("cuda:0", "cpu")
+    return plan_from_args(build_parser().parse_args(normalize_argv(["run", *shlex.split(flags)])))
+
+
+def _settings(flags: str) -> dict[str, Any]:
+    """What `pre run FLAGS` would measure and where it would write it (not how the flags were spelled)."""
+    plan = _plan(flags)
     return {
-        "model": (spec.name, spec.backend, dict(spec.args)), "datasets": flag_settings.dataset_names(args.dataset),
-        "evaluation": evaluation, "limit": args.limit, "scheduler": flag_settings.scheduler_settings(args),
-        "output_dir": args.output_dir, "log_samples": args.log_samples, "cache": args.cache,
+        "model": (plan.model.name, plan.model.backend, dict(plan.model.args)), "scheduler": plan.scheduler,
+        "targets": [(t.task.name, t.evaluation, t.mode, t.shots, [p.id for p in t.prompts]) for t in plan.targets],
+        "attacks": plan.attacks, "output": (plan.output.output_dir, plan.output.cache, plan.output.use_cache, plan.output.log_samples),
     }
 
 
@@ -76,8 +90,24 @@ def test_the_two_spellings_of_the_same_run_agree() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_parses(command: str) -> None:
-    build_parser().parse_args(aliases.normalize_argv(shlex.split(command)[1:]))
+def test_every_command_plans_what_it_says(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command is planned as `pre run` would plan it (no model loads), and the plan holds
+    the datasets, sample limit, shots and outputs the command names."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")  # planning an API model reads its key, sends nothing
+    args = build_parser().parse_args(normalize_argv(shlex.split(command)[1:]))
+    plan = plan_from_args(args)
+    words = normalize_argv(shlex.split(command))
+    given = dict(zip(words, words[1:]))
+    expected = given.get("--dataset", "rotten_tomatoes").split(",")
+    assert [t.task.name for t in plan.targets] == expected
+    assert all(t.evaluation.dataset == t.task.name for t in plan.targets)
+    if "--limit" in given:
+        assert plan.targets[0].evaluation.limit == (float(given["--limit"]) if "." in given["--limit"] else int(given["--limit"]))
+    if "--shots" in given:
+        assert {t.shots for t in plan.targets} == {int(given["--shots"])}
+    assert plan.output.output_dir == given.get("--output-dir", "runs")
+    assert plan.output.log_samples == ("--log-samples" in words)
+    assert (plan.attacks is not None) == ("--attack" in words)
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +124,8 @@ def test_most_commands_run_offline() -> None:
 
 
 @pytest.mark.parametrize("command", OFFLINE)
-def test_every_offline_command_runs(command: str, server: FakeOpenAIServer, tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    run_offline_example(command, server, tmp_path, capsys)
+def test_every_offline_command_runs_and_writes_what_it_says(command: str, server: FakeOpenAIServer, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert_ran(command, run_offline_example(command, server, tmp_path, capsys), tmp_path)
 
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
