@@ -54,14 +54,7 @@ def handle(args: argparse.Namespace) -> int:
                      source_shot=args.source_shot, model=args.model, model_args=args.model_args,
                      evaluation=flags.evaluation_settings(args), scheduler=flags.scheduler_settings(args),
                      prompt_type=args.prompt_type, output=flags.output_options(args))
-    for note in plan.notes:
-        output.say_note(note)
-    outcome = run_eval(plan)
-    for note in outcome.notes:
-        output.say_note(note)
-    _print(outcome.result)
-    output.say(f"results in {outcome.folder}")
-    return 0
+    return output.run_analysis(plan, run_eval, _print)
 
 
 def _print(result: Any) -> None:

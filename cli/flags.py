@@ -16,15 +16,17 @@ import textwrap
 import types
 import typing
 from dataclasses import MISSING, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from promptrobust.cli.errors import flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
-from promptrobust.engine.analysis.commands import SourceSettings
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
-from promptrobust.engine.runs.plan import OutputOptions
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+
+if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
+    from promptrobust.engine.analysis.commands import SourceSettings
+    from promptrobust.engine.runs.plan import OutputOptions
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")
 
@@ -116,10 +118,9 @@ def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
 
 def add_output_arguments(g: argparse._ArgumentGroup) -> None:
     """Where answers and run folders go, and what is shown while running."""
-    docs = field_docs(OutputOptions)
     g.add_argument("--cache", default=None, help="score cache file (default: ~/.cache/promptrobust/scores.sqlite or $PRE_CACHE_DIR)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
-    g.add_argument("--output-dir", default=OutputOptions.output_dir, help=docs["output_dir"].rstrip(".").lower())
+    g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per dataset")
     g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
     g.add_argument("--no-progress", action="store_true",
                    help="no progress line or phase lines; one status line every 30 s still shows a long job is alive "
@@ -177,6 +178,8 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
 
 def source_settings(args: argparse.Namespace) -> SourceSettings:
     """``SourceSettings`` from the flags: every flag left out means "the record's own"."""
+    from promptrobust.engine.analysis.commands import SourceSettings
+
     attacks = tuple(a.strip() for a in (args.attack or "").split(",") if a.strip())
     result: SourceSettings = settings_from(args, SourceSettings, attacks=attacks)
     return result
@@ -184,6 +187,8 @@ def source_settings(args: argparse.Namespace) -> SourceSettings:
 
 def output_options(args: argparse.Namespace) -> OutputOptions:
     """Where the command's folders go, and what they record: the command line and the flags."""
+    from promptrobust.engine.runs.plan import OutputOptions
+
     return OutputOptions(output_dir=args.output_dir, cache=getattr(args, "cache", None),
                          use_cache=not getattr(args, "no_cache", False), log_samples=getattr(args, "log_samples", False),
                          command=tuple(getattr(args, "argv", ["pre", args.command or ""])), config=flag_values(args))

@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.cli.errors import with_flag
-from promptrobust.engine.analysis.report.meaning import meaning_text
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
-from promptrobust.engine.runs.plan import Note
 from promptrobust.engine.safe_io import redact_text
 
-if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes over
+if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
     from promptrobust.engine.runs.execute import TargetOutcome
+    from promptrobust.engine.runs.plan import Note
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
@@ -52,6 +51,19 @@ def say(message: str) -> None:
 def say_note(note: Note | str) -> None:
     """A note of the library, its setting named by its flag."""
     say(note if isinstance(note, str) else with_flag(note.text, note.setting))
+
+
+def run_analysis(plan: Any, run: Callable[[Any], Any], show: Callable[[Any], None]) -> int:
+    """An analysis command after its plan: what planning said, the run, what it said, its result
+    (``show``) and where its run folder is."""
+    for note in plan.notes:
+        say_note(note)
+    outcome = run(plan)
+    for note in outcome.notes:
+        say_note(note)
+    show(outcome.result)
+    say(f"results in {outcome.folder}")
+    return 0
 
 
 def event_printer(*, quiet: bool) -> Callable[[str], None]:
@@ -89,6 +101,8 @@ def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float
 
 
 def print_records(records: Sequence[Any]) -> None:
+    from promptrobust.engine.analysis.report.meaning import meaning_text
+
     attacked = [r for r in records if r.status == "attacked"]
     if attacked:
         print(f"\n{'attack':<12} {'prompt':<16} {'clean':>7} {'attacked':>8} {'PDR':>7}  {'PDR 95% interval':<17} {'McNemar p':>9} {'cands':>5} {'sent':>6} {'secs':>7}")

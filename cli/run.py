@@ -7,10 +7,12 @@ run (``engine.runs.api.run_plan``: one run folder per dataset, written as it goe
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.cli import flags, lm_eval, output
-from promptrobust.engine.runs.plan import PromptChoice, RunPlan, attack_settings, build_plan
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.plan import RunPlan
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
 
@@ -56,6 +58,8 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """The run plan of a parsed `pre run` command line: what `pre run` will do, nothing run yet."""
+    from promptrobust.engine.runs.plan import PromptChoice, attack_settings, build_plan
+
     model, model_args = lm_eval.model_and_args(args)  # --model hf --model_args pretrained=X, --device
     attacks = attack_settings(args.attack, options=args.attack_options, budget=args.budget, holdout=args.holdout,
                               top_k=args.top_k, early_stopping=args.early_stopping, chunk_size=args.chunk_size)

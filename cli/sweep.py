@@ -92,7 +92,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
     plan = sweeps.plan_sweep(args.config, preset=args.preset, output_dir=args.output_dir, shard=args.shard,
                              executor=args.executor, ray_options={k: getattr(args, k) for k in RAY_FLAGS if hasattr(args, k)})
-    findings = sweeps.finding_lines(plan.jobs, plan.findings)  # what cannot run here, and why
+    findings = sweeps.finding_lines(plan)  # what cannot run here, and why
     if args.dry_run:
         _print_dry_run(sweeps.dry_run(plan, args.prices), plan)
         for line in findings:
@@ -108,11 +108,12 @@ def handle(args: argparse.Namespace) -> int:
         exc.pre_message = (f"{sweeps.kept_records(plan)} finished records are kept in {plan.config.folder / 'results.jsonl'} "  # type: ignore[attr-defined]
                            f"and every answer is in the cache; resume with: {shlex.join(resume)}")
         raise
-    if isinstance(progress, sweeps.RaySweepProgress):
-        print(f"ray: {progress.workers_started} workers started, {progress.units_requeued} jobs re-sent after lost workers, "
-              f"{progress.caches_merged} worker caches merged ({progress.cache_rows_added} new answers)")
-        if progress.caches_lost:
-            output.say(f"{len(progress.caches_lost)} worker caches were on lost nodes; a rerun recomputes what they held")
+    ray = sweeps.ray_progress(progress)
+    if ray is not None:
+        print(f"ray: {ray.workers_started} workers started, {ray.units_requeued} jobs re-sent after lost workers, "
+              f"{ray.caches_merged} worker caches merged ({ray.cache_rows_added} new answers)")
+        if ray.caches_lost:
+            output.say(f"{len(ray.caches_lost)} worker caches were on lost nodes; a rerun recomputes what they held")
     print(f"sweep {plan.config.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
           f"{progress.skipped} already done -> {plan.config.folder}")
     for label, reason in progress.failed:

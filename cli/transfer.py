@@ -43,14 +43,7 @@ def handle(args: argparse.Namespace) -> int:
 
     plan = plan_transfer(args.source, model=args.model, model_args=args.model_args, settings=flags.source_settings(args),
                          scheduler=flags.scheduler_settings(args), output=flags.output_options(args))
-    for note in plan.notes:
-        output.say_note(note)
-    outcome = run_transfer(plan)
-    for note in outcome.notes:
-        output.say_note(note)
-    _print(outcome.result)
-    output.say(f"results in {outcome.folder}")
-    return 0
+    return output.run_analysis(plan, run_transfer, _print)
 
 
 def _print(result: Any) -> None:

@@ -8,7 +8,6 @@ the folder. The CLI prints; nothing here knows of flags.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from promptrobust.engine.analysis.transfer import TransferResult, transfer
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
-from promptrobust.engine.runs.plan import OutputOptions, model_and_scheduler
+from promptrobust.engine.runs.plan import OutputOptions, check_paths, model_and_scheduler
 from promptrobust.engine.runs.run_folder import RunFolder
 from promptrobust.engine.runs.run_results import session_facts
 from promptrobust.engine.runs.session import Session
@@ -57,12 +56,6 @@ class Outcome(Generic[R]):
     what planning said is the plan's ``notes``."""
 
 
-def _check_paths(**paths: str | None) -> None:
-    for setting, path in paths.items():
-        if path and not os.path.exists(path):
-            raise SettingsError(f"{setting} {path} does not exist", setting=setting)
-
-
 # -- pre eval --------------------------------------------------------------------------------------
 
 
@@ -91,7 +84,7 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     its adv_prompts folder or one .md file, optionally only those found on ``source_model`` and of
     ``source_shot``), read and checked now."""
     evaluation = evaluation or EvaluationSettings()
-    _check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench_adv=promptbench_adv)
+    check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench_adv=promptbench_adv)
     spec, scheduler = model_and_scheduler(model, model_args, scheduler)
     notes: list[str] = []
     if promptbench_adv:
@@ -160,7 +153,7 @@ class SourcePlan:
 
 def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | None, model_args: Any,
                   scheduler: SchedulerSettings | None, output: OutputOptions | None, distance: int = 2) -> SourcePlan:
-    _check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
+    check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
     spec, scheduler = model_and_scheduler(model, args, scheduler) if model else (None, scheduler or SchedulerSettings())
     chosen, notes = settings.select(load_source_records(list(paths)))
@@ -246,7 +239,7 @@ def plan_attention(*, clean: str | None = None, adversarial: str | None = None, 
     whose prompt changed), whose model, dataset, seed and shots are used unless given: ``evaluation``
     holds the ``EvaluationSettings`` fields given (None values mean "the record's, else the default")."""
     given = {k: v for k, v in dict(evaluation or {}).items() if v is not None}
-    _check_paths(data_dir=given.get("data_dir"), data_file=given.get("data_file"))
+    check_paths(data_dir=given.get("data_dir"), data_file=given.get("data_file"))
     if sample_index < 0:
         raise SettingsError(f"sample_index must be 0 or more (got {sample_index})", setting="sample_index")
     found = None

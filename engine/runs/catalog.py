@@ -1,19 +1,20 @@
 """What a run can use, as rows: models, datasets, prompts and attacks (``pre list``), and the
 default model. The registries own each list (``engine.serving.registry``, ``tasks.registry``,
-``tasks.prompt_sets``, ``attacks.registry``); this module puts them side by side."""
+``tasks.prompt_sets``, ``attacks.registry``); this module puts them side by side. The default
+model costs nothing to read (every command line's ``--model`` default); the lists load their
+registries when asked."""
 
 from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
 
-from promptrobust.attacks.registry import attack_options, attack_requirements, list_attacks
-from promptrobust.engine.serving.backends.random_model import RANDOM_CONFIGS
+from typing import TYPE_CHECKING
+
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
-from promptrobust.tasks.base import Prompt, Task
-from promptrobust.tasks.prompt_sets import load_prompts
-from promptrobust.tasks.promptbench_import import load_promptbench_prompts
-from promptrobust.tasks.registry import get_task, task_info
+
+if TYPE_CHECKING:
+    from promptrobust.tasks.base import Prompt, Task
 
 __all__ = ["DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attacks", "datasets", "have_hub", "is_offline",
            "models", "prompts"]
@@ -53,6 +54,8 @@ class AttackRow:
 
 def models() -> list[ModelRow]:
     """Every registered model, then the random-weight architectures (benchmarks only)."""
+    from promptrobust.engine.serving.backends.random_model import RANDOM_CONFIGS
+
     rows = []
     for spec in REGISTRY.values():
         tags = tuple(t for t, on in (("embedded", spec.embedded), ("paper", spec.paper), ("base", spec.base_model)) if on)
@@ -77,6 +80,8 @@ def have_hub() -> bool:
 
 
 def datasets() -> list[DatasetRow]:
+    from promptrobust.tasks.registry import get_task, task_info
+
     return [DatasetRow(t.name, t.sample_size, t.metric, t.labels, is_offline(get_task(t.name)), t.description)
             for t in task_info()]
 
@@ -84,6 +89,10 @@ def datasets() -> list[DatasetRow]:
 def prompts(dataset: str, *, prompt_type: str | None = None, promptbench: str | None = None, shots: int = 0) -> list[Prompt]:
     """A dataset's stored prompts (of one type), or the paper's own from a promptbench checkout
     (its few-shot files when ``shots`` > 0)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.promptbench_import import load_promptbench_prompts
+    from promptrobust.tasks.registry import get_task
+
     task = get_task(dataset)
     if promptbench:
         types = [prompt_type] if prompt_type else ["task", "role", "semantic"]
@@ -92,6 +101,8 @@ def prompts(dataset: str, *, prompt_type: str | None = None, promptbench: str | 
 
 
 def attacks() -> list[AttackRow]:
+    from promptrobust.attacks.registry import attack_options, attack_requirements, list_attacks
+
     needs = dict(attack_requirements())
     return [AttackRow(name, description, attack_options(name, cli_only=True), needs.get(name, ""))
             for name, description in list_attacks()]

@@ -44,7 +44,8 @@ from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 from promptrobust.tasks.registry import get_task
 
 __all__ = [
-    "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "build_plan", "model_and_scheduler",
+    "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "build_plan", "check_paths",
+    "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
@@ -265,7 +266,7 @@ def build_plan(
     evaluation = evaluation or EvaluationSettings()
     prompts = prompts or PromptChoice()
     tasks = _tasks(datasets)
-    _check_paths(evaluation, prompts)
+    check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench=prompts.promptbench)
     shots = evaluation.shots_for(spec.base_model)
     notes: tuple[Note, ...] = ()
     if evaluation.shots is None and shots:
@@ -288,10 +289,9 @@ def _tasks(datasets: Sequence[str | Task] | str) -> list[Task]:
     return list(tasks.values())
 
 
-def _check_paths(evaluation: EvaluationSettings, prompts: PromptChoice) -> None:
-    """Data paths that do not exist fail before any model is loaded."""
-    for setting, path in (("data_dir", evaluation.data_dir), ("data_file", evaluation.data_file),
-                          ("promptbench", prompts.promptbench)):
+def check_paths(**paths: str | None) -> None:
+    """Paths given by setting (``data_file=...``) that do not exist fail before any model is loaded."""
+    for setting, path in paths.items():
         if path and not os.path.exists(path):
             raise SettingsError(f"{setting} {path} does not exist", setting=setting)
 
