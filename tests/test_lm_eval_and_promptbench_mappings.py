@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from promptrobust.cli.errors import one_line, user_error_types
 from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser
 from promptrobust.cli.run import plan_from_args
@@ -62,8 +63,12 @@ def _plan(flags: str) -> RunPlan:
 
 
 def _settings(flags: str) -> dict[str, Any]:
-    """What `pre run FLAGS` would measure and where it would write it (not how the flags were spelled)."""
-    plan = _plan(flags)
+    """What `pre run FLAGS` would measure and where it would write it (not how the flags were spelled);
+    a model that cannot be reached from here (vllm not installed) is refused, in the same words both ways."""
+    try:
+        plan = _plan(flags)
+    except user_error_types() as exc:
+        return {"refused": one_line(exc)}
     return {
         "model": (plan.model.name, plan.model.backend, dict(plan.model.args)), "scheduler": plan.scheduler,
         "targets": [(t.task.name, t.evaluation, t.mode, t.shots, [p.id for p in t.prompts]) for t in plan.targets],
