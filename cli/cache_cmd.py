@@ -30,7 +30,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 
 def handle_merge(args: argparse.Namespace) -> int:
-    from promptrobust.engine.serving.cache import merge_caches
+    from promptrobust.engine.runs.sweep.plan import merge_caches
 
     result = merge_caches(args.out, args.caches)
     for path, added in zip(args.caches, result.added):

@@ -1,7 +1,8 @@
 """`pre`: measure how robust an LLM is to adversarial prompts.
 
-Every subcommand lives in its own module; this one only builds the parser
-and turns user errors into one line on stderr and exit code 2.
+Every command lives in a module of its own (arguments -> settings -> plan -> run -> write ->
+print); this one builds the parser, installs the progress display, and turns user errors into
+one line on stderr and exit code 2 (``cli/errors.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from promptrobust.cli.errors import EXIT_USAGE, fail, one_line, user_error_types
+from promptrobust.cli.errors import EXIT_USAGE, fail, one_line, quiet_asyncio_teardown, terminate_as_interrupt, user_error_types
 
 DESCRIPTION = """\
 pre measures how robust a large language model is to adversarial prompts
@@ -54,7 +55,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     def _get_help_string(self, action: argparse.Action) -> str:
         default = action.default
         hidden = default is None or default is False or default == "" or default is argparse.SUPPRESS or default == []
-        if hidden or "%(default)" in (action.help or ""):
+        if hidden or "%(default)" in (action.help or "") or "default:" in (action.help or ""):  # said already
             return action.help or ""
         return super()._get_help_string(action)
 
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from promptrobust.cli.aliases import normalize_argv
+    from promptrobust.cli.lm_eval import normalize_argv
 
     args_list = normalize_argv(sys.argv[1:] if argv is None else argv)  # lm-eval spellings accepted
     parser = build_parser()
@@ -93,8 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.argv = ["pre", *args_list]  # recorded (secrets redacted) in results.json
-    from promptrobust.cli.signals import quiet_asyncio_teardown
-    from promptrobust.engine.safe_io.output_safety import SafeStream
+    from promptrobust.engine.safe_io import SafeStream
 
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
@@ -111,7 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ...]) -> int:
     from promptrobust.cli.progress import reporter_for
-    from promptrobust.cli.signals import terminate_as_interrupt
     from promptrobust.engine.progress import reporting
 
     with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
@@ -134,7 +133,7 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
             return 0
         except Exception as exc:  # noqa: BLE001 - only the environment's refusals are caught; the rest re-raised
             # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).
-            from promptrobust.engine.safe_io.atomic_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
+            from promptrobust.engine.safe_io import EXIT_ENVIRONMENT, as_output_error, describe_os_error
 
             refused = as_output_error(exc, getattr(exc, "filename", None))
             if refused is not None:

@@ -1,8 +1,204 @@
-"""Run folders: the writer lives in ``engine.run_folder`` (one writer for the CLI,
-sweeps and the API); this module keeps the old import path working."""
+"""What the commands print: scores and records with their intervals, notes, and the `next:` hint.
+
+The hint follows two rules. The suggested command keeps every model, data and query flag the
+user gave, so the next run measures the same thing; and a prompt whose clean score is at chance
+is never suggested for an attack (its PDR would be noise): the hint then offers label scoring,
+more samples or another model instead.
+"""
 
 from __future__ import annotations
 
-from promptrobust.engine.runs.run_folder import OWNER_FILE, RunFolder, remove_stale_partials
+import argparse
+import shlex
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["OWNER_FILE", "RunFolder", "remove_stale_partials"]
+from promptrobust.cli.errors import with_flag
+from promptrobust.engine.runs.catalog import DEFAULT_MODEL
+from promptrobust.engine.safe_io import redact_text
+
+if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
+    from promptrobust.engine.runs.execute import TargetOutcome
+    from promptrobust.engine.runs.plan import Note
+
+#: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
+KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
+    ("model", "--model", DEFAULT_MODEL), ("model_args", "--model-args", ""), ("dataset", "--dataset", "rotten_tomatoes"),
+    ("data_dir", "--data-dir", None), ("data_file", "--data-file", None), ("limit", "--limit", None),
+    ("shots", "--shots", None), ("seed", "--seed", 0), ("mode", "--mode", "generate"), ("parser", "--parser", "last_word"),
+    ("max_new_tokens", "--max-tokens", None), ("prompt_type", "--prompt-type", "task"), ("cache", "--cache", None),
+    ("output_dir", "--output-dir", "runs"),
+)
+
+#: Below this many samples an interval is wide enough that more samples is the first advice.
+FEW_SAMPLES = 200
+
+
+def ci_text(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+
+
+def short(text: str, width: int = 60) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def say(message: str) -> None:
+    print(f"pre: {message}", file=sys.stderr)
+
+
+def say_note(note: Note | str) -> None:
+    """A note of the library, its setting named by its flag."""
+    say(note if isinstance(note, str) else with_flag(note.text, note.setting))
+
+
+def run_analysis(plan: Any, run: Callable[[Any], Any], show: Callable[[Any], None]) -> int:
+    """An analysis command after its plan: what planning said, the run, what it said, its result
+    (``show``) and where its run folder is."""
+    for note in plan.notes:
+        say_note(note)
+    outcome = run(plan)
+    for note in outcome.notes:
+        say_note(note)
+    show(outcome.result)
+    say(f"results in {outcome.folder}")
+    return 0
+
+
+def event_printer(*, quiet: bool) -> Callable[[str], None]:
+    """The library's ``on_event`` messages worth a line of their own: records (PDR, skipped) and
+    failures. Phases ("scoring ...", "X on Y") are said by the progress reporter already."""
+
+    def on_event(message: str) -> None:
+        if "FAILED" in message or (not quiet and ("PDR" in message or "skipped" in message)):
+            say(message)
+
+    return on_event
+
+
+def settings_line(settings: dict[str, Any]) -> str:
+    """Under which settings the numbers were made (printed above every table)."""
+    mode = settings["mode"]
+    how = f"generate (<= {settings['max_new_tokens']} new tokens, {settings['parser']} parser)" if mode == "generate" else "choices (label log-probs)"
+    if mode == "choices" and str(settings.get("label_scoring") or "").startswith("approximate"):
+        how = "choices (label log-probs APPROXIMATED from the top-20 first-token log-probs)"
+    return (f"{settings['model']} on {settings['dataset']}: {settings['samples']} samples, {settings['shots']}-shot, "
+            f"{settings['input_format']} input, {how}, metric {settings['metric']}, seed {settings['seed']}")
+
+
+def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float | None = None) -> None:
+    clean = list(clean)
+    print(settings_line(settings))
+    width = max([len(c.prompt.id) for c in clean] + [6])
+    print(f"{'prompt':<{width}}  score   95% interval    unparseable")
+    for c in clean:
+        flag = "  <- at chance" if c.at_chance else ""
+        print(f"{c.prompt.id:<{width}}  {c.score:.4f}  {ci_text(c.ci95)}  {c.unparseable:>6}{flag}")
+    if any(c.at_chance for c in clean):
+        rate = f" ({chance:.2f})" if chance is not None else ""
+        print(f"note: prompts marked 'at chance' score no better than the majority class{rate}: their PDR is not meaningful")
+
+
+def print_records(records: Sequence[Any]) -> None:
+    from promptrobust.engine.analysis.report.meaning import meaning_text
+
+    attacked = [r for r in records if r.status == "attacked"]
+    if attacked:
+        print(f"\n{'attack':<12} {'prompt':<16} {'clean':>7} {'attacked':>8} {'PDR':>7}  {'PDR 95% interval':<17} {'McNemar p':>9} {'cands':>5} {'sent':>6} {'secs':>7}")
+        for r in attacked:
+            p = "-" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"
+            chance = "  at chance" if r.at_chance else ""
+            print(f"{r.attack:<12} {r.prompt_id:<16} {r.clean_score:>7.4f} {r.adversarial_score:>8.4f} {r.pdr:>7.4f}  "
+                  f"{ci_text(r.pdr_ci95):<17} {p:>9} {r.cost.candidate_evaluations:>5} {r.cost.requests_sent:>6} "
+                  f"{r.cost.wall_seconds:>7.1f}{chance}")
+        for r in attacked:
+            if r.adversarial_prompt != r.clean_prompt:
+                print(f"\n[{r.attack} / {r.prompt_id}] {r.adversarial_prompt}")
+            line = meaning_text(vars(r))  # substitutions, similarity, held-out PDR
+            if line:
+                print(f"  {line}")
+    for r in records:
+        if r.status == "skipped_clean_zero":
+            print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: nothing to drop, as promptbench)")
+        elif r.status == "failed":
+            print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
+
+
+def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
+    """One target of `pre run`: its table(s), the next step, and where the run folder is."""
+    print_clean(outcome.settings, outcome.clean, chance=outcome.chance_rate)
+    protocol, s = outcome.protocol, outcome.counters
+    if protocol is None:
+        mean = sum(c.score for c in outcome.clean) / len(outcome.clean)
+        print(f"mean {mean:.4f} | {outcome.wall_seconds:.1f}s | requests {s['submitted']} "
+              f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})")
+        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples)}", file=sys.stderr)
+    else:
+        for row in protocol.held_out_clean or []:  # the ranking's top prompts on samples it never saw
+            ci = row["held_out_ci95"]
+            print(f"held-out: {row['prompt_id']} in-sample {row['in_sample_score']:.4f} (best of {len(protocol.clean)}), "
+                  f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
+        print_records(protocol.records)
+        attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir)}", file=sys.stderr)
+        if protocol.failures:
+            say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
+    say(f"results in {outcome.folder}")
+
+
+# -- the `next:` hint ----------------------------------------------------------------------------
+
+
+def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[str]:
+    """The user's model/data/query flags as command-line words (only those that differ from the defaults)."""
+    words: list[str] = []
+    for attr, flag, unset in KEPT_FLAGS:
+        if attr in drop or not hasattr(args, attr):
+            continue
+        value = getattr(args, attr)
+        if value is None or value == unset:
+            continue
+        words += [flag, f"{value:g}" if isinstance(value, float) and attr == "limit" else str(value)]
+    return words
+
+
+def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> str:
+    """The suggested command, keeping the user's flags but never a credential from a base URL."""
+    return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
+
+
+def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int) -> str:
+    """What to run after clean scores: attack the best prompt, unless every prompt is at chance."""
+    usable = [c for c in clean if not c.at_chance and c.score > 0]
+    if usable:
+        best = max(usable, key=lambda c: c.score)
+        return f"{command(args, '--attack', 'stresstest', '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
+    return at_chance_advice(args, samples)
+
+
+def at_chance_advice(args: argparse.Namespace, samples: int,
+                     lead: str = "every prompt scores at chance, so an attack would measure noise") -> str:
+    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score."""
+    options = []
+    if getattr(args, "mode", "generate") == "generate":
+        options.append(f"{command(args, drop=('mode',))} --mode choices  (label scoring: no answer parsing)")
+    if samples < FEW_SAMPLES and getattr(args, "limit", None) is not None:
+        options.append(f"{command(args, drop=('limit',))} --limit {max(FEW_SAMPLES, 2 * samples)}  (more samples: a narrower interval)")
+    options.append(f"{command(args, drop=('model', 'model_args', 'shots'))} --model MODEL  (a stronger model; `pre list models`)")
+    return f"{lead}; try\n  " + "\n  ".join(options)
+
+
+def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str) -> str:
+    """What to run after an attack: the report of the runs, and other attacks on the same setting."""
+    report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
+    attacked = [r for r in records if r.status == "attacked"]
+    if attacked and all(r.at_chance for r in attacked):
+        samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
+        return f"{report}\n  {at_chance_advice(args, samples, 'the attacked prompts score at chance, so their PDR is noise')}"
+    others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks][:2]
+    if not others:
+        return report
+    top_k = getattr(args, "top_k", None)
+    extra = ["--attack", ",".join(others)] + (["--top-k", str(top_k)] if top_k is not None and top_k != 3 else [])
+    return f"{report}  |  {command(args, *extra)}"

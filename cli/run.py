@@ -1,13 +1,18 @@
-"""`pre run`: score prompts on a dataset (clean metric), optionally attack the best ones."""
+"""`pre run`: score prompts on a dataset (clean metric), optionally attack the best ones.
+
+Arguments -> settings -> the run plan (``engine.runs.plan``, where everything is decided) ->
+run (``engine.runs.api.run_plan``: one run folder per dataset, written as it goes) -> print.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from promptrobust.cli import aliases, common, flag_settings, gen_kwargs, lm_eval_model
-from promptrobust.cli.errors import UserError
+from promptrobust.cli import flags, lm_eval, output
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.plan import RunPlan
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
 
@@ -36,85 +41,39 @@ prompt of every record).
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("run", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     g = p.add_argument_group("what to evaluate")
-    common.add_model_arguments(g)
-    common.add_data_arguments(g)
+    flags.add_model_arguments(g)
+    flags.add_data_arguments(g)
     g.add_argument("--prompt", default=None, help="prompt ids, comma-separated (see `pre list prompts --dataset X`)")
-    g.add_argument("--prompt-type", default="task", choices=["task", "role", "semantic", "all"], help="prompt set used when --prompt is not given")
+    g.add_argument("--prompt-type", default="task", choices=flags.PROMPT_TYPES, help="prompt set used when --prompt is not given")
     g.add_argument("--prompt-text", default=None, help="evaluate this literal instruction instead of a stored prompt")
     g.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="use the paper's own prompts from a promptbench checkout")
     g = p.add_argument_group("how to query the model")
-    common.add_query_arguments(g)
-    aliases.add_lm_eval_arguments(g)  # --gen_kwargs, --apply_chat_template, --system_instruction
-    common.add_scheduler_arguments(g)
-    common.add_output_arguments(p.add_argument_group("where things go"))
-    common.add_attack_arguments(p)
+    flags.add_query_arguments(g)
+    lm_eval.add_arguments(g)  # --gen_kwargs, --apply_chat_template, --system_instruction, --device
+    flags.add_scheduler_arguments(g)
+    flags.add_output_arguments(p.add_argument_group("where things go"))
+    flags.add_attack_arguments(p)
     p.set_defaults(handler=handle)
 
 
+def plan_from_args(args: argparse.Namespace) -> RunPlan:
+    """The run plan of a parsed `pre run` command line: what `pre run` will do, nothing run yet."""
+    from promptrobust.engine.runs.plan import PromptChoice, attack_settings, build_plan
+
+    model, model_args = lm_eval.model_and_args(args)  # --model hf --model_args pretrained=X, --device
+    attacks = attack_settings(args.attack, options=args.attack_options, budget=args.budget, holdout=args.holdout,
+                              top_k=args.top_k, early_stopping=args.early_stopping, chunk_size=args.chunk_size)
+    prompts = PromptChoice(ids=tuple(i.strip() for i in (args.prompt or "").split(",") if i.strip()), type=args.prompt_type,
+                           text=args.prompt_text, promptbench=args.promptbench)
+    return build_plan(model, flags.datasets(args), model_args=model_args, chat=args.apply_chat_template,
+                      evaluation=flags.evaluation_settings(args), prompts=prompts, attacks=attacks,
+                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args))
+
+
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.cli.attack_options import attack_settings_from
-    from promptrobust.engine.serving.registry import check_values, parse_model_args, resolve_model
-    from promptrobust.engine.runs.sync import run_sync
+    from promptrobust.engine.runs.api import run_plan
 
-    from promptrobust.cli.preflight import check_credentials
-
-    # -- lm-eval habits (cli/aliases.py, lm_eval_model.py, gen_kwargs.py): several datasets, --gen_kwargs, chat template, one batch size
-    args.model, args.model_args = lm_eval_model.model_from_flags(args)  # --model hf --model_args pretrained=X, --device
-    spec = resolve_model(args.model, parse_model_args(args.model_args))
-    check_values(spec)  # bad values fail before any model loads or folder is made
-    check_credentials(spec)  # a missing API key is said before any data loads
-    datasets = flag_settings.dataset_names(args.dataset)
-    generation = gen_kwargs.apply_generation(args)
-    spec = lm_eval_model.one_batch_size(lm_eval_model.chat_model_args(spec, args), args)
-    # --
-    evaluation = flag_settings.evaluation_settings(args, limit=1 if isinstance(args.limit, float) else args.limit).with_(**generation)
-    scheduler = flag_settings.scheduler_settings(args)
-    attacks = attack_settings_from(args) if args.attack else None
-    if args.holdout is not None and attacks is None:
-        raise UserError("--holdout splits the samples of the attack protocol: add --attack NAME (or drop --holdout)")
-    if args.prompt_text is not None and not args.prompt_text.strip():
-        raise UserError("--prompt-text is empty: give the instruction text, or drop the flag to use the stored prompts")
-    flag_settings.check_paths(args)
-    code = 0
-    for dataset in datasets:  # one run folder per dataset, as lm-eval writes one result per task
-        one = evaluation.with_(dataset=dataset, limit=aliases.resolve_limit(args, dataset))
-        fraction = {"limit_fraction": args.limit} if isinstance(args.limit, float) else {}
-        per = argparse.Namespace(**{**vars(args), "dataset": dataset, "limit": one.limit, **fraction})
-        code = max(code, run_sync(lambda per=per, one=one: _run(per, spec, one, scheduler, attacks)))
-    return code
-
-
-async def _run(args: argparse.Namespace, spec: Any, evaluation: Any, scheduler: Any, attacks: Any) -> int:
-    from promptrobust.engine.runs.prompt_choice import choose_prompts
-    from promptrobust.engine.runs.run_folder import RunFolder
-    from promptrobust.engine.runs.session import Session
-    from promptrobust.tasks.registry import get_task
-
-    task = get_task(evaluation.dataset)
-    if evaluation.mode == "choices" and not task.supports_choices:
-        raise UserError(f"{task.name} answers are free text, so --mode choices cannot score them: use --mode generate")
-    shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
-    prompts = choose_prompts(task.name, prompt_ids=args.prompt, prompt_type=args.prompt_type, text=args.prompt_text,
-                             promptbench=args.promptbench, shots=shots)  # bad prompt ids fail before any model loads
-    with RunFolder(args.output_dir, [spec.name, task.name]) as folder:
-        session = Session(cache=args.cache, settings=scheduler, use_cache=not args.no_cache)
-        try:
-            bench = await session.workbench(spec, evaluation)
-            if evaluation.shots is None and bench.shots:
-                print(f"pre: {spec.name} is a base model: {bench.shots}-shot (the paper evaluates base models few-shot; --shots 0 to change)", file=sys.stderr)
-            flag_settings.report_sample_count(bench, evaluation)
-            folder.write_json("config.json", flag_settings.config_of(args))
-            args.configs = {"evaluation": evaluation, "scheduler": scheduler}
-            if attacks is not None:
-                from promptrobust.cli.attack_options import run_attacks
-
-                code = await run_attacks(args, session, bench, prompts, attacks, folder)
-            else:
-                from promptrobust.cli.evaluate_prompts import evaluate_and_write
-
-                code = await evaluate_and_write(args, session, bench, prompts, folder)
-        finally:
-            await session.close()
-    print(f"pre: results in {folder.final}", file=sys.stderr)
-    return code
-
+    plan = plan_from_args(args)  # everything is decided and checked before any model loads
+    outcome = run_plan(plan, progress=None, on_event=output.event_printer(quiet=args.no_progress),
+                       on_note=output.say_note, on_target=lambda target: output.print_target(args, target))
+    return outcome.exit_status

@@ -1,15 +1,15 @@
-"""`pre sweep CONFIG.toml`: run a grid of models x datasets x prompt types x attacks."""
+"""`pre sweep CONFIG.toml`: run a grid of models x datasets x prompt types x attacks, and
+`pre sweep merge OUT SHARD_DIR...` (``engine.runs.sweep.plan``: plan_sweep -> run or dry run)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from typing import Any
 
+from promptrobust.cli import flags, output
 from promptrobust.cli.errors import UserError
-from promptrobust.cli.sweep_args import add_scale_arguments, config_path, ray_options
-from promptrobust.cli.sweep_merge import handle_merge
-from promptrobust.cli.sweep_plan import print_plan
-from promptrobust.cli.sweep_run import run
 
 HELP = "run a grid of models x datasets x prompt types x attacks (resumable)"
 
@@ -36,8 +36,11 @@ config (TOML):
   model_args = "base_url=http://127.0.0.1:8000/v1"
   rpm = 500
 
-Rerunning the same config resumes: finished (job, prompt) records are kept,
-everything else is answered from the cache where it can be.
+Every field of the evaluation, attack and scheduler settings is a [sweep] key
+under its own name (the grid's own axes aside); a model's table takes
+model_args and the scheduler's. Rerunning the same config resumes: finished
+(job, prompt) records are kept, everything else is answered from the cache
+where it can be.
 
 examples:
   pre sweep --preset paper --dry-run             # the paper's grid: jobs, requests, tokens, API cost per model
@@ -51,8 +54,13 @@ beyond one machine (docs/scale.md):
   pre sweep grid.toml --executor ray --address HEAD:6379 --num-gpus 1   # needs promptrobust[ray]
 """
 
+#: RayOptions fields that are flags of `pre sweep` (each: its docstring, its default).
+RAY_FLAGS = ("address", "num_cpus", "num_gpus", "workers_per_model", "max_in_flight", "unit_timeout", "worker_cache_dir")
+
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    from promptrobust.engine.runs.sweep.plan import RayOptions
+
     p = sub.add_parser("sweep", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     p.add_argument("config", nargs="?", default=None,
                    help="sweep configuration file (TOML); or `merge OUT SHARD_DIR...` to merge shards")
@@ -64,37 +72,89 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the job list and request estimates, run nothing")
     p.add_argument("--output-dir", default=None, help="override sweep.output_dir")
     p.add_argument("--quiet", action="store_true", help="no line per finished record")
-    add_scale_arguments(p)
+    g = p.add_argument_group("beyond one machine (docs/scale.md)")
+    g.add_argument("--shard", metavar="I/N", default=None,
+                   help="run only the cells hashed to shard I of N (1 <= I <= N), in <name>.shard-I-of-N with its own cache")
+    g.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: every job in this process; ray: model workers as Ray actors (pip install 'promptrobust[ray]')")
+    for name in RAY_FLAGS:  # given only when set: each means something to the ray executor alone
+        flags.add_field(g, RayOptions, name, default=argparse.SUPPRESS)
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Arguments -> the sweep config (and its shard) -> the dry-run printout, or the run."""
-    from pathlib import Path
-
-    from promptrobust.engine.runs.sweep.sharding import ShardError, parse_shard, select_jobs, shard_config
-    from promptrobust.engine.runs.sweep.config import SweepConfigError, load_config
+    """Arguments -> the sweep plan -> the dry-run printout, or the run."""
+    from promptrobust.engine.runs.sweep import plan as sweeps
 
     if args.config == "merge":
-        return handle_merge(args.more)
-    args.config = config_path(args)
+        return _merge(args.more)
     if args.more:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
-    options = ray_options(args)
-    try:
-        cfg = load_config(args.config)
-    except SweepConfigError as exc:
-        raise UserError(str(exc)) from None
-    if args.output_dir:
-        cfg = cfg.with_(output_dir=Path(args.output_dir))
-    jobs = cfg.jobs()
-    if args.shard:
-        try:
-            shard = parse_shard(args.shard)
-        except ShardError as exc:
-            raise UserError(str(exc)) from None
-        jobs = select_jobs(jobs, shard)
-        cfg = shard_config(cfg, shard)
+    plan = sweeps.plan_sweep(args.config, preset=args.preset, output_dir=args.output_dir, shard=args.shard,
+                             executor=args.executor, ray_options={k: getattr(args, k) for k in RAY_FLAGS if hasattr(args, k)})
+    findings = sweeps.finding_lines(plan)  # what cannot run here, and why
     if args.dry_run:
-        return print_plan(cfg, jobs, args.prices)
-    return run(args, cfg, jobs, options)
+        _print_dry_run(sweeps.dry_run(plan, args.prices), plan)
+        for line in findings:
+            print(line)
+        return 0
+    for line in findings:
+        print(line, file=sys.stderr)
+    try:
+        progress = sweeps.run_planned_sweep(plan, on_event=output.event_printer(quiet=args.quiet))
+    except KeyboardInterrupt as exc:  # main() prints what was kept and how to resume
+        resume = ["pre", "sweep", *(["--preset", args.preset] if args.preset else [args.config])]
+        resume += [*(["--output-dir", args.output_dir] if args.output_dir else []), *(["--shard", args.shard] if args.shard else [])]
+        exc.pre_message = (f"{sweeps.kept_records(plan)} finished records are kept in {plan.config.folder / 'results.jsonl'} "  # type: ignore[attr-defined]
+                           f"and every answer is in the cache; resume with: {shlex.join(resume)}")
+        raise
+    ray = sweeps.ray_progress(progress)
+    if ray is not None:
+        print(f"ray: {ray.workers_started} workers started, {ray.units_requeued} jobs re-sent after lost workers, "
+              f"{ray.caches_merged} worker caches merged ({ray.cache_rows_added} new answers)")
+        if ray.caches_lost:
+            output.say(f"{len(ray.caches_lost)} worker caches were on lost nodes; a rerun recomputes what they held")
+    print(f"sweep {plan.config.name}: {progress.jobs_done}/{progress.jobs_total} jobs, {progress.records} new records, "
+          f"{progress.skipped} already done -> {plan.config.folder}")
+    for label, reason in progress.failed:
+        output.say(f"job failed: {label}: {reason}")
+    if progress.failed:
+        output.say(f"{len(progress.failed)} jobs failed (see errors.jsonl); rerun the sweep after fixing them")
+        return 1
+    return 0
+
+
+def _print_dry_run(estimate: Any, plan: Any) -> None:
+    """The job list, request and token estimates and, per model, an API cost; runs nothing."""
+    from promptrobust.engine.runs.sweep.plan import format_estimates
+
+    cfg = plan.config
+    print(f"sweep {cfg.name}: {len(estimate.rows)} jobs -> {cfg.folder}")
+    for row in estimate.rows:
+        job = row["job"]
+        done = f" ({row['finished_prompts']} prompts already done)" if row["finished_prompts"] else ""
+        print(f"  {job.id}  {job.label():<70} samples {row['samples']:>5}  prompts {row['prompts']:>3}  "
+              f"requests <= {row['clean'] + row['attack_max']}{done}")
+    t = estimate.totals
+    print(f"estimated model requests before cache and early stopping: clean {t.clean} "
+          f"({t.cells} cells, shared by their attacks), attacks <= {t.attack_max}")
+    print(f"per model (tokens: each job's prompts on its task's shipped examples at 4 characters a token; "
+          f"cost: {estimate.prices or 'the shipped price table'}, USD per million tokens):")
+    for line in format_estimates(estimate.models):
+        print("  " + line)
+    print(f"config: {cfg.source}")
+
+
+def _merge(paths: list[str]) -> int:
+    """`pre sweep merge OUT SHARD_DIR...`: the shards' records in OUT, and which caches to merge too."""
+    from promptrobust.engine.runs.sweep.plan import merge_shards
+
+    if len(paths) < 2:
+        raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")
+    result, caches, target = merge_shards(paths[0], paths[1:])
+    for folder, added in result.per_shard.items():
+        print(f"{folder}: {added} new records")
+    print(f"{paths[0]}: {result.added} added, {result.already} already there, {result.total} records in total")
+    if caches:
+        print(f"merge their caches too: pre cache merge {target} {' '.join(caches)}")
+    return 0

@@ -160,15 +160,15 @@ def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
     assert data["target"] == "negative"  # sample 1 of reviews.tsv is negative
     assert data["shots"] == 0 and data["dataset"] == "rotten_tomatoes"
     assert len(data["rows"]["adversarial"]["gradient"]) == 9
-    from promptrobust.cli.errors import UserError
+    from promptrobust.engine.errors import PromptRobustError
 
     # --output is the old name of --output-dir, still accepted
     old = parser.parse_args(["attention", "--clean", "a", "--adversarial", "b", "--output", str(tmp_path / "x")])
     assert old.output_dir == str(tmp_path / "x")
     bad = parser.parse_args(["attention", "--model", "openai:gpt-4", "--clean", "a", "--adversarial", "b", "--output-dir", str(tmp_path)])
-    with pytest.raises(UserError, match="hf model"):
+    with pytest.raises(PromptRobustError, match="hf model"):
         bad.handler(bad)
-    with pytest.raises(UserError, match="--record or --clean"):
+    with pytest.raises(PromptRobustError, match="from a record or give clean and adversarial prompts, not both"):
         bad.handler(parser.parse_args(["attention", "--clean", "a", "--adversarial", "b", "--record", str(tmp_path)]))
     # no run folder is left behind by a failed analysis
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

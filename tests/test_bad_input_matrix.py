@@ -59,7 +59,7 @@ RUN_CASES: list[tuple[list[str], tuple[str, ...]]] = [
     (["--prompt-text", "   "], ("--prompt-text",)),
     (["--prompt", "sst2-task-99"], ("sst2-task-99",)),
     (["--dataset", "imagenet"], ("imagenet",)),
-    (["--dataset", "math", "--mode", "choices"], ("--mode generate",)),
+    (["--dataset", "math", "--mode", "choices"], ("--mode choices cannot score math", "generate")),
     (["--model", "no-such-model"], ("no-such-model",)),
     (["--model-args", "dtype"], ("key=value",)),
     (["--model-args", "bogus=1"], ("bogus",)),

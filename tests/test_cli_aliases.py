@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from promptrobust.cli.aliases import normalize_argv
+from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser, main
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
@@ -123,15 +123,14 @@ def test_system_instruction_and_chat_template_reach_the_model(tmp_path: Path, se
 
 
 def test_apply_chat_template_sets_each_backend_own_switch() -> None:
-    import argparse
+    from promptrobust.engine.errors import SettingsError
+    from promptrobust.engine.runs.plan import model_and_scheduler
 
-    from promptrobust.cli.lm_eval_model import chat_model_args
-    from promptrobust.engine.serving.registry import resolve_model
-
-    args = argparse.Namespace(apply_chat_template=True)
-    assert chat_model_args(resolve_model("openai:m"), args).args["api"] == "chat"
-    assert chat_model_args(resolve_model("hf:org/model"), args).args["chat"] is True
-    assert chat_model_args(resolve_model("hf:org/model"), argparse.Namespace(apply_chat_template=False)).args == {}
+    assert model_and_scheduler("openai:m", chat=True)[0].args["api"] == "chat"
+    assert model_and_scheduler("hf:org/model", chat=True)[0].args["chat"] is True
+    assert model_and_scheduler("hf:org/model")[0].args == {}
+    with pytest.raises(SettingsError, match="api=completions"):
+        model_and_scheduler("openai:m", "api=completions", chat=True)
 
 
 def test_a_fractional_limit_is_a_share_of_the_dataset(tmp_path: Path, server: FakeOpenAIServer) -> None:
@@ -145,8 +144,9 @@ def test_a_fractional_limit_is_a_share_of_the_dataset(tmp_path: Path, server: Fa
         "--prompt", "sst2-task-01", "--no-progress",
     ]) == 0
     folder = _only_folder(out)
-    assert orjson.loads((folder / "results.json").read_bytes())["samples"]["evaluated"] == round(0.01 * size)
-    assert orjson.loads((folder / "config.json").read_bytes())["limit_fraction"] == 0.01
+    results = orjson.loads((folder / "results.json").read_bytes())
+    assert results["samples"]["evaluated"] == round(0.01 * size) != size
+    assert results["configs"]["evaluation"]["limit"] == orjson.loads((folder / "config.json").read_bytes())["limit"] == 0.01
 
 
 def test_several_datasets_in_one_command_write_one_folder_each(tmp_path: Path, server: FakeOpenAIServer) -> None:
@@ -164,22 +164,21 @@ def test_batch_size_is_set_in_one_place(tmp_path: Path, capsys) -> None:  # noqa
     code = main(["run", "--model", "hf:org/model", "--model-args", "batch_size=8", "--batch-size", "4",
                  "--output-dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "--batch-size 4 and --model-args batch_size=8 disagree" in err
-    import argparse
+    assert code == 2 and "--batch-size 4 and the model argument batch_size=8 disagree" in err
+    from promptrobust.engine.runs.plan import model_and_scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
-    from promptrobust.cli.lm_eval_model import one_batch_size
-    from promptrobust.engine.serving.registry import resolve_model
-
-    args = argparse.Namespace(batch_size=None)
-    spec = one_batch_size(resolve_model("hf:org/model", {"batch_size": 8}), args)
-    assert args.batch_size == 8 and spec.args["batch_size"] == 8  # the scheduler and the backend agree
-    args = argparse.Namespace(batch_size=6)
-    assert one_batch_size(resolve_model("hf:org/model"), args).args["batch_size"] == 6
+    spec, scheduler = model_and_scheduler("hf:org/model", {"batch_size": 8})
+    assert scheduler.batch_size == 8 and spec.args["batch_size"] == 8  # the scheduler and the backend agree
+    spec, scheduler = model_and_scheduler("hf:org/model", None, SchedulerSettings(batch_size=6))
+    assert scheduler.batch_size == spec.args["batch_size"] == 6
+    spec, scheduler = model_and_scheduler("openai:m", None, SchedulerSettings(batch_size=6))
+    assert scheduler.batch_size == 6 and "batch_size" not in spec.args  # an HTTP backend has no passes to cut
 
 
 def test_a_missing_api_key_is_said_before_any_data_loads(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr("promptrobust.tasks.registry.get_task", _no_data)
+    monkeypatch.setattr("promptrobust.engine.runs.plan.get_task", _no_data)  # the plan checks the key first
     code = main(["run", "--model", "openai:gpt-4o-mini", "--dataset", "sst2", "--output-dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "OPENAI_API_KEY" in err and "data" not in err.lower()

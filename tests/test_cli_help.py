@@ -49,3 +49,28 @@ def test_list_prompts_shows_ids_and_text(capsys) -> None:  # noqa: ANN001
     assert main(["list", "prompts", "--dataset", "sst2", "--type", "role"]) == 0
     out = capsys.readouterr().out
     assert "sst2-role-01" in out and "sst2-task-01" not in out
+
+
+def test_each_setting_is_spelled_once_its_flag_derived_from_its_field() -> None:
+    """The scheduler's flags are SchedulerSettings' fields: name, default and help (its docstring);
+    the parsed flags build the settings value itself."""
+    from dataclasses import fields
+
+    from promptrobust.cli import flags
+    from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]  # noqa: SLF001
+    by_dest = {a.dest: a for a in run._actions}  # noqa: SLF001
+    for kind, names in ((SchedulerSettings, [f.name for f in fields(SchedulerSettings)]),
+                        (EvaluationSettings, ["seed", "shots", "mode", "parser", "max_new_tokens", "sample_selection"]),
+                        (AttackSettings, ["top_k", "early_stopping", "chunk_size", "holdout"])):
+        defaults = kind()
+        for name in names:
+            action = by_dest[name]
+            assert action.default == getattr(defaults, name), name
+            doc = flags.field_docs(kind)[name]
+            assert doc.split()[1] in action.help, (name, action.help)  # the help is the field's docstring
+    args = run.parse_args(["--concurrency", "3", "--max-wait-ms", "1.5", "--request-timeout", "9", "--max-tokens", "7"])
+    assert flags.scheduler_settings(args) == SchedulerSettings(concurrency=3, max_wait_ms=1.5, request_timeout=9.0)
+    assert flags.evaluation_settings(args).max_new_tokens == 7

@@ -16,11 +16,12 @@ import re
 import shlex
 from pathlib import Path
 
+import orjson
 import pytest
 
-from promptrobust.cli.aliases import normalize_argv
-from promptrobust.cli.listing import is_offline
+from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser, main
+from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.tasks.registry import get_task
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from tests.sweep_helpers import hashed_text_answer
@@ -84,12 +85,46 @@ def test_the_examples_were_found() -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_example_parses(example: str) -> None:
-    words = shlex.split(example)
+def test_every_example_parses_and_each_flag_reaches_its_setting(example: str) -> None:
+    words = normalize_argv(shlex.split(example)[1:])
     try:
-        build_parser().parse_args(normalize_argv(words[1:]))
+        args = build_parser().parse_args(words)
     except SystemExit as exc:  # argparse printed why
         pytest.fail(f"{example!r} does not parse (exit {exc.code})")
+    assert args.command == words[0]
+    assert flags_not_taken(words, args) == []
+
+
+def flags_not_taken(words: list[str], args: argparse.Namespace) -> list[str]:
+    """The flags of a command line whose value did not land where the command reads it (empty: all did)."""
+    sub = _subparser(build_parser(), words)
+    actions = {o: a for a in sub._actions for o in a.option_strings}  # noqa: SLF001
+    missed = []
+    for word, value in zip(words, [*words[1:], None]):
+        name, eq, inline = word.partition("=")
+        action = actions.get(name) if word.startswith("--") else None
+        if action is None or action.dest == "help":
+            continue
+        got = getattr(args, action.dest, None)
+        if action.nargs == 0:  # --flag: a switch
+            ok = got == action.const
+        else:
+            text = inline if eq else value
+            typed = action.type(text) if callable(action.type) and text is not None else text
+            ok = typed in got if isinstance(got, list) else typed == got
+        if not ok:
+            missed.append(word)
+    return missed
+
+
+def _subparser(parser: argparse.ArgumentParser, words: list[str]) -> argparse.ArgumentParser:
+    """The (sub)parser that handles ``words`` (`pre sweep ...` -> the sweep parser)."""
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            name = next((w for w in words if w in action.choices), None)
+            if name is not None:
+                return _subparser(action.choices[name], words[words.index(name) + 1:])
+    return parser
 
 
 def _parsed(example: str) -> argparse.Namespace:
@@ -133,14 +168,31 @@ def server():
 
 
 @pytest.mark.parametrize("example", OFFLINE)
-def test_every_offline_example_runs(example: str, server: FakeOpenAIServer, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_offline_example_runs_and_writes_what_it_says(example: str, server: FakeOpenAIServer, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(ROOT)  # README paths (bench/sweeps/...) are relative to the checkout
-    run_offline_example(example, server, tmp_path, capsys)
+    assert_ran(example, run_offline_example(example, server, tmp_path, capsys), tmp_path)
 
 
-def run_offline_example(example: str, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Run an offline example with its model swapped for the fake server, at --limit 2."""
+def assert_ran(example: str, out: str, tmp_path: Path) -> None:
+    """What an offline example must leave: a run folder per dataset scored on the 2 samples asked
+    for (with one record per attack under --attack), a listing, or a dry run's job list."""
+    args = _parsed(example)
+    if args.command == "list":
+        assert len(out.strip().splitlines()) >= 2, out  # a header and at least one row
+    elif args.command == "sweep":
+        assert " jobs -> " in out.splitlines()[0], out
+    else:
+        folders = sorted((tmp_path / "runs").iterdir())
+        results = [orjson.loads((f / "results.json").read_bytes()) for f in folders]
+        assert sorted(r["dataset"] for r in results) == sorted(get_task(d).name for d in args.dataset.split(","))
+        assert all(r["samples"]["evaluated"] == 2 for r in results)
+        if args.attack:
+            assert all(r["results"]["records"]["total"] >= 1 for r in results)
+
+
+def run_offline_example(example: str, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run an offline example with its model swapped for the fake server, at --limit 2; its stdout."""
     words = shlex.split(example)[1:]
     args = _parsed(example)
     if args.command == "run":
@@ -158,13 +210,14 @@ def run_offline_example(example: str, server: FakeOpenAIServer, tmp_path: Path, 
         if args.attack:
             words += ["--top-k", "1", "--budget", "4"]
     code = main(words)
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     if code == 1 and args.command == "run" and args.attack:
         # An attack that cannot run offline (BertAttack's masked LM) is a failed record, said as such.
         failed = [line for line in err.splitlines() if line.startswith("pre: error: ")]
         assert failed and all("bertattack" in line for line in failed), err
-        return
+        return out
     assert code == 0, err
+    return out
 
 
 def test_help_list_readme_and_attention_name_the_same_default_model(capsys: pytest.CaptureFixture[str]) -> None:

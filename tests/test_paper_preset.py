@@ -95,4 +95,4 @@ def test_preset_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path
     assert main(["sweep", "--preset", "nope", "--dry-run"]) == 2
     assert "shipped presets: paper" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "x.toml"), "--preset", "paper"]) == 2
-    assert "either CONFIG or --preset" in capsys.readouterr().err
+    assert "either a sweep config or a preset, not both (--preset)" in capsys.readouterr().err

@@ -115,10 +115,7 @@ def test_adversarial_filters_and_file_and_folder_paths():
 
 
 def test_pairs_file_is_what_pre_eval_reads(tmp_path):
-    try:
-        from promptrobust.engine.analysis.prompt_eval import read_prompt_file
-    except ImportError:  # before the reader moved out of the CLI
-        from promptrobust.cli.eval_cmd import read_prompt_file
+    from promptrobust.engine.analysis.prompt_eval import read_prompt_file
 
     out = write_pairs_jsonl(load_adversarial_prompts(PAPER, dataset="sst2"), tmp_path / "pairs.jsonl")
     rows = [orjson.loads(line) for line in out.read_text().splitlines()]

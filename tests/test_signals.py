@@ -64,7 +64,7 @@ def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path
 
 
 def test_a_killed_runs_partial_folder_is_removed_by_the_next_run(tmp_path) -> None:  # noqa: ANN001
-    from promptrobust.cli.output import OWNER_FILE, RunFolder
+    from promptrobust.engine.runs.run_folder import OWNER_FILE, RunFolder
 
     runs = tmp_path / "runs"
     runs.mkdir()

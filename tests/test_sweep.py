@@ -156,3 +156,39 @@ def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path)
     assert (tmp_path / "out" / "t" / "results.parquet").exists()
     config = orjson.loads((tmp_path / "out" / "t" / "config.json").read_bytes())
     assert config["attack"]["budget"] == 6
+
+
+def test_every_settings_field_is_a_sweep_key_under_its_own_name(tmp_path) -> None:  # noqa: ANN001
+    """The [sweep] and [models."NAME"] keys are the settings' own fields (spelled once, in the
+    settings classes): each reaches its settings value; the grid's own axes are not [sweep] keys."""
+    from promptrobust.engine.runs.sweep.config import SweepConfigError, load_config, model_settings
+
+    body = """
+[sweep]
+limit = 0.1
+sample_selection = "first"
+stop = ["\\n\\n", "Q:"]
+system_instruction = "You rate film reviews."
+holdout = 0.5
+early_stopping = "off"
+max_wait_ms = 2.5
+request_timeout = 30
+
+[grid]
+models = ["openai:m"]
+datasets = ["rotten_tomatoes"]
+attacks = ["checklist"]
+
+[models."openai:m"]
+model_args = "base_url=http://127.0.0.1:9/v1"
+max_wait_ms = 1.0
+"""
+    cfg = load_config(write_config(tmp_path / "s.toml", body))
+    assert (cfg.evaluation.limit, cfg.evaluation.sample_selection) == (0.1, "first")
+    assert cfg.evaluation.stop == ("\n\n", "Q:") and cfg.evaluation.system_instruction == "You rate film reviews."
+    assert (cfg.attack.holdout, cfg.attack.early_stopping) == (0.5, "off")
+    assert (cfg.scheduler.max_wait_ms, cfg.scheduler.request_timeout) == (2.5, 30)
+    assert model_settings(cfg, "openai:m").max_wait_ms == 1.0
+    for grid_axis in ("shots = [0]", "dataset = \"sst2\"", "attacks = [\"checklist\"]", "options = {}"):
+        with pytest.raises(SweepConfigError, match="unknown key sweep"):
+            load_config(write_config(tmp_path / "bad.toml", body.replace("[sweep]\n", f"[sweep]\n{grid_axis}\n")))

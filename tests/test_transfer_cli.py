@@ -96,13 +96,14 @@ def test_transfer_apdr_is_mean_and_std_over_records(tmp_path, monkeypatch):
 
 
 def test_transfer_bad_input_is_a_user_error(tmp_path):
-    from promptrobust.cli.errors import UserError
+    from promptrobust.engine.errors import PromptRobustError
 
-    with pytest.raises(UserError, match="does not exist"):
+    with pytest.raises(PromptRobustError, match="does not exist"):
         transfer.handle(parse(["--source", str(tmp_path / "nope"), "--model", "hf:x"]))
-    with pytest.raises(UserError, match="no results.jsonl"):
+    with pytest.raises(PromptRobustError, match="no results.jsonl"):
         transfer.handle(parse(["--source", str(tmp_path), "--model", "hf:x"]))
-    with pytest.raises(UserError, match="--model TARGET"):
+    with pytest.raises(PromptRobustError, match="needs a target model") as caught:
         transfer.handle(parse(["--source", str(SOURCE_RUN)]))
-    with pytest.raises(UserError, match="no source record is on dataset"):
+    assert caught.value.setting == "model"  # the CLI names --model
+    with pytest.raises(PromptRobustError, match="no source record is on dataset"):
         transfer.handle(parse(["--source", str(SOURCE_RUN), "--model", "hf:x", "--dataset", "sst2"]))

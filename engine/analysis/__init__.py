@@ -6,6 +6,7 @@
 - ``transfer``: adversarial prompts of one model scored on another (``pre transfer``);
 - ``defense``: PDR with and without spell correction (``pre defend``);
 - ``attention``: which prompt words a model relies on (``pre attention``; needs torch);
+- ``commands``: eval, transfer, defense and attention as plans and their runs (what the CLI calls);
 - ``scoring`` and ``sources``: what those share (scoring pairs with their
   statistics; reading attack records of earlier runs).
 

@@ -496,8 +496,8 @@ def compare_prompts(
     """Word importance of ``clean`` and ``adversarial`` on sample ``sample_index``
     of ``settings`` (an ``EvaluationSettings``; a base model without explicit
     shots gets the paper's 3)."""
-    from promptrobust.engine.runs.session import few_shot
     from promptrobust.engine.measuring.settings import EvaluationSettings
+    from promptrobust.engine.measuring.workbench import few_shot, load_samples
     from promptrobust.tasks.registry import get_task
 
     settings = settings or EvaluationSettings()
@@ -507,7 +507,7 @@ def compare_prompts(
     if unknown:
         raise AttentionError(f"unknown importance method {unknown[0]!r}; use {', '.join(METHODS)}")
     task = get_task(settings.dataset)
-    samples = task.load(limit=settings.limit, seed=settings.seed, data_dir=settings.data_dir, data_file=settings.data_file)
+    samples = load_samples(task, settings)  # a fraction of the dataset too
     if sample_index >= len(samples):
         raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples",
                              setting="sample_index")

@@ -160,6 +160,12 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
     return PromptItem(prompt=prompt, **common)
 
 
+def items_from_rows(source: Path, rows: Sequence[Any]) -> list[PromptItem]:
+    """Prompt items from rows read elsewhere (a promptbench checkout's published pairs), each
+    checked as a prompts file's entry is; ``source`` names where they came from in errors."""
+    return [_item(source, n, row) for n, row in enumerate(rows, 1)]
+
+
 def _extra_columns(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row's other columns. One named like a record field (``shots``,
     ``model``) describes where the pair came from, not this evaluation, so it is

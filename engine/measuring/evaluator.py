@@ -18,6 +18,7 @@ from typing import Any
 from promptrobust.attacks.base import CandidateScore
 from promptrobust.engine import progress as _progress
 from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
+from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.requests import Mode, RequestBuilder
 from promptrobust.engine.serving.scheduler import JobCounters, Scheduler
 from promptrobust.engine.serving.types import Completion, Request
@@ -28,10 +29,6 @@ __all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleReco
 def label_of_highest(task: Task, logprobs: Sequence[float]) -> Any:
     """The task label whose choice has the highest log-probability (the first one on a tie)."""
     return task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
-
-
-#: Models already reported as unable to score label log-probs (one warning each).
-_WARNED_NO_LOGPROBS: set[str] = set()
 
 
 @dataclass
@@ -72,15 +69,6 @@ class EvaluatorCost:
         return dict(self.__dict__)
 
 
-def warn_no_logprobs(name: str) -> None:
-    """Say once per model and process (not per attack job) that it generates instead of scoring labels."""
-    if name not in _WARNED_NO_LOGPROBS:
-        _WARNED_NO_LOGPROBS.add(name)
-        import logging
-
-        logging.getLogger(__name__).warning("%s cannot score label log-probs: evaluating with --mode generate", name)
-
-
 class Evaluator:
     """Scores prompts on one task's samples through one model's scheduler."""
 
@@ -100,19 +88,11 @@ class Evaluator:
         stop: Sequence[str] | None = None,
         system_instruction: str | None = None,
     ) -> None:
-        if mode not in ("choices", "generate"):
-            raise ValueError(f"unknown mode {mode!r}: use 'choices' or 'generate'")
-        if mode == "choices" and not task.supports_choices:
-            raise ValueError(
-                f"task {task.name} has no fixed label set, so --mode choices cannot score it; use --mode generate"
-            )
         if not samples:
             raise ValueError(f"task {task.name} has no samples to evaluate")
-        if mode == "choices" and not scheduler.backend.supports_choice_scoring:
-            # Issue 12: a model that cannot score labels (an API server without log-probs,
-            # decided once at start) generates instead; `mode` and so the records say so.
-            warn_no_logprobs(scheduler.backend.identity.name)
-            mode = "generate"
+        # The one mode decision (engine/measuring/mode.py): choices of a free-text task is an
+        # error; a model that cannot score labels generates instead, and the records say so.
+        mode = decide_mode(mode, task, scheduler.backend, strict=True)
         self.scheduler = scheduler
         self.task = task
         self.samples = list(samples)

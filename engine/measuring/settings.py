@@ -40,8 +40,9 @@ class EvaluationSettings:
 
     dataset: str = DEFAULT_DATASET
     """Dataset name (``pre list datasets``) or a task file; with ``task``, that task's name."""
-    limit: int | None = None
-    """Evaluate at most this many samples; None: the paper's sample size."""
+    limit: int | float | None = None
+    """Evaluate at most this many samples, or this fraction of them, e.g. 0.1 (as lm-eval takes a
+    limit; resolved where the data is loaded); None: the paper's sample size."""
     seed: int = 0
     """Seed for the order samples are drawn in and for attacks."""
     shots: int | None = None
@@ -63,7 +64,7 @@ class EvaluationSettings:
     """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
     system_instruction: str | None = None
     """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
-    task: Task | None = None
+    task: Task | None = field(default=None, hash=False)  # a Task need not be hashable; equality still counts
     """A user's own task (``tasks.own``: from a task file, the flags' form or code), measured
     instead of a built-in dataset; ``dataset`` then holds its name."""
 
@@ -74,8 +75,9 @@ class EvaluationSettings:
                    f"dataset {self.dataset!r} and task {self.task.name!r} disagree; give one of them")
             object.__setattr__(self, "dataset", self.task.name)
         _check(isinstance(self.dataset, str) and bool(self.dataset.strip()), "dataset must be a dataset name")
-        _check(self.limit is None or (isinstance(self.limit, int) and self.limit >= 1),
-               f"limit must be a whole number >= 1 (got {self.limit!r})")
+        _check(self.limit is None or (isinstance(self.limit, int) and not isinstance(self.limit, bool) and self.limit >= 1)
+               or (isinstance(self.limit, float) and 0 < self.limit < 1),
+               f"limit must be a whole number >= 1 or a fraction between 0 and 1 (got {self.limit!r})")
         _whole(self.seed, "seed", 0)
         _check(self.shots is None or (isinstance(self.shots, int) and self.shots >= 0),
                f"shots must be 0 or more (got {self.shots!r})")
@@ -96,9 +98,14 @@ class EvaluationSettings:
             return self.shots
         return BASE_MODEL_SHOTS if base_model else 0
 
-    def mode_for(self, supports_choices: bool) -> Mode:
-        """Tasks whose answers are free text (translation, SQuAD, math) always generate."""
-        return self.mode if supports_choices else "generate"
+    def limit_for(self, available: int) -> int:
+        """How many of ``available`` samples this evaluation takes: all of them without a limit,
+        at most ``limit``, or a fraction's share of them (at least 1), as lm-eval counts it."""
+        if self.limit is None:
+            return available
+        if isinstance(self.limit, float):
+            return max(1, round(self.limit * available))
+        return min(self.limit, available)
 
     def with_(self, **changes: Any) -> "EvaluationSettings":
         return replace(self, **changes)

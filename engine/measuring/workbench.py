@@ -4,8 +4,8 @@ evaluation, prepared once, with typed methods for everything that measures.
 ``prepare`` turns (session, model, EvaluationSettings) into a ``Workbench``:
 the task, its samples, the few-shot examples (the base-model rule applied
 once, by ``EvaluationSettings.shots_for``), the mode decided once
-(``decide_mode``: free-text tasks and backends without label log-probs
-generate), the chance rate and the model's shared scheduler. Then:
+(``engine.measuring.mode.decide_mode``: free-text tasks and backends without
+label log-probs generate), the chance rate and the model's shared scheduler. Then:
 
 - ``Workbench.score_prompts``: THE prompt-scoring loop (clean score of each
   prompt with its interval, chance flag, per-sample scores and its own cost);
@@ -31,7 +31,8 @@ from typing import Any
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
-from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation, warn_no_logprobs
+from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
+from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.errors import SettingsError
@@ -239,22 +240,19 @@ def label_scoring(backend: Any) -> str:
     return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
 
 
-def decide_mode(evaluation: EvaluationSettings, task: Task, backend: Any) -> str:
-    """The one decision of a run's mode: free-text tasks always generate, and a
-    backend that cannot score label log-probs generates (said once per model)."""
-    mode = evaluation.mode_for(task.supports_choices)
-    if mode == "choices" and not backend.supports_choice_scoring:
-        warn_no_logprobs(backend.identity.name)
-        mode = "generate"
-    return mode
+def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
+    """The evaluation samples: the first ``limit`` of the task's draw, or a fraction of it
+    (lm-eval's ``--limit 0.1``), resolved here where the data is loaded, once."""
+    fraction = isinstance(evaluation.limit, float)
+    samples = task.load(limit=None if fraction else evaluation.limit, seed=evaluation.seed,  # type: ignore[arg-type]
+                        data_dir=evaluation.data_dir, data_file=evaluation.data_file)
+    return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)
 
 
 async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
     task = task_of(evaluation)
-    samples = task.load(
-        limit=evaluation.limit, seed=evaluation.seed, data_dir=evaluation.data_dir, data_file=evaluation.data_file
-    )
+    samples = load_samples(task, evaluation)
     shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
     examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
@@ -267,7 +265,7 @@ async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, sc
         examples=examples,
         evaluation=evaluation,
         shots=shots,
-        mode=decide_mode(evaluation, task, scheduler.backend),
+        mode=decide_mode(evaluation.mode, task, scheduler.backend),
         scheduler=scheduler,
         chance_rate=_chance_rate(task, samples),
     )

@@ -14,7 +14,7 @@ runs one library coroutine and closes it. Inside a running event loop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,13 @@ from promptrobust.engine.runs.sync import run_sync
 
 if TYPE_CHECKING:
     from promptrobust.engine.measuring.protocol import ProtocolResult
+    from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome
+    from promptrobust.engine.runs.plan import Note, RunPlan
     from promptrobust.engine.measuring.records import AttackRecord
     from promptrobust.engine.runs.session import EvaluationResult
     from promptrobust.engine.runs.sweep.runner import SweepProgress
 
-__all__ = ["attack", "attack_top_k", "evaluate", "sweep"]
+__all__ = ["attack", "attack_top_k", "evaluate", "run_plan", "sweep"]
 
 
 def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
@@ -41,15 +43,30 @@ def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, b
 def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any,
                 progress: Any = True) -> Any:
     """``await call(session)`` on a fresh Session that is closed afterwards, from sync code.
-    ``progress``: True = phase lines and a status line on stderr (``engine.progress``), False = none."""
+    ``progress``: True = phase lines and a status line on stderr (``engine.progress``), False = none,
+    None = whatever reporter already listens (the CLI's), a reporter = that one."""
+    import contextlib
+
     from promptrobust.engine import progress as events
 
     async def go() -> Any:
-        with events.reporting(events.api_reporter(progress)):
+        reporting = contextlib.nullcontext() if progress is None else events.reporting(events.api_reporter(progress))
+        with reporting:
             async with _session(cache, scheduler, use_cache, backend_factory) as session:
                 return await call(session)
 
     return run_sync(go)
+
+
+def run_plan(plan: RunPlan, *, backend_factory: Any = None, progress: Any = True,
+             on_event: Callable[[str], None] | None = None, on_note: Callable[[Note], None] | None = None,
+             on_target: Callable[[TargetOutcome], None] | None = None) -> RunOutcome:
+    """Run a ``RunPlan`` (``engine.runs.plan.build_plan``) on a Session of its own, with the plan's
+    cache and scheduler settings: one run folder per target (``Session.run``)."""
+    return _in_session(
+        lambda session: session.run(plan, on_event=on_event, on_note=on_note, on_target=on_target),
+        plan.output.cache, plan.scheduler, plan.output.use_cache, backend_factory, progress,
+    )
 
 
 def evaluate(

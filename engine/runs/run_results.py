@@ -42,7 +42,7 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def clean_document(argv: Sequence[str], *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
+def clean_document(argv: Sequence[str] | None, *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
                    logged: int = 0) -> dict[str, Any]:
     """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``)."""
     return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"])

@@ -34,20 +34,21 @@ from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.runs.run_folder import results_document
 from promptrobust.engine.measuring.records import now as now_iso
-from promptrobust.engine.measuring.workbench import Workbench, few_shot, prepare
+from promptrobust.engine.measuring.workbench import SemanticPrompts, Workbench, few_shot, prepare
+from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome, run_plan
+from promptrobust.engine.runs.plan import Note, RunPlan
 
 from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
 from promptrobust.engine.measuring.records import AttackRecord
-from promptrobust.tasks.errors import TaskError
-from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.engine.runs.prompt_choice import prompt_set
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.runs.sync import use_uvloop
-from promptrobust.tasks.base import Prompt, Task
+from promptrobust.tasks.base import Prompt
 
-__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "use_uvloop"]
+__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "prompt_set", "use_uvloop"]
 
 BackendFactory = Callable[[ModelSpec], Any]
 
@@ -183,9 +184,11 @@ class Session:
         return sched
 
     async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
-                        *, model_args: Mapping[str, Any] | None = None, scheduler_settings: SchedulerSettings | None = None) -> Workbench:
+                        *, model_args: Mapping[str, Any] | None = None,
+                        scheduler_settings: SchedulerSettings | None = None) -> Workbench:
         """Task, samples, examples, the mode and the model's scheduler for one evaluation
-        (``engine.workbench.Workbench``), prepared once per session and reused."""
+        (``engine.workbench.Workbench``), prepared once per session and reused. A user's own task
+        rides in ``evaluation.task`` (``EvaluationSettings``)."""
         spec = self.resolve(model, model_args)
         evaluation = evaluation or EvaluationSettings()
         key = (spec.name, spec.backend, tuple(sorted((str(k), str(v)) for k, v in spec.args.items())), evaluation,
@@ -267,13 +270,13 @@ class Session:
         on_record: Any = None,
         on_event: Callable[[str], None] = lambda message: None,
         fail_fast: tuple[type[BaseException], ...] = (),
-        semantic_prompts: Any = None,
+        semantic_prompts: SemanticPrompts | None = None,
         **evaluation_fields: Any,
     ) -> ProtocolResult:
         """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
-        attack becomes a ``failed`` record. ``semantic_prompts`` (``protocol.SemanticPrompts``):
-        the Semantic attack's prompts from a promptbench checkout instead of the built-in set."""
+        attack becomes a ``failed`` record. ``semantic_prompts``: the Semantic attack's prompts
+        from a promptbench checkout instead of the built-in set."""
         evaluation = _evaluation(evaluation, evaluation_fields)
         settings = settings or AttackSettings(attacks=("stresstest",))
         bench = await self.workbench(model, evaluation, model_args=model_args)
@@ -282,6 +285,13 @@ class Session:
             bench, prompts, settings, on_record=on_record, on_event=on_event, fail_fast=fail_fast,
             semantic_prompts=semantic_prompts,
         )
+
+    async def run(self, plan: RunPlan, *, on_event: Callable[[str], None] | None = None,
+                  on_note: Callable[[Note], None] | None = None,
+                  on_target: Callable[[TargetOutcome], None] | None = None) -> RunOutcome:
+        """Run a ``RunPlan`` (``engine.runs.plan``) in this session: one run folder per target,
+        written as it goes (``engine.runs.execute.run_plan``)."""
+        return await run_plan(plan, self, on_event=on_event, on_note=on_note, on_target=on_target)
 
     async def close(self) -> None:
         for sched in self._schedulers.values():
@@ -301,12 +311,3 @@ def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]
     if evaluation is not None and fields:
         return evaluation.with_(**fields)
     return evaluation or EvaluationSettings(**fields)
-
-
-def prompt_set(task: Task, prompt_type: str) -> list[Prompt]:
-    """The dataset's stored prompts of one type ('task', 'role', 'semantic', or 'all' = task + role)."""
-    types = ["task", "role"] if prompt_type == "all" else [prompt_type]
-    prompts = load_prompts(task.name, types=types)
-    if not prompts:
-        raise TaskError(f"dataset {task.name} has no {prompt_type} prompts; see `pre list prompts --dataset {task.name}`")
-    return prompts

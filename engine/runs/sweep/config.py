@@ -4,16 +4,17 @@ a sweep folder's records depend on (``resume_key``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.errors import PromptRobustError, SettingsError
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -21,21 +22,27 @@ from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 __all__ = ["Job", "SweepConfig", "SweepConfigError", "config_dict", "load_config", "model_settings", "resume_key"]
 
 
-class SweepConfigError(ValueError):
+class SweepConfigError(PromptRobustError, ValueError):
     """A config problem; the message names the field."""
 
 
 _TOP_KEYS = {"sweep", "grid", "models"}
 
 
-#: [sweep] keys -> which settings value they belong to.
-_EVALUATION_KEYS = {"limit", "seed", "mode", "parser", "max_new_tokens", "sample_selection"}
+def _fields(kind: type, *, but: Collection[str] = ()) -> set[str]:
+    return {f.name for f in dataclasses.fields(kind)} - set(but)
 
 
-_ATTACK_KEYS = {"top_k", "budget", "early_stopping", "chunk_size", "holdout"}
+#: [sweep] keys -> which settings value they belong to: every field of each settings value, under
+#: its own name (spelled once, in the settings class), but the grid's own axes and what a sweep
+#: does not take (attack options: a grid of attacks shares one set of settings).
+_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots"})  # grid.datasets, grid.shots
 
 
-_SCHEDULER_KEYS = {"concurrency", "batch_size", "rpm", "tpm", "max_retries", "request_timeout"}
+_ATTACK_KEYS = _fields(AttackSettings, but={"attacks", "options"})  # grid.attacks; no per-attack options
+
+
+_SCHEDULER_KEYS = _fields(SchedulerSettings)
 
 
 _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
@@ -44,7 +51,8 @@ _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _
 _GRID_KEYS = {"models", "datasets", "prompt_types", "shots", "attacks"}
 
 
-_MODEL_KEYS = {"model_args", "rpm", "tpm", "concurrency", "batch_size", "max_retries", "request_timeout"}
+#: [models."NAME"] keys: the model's arguments and its scheduler's limits.
+_MODEL_KEYS = {"model_args"} | _SCHEDULER_KEYS
 
 
 _PROMPT_TYPES = ("task", "role")
@@ -249,7 +257,10 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         _settings(SchedulerSettings, scheduler_part, f"models.{name}")
         _one_batch_size(name, opts, sweep.get("batch_size"))
 
-    pick = lambda keys: {k: sweep[k] for k in keys if k in sweep}  # noqa: E731
+    def pick(keys: set[str]) -> dict[str, Any]:
+        """The [sweep] keys of one settings value (TOML arrays become the tuples settings hold)."""
+        return {k: tuple(sweep[k]) if isinstance(sweep[k], list) else sweep[k] for k in keys if k in sweep}
+
     attack_values = pick(_ATTACK_KEYS)
     if "budget" in attack_values:
         try:

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.registry import parse_model_args, resolve_model
@@ -44,7 +45,7 @@ def attack_candidates(attack: str, words: float, budget: int | None) -> int:
     return n if budget is None else min(n, budget)
 
 
-class PriceTableError(ValueError):
+class PriceTableError(PromptRobustError, ValueError):
     """A price file that cannot be read; the message names the file and the fix."""
 
 
@@ -228,10 +229,7 @@ def clean_requests(cfg: SweepConfig, jobs: Sequence[Job]) -> int:
     total = 0
     for model, dataset, shots, prompt_type in dict.fromkeys(j.cell for j in jobs):
         task = get_task(dataset)
-        size = getattr(task, "sample_size", None)
-        limit = cfg.evaluation.limit
-        samples = min(limit, size) if (limit and size) else (limit or size or 0)
-        total += samples * len(load_prompts(task.name, types=[prompt_type]))
+        total += _samples(cfg, task) * len(load_prompts(task.name, types=[prompt_type]))
     return total
 
 
@@ -242,11 +240,9 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
 
     out = []
     done = completed_keys(cfg.folder / "results.jsonl")
-    limit = cfg.evaluation.limit
     for job in cfg.jobs():
         task = get_task(job.dataset)
-        size = getattr(task, "sample_size", None)  # the paper size of dataset tasks
-        samples = min(limit, size) if (limit and size) else (limit or size or 0)
+        samples = _samples(cfg, task)
         texts = [p.text for p in load_prompts(task.name, types=[job.prompt_type])]
         prompts = len(texts)
         words = sum(len(t.split()) for t in texts) / max(1, prompts)
@@ -254,3 +250,12 @@ def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
         finished = sum(1 for k in done if k[0] == job.id)
         out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est})
     return out
+
+
+def _samples(cfg: SweepConfig, task: Any) -> int:
+    """Samples a job of ``task`` evaluates: the limit of the paper's size (a dataset task's
+    ``sample_size``); a task whose size is not known ahead counts a whole limit, a fraction 0."""
+    size = getattr(task, "sample_size", None)
+    if size:
+        return cfg.evaluation.limit_for(size)
+    return cfg.evaluation.limit if isinstance(cfg.evaluation.limit, int) else 0

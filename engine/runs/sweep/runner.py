@@ -72,7 +72,7 @@ class JobRunner:
 
     async def _ranking(self, job: Job, bench: Any) -> Any:
         from promptrobust.engine.measuring.protocol import rank_prompts
-        from promptrobust.engine.runs.session import prompt_set
+        from promptrobust.engine.runs.prompt_choice import prompt_set
 
         if job.cell not in self._ranked:
             if self.cfg.attack.holdout:  # rank on the searched part only (run_protocol splits the same way)

@@ -1,4 +1,4 @@
-"""What a sweep cannot do on this machine, said before it runs (``pre sweep --dry-run`` and at start).
+"""What a sweep cannot do on this machine, said before it runs (a dry run, and at the start of a run).
 
 Each check is cheap and local (no model loads, no network): an embedded model's
 package, an API key, the `datasets` package for hub data, and BertAttack's masked
@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from promptrobust.attacks.embeddings import textattack_cache_dir
+from promptrobust.engine.runs.catalog import is_offline
+from promptrobust.engine.runs.sweep.config import Job, SweepConfig
+from promptrobust.engine.serving.backends.base import BackendError
+from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
+from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.tasks.registry import get_task
 
 
 @dataclass(frozen=True)
@@ -29,21 +37,14 @@ BLOCKED, NETWORK, SUBSTITUTE = "blocked", "needs the network", "substitute"
 
 
 def _model(name: str) -> Finding | None:
-    from promptrobust.engine.serving.registry import resolve_model
-
     spec = resolve_model(name)
     if spec.embedded:
-        from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
-
         try:
             EMBEDDED_MODELS[spec.model].parts()
         except ModelStoreError as exc:
             return Finding(f"model {name}", str(exc), BLOCKED)
         return None
     if spec.backend == "openai":
-        from promptrobust.engine.serving.backends.base import BackendError
-        from promptrobust.engine.serving.registry import build_backend
-
         try:
             build_backend(spec)  # reads the key; sends nothing
         except BackendError as exc:
@@ -55,9 +56,6 @@ def _model(name: str) -> Finding | None:
 
 
 def _dataset(name: str) -> Finding | None:
-    from promptrobust.cli.listing import is_offline
-    from promptrobust.tasks.registry import get_task
-
     if is_offline(get_task(name)) or importlib.util.find_spec("datasets") is not None:
         return None
     return Finding(f"dataset {name}", "comes from the Hugging Face hub and the `datasets` package is not installed: "
@@ -88,15 +86,13 @@ def _attack(name: str) -> Finding | None:
             BLOCKED if offline else NETWORK,
         )
     if name in ("textfooler", "textbugger"):
-        from promptrobust.attacks.embeddings import textattack_cache_dir
-
         if not (textattack_cache_dir() / "word_embeddings" / "paragramcf" / "paragram.npy").exists():
             return Finding(f"attack {name}", "TextAttack's counter-fitted vectors are not cached: offline it falls "
                            "back to GloVe 6B 50d (recorded; run once online to download paragramcf)", SUBSTITUTE)
     return None
 
 
-def findings(cfg: Any) -> list[Finding]:
+def findings(cfg: SweepConfig) -> list[Finding]:
     """Every blocker and note for the sweep's models, datasets and attacks."""
     out: list[Finding] = []
     for name in cfg.models:
@@ -114,26 +110,23 @@ def findings(cfg: Any) -> list[Finding]:
     return out
 
 
-def blocked_jobs(cfg: Any, jobs: list[Any], found: list[Finding], kinds: tuple[str, ...] = (BLOCKED,)) -> list[Any]:
+def blocked_jobs(jobs: Sequence[Job], found: Sequence[Finding], kinds: tuple[str, ...] = (BLOCKED,)) -> list[Job]:
     """The jobs the findings of ``kinds`` stop."""
     subjects = {f.subject for f in found if f.kind in kinds}
     return [j for j in jobs if {f"model {j.model}", f"dataset {j.dataset}", f"attack {j.attack}"} & subjects]
 
 
-def print_findings(cfg: Any, jobs: list[Any], found: list[Finding], out: Any = None) -> None:
-    """The findings under three headings, each with how many jobs they concern."""
-    import sys
-
-    out = out or sys.stdout
+def finding_lines(jobs: Sequence[Job], found: Sequence[Finding]) -> list[str]:
+    """The findings under three headings, each with how many of ``jobs`` they concern."""
     headings = {
         BLOCKED: "cannot run here ({n} of {total} jobs would fail):",
         NETWORK: "needs the network ({n} of {total} jobs fail offline):",
         SUBSTITUTE: "runs here with a substitute, said in every record ({n} of {total} jobs):",
     }
+    lines = []
     for kind, heading in headings.items():
         these = [f for f in found if f.kind == kind]
         if these:
-            n = len(blocked_jobs(cfg, jobs, found, (kind,)))
-            print(heading.format(n=n, total=len(jobs)), file=out)
-            for f in these:
-                print(f"  {f.subject}: {f.reason}", file=out)
+            lines.append(heading.format(n=len(blocked_jobs(jobs, found, (kind,))), total=len(jobs)))
+            lines += [f"  {f.subject}: {f.reason}" for f in these]
+    return lines

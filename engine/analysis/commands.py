@@ -1,0 +1,328 @@
+"""The analyses a user starts (``pre eval``, ``pre transfer``, ``pre defend``, ``pre attention``)
+as plan and run pairs, the shape of ``engine.runs.plan``: ``plan_*`` decides everything from
+settings before any model loads or folder is made (inputs read, paths checked, the model's
+arguments and one batch size), ``run_*`` runs it on a session of its own and writes its run
+folder (records, tables, config.json, results.json in the one layout), returning the result and
+the folder. The CLI prints; nothing here knows of flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from promptrobust.engine import progress as events
+from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_record
+from promptrobust.engine.analysis.defense import DefenseResult, defend
+from promptrobust.engine.analysis.prompt_eval import PromptEvalResult, PromptItem, evaluate_prompts, items_from_rows, pair_row, read_prompt_file
+from promptrobust.engine.analysis.scoring import text_table
+from promptrobust.engine.analysis.sources import SourceRecord, SourceSettings, load_source_records
+from promptrobust.engine.analysis.transfer import TransferResult, transfer
+from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
+from promptrobust.engine.runs.plan import OutputOptions, check_paths, model_and_scheduler
+from promptrobust.engine.runs.run_folder import RunFolder
+from promptrobust.engine.runs.run_results import session_facts
+from promptrobust.engine.runs.session import Session
+from promptrobust.engine.runs.sync import run_sync
+from promptrobust.engine.safe_io.redact import scrub
+from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, parse_model_args
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.tasks.placeholders import check_no_content_placeholder
+from promptrobust.tasks.promptbench_import import load_adversarial_prompts
+
+#: Also part of this surface, for a front end that shows the results: ``SourceSettings`` (how
+#: transfer and defense re-score records), ``format_apdr`` and ``AT_CHANCE_NOTE`` (how an APDR
+#: figure and a score at chance are written; engine.measuring.statistics).
+__all__ = [
+    "AT_CHANCE_NOTE", "AttentionPlan", "EvalPlan", "Outcome", "SourcePlan", "SourceSettings", "format_apdr", "plan_attention",
+    "plan_defense", "plan_eval", "plan_transfer", "run_attention", "run_defense", "run_eval", "run_transfer",
+]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
+    """An analysis' result and the run folder it was written to."""
+
+    result: R
+    folder: Path
+    notes: tuple[str, ...] = ()
+    """What the analysis said beside its result (a base model's shots, rows of another dataset, ...);
+    what planning said is the plan's ``notes``."""
+
+
+# -- pre eval --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """Prompts (or clean/adversarial pairs) to score on one model and dataset."""
+
+    items: tuple[PromptItem, ...]
+    source: str
+    """The prompts file or promptbench checkout they came from."""
+    model: ModelSpec
+    evaluation: EvaluationSettings
+    scheduler: SchedulerSettings
+    prompt_type: str = "all"
+    """Only items of this prompt type (all: every one)."""
+    output: OutputOptions = field(default_factory=OutputOptions)
+    notes: tuple[str, ...] = ()
+    """What reading the prompts said (a promptbench block incomplete or relabelled)."""
+
+
+def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None, source_model: str | None = None,
+              source_shot: str | None = None, model: str = DEFAULT_MODEL, model_args: str | Mapping[str, Any] | None = None,
+              evaluation: EvaluationSettings | None = None, scheduler: SchedulerSettings | None = None,
+              prompt_type: str = "all", output: OutputOptions | None = None) -> EvalPlan:
+    """A prompts file (``prompts``) or the paper's published pairs (``promptbench_adv``: a checkout,
+    its adv_prompts folder or one .md file, optionally only those found on ``source_model`` and of
+    ``source_shot``), read and checked now."""
+    evaluation = evaluation or EvaluationSettings()
+    check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench_adv=promptbench_adv)
+    spec, scheduler = model_and_scheduler(model, model_args, scheduler)
+    notes: list[str] = []
+    if promptbench_adv:
+        pairs = load_adversarial_prompts(promptbench_adv, model=source_model, dataset=evaluation.dataset, shot=source_shot)  # type: ignore[arg-type]
+        notes = [*pairs.skipped, *pairs.relabelled]
+        items = items_from_rows(Path(promptbench_adv), [pr.to_row() for pr in pairs])
+    elif source_model or source_shot:
+        raise SettingsError("source_model and source_shot choose among promptbench's published prompts: "
+                            "give a promptbench checkout too", setting="promptbench_adv")
+    elif prompts:
+        items = read_prompt_file(prompts)
+    else:
+        raise SettingsError("give a prompts file or a promptbench checkout", setting="prompts")
+    check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
+    return EvalPlan(tuple(items), str(prompts or promptbench_adv), spec, evaluation, scheduler, prompt_type,
+                    output or OutputOptions(), tuple(notes))
+
+
+def run_eval(plan: EvalPlan) -> Outcome[PromptEvalResult]:
+    """Score the plan's prompts; results.jsonl (pairs), results.md, config.json and results.json."""
+    with RunFolder(plan.output.output_dir, ["eval", plan.model.name, plan.evaluation.dataset]) as folder:
+        result, facts = _in_session(plan.output, plan.scheduler, lambda session: evaluate_prompts(
+            session, list(plan.items), model=plan.model, settings=plan.evaluation, prompt_type=plan.prompt_type,
+            keep_samples=plan.output.log_samples, progress=_Progress("eval")))
+        configs = {"evaluation": plan.evaluation, "prompts_file": plan.source}
+        _write(folder, plan.output, result, result.sample_log, facts, configs)
+        folder.write_text("results.md", _eval_markdown(result))
+    return Outcome(result, folder.final, tuple(result.notes))
+
+
+def _eval_markdown(result: PromptEvalResult) -> str:
+    clean = [c.to_dict() for c in result.clean]
+    parts = [text_table(clean, ["prompt_id", "score", "ci95", "at_chance", "prompt"], name="clean", title="Clean scores").markdown()]
+    if result.records:
+        cols = ["id", "attack", "clean", "adversarial", "pdr", "pdr_ci95", "mcnemar_p", "at_chance"]
+        parts.append(text_table([pair_row(r) for r in result.records], cols, name="pairs", title="Pairs").markdown())
+        cols = ["attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
+        parts.append(text_table(result.apdr, cols, name="apdr", title="APDR (sample std, ddof=1)").markdown())
+    return "\n".join(parts)
+
+
+# -- pre transfer and pre defend -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """Attack records of earlier runs to re-score: on a target model (transfer) or spell-corrected (defense)."""
+
+    sources: tuple[SourceRecord, ...]
+    """The records chosen (attacked, with an adversarial prompt, matching the settings' filters)."""
+    settings: SourceSettings
+    model: ModelSpec | None
+    """The model scoring them; None (a defense only): each record's own model."""
+    model_args: Mapping[str, Any]
+    """The model arguments given (with each record's own model too)."""
+    scheduler: SchedulerSettings
+    output: OutputOptions = field(default_factory=OutputOptions)
+    distance: int = 2
+    """A defense's largest edit distance of a spelling correction (1 or 2)."""
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.distance not in (1, 2):
+            raise SettingsError(f"distance must be 1 or 2 (got {self.distance!r})", setting="distance")
+
+
+def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | None, model_args: Any,
+                  scheduler: SchedulerSettings | None, output: OutputOptions | None, distance: int = 2) -> SourcePlan:
+    check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
+    args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
+    spec, scheduler = model_and_scheduler(model, args, scheduler) if model else (None, scheduler or SchedulerSettings())
+    chosen, notes = settings.select(load_source_records(list(paths)))
+    return SourcePlan(tuple(chosen), settings, spec, dict(spec.args) if spec else args, scheduler, output or OutputOptions(),
+                      distance, tuple(notes))
+
+
+def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: Any = None, settings: SourceSettings | None = None,
+                  scheduler: SchedulerSettings | None = None, output: OutputOptions | None = None) -> SourcePlan:
+    """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
+    if not model:
+        raise SettingsError("a transfer needs a target model: the model the adversarial prompts are moved to", setting="model")
+    return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output)
+
+
+def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: Any = None, distance: int = 2,
+                 settings: SourceSettings | None = None, scheduler: SchedulerSettings | None = None,
+                 output: OutputOptions | None = None) -> SourcePlan:
+    """The adversarial prompts of ``sources``, spell-corrected and scored on ``model`` (None: each record's own)."""
+    return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output, distance)
+
+
+def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
+    """Transfer records, transfer.md/.csv (APDR per source -> target and attack), records.csv, results.json."""
+    assert plan.model is not None, "plan_transfer gives every transfer plan its target model"
+    datasets = sorted({s.record.dataset for s in plan.sources})[:2]
+    with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
+        result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
+            session, list(plan.sources), model=plan.model, settings=plan.settings, keep_samples=plan.output.log_samples,
+            progress=_Progress("transfer")))
+        _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
+        columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
+        _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),
+                result.rows())
+    return Outcome(result, folder.final, tuple(result.notes))
+
+
+def run_defense(plan: SourcePlan) -> Outcome[DefenseResult]:
+    """Defended records, defense.md/.csv (PDR without/with the defense per attack), records.csv, results.json."""
+    models = sorted({plan.model.name} if plan.model else {s.record.model for s in plan.sources})[:2]
+    with RunFolder(plan.output.output_dir, ["defend", *models]) as folder:
+        result, facts = _in_session(plan.output, plan.scheduler, lambda session: defend(
+            session, list(plan.sources), model=plan.model.name if plan.model else None, model_args=plan.model_args,
+            settings=plan.settings, distance=plan.distance,
+            keep_samples=plan.output.log_samples, progress=_Progress("defend")))
+        _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings, "distance": plan.distance})
+        columns = ["model", "attack", "n", "pdr_without", "pdr_without_std", "pdr_with", "pdr_with_std",
+                   "pdr_with_ci95_low", "pdr_with_ci95_high", "recovered"]
+        _tables(folder, "defense", text_table(result.summary, columns, name="defense", title="Spell-check defense"), result.rows())
+    return Outcome(result, folder.final, tuple(result.notes))
+
+
+def _tables(folder: RunFolder, name: str, summary: Any, rows: list[dict[str, Any]]) -> None:
+    records = text_table(rows, list(rows[0]), name="records", title="Records")
+    summary.write_csv(folder.partial)
+    records.write_csv(folder.partial)
+    folder.write_text(f"{name}.md", summary.markdown() + "\n" + records.markdown())
+
+
+# -- pre attention ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """A clean and an adversarial prompt, the model and the sample whose word importance is compared."""
+
+    clean: str
+    adversarial: str
+    model: str
+    model_args: Mapping[str, Any]
+    evaluation: EvaluationSettings
+    sample_index: int = 0
+    methods: tuple[str, ...] = ("gradient", "deletion")
+    device: str = "cpu"
+    output: OutputOptions = field(default_factory=OutputOptions)
+
+
+def plan_attention(*, clean: str | None = None, adversarial: str | None = None, record: str | None = None,
+                   prompt_type: str = "all", model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
+                   evaluation: Mapping[str, Any] | None = None, sample_index: int = 0, methods: Sequence[str] = ("gradient", "deletion"),
+                   device: str = "cpu", output: OutputOptions | None = None) -> AttentionPlan:
+    """Both prompts given, or taken from the ``record`` run folder's worst record (the largest PDR
+    whose prompt changed), whose model, dataset, seed and shots are used unless given: ``evaluation``
+    holds the ``EvaluationSettings`` fields given (None values mean "the record's, else the default")."""
+    given = {k: v for k, v in dict(evaluation or {}).items() if v is not None}
+    check_paths(data_dir=given.get("data_dir"), data_file=given.get("data_file"))
+    if sample_index < 0:
+        raise SettingsError(f"sample_index must be 0 or more (got {sample_index})", setting="sample_index")
+    found = None
+    if record:
+        if clean or adversarial:
+            raise SettingsError("take the prompts from a record or give clean and adversarial prompts, not both", setting="record")
+        found = worst_record(record, prompt_type=prompt_type)
+        clean, adversarial = found.clean_prompt, found.adversarial_prompt
+        own = {"dataset": found.dataset, "seed": found.seed, "shots": found.shots}
+        given = {**{k: v for k, v in own.items() if v is not None}, **given}
+    elif not (clean and adversarial):
+        raise SettingsError("give a clean and an adversarial prompt, or a record run folder to take them from", setting="clean")
+    return AttentionPlan(clean=str(clean), adversarial=str(adversarial), model=model or (found.model if found else DEFAULT_MODEL),
+                         model_args=parse_model_args(model_args) if isinstance(model_args, str) else dict(model_args or {}),
+                         evaluation=EvaluationSettings(**given), sample_index=sample_index,
+                         methods=tuple(methods), device=device, output=output or OutputOptions())
+
+
+def run_attention(plan: AttentionPlan) -> Outcome[AttentionComparison]:
+    """Word importance of both prompts: gradient.png, deletion.png, attention.html and .json, config.json."""
+    with RunFolder(plan.output.output_dir, ["attention", plan.model, plan.evaluation.dataset]) as folder:
+        result = compare_prompts(plan.clean, plan.adversarial, model=plan.model, model_args=plan.model_args,
+                                 settings=plan.evaluation, sample_index=plan.sample_index, device=plan.device,
+                                 methods=plan.methods)
+        result.write(folder.partial)
+        folder.write_json("config.json", scrub({**plan.output.config, "evaluation": plan.evaluation}))
+    return Outcome(result, folder.final)
+
+
+# -- what eval, transfer and defense share -------------------------------------------------------------------
+
+
+def _in_session(output: OutputOptions, scheduler: SchedulerSettings, call: Callable[[Session], Any]) -> tuple[Any, dict[str, Any]]:
+    """``await call(session)`` on a Session of the output's cache and the scheduler settings, closed
+    afterwards; returns the result and the session's facts (model identities, counters)."""
+
+    async def go() -> tuple[Any, dict[str, Any]]:
+        async with Session(cache=output.cache, settings=scheduler, use_cache=output.use_cache) as session:
+            result = await call(session)
+            return result, session_facts(session)
+
+    return run_sync(go)  # type: ignore[no-any-return]
+
+
+def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Sequence[Mapping[str, Any]],
+           facts: Mapping[str, Any], configs: Mapping[str, Any]) -> None:
+    """results.jsonl (+ .parquet), samples.jsonl (when logged), config.json and results.json."""
+    folder.write_records(result.records)
+    logged = folder.write_jsonl("samples.jsonl", sample_log)
+    folder.write_json("config.json", scrub({**output.config, **configs}))
+    command = list(output.command) if output.command is not None else None
+    folder.write_results(result.to_dict(argv=command, configs=configs, logged=logged, counters=facts["counters"]))
+
+
+class _Progress:
+    """An analysis' progress as ``engine.progress`` events: a phase, then the schedulers' counters watched."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
+        events.phase(f"{self.label}: {total} requests")
+        owner = getattr(counters, "__self__", None)  # a scheduler's stats.snapshot: watch the stats
+        events.watch(owner if hasattr(owner, "backend_requests") else _Counters(counters))
+
+    async def stop(self) -> None:
+        return None
+
+
+class _Counters:
+    """Counters given as a callable, read as the attributes ``engine.progress`` polls."""
+
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._read = read
+
+    @property
+    def completed(self) -> float:
+        return self._read().get("completed", 0)
+
+    @property
+    def cache_hits(self) -> float:
+        return self._read().get("cache_hits", 0)
+
+    @property
+    def backend_requests(self) -> float:
+        return self._read().get("backend_requests", 0)

@@ -1,0 +1,108 @@
+"""What a run can use, as rows: models, datasets, prompts and attacks (``pre list``), and the
+default model. The registries own each list (``engine.serving.registry``, ``tasks.registry``,
+``tasks.prompt_sets``, ``attacks.registry``); this module puts them side by side. The default
+model costs nothing to read (every command line's ``--model`` default); the lists load their
+registries when asked."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from typing import TYPE_CHECKING
+
+from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
+
+if TYPE_CHECKING:
+    from promptrobust.tasks.base import Prompt, Task
+
+__all__ = ["DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attacks", "datasets", "have_hub", "is_offline",
+           "models", "prompts"]
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    name: str
+    backend: str
+    model: str
+    tags: tuple[str, ...]
+    """embedded, paper, base (few-shot only), bench (random weights)."""
+    description: str
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    name: str
+    samples: int | None
+    """The paper's sample size."""
+    metric: str
+    labels: tuple[str, ...]
+    offline: bool
+    """Its evaluation samples come with pre (no hub download)."""
+    description: str
+
+
+@dataclass(frozen=True)
+class AttackRow:
+    name: str
+    description: str
+    options: dict[str, object]
+    """Options settable as KEY=VALUE, with their defaults."""
+    needs: str
+    """What it needs beyond the install, and how to get it ("" for nothing)."""
+
+
+def models() -> list[ModelRow]:
+    """Every registered model, then the random-weight architectures (benchmarks only)."""
+    from promptrobust.engine.serving.backends.random_model import RANDOM_CONFIGS
+
+    rows = []
+    for spec in REGISTRY.values():
+        tags = tuple(t for t, on in (("embedded", spec.embedded), ("paper", spec.paper), ("base", spec.base_model)) if on)
+        rows.append(ModelRow(spec.name, spec.backend, "(bundled)" if spec.embedded else spec.model, tags, spec.description))
+    for name in RANDOM_CONFIGS:
+        rows.append(ModelRow(f"random:{name}", "hf", "(random weights)", ("bench",),
+                             f"{name} architecture, random weights: benchmarks only"))
+    return rows
+
+
+def is_offline(task: Task) -> bool:
+    """Whether a dataset's evaluation samples come with pre (no hub download, no `datasets` package)."""
+    source = getattr(task, "source", None)
+    if source is None or not getattr(source, "hf_eval", ()):
+        return True
+    return getattr(task, "math_source", None) == "generate"  # DeepMind Mathematics: generated locally
+
+
+def have_hub() -> bool:
+    """Whether the `datasets` package (the [hub] extra) is installed."""
+    return importlib.util.find_spec("datasets") is not None
+
+
+def datasets() -> list[DatasetRow]:
+    from promptrobust.tasks.registry import get_task, task_info
+
+    return [DatasetRow(t.name, t.sample_size, t.metric, t.labels, is_offline(get_task(t.name)), t.description)
+            for t in task_info()]
+
+
+def prompts(dataset: str, *, prompt_type: str | None = None, promptbench: str | None = None, shots: int = 0) -> list[Prompt]:
+    """A dataset's stored prompts (of one type), or the paper's own from a promptbench checkout
+    (its few-shot files when ``shots`` > 0)."""
+    from promptrobust.tasks.prompt_sets import load_prompts
+    from promptrobust.tasks.promptbench_import import load_promptbench_prompts
+    from promptrobust.tasks.registry import get_task
+
+    task = get_task(dataset)
+    if promptbench:
+        types = [prompt_type] if prompt_type else ["task", "role", "semantic"]
+        return list(load_promptbench_prompts(promptbench, task.name, types=types, shot="few" if shots > 0 else "zero"))
+    return load_prompts(task.name, types=[prompt_type] if prompt_type else None)
+
+
+def attacks() -> list[AttackRow]:
+    from promptrobust.attacks.registry import attack_options, attack_requirements, list_attacks
+
+    needs = dict(attack_requirements())
+    return [AttackRow(name, description, attack_options(name, cli_only=True), needs.get(name, ""))
+            for name, description in list_attacks()]
