@@ -102,3 +102,15 @@ def test_wide_tables_wrap_names_and_numbers_before_their_interval() -> None:
     page = report.html()
     assert "td.num{text-align:right;font-variant-numeric:tabular-nums}" in page  # no nowrap: cells may wrap
     assert "td.long{overflow-wrap:anywhere}td.short{white-space:nowrap}" in page and ".scroll{overflow-x:auto" in page
+
+
+def test_bars_and_cells_without_an_interval_say_so_instead_of_drawing_a_cap() -> None:
+    """The sweep fixture's records hold no per-sample scores and no PDR intervals."""
+    figures = {f.name: f.drawing for f in build_report([FIXTURES / "sweep"]).figures}
+    ax = figures["apdr_by_attack"].axes[0]
+    assert [t.get_text() for t in ax.texts] == ["0.14\nno interval", "0.47\nno interval"]
+    from matplotlib.container import BarContainer
+
+    bars = next(c for c in ax.containers if isinstance(c, BarContainer))
+    assert all(seg.size == 0 for seg in bars.errorbar.lines[2][0].get_segments())  # no bar, no cap
+    assert all("no interval" in t.get_text() for t in figures["heatmap_attack_x_dataset"].axes[0].texts)

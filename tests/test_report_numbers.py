@@ -131,3 +131,57 @@ def test_jsonl_lines_are_called_what_they_are(tmp_path: Path, capsys) -> None:
     assert "line 5 is not complete JSON (torn write?)" in err[2]
     rows = read_jsonl(path, non_finite=True)
     assert len(rows) == 3 and math.isnan(rows[1]["pdr"])
+
+
+def test_an_older_record_with_its_pdr_alone_is_reported(tmp_path: Path) -> None:
+    row = rec(0, 0.4)
+    del row["clean_score"], row["adversarial_score"]
+    write(tmp_path / "runs" / "a", [row])
+    report = build_report([tmp_path / "runs"])
+    assert report.table("apdr_attack_x_dataset").long[0]["mean"] == pytest.approx(0.4)
+    assert "score – &rarr; –" in report.html() and report.latex()
+
+
+_WEIRD = [math.nan, math.inf, -math.inf, 1e308, -1e308, 10**400, -1, 2, "0.3", "x", None, True, [], {}, [1, 2],
+          [math.nan, 1], 1e-320]
+_FIELDS = ["pdr", "clean_score", "adversarial_score", "pdr_ci95", "clean_ci95", "mcnemar_p", "chance_rate", "samples",
+           "seed", "shots", "budget", "clean_sample_scores", "adversarial_sample_scores", "kind", "status", "prompt_id",
+           "attack", "mode", "metric", "stop", "attack_options", "substitutions", "clean_scores"]
+
+
+def test_any_value_in_any_field_gives_a_report_or_a_one_line_error(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A property test over hand-edited files: every format is written, or a PromptRobustError says why."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from promptrobust.engine.errors import PromptRobustError
+
+    nested = {"held_out": lambda v: {"pdr": v, "pdr_ci95": v, "samples": v}, "final_similarity": lambda v: {"angular": v},
+              "cost": lambda v: {"wall_seconds": v, "model_requests": v}, "settings": lambda v: {"undefended_pdr": v}}
+    edit = st.tuples(st.sampled_from(_FIELDS + list(nested)), st.sampled_from(_WEIRD))
+    records = st.lists(st.tuples(st.sampled_from([0.1, 0.3, -0.2]), st.lists(edit, max_size=4)), min_size=1, max_size=5)
+
+    @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(records, st.sampled_from(_WEIRD))
+    def check(specs: list[tuple[float, list[tuple[str, Any]]]], clean_value: Any) -> None:
+        root = tmp_path_factory.mktemp("fuzz")
+        rows = []
+        for i, (pdr, edits) in enumerate(specs):
+            row = rec(i, pdr)
+            for key, value in edits:
+                row[key] = nested[key](value) if key in nested else value
+            rows.append(row)
+        try:
+            write(root / "runs" / "a", rows, {"model": "m", "dataset": "sst2", "mode": "choices",
+                                              "clean": [{"prompt_id": "c", "score": clean_value, "ci95": clean_value}]})
+        except (ValueError, OverflowError):
+            return  # Python's json cannot write this value either
+        try:
+            report = build_report([root / "runs"])
+            report.write(root / "out", ["md", "csv", "html", "latex", "png", "svg"])
+        except PromptRobustError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert repr(report).startswith("Report(")
+
+    check()

@@ -93,7 +93,7 @@ def _tex_settable(ch: str) -> bool:
 
 
 def latex_text(text: Any) -> str:
-    """``text`` for a LaTeX document compiled by pdfLaTeX, XeLaTeX or LuaLaTeX: controls made
+    """``text`` for a LaTeX document compiled by pdfLaTeX or LuaLaTeX: controls made
     visible, TeX's special characters escaped, and any character outside ASCII, Latin-1
     letters and Latin Extended-A (a Cyrillic homoglyph, CJK) written as ``[U+XXXX]``.
     Brackets are braced, so a cell that starts with one is never read as an argument."""

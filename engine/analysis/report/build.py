@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ def build_sections(
     several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
     sections = []
     for kind, setting in keys:
-        suffix = f"__{setting.slug()}" if several[kind] else ""
+        suffix = f"__{_short_slug(setting.slug())}" if several[kind] else ""
         title_suffix = f" ({setting.label()})" if several[kind] else ""
         section = Section(setting, kind=kind)
         if kind == "clean":
@@ -81,6 +82,13 @@ def build_sections(
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
+
+
+def _short_slug(slug: str, limit: int = 80) -> str:
+    """A settings slug short enough for a file name (a long mode or stop sequence gets a digest)."""
+    if len(slug) <= limit:
+        return slug
+    return slug[: limit - 17] + "-" + hashlib.sha1(slug.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _dimensions(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, list[str]]:

@@ -104,6 +104,11 @@ def figure_html(caption: str, png: bytes) -> str:
 _LINK_KEY = ("model", "dataset", "attack", "prompt_id", "adversarial_prompt")
 
 
+def _score(x: float | None) -> str:
+    """A score, or '–' for an older record that kept its PDR alone."""
+    return MISSING if x is None else f"{x:.3f}"
+
+
 def _sample_links(report: "Report") -> dict[tuple[str, ...], str]:
     """(model, dataset, attack, prompt id, adversarial prompt) -> the record's per-sample page."""
     return {tuple(str(s.record[k]) for k in _LINK_KEY): s.page for s in report.samples().values()}
@@ -122,7 +127,7 @@ def prompts_html(rows: Sequence[Mapping[str, Any]], links: Mapping[tuple[str, ..
         info = (
             f"<b>PDR {r['pdr']:.3f}</b>{escape(extra)}{p}<br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"
             f"{escape(str(r['dataset']))} / {escape(str(r['prompt_id']))}<br>"
-            f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}{chance}"
+            f"score {_score(r.get('clean_score'))} &rarr; {_score(r.get('adversarial_score'))}{chance}"
         )
         from promptrobust.engine.analysis.report.meaning import meaning_text
 

@@ -10,7 +10,7 @@ float holding a ``tabular`` (shrunk to the line width when wider), or a
 
 The document needs only packages of a basic TeX installation (Debian's
 texlive-latex-base and, for booktabs, texlive-latex-recommended) and compiles
-with pdfLaTeX, XeLaTeX or LuaLaTeX. All text from the results goes through
+with pdfLaTeX or LuaLaTeX (both tried here). All text from the results goes through
 ``output_safety.latex_text``: TeX's special characters escaped, control
 characters and anything pdfLaTeX cannot set without extra fonts (a Cyrillic
 homoglyph, CJK) written as ``[U+XXXX]``.

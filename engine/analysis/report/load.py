@@ -63,7 +63,34 @@ Setting = MeasurementSettings
 
 def section_setting(row: Mapping[str, Any], kind: str) -> MeasurementSettings:
     """The section key of a record (or of a clean score: ``kind="clean"``)."""
-    return MeasurementSettings.of(row).for_kind(kind).without()
+    return MeasurementSettings.of(readable_settings(row)).for_kind(kind).without()
+
+
+_WHOLE_NUMBERS = ("samples", "seed", "shots", "budget", "max_new_tokens")
+_TEXTS = ("mode", "parser", "metric", "input_format", "sample_selection", "label_scoring", "system_instruction")
+
+
+def readable_settings(row: Mapping[str, Any], problems: ReadProblems | None = None) -> dict[str, Any]:
+    """``row`` with the fields ``MeasurementSettings`` reads made readable (a hand-edited file can
+    hold anything): whole numbers within 64 bits, names as text, stop sequences as a list of
+    strings, attack options as a mapping; anything else there is read as missing (numbers
+    counted in ``problems``)."""
+    out = dict(row)
+    for k in _WHOLE_NUMBERS:
+        if out.get(k) is None:
+            continue
+        value = _int_or_none(out[k])
+        out[k] = value if value is not None and -(2**63) <= value < 2**63 else None
+        if out[k] is None and problems is not None:
+            problems.unreadable_numbers += 1
+    for k in _TEXTS:
+        if out.get(k) is not None and not isinstance(out[k], str):
+            out[k] = None
+    if out.get("stop") is not None and not (isinstance(out["stop"], list) and all(isinstance(x, str) for x in out["stop"])):
+        out["stop"] = None
+    if out.get("attack_options") is not None and not isinstance(out["attack_options"], Mapping):
+        out["attack_options"] = None
+    return out
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -129,6 +156,7 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
     missing = [c for c in REQUIRED if c not in row]
     if missing:
         raise ReportInputError(f"{source}: a record lacks {missing[0]!r}; is this a `pre run --attack` results file?")
+    row = readable_settings(row, problems)
     nested = row.get("cost") if isinstance(row.get("cost"), Mapping) else {}
     cost = {k: _measured(nested.get(k, row.get(k)), problems, high=1e15, low=0.0) for k in COST_FIELDS}
     clean_samples, adversarial_samples, dropped = checks.sample_scores(row.get("clean_sample_scores"),

@@ -44,6 +44,8 @@ _METADATA: dict[str, dict[str, Any]] = {"png": {}, "svg": {"Date": None}, "pdf":
 CLIP_LOW = -1.0
 """Bars and colours stop at this PDR (the label gives the value); PDRs never exceed 1."""
 CLIPPED_NOTE = f"values below {CLIP_LOW:g} drawn at {CLIP_LOW:g}; labels give the value"
+#: Said where a bar or cell has no interval to draw (records without per-sample scores or PDR interval).
+NO_INTERVAL = "no interval"
 
 
 def render(drawing: Drawing, fmt: str) -> bytes:
@@ -95,10 +97,13 @@ def apdr_bars(table: Table, what: str) -> Drawing:
     fig = Drawing(figsize=(max(4.5, 0.75 * len(labels) + 1.5), 4.0))
     ax = fig.subplots()
     colors = ["#c0392b" if m >= 0 else "#2e6da4" for m in means]
-    bars = ax.bar(range(len(labels)), shown, yerr=[lows, highs], capsize=4, color=colors, ecolor="#333333",
+    drawn = [lo is not None and hi is not None for lo, hi in intervals]  # no cap at all where there is no interval
+    yerr = [[x if d else math.nan for x, d in zip(side, drawn)] for side in (lows, highs)]
+    bars = ax.bar(range(len(labels)), shown, yerr=yerr, capsize=4, color=colors, ecolor="#333333",
                   hatch=["//" if m < CLIP_LOW else "" for m in means])
-    for b, m, s, h in zip(bars, means, shown, highs):
-        ax.annotate(f"{m:.2f}", (b.get_x() + b.get_width() / 2, max(s + h, s, 0.0)), xytext=(0, 3),
+    for b, m, s, h, d in zip(bars, means, shown, highs, drawn):
+        label = f"{m:.2f}" if d else f"{m:.2f}\n{NO_INTERVAL}"
+        ax.annotate(label, (b.get_x() + b.get_width() / 2, max(s + h, s, 0.0)), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, color="#222222")
     lo = min([0.0, *(s - low for s, low in zip(shown, lows))])
     hi = max([0.05, *(s + h for s, h in zip(shown, highs))])
@@ -116,13 +121,12 @@ def apdr_bars(table: Table, what: str) -> Drawing:
 
 
 def _cell_text(row: Mapping[str, Any] | None, own: tuple[float, float] | None) -> str:
-    """'0.25', its 95% interval and n, one per line; '–' for an empty cell."""
+    """'0.25', its 95% interval (or 'no interval') and n, one per line; '–' for an empty cell."""
     if row is None or _finite(row.get("mean")) is None:
         return "–"
     lines = [f"{row['mean']:.2f}"]
     low, high = _interval(row, own)
-    if low is not None and high is not None:
-        lines.append(f"[{low:.2f}, {high:.2f}]")
+    lines.append(f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None else NO_INTERVAL)
     lines.append(f"n={row.get('count')}")
     return "\n".join(lines)
 
