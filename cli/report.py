@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "matplotlib":
             raise
-        raise UserError("matplotlib is not installed: pip install matplotlib, or pass --format md,csv") from None
+        raise UserError("matplotlib is not installed: pip install matplotlib, or pass --format md,csv,latex") from None
     if not args.quiet:
         print(report.markdown())
     print(f"pre: report in {folder} ({len(written)} files)", file=sys.stderr)
