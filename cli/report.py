@@ -26,9 +26,14 @@ examples:
 Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
-  *.png           APDR bars (95% intervals) and heat maps centred on 0, word-frequency bars
+  *.png *.svg *.pdf  APDR bars (95% intervals) and heat maps centred on 0 (cells: APDR, interval,
+                  records), word-frequency bars; the same drawing in each format
   report.html     one self-contained page: tables, plots, the most damaging and the most
                   helpful adversarial prompts next to their clean originals
+  samples/*.html  with report.html: one page per record whose samples were logged (--log-samples):
+                  each sample's input, clean and adversarial answers and scores, filterable by flipped
+  report.tex      --format latex: booktabs tables with intervals, captions stating the statistic
+                  and the settings (compiles with pdflatex)
 
 APDR cells are the mean ± sample standard deviation (ddof=1) of PDR over the
 attacked records in the cell, then the 95% interval (bootstrap over prompts
@@ -38,7 +43,7 @@ the same measurement counts once; skipped (clean score 0) and failed records
 are listed, not averaged.
 """
 
-FORMATS = ("md", "csv", "png", "html")
+FORMATS = ("md", "csv", "png", "svg", "pdf", "html", "latex")
 
 
 def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
@@ -47,7 +52,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--output-dir", default=None, metavar="DIR",
                    help="folder for the report files (default: <first RUN_DIR>-report, next to it)")
     p.add_argument("--output", dest="output_dir", default=None, help=argparse.SUPPRESS)  # old spelling
-    p.add_argument("--format", default=",".join(FORMATS), metavar="LIST", help="comma-separated outputs among md, csv, png, html")
+    p.add_argument("--format", default=",".join(FORMATS), metavar="LIST", help="comma-separated outputs among " + ", ".join(FORMATS))
     p.add_argument("--top", type=int, default=10, metavar="N",
                    help="most damaging and most helpful adversarial prompts listed (each)")
     p.add_argument("--words", type=int, default=15, metavar="N", help="words listed each way in the word-frequency analysis")
@@ -64,7 +69,7 @@ def parse_formats(spec: str) -> set[str]:
     unknown = sorted(chosen - set(FORMATS))
     if unknown or not chosen:
         bad = unknown[0] if unknown else spec
-        raise UserError(f"unknown format {bad!r} in --format: use md, csv, png, html (comma-separated)")
+        raise UserError(f"unknown format {bad!r} in --format: use {', '.join(FORMATS)} (comma-separated)")
     return chosen
 
 
@@ -90,7 +95,7 @@ def handle(args: argparse.Namespace) -> int:
     folder = output_folder(args)
     try:
         report = build_report(args.run_dirs, top=args.top, words=args.words, word_threshold=args.word_threshold,
-                              group_by=group_by, figures=bool(formats & {"png", "html"}))
+                              group_by=group_by, figures=bool(formats & {"png", "svg", "pdf", "html"}))
         written = report.write(folder, formats)
     except ReportInputError as exc:
         hint = " (--group-by)" if "group by" in str(exc) else ""
@@ -98,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "matplotlib":
             raise
-        raise UserError("matplotlib is not installed: pip install matplotlib, or pass --format md,csv") from None
+        raise UserError("matplotlib is not installed: pip install matplotlib, or pass --format md,csv,latex") from None
     if not args.quiet:
         print(report.markdown())
     print(f"pre: report in {folder} ({len(written)} files)", file=sys.stderr)

@@ -115,3 +115,31 @@ def test_records_whose_pdr_disagrees_with_their_sample_scores_do_not_crash_the_p
     out = tmp_path / "rep"
     assert main(["report", str(sweep), "--output-dir", str(out), "--quiet"]) == 0, capsys.readouterr().err
     assert len(list(out.glob("*.png"))) >= 4
+
+
+def test_nul_and_bidi_controls_are_shown_not_kept_in_csv_html_and_latex(tmp_path):
+    """A U+202E in an attack name would make the rest of an HTML line read backwards, and a
+    NUL stops CSV readers: both are written as [U+XXXX] (issue 32 item 7)."""
+    from promptrobust.engine.safe_io.output_safety import html_text, latex_text, visible_controls
+
+    assert visible_controls("a\x00b\u202ec\u2066d\u200fe\tf\ng") == "a[U+0000]b[U+202E]c[U+2066]d[U+200F]e\tf\ng"
+    assert csv_cell("\x00=1") == "[U+0000]=1" and csv_cell("=\u202e") == "'=[U+202E]"
+    assert html_text("<b>\u202e</b>") == "&lt;b&gt;[U+202E]&lt;/b&gt;"
+    assert latex_text("\u202e") == "{[}U+202E{]}"
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIXTURES / "sweep", sweep)
+    results = sweep / "20250102-120000_alpha-lm_sst2" / "results.jsonl"
+    rows = [orjson.loads(line) for line in results.read_bytes().splitlines() if line.strip()]
+    for row in rows:
+        row["attack"] = "nul\x00" + row["attack"] + "\u202eright-to-left"
+    results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "rep"
+    assert main(["report", str(sweep), "--output-dir", str(out), "--format", "csv,html,latex", "--quiet"]) == 0
+    for path in out.iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert "\x00" not in text and "\u202e" not in text, path.name
+    csv_text = "".join(p.read_text(encoding="utf-8") for p in out.glob("*.csv"))
+    assert "nul[U+0000]checklist[U+202E]right-to-left" in csv_text
+    for row in csv.reader(io.StringIO((out / "apdr_attack_x_dataset.csv").read_text(encoding="utf-8"))):
+        assert len(row) == 8  # Python's csv module reads every line (a NUL would stop it)
+    assert "nul[U+0000]checklist[U+202E]right-to-left" in (out / "report.html").read_text(encoding="utf-8")

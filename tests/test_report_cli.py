@@ -74,7 +74,7 @@ def test_folder_without_results_is_a_user_error(capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--format", "md,pdf"], "unknown format 'pdf'"),
+        (["--format", "md,docx"], "unknown format 'docx'"),
         (["--top", "0"], "--top must be at least 1"),
         (["--words", "0"], "--words must be at least 1"),
         (["--group-by", "source_model"], "no record has a column 'source_model' to group by"),

@@ -56,5 +56,6 @@ def test_page_has_the_tables_and_word_section(page: str) -> None:
     for title in ("Clean scores by model and dataset", "APDR by attack and dataset", "APDR by prompt type and dataset",
                   "Attack cost per attacked prompt", "Words more frequent in robust prompts"):
         assert title in page
-    assert "0.60 ± 0.22 (no interval: per-sample scores not recorded)" in page  # textbugger x sst2, no per-sample scores
+    # textbugger x sst2, no per-sample scores; the cell wraps only before its interval
+    assert "0.60&nbsp;±&nbsp;0.22 (no interval: per-sample scores not recorded)" in page
     assert "Records not averaged" not in page  # nothing skipped or failed in the fixture

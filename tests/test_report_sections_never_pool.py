@@ -22,7 +22,10 @@ def rec(**kw: Any) -> dict[str, Any]:
         "status": "attacked", "mode": "choices", "parser": None, "max_new_tokens": None, "samples": 10, "seed": 0,
         "budget": None, "metric": "accuracy", "cost": {"candidate_evaluations": 3, "wall_seconds": 1.0},
     }
-    return {**base, **kw}
+    row = {**base, **kw}
+    if "pdr" in kw and "adversarial_score" not in kw and isinstance(kw["pdr"], float):
+        row["adversarial_score"] = row["clean_score"] * (1 - kw["pdr"])  # a record's PDR agrees with its scores
+    return row
 
 
 def write_run(folder: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None = None) -> Path:

@@ -32,7 +32,7 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
 
@@ -52,6 +52,12 @@ class DefenseResult:
     wall_seconds: float = 0.0
     models: list[dict[str, Any]] = field(default_factory=list)
     started: str = ""
+
+    def __repr__(self) -> str:
+        undefended = [r.settings["undefended_pdr"] for r in self.records
+                      if r.status == "attacked" and isinstance(r.settings.get("undefended_pdr"), (int, float))]
+        without = f"; without the defense {sum(undefended) / len(undefended):.3f}" if undefended else ""
+        return f"DefenseResult(defense={self.defense!r}, {records_summary(self.records)}{without})"
 
     def rows(self) -> list[dict[str, Any]]:
         return [defense_row(r) for r in self.records]

@@ -27,7 +27,7 @@ from promptrobust.engine.analysis.scoring import (
     prepare,
     score_prompts,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
@@ -248,6 +248,12 @@ class PromptEvalResult:
     models: list[dict[str, Any]] = field(default_factory=list)
     started: str = ""
     dataset: str | None = None
+
+    def __repr__(self) -> str:
+        mean = f"{self.mean_score:.3f}" if self.clean else "none"
+        pairs = f", {records_summary(self.records)}" if self.records else ""
+        return (f"PromptEvalResult(model={self.settings.get('model')!r}, dataset={self.settings.get('dataset')!r}, "
+                f"prompts={len(self.clean)}, mean_score={mean}{pairs})")
 
     @property
     def is_pairs(self) -> bool:

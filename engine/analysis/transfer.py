@@ -26,7 +26,7 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
 
@@ -49,6 +49,10 @@ class TransferResult:
     models: list[dict[str, Any]] = field(default_factory=list)
     """The identity of the target model."""
     started: str = ""
+
+    def __repr__(self) -> str:
+        sources = sorted({str(r.source_model) for r in self.records})
+        return f"TransferResult(target_model={self.target_model!r}, sources={sources}, {records_summary(self.records)})"
 
     def rows(self) -> list[dict[str, Any]]:
         return [transfer_row(r) for r in self.records]

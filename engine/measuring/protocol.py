@@ -19,7 +19,7 @@ from typing import Any
 
 from promptrobust.engine import progress
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now as now_iso
 from promptrobust.engine.measuring.settings import AttackSettings
@@ -69,6 +69,10 @@ class ProtocolResult:
     started: str = ""
     held_out_clean: list[dict[str, Any]] | None = None
     """With ``AttackSettings.holdout``: the top-k prompts' held-out clean scores (engine/measuring/holdout.py)."""
+
+    def __repr__(self) -> str:
+        return (f"ProtocolResult(model={self.settings.get('model')!r}, dataset={self.settings.get('dataset')!r}, "
+                f"prompts={len(self.clean)}, {records_summary(self.records)})")
 
     @property
     def failures(self) -> list[AttackRecord]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -171,6 +172,15 @@ class AttackRecord:
     held_out: dict[str, Any] | None = None
     """The clean and adversarial prompts re-scored on samples the search never saw."""
 
+    def __repr__(self) -> str:
+        """One line: what was measured and its numbers (the per-sample scores are in the fields)."""
+        numbers = ", ".join(f"{name}={_short(value)}" for name, value in (
+            ("clean", self.clean_score), ("adversarial", self.adversarial_score), ("pdr", self.pdr)) if value is not None)
+        error = f", error={self.error[:60]!r}" if self.error else ""
+        return (f"AttackRecord(kind={self.kind!r}, model={self.model!r}, dataset={self.dataset!r}, attack={self.attack!r}, "
+                f"prompt_id={self.prompt_id!r}, status={self.status!r}, {numbers + ', ' if numbers else ''}"
+                f"samples={self.samples}{error})")
+
     def __post_init__(self) -> None:
         if not self.kind:
             self.kind = infer_kind(self.to_dict())
@@ -226,6 +236,24 @@ class AttackRecord:
         return cls(**row)
 
 
+def _short(x: float) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else repr(x)
+
+
+def records_summary(records: Sequence[AttackRecord]) -> str:
+    """'4 records (3 attacked, 1 skipped), APDR 0.222': the headline of records (for result reprs).
+    The APDR here is the plain mean PDR; its interval is ``statistics.summarize_pdrs``'s."""
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    words = {"attacked": "attacked", "skipped_clean_zero": "skipped", "failed": "failed"}
+    parts = ", ".join(f"{n} {words.get(s, s)}" for s, n in counts.items())
+    pdrs = [r.pdr for r in records if r.status == "attacked" and r.pdr is not None]
+    apdr = f", APDR {sum(pdrs) / len(pdrs):.3f}" if pdrs else ""
+    noun = "record" if len(records) == 1 else "records"
+    return f"{len(records)} {noun}" + (f" ({parts})" if parts else "") + apdr
+
+
 def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
     """Append records whole and fsynced, or not at all (a full disk leaves no torn line; atomic_io)."""
     from promptrobust.engine.safe_io import atomic_io
@@ -234,19 +262,35 @@ def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | 
     atomic_io.append_bytes(path, b"".join(orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows))
 
 
-def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True) -> list[dict[str, Any]]:
+def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True, non_finite: bool = False) -> list[dict[str, Any]]:
     """Rows of a JSONL file. A torn last line (a crash mid-write) is skipped with a
-    one-line warning on stderr; a bad line elsewhere is skipped the same way."""
+    one-line warning on stderr; a bad line elsewhere is skipped the same way. A line
+    holding NaN or Infinity (Python's json writes them; JSON has no such numbers) is
+    read with ``non_finite=True`` (reports judge such numbers themselves), else skipped
+    with a warning that says so."""
     out: list[dict[str, Any]] = []
     raw = Path(path).read_bytes()
-    for number, line in enumerate(raw.splitlines(), start=1):
+    lines = raw.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             out.append(orjson.loads(line))
+            continue
         except orjson.JSONDecodeError:
-            if warn:
-                print(f"pre: warning: {path}: line {number} is not complete JSON (torn write?); skipped", file=sys.stderr)
+            pass
+        try:
+            row = json.loads(line)  # accepts NaN, Infinity and -Infinity
+        except ValueError:
+            torn = number == len(lines) and not raw.endswith(b"\n")
+            what = "is not complete JSON (torn write?)" if torn else "is not valid JSON (cut short by a crash, or edited)"
+        else:
+            if non_finite:
+                out.append(row)
+                continue
+            what = "holds NaN or Infinity, which JSON does not allow"
+        if warn:
+            print(f"pre: warning: {path}: line {number} {what}; skipped", file=sys.stderr)
     return out
 
 

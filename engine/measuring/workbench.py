@@ -318,7 +318,7 @@ class CleanScore:
     score: float
     ci95: tuple[float, float]
     at_chance: bool
-    sample_scores: tuple[float, ...]
+    sample_scores: tuple[float, ...] = dataclasses.field(repr=False)  # a repr that fits a line
     unparseable: int = 0
 
     def to_dict(self) -> dict[str, Any]:

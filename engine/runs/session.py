@@ -70,6 +70,11 @@ class EvaluationResult:
     model_identity: dict[str, Any] = field(default_factory=dict)
     started: str = ""
 
+    def __repr__(self) -> str:
+        mean = f"{sum(c.score for c in self.clean) / len(self.clean):.3f}" if self.clean else "none"
+        return (f"EvaluationResult(model={self.model!r}, dataset={self.dataset!r}, prompts={len(self.clean)}, "
+                f"samples={self.settings.get('samples')}, mode={self.settings.get('mode')!r}, mean_score={mean})")
+
     @property
     def scores(self) -> dict[str, float]:
         return {c.prompt.id: c.score for c in self.clean}

@@ -5,7 +5,12 @@ promptbench checkout, a model's answer). Each output gets them in a form its
 viewer cannot execute or misrender:
 
 * a spreadsheet: ``csv_cell`` (OWASP's CSV-injection rule: a text cell that
-  begins with ``= + - @``, tab or CR gets a leading apostrophe);
+  begins with ``= + - @``, tab or CR gets a leading apostrophe; NUL and the
+  other controls, bidi overrides included, shown as ``[U+XXXX]``);
+* an HTML page: ``html_text`` (controls and bidi marks shown as ``[U+XXXX]``, so
+  a U+202E in a prompt cannot reverse the rest of the line, then ``html.escape``);
+* LaTeX: ``latex_text`` (controls shown as ``[U+XXXX]``, TeX's special characters
+  escaped, characters pdfLaTeX cannot set without extra fonts written as ``[U+XXXX]``);
 * Markdown: ``markdown_text`` (raw HTML escaped, so ``<img onerror=...>`` in an
   id shows as text in every renderer);
 * a terminal: ``terminal_text`` and ``SafeStream`` (escape sequences, other
@@ -13,17 +18,20 @@ viewer cannot execute or misrender:
 * matplotlib: ``PLOT_RC`` (labels are never parsed as TeX/mathtext, so an
   attack named ``$\\frac$`` neither crashes the plot nor renders as math).
 
-HTML pages escape with ``html.escape`` at the point of rendering.
+Controls are shown rather than dropped where the text is data (CSV, HTML,
+LaTeX): a reader sees that a prompt held a U+202E; a terminal gets them removed.
 """
 
 from __future__ import annotations
 
+import html
 import io
 import math
 import re
 from typing import Any, TextIO
 
-__all__ = ["PLOT_RC", "SafeStream", "csv_cell", "markdown_text", "terminal_text"]
+__all__ = ["PLOT_RC", "SafeStream", "csv_cell", "html_text", "latex_text", "markdown_text", "terminal_text",
+           "visible_controls"]
 
 #: A cell a spreadsheet would read as a formula (or DDE call) starts with one of these.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -37,11 +45,74 @@ def _is_number(text: str) -> bool:
 
 
 def csv_cell(value: Any) -> Any:
-    """``value`` for a CSV cell: text that begins like a formula gets a leading apostrophe.
-    Numbers stay numbers (a negative PDR, as value or as text, is data, not a formula)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _is_number(value):
+    """``value`` for a CSV cell: text that begins like a formula gets a leading apostrophe,
+    controls and bidi marks are shown as ``[U+XXXX]`` (``visible_controls``; a NUL stops
+    many CSV readers). Numbers stay numbers (a negative PDR, as value or as text, is data,
+    not a formula)."""
+    if not isinstance(value, str):
+        return value
+    value = visible_controls(value)
+    if value.startswith(_FORMULA_START) and not _is_number(value):
         return "'" + value
     return value
+
+
+#: Characters that change how the text around them reads or that viewers choke on:
+#: C0 controls other than tab, newline and carriage return, DEL and C1 controls, and the
+#: Unicode bidirectional marks, embeddings, overrides and isolates (a U+202E makes the
+#: rest of an HTML line read backwards).
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every control character and bidi mark written as ``[U+XXXX]``."""
+    return _INVISIBLE.sub(lambda m: f"[U+{ord(m.group(0)):04X}]", text)
+
+
+def html_text(text: Any, *, quote: bool = True) -> str:
+    """``text`` for an HTML page: controls made visible, then ``<>&"'`` escaped."""
+    return html.escape(visible_controls(str(text)), quote=quote)
+
+
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#", "%": r"\%",
+    "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}", "<": r"\textless{}",
+    ">": r"\textgreater{}", "|": r"\textbar{}", '"': r"\textquotedbl{}",
+    "[": "{[}", "]": "{]}",  # never read as the optional argument of a \\ that ends a table row
+    # symbols our tables print, set without extra packages
+    "±": r"$\pm$", "×": r"$\times$", "→": r"$\rightarrow$", "∅": r"$\emptyset$", "–": "--", "—": "---",
+    "…": r"\ldots{}", "‘": "`", "’": "'", "“": "``", "”": "''", "≤": r"$\leq$", "≥": r"$\geq$",
+    "\n": " ", "\t": " ", "\r": " ",
+}
+
+
+def _tex_settable(ch: str) -> bool:
+    """pdfLaTeX with ``inputenc`` utf8 and T1 fonts sets ASCII, Latin-1 letters and Latin Extended-A."""
+    code = ord(ch)
+    return 0x20 <= code < 0x7F or (0xC0 <= code <= 0x17F and ch not in "×÷")
+
+
+def latex_text(text: Any) -> str:
+    """``text`` for a LaTeX document compiled by pdfLaTeX or LuaLaTeX: controls made
+    visible, TeX's special characters escaped, and any character outside ASCII, Latin-1
+    letters and Latin Extended-A (a Cyrillic homoglyph, CJK) written as ``[U+XXXX]``.
+    Brackets are braced, so a cell that starts with one is never read as an argument."""
+    out = []
+    text = visible_controls(str(text))
+    for i, ch in enumerate(text):
+        if ch in _TEX_SPECIAL:
+            out.append(_TEX_SPECIAL[ch])
+        elif _tex_settable(ch):
+            out.append(ch)
+            if ch in _LIGATURE_START and text[i + 1 : i + 2] in _LIGATURE_NEXT:
+                out.append("{}")  # "--", "``", ",," and "!`" stay the characters they are
+        else:
+            out.append(f"{{[}}U+{ord(ch):04X}{{]}}")
+    return "".join(out)
+
+
+_LIGATURE_START = frozenset("-`',!?")
+_LIGATURE_NEXT = frozenset("-`',")
 
 
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})

@@ -10,16 +10,20 @@ hold the paper's APDR grids (mean ± sample std and a 95% interval per cell),
 the cost per attack and the word-frequency analysis; pairs, transfers (a
 source x target matrix) and defenses (APDR without / with) their own tables.
 Across sections come the most damaging and the most helpful adversarial
-prompts and the records that were not averaged (skipped or failed).
+prompts, the records that were not averaged (skipped, failed, or invalid:
+numbers that cannot be right, said once as a note: ``checks``) and, where
+samples were logged, a page per record of its samples (``samples``).
 
     report = build_report(["runs/sweeps/embedded"])
     print(report.markdown())
-    report.write("report/")
+    report.write("report/")            # md, csv, png/svg/pdf, html (+ samples/), latex
+    open("tables.tex", "w").write(report.latex())
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 
 from promptrobust.engine.analysis.report.build import build_sections, extremes_and_excluded, meta_and_notes
@@ -45,7 +49,8 @@ def build_report(
     ``words``: words listed each way in the word-frequency analysis, whose
     robust/vulnerable split is ``word_threshold`` (default: the median PDR);
     ``group_by``: record fields or extra columns (e.g. a pairs file's
-    ``source_model``) for an extra APDR table; ``figures``: draw the PNGs.
+    ``source_model``) for an extra APDR table; ``figures``: draw the figures (PNG, SVG, PDF).
+    Problems in the files (``checks``) are printed once each to stderr and kept as notes.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -54,11 +59,13 @@ def build_report(
     if words < 1:
         raise ReportInputError(f"words must be at least 1 (got {words})")
     data = load_runs(paths)
+    for problem in data.problems.notes():  # said once each, however many records have it
+        print(f"pre: warning: report: {problem}", file=sys.stderr)
     _check_group_by(data, group_by)
     sections = build_sections(data, words=words, word_threshold=word_threshold, group_by=group_by, figures=figures)
     extremes, excluded, extreme_notes = extremes_and_excluded(data, top)
     meta, notes = meta_and_notes(data, sections)
-    return Report(meta, notes + extreme_notes, sections, extremes, excluded)
+    return Report(meta, notes + extreme_notes, sections, extremes, excluded, records=data.records)
 
 
 def _check_group_by(data: RunData, columns: Sequence[str]) -> None:

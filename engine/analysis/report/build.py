@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import promptrobust.engine.analysis.report.word_frequency as wfq
+from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.analysis.report.load import RunData, Setting
 from promptrobust.engine.analysis.report.model import KIND_ORDER, Figure, Section
 from promptrobust.engine.analysis.report.tables import (
@@ -31,9 +33,10 @@ from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE
 
 
 def section_keys(data: RunData) -> list[tuple[str, Setting]]:
-    """(kind, settings) of every section: clean scores, then each kind of record; never pooled."""
+    """(kind, settings) of every section: clean scores, then each kind of record; never pooled.
+    A kind this version does not know gets no section (its records are listed, not averaged)."""
     keys = {("clean", c["setting"]) for c in data.clean}
-    keys |= {(r["kind"], r["setting"]) for r in data.records}
+    keys |= {(r["kind"], r["setting"]) for r in data.records if r["kind"] in KIND_ORDER}
     return sorted(keys, key=lambda k: (KIND_ORDER.index(k[0]), k[1].sort_key()))
 
 
@@ -44,11 +47,12 @@ def build_sections(
     several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
     sections = []
     for kind, setting in keys:
-        suffix = f"__{setting.slug()}" if several[kind] else ""
+        suffix = f"__{_short_slug(setting.slug())}" if several[kind] else ""
         title_suffix = f" ({setting.label()})" if several[kind] else ""
         section = Section(setting, kind=kind)
         if kind == "clean":
             clean = [c for c in data.clean if c["setting"] == setting]
+            section.dimensions = _dimensions(clean, ("shots",))
             section.tables += [clean_prompts_table(clean, suffix, title_suffix), clean_table(clean, suffix, title_suffix)]
             chance = at_chance_table(clean, suffix, title_suffix)
             if chance is not None:
@@ -57,8 +61,10 @@ def build_sections(
             continue
         records = [r for r in data.records if r["kind"] == kind and r["setting"] == setting]
         attacked = [r for r in records if r["status"] == "attacked"]
+        section.dimensions = _dimensions(attacked or records, ("shots", "metric"))
         if not attacked:
-            section.notes.append(f"no {kind} record has a PDR (all skipped or failed: see the records not averaged)")
+            why = "skipped, failed or invalid" if any(r["status"] == INVALID for r in records) else "skipped or failed"
+            section.notes.append(f"no {kind} record has a PDR (all {why}: see the records not averaged)")
             sections.append(section)
             continue
         n_chance = sum(1 for r in attacked if r["at_chance"])
@@ -76,6 +82,18 @@ def build_sections(
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
+
+
+def _short_slug(slug: str, limit: int = 80) -> str:
+    """A settings slug short enough for a file name (a long mode or stop sequence gets a digest)."""
+    if len(slug) <= limit:
+        return slug
+    return slug[: limit - 17] + "-" + hashlib.sha1(slug.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _dimensions(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, list[str]]:
+    """The values each of ``names`` (fields the tables lay out, not the section key) takes in ``rows``."""
+    return {n: sorted({str(r[n]) for r in rows if r.get(n) not in (None, "")}) for n in names}
 
 
 def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
@@ -131,11 +149,12 @@ def extremes_and_excluded(data: RunData, top: int) -> tuple[list[Table], Table |
 def meta_and_notes(data: RunData, sections: Sequence[Any]) -> tuple[list[str], list[str]]:
     runs = sorted({str(f.parent) for f in data.files})
     recs = data.records
-    by_status = {s: sum(1 for r in recs if r["status"] == s) for s in ("attacked", "skipped_clean_zero", "failed")}
+    by_status = {s: sum(1 for r in recs if r["status"] == s) for s in ("attacked", "skipped_clean_zero", "failed", INVALID)}
     by_kind = [f"{sum(1 for r in recs if r['kind'] == k)} {k}" for k in KIND_ORDER[1:] if any(r["kind"] == k for r in recs)]
+    invalid = f", {by_status[INVALID]} invalid" if by_status[INVALID] else ""
     meta = [
         f"{len(runs)} run folder(s), {len(recs)} record(s) ({by_status['attacked']} attacked, "
-        f"{by_status['skipped_clean_zero']} skipped, {by_status['failed']} failed)"
+        f"{by_status['skipped_clean_zero']} skipped, {by_status['failed']} failed{invalid})"
         + (f"; by kind: {', '.join(by_kind)}" if by_kind else "") + f"; {len(data.clean)} clean prompt score(s)"
     ]
     for col in ("model", "dataset", "attack"):
@@ -147,4 +166,5 @@ def meta_and_notes(data: RunData, sections: Sequence[Any]) -> tuple[list[str], l
         notes.append("no attacked records: run `pre run --attack ...` for APDR, cost and word tables")
     if data.reruns_dropped:
         notes.append(f"{data.reruns_dropped} rerun record(s) of a measurement already read counted once (the latest kept)")
+    notes += data.problems.notes()
     return meta, notes

@@ -1,26 +1,30 @@
 """The report as one self-contained HTML page: inline CSS, PNGs as data URIs, no scripts.
 
 Every piece of text from the results (prompts, model and dataset names,
-paths) goes through ``html.escape``; adversarial prompts are shown next to
-their clean originals with a word-level diff (difflib): words the attack
-removed or changed are wrapped in <del>, words it added or changed in <ins>.
+paths) goes through ``output_safety.html_text`` (control characters and bidi
+marks shown as ``[U+XXXX]``, then ``html.escape``); adversarial prompts are
+shown next to their clean originals with a word-level diff (``prompt_diff``).
+Tables wrap (long names break anywhere, an APDR cell before its interval) and
+scroll as a whole when still wider than the page. Records link to their
+per-sample pages (``samples``), written beside the page.
 """
 
 from __future__ import annotations
 
 import base64
-import difflib
-import re
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import TYPE_CHECKING, Any
 
-from promptrobust.engine.analysis.report.tables import ALL, Table
+from promptrobust.engine.analysis.report.prompt_diff import CAPPED_NOTE, word_diff
+from promptrobust.engine.analysis.report.samples import HOW_TO_LOG
+from promptrobust.engine.analysis.report.tables import ALL, MISSING, Table, numeric_column
+from promptrobust.engine.measuring.records import KINDS
+from promptrobust.engine.safe_io.output_safety import html_text as escape  # controls made visible, then html.escape
+
+__all__ = ["CAPPED_NOTE", "render", "table_html", "word_diff"]
 
 if TYPE_CHECKING:
     from promptrobust.engine.analysis.report import Report
-
-_TOKEN = re.compile(r"\S+|\s+")
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#1d2430;background:#f6f7f9;margin:0}
@@ -32,11 +36,13 @@ p.meta{color:#5b6472;margin:2px 0;font-size:13px}
 table{border-collapse:collapse;margin:6px 0 4px;font-size:13px}
 th,td{border:1px solid #d9dde3;padding:4px 9px;vertical-align:top}
 th{background:#eef1f5;text-align:center}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.long{overflow-wrap:anywhere}td.short{white-space:nowrap}
 tr:nth-child(even) td{background:#fafbfc}
 p.note{color:#5b6472;font-size:12px;font-style:italic;margin:2px 0 10px}
 .plots{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 .scroll{overflow-x:auto;max-width:100%}
+@media print{.scroll{overflow:visible}}
 figure{margin:0;border:1px solid #e3e6eb;border-radius:6px;padding:8px;background:#fff;flex:0 1 auto;max-width:100%;box-sizing:border-box}
 figure img{max-width:100%;height:auto;display:block;margin:0 auto}
 figcaption{font-size:12px;color:#5b6472;text-align:center;margin-top:4px}
@@ -53,83 +59,39 @@ td.all,th.all{background:#f3f5f8;font-weight:600}
 """
 
 
-#: difflib's matching is quadratic in the worst case. The common start and end are found in
-#: linear time; the differing middle is matched word by word only while it has at most this
-#: many token pairs (a few hundred words on each side). Beyond that it is shown as replaced
-#: whole, with a note: a 20k-word prompt takes milliseconds, not minutes.
-DIFF_PAIRS = 1_000_000
-CAPPED_NOTE = "(word diff capped: the changed middle is too long to match word by word; shown as replaced whole)"
-#: Characters of each prompt shown on the page (the records keep the whole prompt).
-SHOWN_CHARS = 100_000
-
-
-def word_diff(clean: str, adversarial: str) -> tuple[str, str]:
-    """Escaped HTML of both prompts with removed words in <del> and added words in <ins>.
-
-    Linear outside the differing middle; see ``DIFF_PAIRS`` for the cap (noted in the cell).
-    A prompt longer than ``SHOWN_CHARS`` is shown cut, with a note saying how much is left out."""
-    cut_a, cut_b = max(0, len(clean) - SHOWN_CHARS), max(0, len(adversarial) - SHOWN_CHARS)
-    left_html, right_html = _word_diff(clean[:SHOWN_CHARS], adversarial[:SHOWN_CHARS])
-    if cut_a:
-        left_html += f'<br><i class="note">({cut_a:,} more characters not shown)</i>'
-    if cut_b:
-        right_html += f'<br><i class="note">({cut_b:,} more characters not shown)</i>'
-    return left_html, right_html
-
-
-def _word_diff(clean: str, adversarial: str) -> tuple[str, str]:
-    a, b = _TOKEN.findall(clean), _TOKEN.findall(adversarial)
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
-        start += 1
-    end = 0
-    while end < min(len(a), len(b)) - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
-        end += 1
-    mid_a, mid_b = a[start : len(a) - end], b[start : len(b) - end]
-    left: list[str] = [escape("".join(a[:start]))]
-    right: list[str] = [escape("".join(b[:start]))]
-    if len(mid_a) * len(mid_b) > DIFF_PAIRS:
-        left.append(_mark("del", mid_a))
-        right.append(_mark("ins", mid_b))
-        tail_a, tail_b = escape("".join(a[len(a) - end :])), escape("".join(b[len(b) - end :]))
-        note = f'<br><i class="note">{escape(CAPPED_NOTE)}</i>'
-        return "".join(left) + tail_a, "".join(right) + tail_b + note
-    for op, i1, i2, j1, j2 in _opcodes(mid_a, mid_b, start):
-        if op == "equal":
-            left.append(escape("".join(a[i1:i2])))
-            right.append(escape("".join(b[j1:j2])))
-            continue
-        if op in ("delete", "replace"):
-            left.append(_mark("del", a[i1:i2]))
-        if op in ("insert", "replace"):
-            right.append(_mark("ins", b[j1:j2]))
-    left.append(escape("".join(a[len(a) - end :])))
-    right.append(escape("".join(b[len(b) - end :])))
-    return "".join(left), "".join(right)
-
-
-def _opcodes(a: Sequence[str], b: Sequence[str], offset: int) -> list[tuple[str, int, int, int, int]]:
-    """difflib's opcodes of the middles, shifted to positions in the whole token lists."""
-    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    return [(op, i1 + offset, i2 + offset, j1 + offset, j2 + offset) for op, i1, i2, j1, j2 in ops]
-
-
-def _mark(tag: str, tokens: Sequence[str]) -> str:
-    """Wrap each word (not the whitespace between) so highlights stay word-shaped."""
-    return "".join(escape(t) if t.isspace() else f"<{tag}>{escape(t)}</{tag}>" for t in tokens)
-
-
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+#: A word longer than this (a run folder's name) may break anywhere; a cell this short (a prompt
+#: id such as sst2-task-01) never breaks; the rest wrap at spaces.
+LONG_WORD = 24
+SHORT_CELL = 16
+
+
+def _wrap_class(text: str) -> str:
+    if any(len(w) > LONG_WORD for w in text.split()):
+        return " long"
+    return " short" if len(text) <= SHORT_CELL else ""
+
+
+def number_html(text: str) -> str:
+    """A number cell that may wrap only before its interval: '0.31 ± 0.12' and '[0.20, 0.43]' stay whole."""
+    return escape(text).replace(" ± ", "&nbsp;±&nbsp;").replace(", ", ",&nbsp;")
+
+
 def table_html(t: Table) -> str:
+    """A table whose number columns are right-aligned and wrap only before an interval, and whose
+    text columns wrap anywhere, so it fits the page (else it scrolls whole)."""
     marg = [h == ALL for h in t.header]
+    numbers = [numeric_column([r[i] for r in t.rows if i < len(r)]) for i in range(len(t.header))]
     head = "".join(f'<th class="all">{escape(h)}</th>' if m else f"<th>{escape(h)}</th>" for h, m in zip(t.header, marg))
     body = []
     for row in t.rows:
         cells = [f"<th>{escape(row[0])}</th>"]
-        cells += [f'<td class="num{" all" if m else ""}">{escape(c)}</td>' for c, m in zip(row[1:], marg[1:])]
+        cells += [f'<td class="num{" all" if m else ""}">{number_html(c)}</td>' if n else
+                  f'<td class="text{_wrap_class(c)}{" all" if m else ""}">{escape(c)}</td>'
+                  for c, m, n in zip(row[1:], marg[1:], numbers[1:])]
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{escape(t.note)}</p>' if t.note else ""
     return f'<h3>{escape(t.title)}</h3><div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{note}'
@@ -139,8 +101,22 @@ def figure_html(caption: str, png: bytes) -> str:
     return f'<figure><img src="{data_uri(png)}" alt="{escape(caption)}"><figcaption>{escape(caption)}</figcaption></figure>'
 
 
-def prompts_html(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Adversarial prompts beside their clean originals, changed words marked."""
+_LINK_KEY = ("model", "dataset", "attack", "prompt_id", "adversarial_prompt")
+
+
+def _score(x: float | None) -> str:
+    """A score, or '–' for an older record that kept its PDR alone."""
+    return MISSING if x is None else f"{x:.3f}"
+
+
+def _sample_links(report: "Report") -> dict[tuple[str, ...], str]:
+    """(model, dataset, attack, prompt id, adversarial prompt) -> the record's per-sample page."""
+    return {tuple(str(s.record[k]) for k in _LINK_KEY): s.page for s in report.samples().values()}
+
+
+def prompts_html(rows: Sequence[Mapping[str, Any]], links: Mapping[tuple[str, ...], str] | None = None) -> str:
+    """Adversarial prompts beside their clean originals, changed words marked (and a link to
+    each record's per-sample page where ``links`` has one)."""
     out = []
     for rank, r in enumerate(rows, 1):
         left, right = word_diff(r["clean_prompt"], r["adversarial_prompt"])
@@ -151,12 +127,15 @@ def prompts_html(rows: Sequence[Mapping[str, Any]]) -> str:
         info = (
             f"<b>PDR {r['pdr']:.3f}</b>{escape(extra)}{p}<br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"
             f"{escape(str(r['dataset']))} / {escape(str(r['prompt_id']))}<br>"
-            f"score {r['clean_score']:.3f} &rarr; {r['adversarial_score']:.3f}{chance}"
+            f"score {_score(r.get('clean_score'))} &rarr; {_score(r.get('adversarial_score'))}{chance}"
         )
         from promptrobust.engine.analysis.report.meaning import meaning_text
 
         if meaning_text(r):  # issue 23: substitutions, similarity, held-out PDR
             info += f"<br><small>{escape(meaning_text(r))}</small>"
+        page = (links or {}).get(tuple(str(r.get(k)) for k in _LINK_KEY))
+        if page:
+            info += f'<br><a href="{escape(page)}">per-sample answers</a>'
         out.append(f'<tr><td class="num">{rank}</td><td>{info}</td><td class="prompt">{left}</td><td class="prompt">{right}</td></tr>')
     return (
         '<table class="diff"><colgroup><col class="rank"><col class="info"><col><col></colgroup>'
@@ -194,16 +173,43 @@ def render(report: "Report") -> str:
             parts.append("</div>")
             parts += [f'<div class="plots">{figure_html(f.caption, f.png)}</div>'
                       for f in section.figures if f.name.startswith("word_frequency")]
+    links = _sample_links(report)
     for t in report.extremes:
         if t.name in ("held_out_pdr", "adversarial_prompts_meaning"):  # issue 23: plain tables
             parts.append(f"<h2>{escape(t.title)}</h2>")
             parts.append(table_html(t))
             continue
         parts.append(f"<h2>{escape(t.title)} (top {len(t.long)})</h2>")
-        parts.append(prompts_html(t.long))
+        parts.append(prompts_html(t.long, links))
         parts.append(f'<p class="note">{escape(t.note)}</p>')
+    parts += records_index_html(report)
     if report.excluded is not None:
         parts.append("<h2>Records not averaged</h2>")
         parts.append(table_html(report.excluded))
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def records_index_html(report: "Report") -> list[str]:
+    """Every record with a link to its per-sample page; one line saying how to log them when none was."""
+    if not report.records:
+        return []
+    found = report.samples()
+    if not found:
+        return [f'<p class="skip">{escape(HOW_TO_LOG)}</p>']
+    order = {k: i for i, k in enumerate(KINDS)}
+    rows = []
+    for r in sorted(report.records, key=lambda r: (order.get(r["kind"], len(order)), r["model"], r["dataset"],
+                                                   r["attack"], r["prompt_id"], r["run_key"])):
+        s = found.get(r["run_key"])
+        pdr = MISSING if r.get("pdr") is None or r["status"] != "attacked" else f"{r['pdr']:.3f}"
+        link = (f'<a href="{escape(s.page)}">{len(s.pairs)} samples, {s.flipped} flipped</a>' if s
+                else "not logged (--log-samples)")
+        rows.append(f"<tr><td>{escape(r['kind'])}</td><td>{escape(r['model'])}</td><td>{escape(r['dataset'])}</td>"
+                    f"<td>{escape(r['attack'])}</td><td>{escape(r['prompt_id'])}</td><td>{escape(r['status'])}</td>"
+                    f'<td class="num">{pdr}</td><td>{link}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("kind", "model", "dataset", "attack", "prompt", "status", "PDR", "samples"))
+    return ["<h2>Per-sample answers</h2>",
+            '<p class="note">each record\'s samples on their own page: input, clean and adversarial answers and '
+            "scores, which flipped (filter: flipped / unchanged)</p>",
+            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>']

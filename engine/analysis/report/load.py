@@ -6,12 +6,16 @@ hidden folders (unfinished ``.NAME.partial`` runs). Records are normalised
 into plain dicts that tolerate older writers (flat cost fields, no status,
 no run_key), reruns of one measurement are counted once, and each record
 carries the *setting* it was measured under, so that records of different
-settings are never pooled.
+settings are never pooled. Numbers that cannot be right (a NaN, a PDR that
+contradicts its scores) and records of a kind this version does not know are
+judged by ``checks``: kept apart, never averaged, and said once in the report.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +24,11 @@ from typing import Any
 
 import orjson
 
+import promptrobust.engine.analysis.report.checks as checks
+from promptrobust.engine.analysis.report.checks import INVALID, ReadProblems
 from promptrobust.engine.measuring.statistics import is_at_chance, record_status
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.measuring.records import infer_kind
+from promptrobust.engine.measuring.records import KINDS, infer_kind
 from promptrobust.engine.runs.run_folder import FORMAT as RESULTS_FORMAT
 from promptrobust.engine.measuring.settings import MeasurementSettings, int_or_none as _int_or_none
 
@@ -57,7 +63,34 @@ Setting = MeasurementSettings
 
 def section_setting(row: Mapping[str, Any], kind: str) -> MeasurementSettings:
     """The section key of a record (or of a clean score: ``kind="clean"``)."""
-    return MeasurementSettings.of(row).for_kind(kind).without()
+    return MeasurementSettings.of(readable_settings(row)).for_kind(kind).without()
+
+
+_WHOLE_NUMBERS = ("samples", "seed", "shots", "budget", "max_new_tokens")
+_TEXTS = ("mode", "parser", "metric", "input_format", "sample_selection", "label_scoring", "system_instruction")
+
+
+def readable_settings(row: Mapping[str, Any], problems: ReadProblems | None = None) -> dict[str, Any]:
+    """``row`` with the fields ``MeasurementSettings`` reads made readable (a hand-edited file can
+    hold anything): whole numbers within 64 bits, names as text, stop sequences as a list of
+    strings, attack options as a mapping; anything else there is read as missing (numbers
+    counted in ``problems``)."""
+    out = dict(row)
+    for k in _WHOLE_NUMBERS:
+        if out.get(k) is None:
+            continue
+        value = _int_or_none(out[k])
+        out[k] = value if value is not None and -(2**63) <= value < 2**63 else None
+        if out[k] is None and problems is not None:
+            problems.unreadable_numbers += 1
+    for k in _TEXTS:
+        if out.get(k) is not None and not isinstance(out[k], str):
+            out[k] = None
+    if out.get("stop") is not None and not (isinstance(out["stop"], list) and all(isinstance(x, str) for x in out["stop"])):
+        out["stop"] = None
+    if out.get("attack_options") is not None and not isinstance(out["attack_options"], Mapping):
+        out["attack_options"] = None
+    return out
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -65,7 +98,7 @@ def _float_or_none(value: Any) -> float | None:
         return None
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond a float's range
         return None
 
 
@@ -79,6 +112,8 @@ class RunData:
     """Clean scores: model, dataset, shots, setting, prompt_id, score, ci95, at_chance, chance_rate, source."""
     files: list[Path] = field(default_factory=list)
     reruns_dropped: int = 0
+    problems: ReadProblems = field(default_factory=ReadProblems)
+    """Numbers and kinds that could not be used (``checks``), for the report's notes."""
 
 
 def find_result_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -102,20 +137,31 @@ def find_result_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    raw = path.read_bytes()
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ReportInputError(f"{path} is not valid JSON ({exc}): remove it or rerun that run") from None
+        try:
+            data = json.loads(raw)  # NaN and Infinity (Python's json writes them): judged by ``checks``
+        except ValueError:
+            raise ReportInputError(f"{path} is not valid JSON ({exc}): remove it or rerun that run") from None
     return data if isinstance(data, dict) else None
 
 
-def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """One record as a flat dict with every field a report reads."""
+def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None = None) -> dict[str, Any]:
+    """One record as a flat dict with every field a report reads; numbers that cannot
+    be used are read as missing, and a record whose PDR cannot be right gets the status
+    ``invalid`` (``checks``), each counted in ``problems``."""
+    problems = problems if problems is not None else ReadProblems()
     missing = [c for c in REQUIRED if c not in row]
     if missing:
         raise ReportInputError(f"{source}: a record lacks {missing[0]!r}; is this a `pre run --attack` results file?")
+    row = readable_settings(row, problems)
     nested = row.get("cost") if isinstance(row.get("cost"), Mapping) else {}
-    cost = {k: _float_or_none(nested.get(k, row.get(k))) for k in COST_FIELDS}
+    cost = {k: _measured(nested.get(k, row.get(k)), problems, high=1e15, low=0.0) for k in COST_FIELDS}
+    clean_samples, adversarial_samples, dropped = checks.sample_scores(row.get("clean_sample_scores"),
+                                                                       row.get("adversarial_sample_scores"))
+    problems.dropped_sample_scores += dropped
     extras = {k: v for k, v in row.items() if k not in KNOWN_FIELDS}
     if isinstance(row.get("extra"), Mapping):
         extras.update(row["extra"])
@@ -129,18 +175,18 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "mode": row.get("mode"), "parser": row.get("parser"), "max_new_tokens": _int_or_none(row.get("max_new_tokens")),
         "samples": _int_or_none(row.get("samples")), "seed": _int_or_none(row.get("seed")), "budget": _int_or_none(row.get("budget")),
         "metric": str(row.get("metric") or ""), "early_stopping": str(row.get("early_stopping") or ""),
-        "clean_ci95": row.get("clean_ci95"), "pdr_ci95": row.get("pdr_ci95"), "mcnemar_p": _float_or_none(row.get("mcnemar_p")),
-        "chance_rate": _float_or_none(row.get("chance_rate")),
-        "clean_sample_scores": row.get("clean_sample_scores") or [],
-        "adversarial_sample_scores": row.get("adversarial_sample_scores") or [],
+        "clean_ci95": _interval(row.get("clean_ci95"), problems), "pdr_ci95": _interval(row.get("pdr_ci95"), problems),
+        "mcnemar_p": _measured(row.get("mcnemar_p"), problems, low=0.0, high=1.0),
+        "chance_rate": _measured(row.get("chance_rate"), problems, *checks.SCORE_RANGE),
+        "clean_sample_scores": clean_samples, "adversarial_sample_scores": adversarial_samples,
         "settings": row.get("settings") if isinstance(row.get("settings"), Mapping) else {},
         "run_key": str(row.get("run_key") or ""), "job_id": row.get("job_id"),
         "cost": cost, "wall_seconds": cost["wall_seconds"], "source": source, "extras": extras,
         "clean_scores": row.get("clean_scores") if isinstance(row.get("clean_scores"), Mapping) else None,
         # issue 23: meaning checks and held-out samples
-        "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
-        "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
-        "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
+        "substitutions": _substitutions(row.get("substitutions")),
+        "final_similarity": _similarity(row.get("final_similarity"), problems),
+        "held_out": _held_out(row.get("held_out"), problems),
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
@@ -151,6 +197,17 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         at_chance = is_at_chance(rec["clean_ci95"], rec["chance_rate"])
     rec["at_chance"] = bool(at_chance)
     kind = infer_kind(row)
+    where = f"{rec['model']} / {rec['dataset']} / {rec['attack']} / {rec['prompt_id'] or '?'} in {Path(source).name}"
+    if row.get("kind") not in (None, "", *KINDS):  # never counted as an attack
+        kind = str(row["kind"])
+        problems.unknown_kinds[kind] += 1
+        rec["status"], rec["error"] = INVALID, f"unknown record kind {kind!r}"
+        problems.invalid.append(f"{where}: {rec['error']}")
+    elif rec["status"] == "attacked":
+        problem = checks.pdr_problem(rec["pdr"], rec["clean_score"], rec["adversarial_score"])
+        if problem:
+            rec["status"], rec["error"] = INVALID, problem
+            problems.invalid.append(f"{where}: {problem}")
     rec["kind"] = kind
     settings = rec["settings"]
     rec["source_model"] = row.get("source_model") or (settings.get("source_model") if kind in ("transfer", "defense") else None)
@@ -160,6 +217,48 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
     if not rec["run_key"]:
         rec["run_key"] = legacy_run_key(rec)
     return rec
+
+
+def _measured(value: Any, problems: ReadProblems, low: float = -math.inf, high: float = math.inf) -> float | None:
+    """A number a record may lack (p-value, rate, cost): None when missing or unusable (counted)."""
+    x = _float_or_none(value)
+    out = checks.number(x, low, high)
+    if value is not None and out is None:
+        problems.unreadable_numbers += 1
+    return out
+
+
+def _interval(value: Any, problems: ReadProblems) -> list[float] | None:
+    out = checks.interval(value)
+    if value is not None and out is None:
+        problems.unreadable_numbers += 1
+    return out
+
+
+def _substitutions(value: Any) -> list[list[str]]:
+    """[old, new] text pairs; anything else in the list is left out."""
+    if not isinstance(value, list):
+        return []
+    return [[str(p[0]), str(p[1])] for p in value if isinstance(p, (list, tuple)) and len(p) == 2]
+
+
+def _similarity(value: Any, problems: ReadProblems) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {**value, **{k: _measured(value.get(k), problems) for k in ("angular", "cosine") if k in value}}
+
+
+def _held_out(value: Any, problems: ReadProblems) -> dict[str, Any] | None:
+    """The held-out re-scoring, its numbers usable; None without a usable PDR."""
+    if not isinstance(value, Mapping):
+        return None
+    out = {**value, "pdr": _measured(value.get("pdr"), problems, checks.PDR_FLOOR, 1.0),
+           "pdr_ci95": _interval(value.get("pdr_ci95"), problems),
+           "mcnemar_p": _measured(value.get("mcnemar_p"), problems, 0.0, 1.0),
+           "clean_score": _measured(value.get("clean_score"), problems, *checks.SCORE_RANGE),
+           "adversarial_score": _measured(value.get("adversarial_score"), problems, *checks.SCORE_RANGE),
+           "samples": _int_or_none(value.get("samples"))}
+    return out if out["pdr"] is not None else None
 
 
 def legacy_run_key(rec: Mapping[str, Any]) -> str:
@@ -177,7 +276,7 @@ def _record_rows(path: Path, has_jsonl: set[Path]) -> list[dict[str, Any]]:
     from promptrobust.engine.measuring.records import read_jsonl  # warns on a torn last line
 
     if path.name == "results.jsonl":
-        return read_jsonl(path)
+        return read_jsonl(path, non_finite=True)  # a NaN is judged here (checks), not skipped as a bad line
     if path.parent / "results.jsonl" in has_jsonl:
         return []
     data = _read_json(path) or {}
@@ -238,10 +337,12 @@ def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, 
 
 def _clean_row(base: Mapping[str, Any], prompt_id: Any, score: Any, ci95: Any = None,
                at_chance: Any = None, chance: Any = None) -> dict[str, Any]:
-    ci = list(ci95) if isinstance(ci95, (list, tuple)) and len(ci95) == 2 else None
-    chance_f = _float_or_none(chance)
+    """One clean score; its score is checked by ``load_runs`` (a NaN or 1e308 is left out there)."""
+    ci = checks.interval(ci95)
+    chance_f = checks.number(_float_or_none(chance), *checks.SCORE_RANGE)
     flag = bool(at_chance) if at_chance is not None else is_at_chance(ci, chance_f)
-    return {**base, "prompt_id": str(prompt_id), "score": float(score), "ci95": ci, "at_chance": flag, "chance_rate": chance_f}
+    return {**base, "prompt_id": str(prompt_id), "score": _float_or_none(score), "ci95": ci, "at_chance": flag,
+            "chance_rate": chance_f}
 
 
 def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -249,7 +350,7 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     plus the whole prompt set a sweep record lists in ``clean_scores``."""
     out: list[dict[str, Any]] = []
     for r in records:
-        if r["clean_score"] is None or r["status"] == "failed":
+        if r["clean_score"] is None or r["status"] in ("failed", INVALID):
             continue
         base = {"model": r["model"], "dataset": r["dataset"], "shots": r["shots"],
                 "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"]}
@@ -267,7 +368,8 @@ def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     chosen: dict[str, dict[str, Any]] = {}
     for r in records:
         old = chosen.get(r["run_key"])
-        if old is None or not (r["status"] == "failed" and old["status"] != "failed"):
+        unfinished = ("failed", INVALID)
+        if old is None or not (r["status"] in unfinished and old["status"] not in unfinished):
             chosen[r["run_key"]] = r
     kept = list(chosen.values())
     return kept, len(records) - len(kept)
@@ -277,10 +379,11 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     """Every attack record and clean score under ``paths``."""
     files = find_result_files(paths)
     jsonls = {f for f in files if f.name == "results.jsonl"}
+    problems = ReadProblems()
     raw: list[dict[str, Any]] = []
     summary_clean: list[dict[str, Any]] = []
     for f in files:
-        raw += [normalise(row, str(f.parent)) for row in _record_rows(f, jsonls)]
+        raw += [normalise(row, str(f.parent), problems) for row in _record_rows(f, jsonls)]
         if f.name == "results.json":
             summary_clean += _clean_from_summary(f)
     if not raw and not summary_clean:
@@ -303,4 +406,7 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
         if k not in seen:
             seen.add(k)
             clean.append(c)
-    return RunData(records, clean, files, dropped)
+    usable = [c for c in clean if checks.score(c["score"]) is not None]
+    problems.bad_clean_scores += [f"{c['score']!r} for {c['prompt_id']} in {Path(str(c['source'])).name}"
+                                  for c in clean if checks.score(c["score"]) is None]
+    return RunData(records, usable, files, dropped, problems)

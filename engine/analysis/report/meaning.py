@@ -66,7 +66,8 @@ def meaning_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
                  ["attack", "model", "dataset", "prompt", "PDR", "similarity", "substitutions", "adversarial prompt"],
                  display, long,
                  "similarity: angular USE similarity of the whole final prompt to the clean one (1 = same; the "
-                 "attacks' own check compares a window around each changed word)")
+                 "attacks' own check compares a window around each changed word)",
+                 statistic="per-record PDR and the adversarial prompt's similarity to the clean one")
 
 
 def held_out_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
@@ -90,4 +91,5 @@ def held_out_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
                      "held_out_samples": h.get("samples")})
     return Table("held_out_pdr", "PDR in-sample and on held-out samples",
                  ["attack", "model", "dataset", "prompt", "PDR in-sample", "95% interval", "p", "n",
-                  "PDR held-out", "95% interval", "p", "n"], display, long, IN_SAMPLE_NOTE)
+                  "PDR held-out", "95% interval", "p", "n"], display, long, IN_SAMPLE_NOTE,
+                 statistic="per-record PDR in-sample and on held-out samples [95% paired bootstrap intervals], McNemar p")

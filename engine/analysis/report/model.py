@@ -1,18 +1,26 @@
 """What a report is: sections of tables and figures (built by ``build``, read by the
-HTML page and the CLI). Kept apart from ``build`` so neither imports the package."""
+HTML page, the LaTeX document and the CLI). Kept apart from ``build`` so neither
+imports the package."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.report.html import render
 from promptrobust.engine.analysis.report.load import ReportInputError, Setting
 from promptrobust.engine.analysis.report.tables import Table
 
-FORMATS = ("md", "csv", "png", "html")
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as Drawing
+
+    from promptrobust.engine.analysis.report.samples import RecordSamples
+
+FORMATS = ("md", "csv", "png", "svg", "pdf", "html", "latex")
+FIGURE_FORMATS = ("png", "svg", "pdf")
 
 KIND_TITLES = {
     "clean": "Clean scores",
@@ -24,13 +32,35 @@ KIND_TITLES = {
 KIND_ORDER = tuple(KIND_TITLES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Figure:
-    """One picture: PNG bytes, written to ``<name>.png`` and embedded in the HTML page."""
+    """One picture, drawn once: saved as ``<name>.png``, ``.svg`` and ``.pdf`` (each rendered
+    from the same drawing when first asked for), the PNG embedded in the HTML page."""
 
     name: str
     caption: str
-    png: bytes
+    drawing: Drawing
+    _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
+
+    def render(self, fmt: str) -> bytes:
+        """The picture as ``fmt`` (png, svg or pdf)."""
+        if fmt not in self._rendered:
+            from promptrobust.engine.analysis.report.plots import render
+
+            self._rendered[fmt] = render(self.drawing, fmt)
+        return self._rendered[fmt]
+
+    @property
+    def png(self) -> bytes:
+        return self.render("png")
+
+    @property
+    def svg(self) -> bytes:
+        return self.render("svg")
+
+    @property
+    def pdf(self) -> bytes:
+        return self.render("pdf")
 
 
 @dataclass
@@ -43,11 +73,22 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    dimensions: dict[str, list[str]] = field(default_factory=dict)
+    """Values of the fields the tables lay out as rows and columns (shots, metric), for captions."""
 
     @property
     def title(self) -> str:
         head = KIND_TITLES.get(self.kind, self.kind)
         return head if self.setting is None else f"{head}: {self.setting.label()}"
+
+    @property
+    def settings_text(self) -> str:
+        """The kind of measurement and every setting its numbers were made under (for captions)."""
+        parts = [KIND_TITLES.get(self.kind, self.kind)]
+        if self.setting is not None:
+            parts.append(self.setting.label())
+        parts += [f"{name} {', '.join(values)}" for name, values in self.dimensions.items() if values]
+        return "; ".join(parts)
 
 
 @dataclass
@@ -60,7 +101,15 @@ class Report:
     extremes: list[Table] = field(default_factory=list)
     """Most damaging and most helpful adversarial prompts (long rows hold the full prompts)."""
     excluded: Table | None = None
-    """Skipped (clean score 0) and failed records: listed, never averaged."""
+    """Skipped (clean score 0), failed and invalid records: listed, never averaged."""
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """The records read (normalised, reruns counted once): the per-sample pages are built from them."""
+    _samples: dict[str, RecordSamples] | None = field(default=None, init=False, repr=False)
+
+    def __repr__(self) -> str:
+        head = self.meta[0].split(";")[0] if self.meta else "empty"
+        return (f"Report({head}; {len(self.sections)} sections, {len(self.tables)} tables, "
+                f"{len(self.figures)} figures)")
 
     @property
     def tables(self) -> list[Table]:
@@ -97,18 +146,44 @@ class Report:
         return "\n".join(lines)
 
     def html(self) -> str:
-        """One self-contained HTML page (inline CSS, images as data URIs, no scripts)."""
+        """One self-contained HTML page (inline CSS, images as data URIs, no scripts); records
+        link to their per-sample pages (``sample_pages``) when their samples were logged."""
         return render(self)
 
+    def latex(self) -> str:
+        """A LaTeX document: one booktabs table per report table, with intervals and a caption
+        that states the statistic and the settings (``latex.document``)."""
+        from promptrobust.engine.analysis.report.latex import document
+
+        return document(self)
+
+    def samples(self) -> Mapping[str, RecordSamples]:
+        """Each record's logged samples by run_key (read from the run folders' samples.jsonl once)."""
+        if self._samples is None:
+            from promptrobust.engine.analysis.report.samples import find_samples
+
+            self._samples = find_samples(self.records)
+        return self._samples
+
+    def sample_pages(self) -> dict[str, str]:
+        """The per-sample pages, by path relative to the report folder (``samples/<run_key>.html``)."""
+        from promptrobust.engine.analysis.report.samples import page_html
+
+        return {s.page: page_html(s) for s in self.samples().values()}
+
     def write(self, folder: str | os.PathLike[str], formats: Iterable[str] = FORMATS) -> list[Path]:
-        """Write the chosen formats (md, csv, png, html) into ``folder``; returns the files written."""
+        """Write the chosen formats (md, csv, png, svg, pdf, html, latex) into ``folder``; returns the
+        files written. html also writes the per-sample pages under ``samples/``."""
         chosen = set(formats)
         unknown = sorted(chosen - set(FORMATS))
         if unknown:
             raise ReportInputError(f"unknown format {unknown[0]!r}: use {', '.join(FORMATS)}")
         out = Path(folder)
+        pages = self.sample_pages() if "html" in chosen else {}
         try:
             out.mkdir(parents=True, exist_ok=True)
+            for sub in {(out / path).parent for path in pages}:
+                sub.mkdir(exist_ok=True)
         except OSError as exc:
             raise ReportInputError(f"cannot create report folder {out} ({exc.strerror}): choose a writable folder") from None
         from promptrobust.engine.safe_io.atomic_io import Staged
@@ -121,10 +196,15 @@ class Report:
             if "csv" in chosen:
                 for t in self.tables:
                     staged.write_bytes(out / f"{t.name}.csv", t.csv_bytes())
-            if "png" in chosen:
-                for f in self.figures:
-                    staged.write_bytes(out / f"{f.name}.png", f.png)
+            for fmt in FIGURE_FORMATS:
+                if fmt in chosen:
+                    for f in self.figures:
+                        staged.write_bytes(out / f"{f.name}.{fmt}", f.render(fmt))
+            if "latex" in chosen:
+                staged.write_text(out / "report.tex", self.latex())
             if "html" in chosen:
                 staged.write_text(out / "report.html", self.html())
+                for path, page in pages.items():
+                    staged.write_text(out / path, page)
             written = staged.targets
         return written

@@ -14,16 +14,19 @@ import csv
 import io
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.safe_io.output_safety import csv_cell, markdown_text
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, PDRSummary, summarize_pdrs
 
 ALL = "all"
 MISSING = "–"
+APDR_STATISTIC = "APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs"
 APDR_NOTE = (
     "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
     "then its 95% interval (bootstrap over prompts and samples; none where the records hold no per-sample scores); "
@@ -54,6 +57,11 @@ class Table:
     note: str = ""
     numeric: dict[str, list[float | None]] = field(default_factory=dict)
     """Row label -> the mean of each column (grids only; for heat maps)."""
+    statistic: str = ""
+    """What the numbers are, in a few words (the LaTeX caption says it; ``note`` says it in full)."""
+    record_ci95: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    """(row, column) -> the record's own 95% PDR interval, for grid cells that hold one record
+    (the table shows its PDR alone; the figures draw this interval as its error bar)."""
 
     @property
     def frame(self) -> Any:
@@ -106,6 +114,17 @@ def _csv_value(v: Any) -> Any:
 def _md(text: str) -> str:
     """A Markdown table cell: raw HTML shown as text; a '|' inside a name must not end the cell."""
     return markdown_text(text).replace("|", "\\|")
+
+
+#: A number (then, after a space, anything: '0.31 ± 0.12 [0.20, 0.43]'), or an interval.
+_NUMBER_CELL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?(\s.*)?|\[.*")
+
+
+def numeric_column(cells: Sequence[str]) -> bool:
+    """A column of numbers, intervals and missing marks (set right-aligned in HTML and LaTeX);
+    '2026..._run' or 'sst2-task-01' are names, not numbers."""
+    shown = [c for c in cells if c and c != MISSING]
+    return bool(shown) and all(_NUMBER_CELL.fullmatch(c) for c in shown)
 
 
 def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
@@ -188,6 +207,7 @@ def grid_table(
     display: list[list[str]] = []
     long: list[dict[str, Any]] = []
     numeric: dict[str, list[float | None]] = {}
+    own: dict[tuple[str, str], tuple[float, float]] = {}
     for rv in rows:
         line, means = [rv], []
         for cv in cols:
@@ -200,9 +220,14 @@ def grid_table(
             line.append(apdr_cell(s, samples=samples))
             means.append(s.mean)
             long.append({row_title: rv, col_title: cv, **summary_columns(s)})
+            attacked = [r for r in members if r.get("status") == "attacked"]
+            if len(attacked) == 1 and attacked[0].get("pdr_ci95"):
+                lo, hi = attacked[0]["pdr_ci95"]
+                own[(rv, cv)] = (float(lo), float(hi))
         display.append(line)
         numeric[rv] = means
-    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, note, numeric)
+    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, note, numeric,
+                 statistic=APDR_STATISTIC, record_ci95=own)
 
 
 def apdr_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
@@ -232,7 +257,7 @@ def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], su
         long.append({**dict(zip(columns, key)), **summary_columns(s)})
     name = (name or "apdr_by_" + "_".join(columns)) + suffix
     title = (title or "APDR by " + ", ".join(columns)) + title_suffix
-    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE)
+    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE, statistic=APDR_STATISTIC)
 
 
 def column_value(rec: Mapping[str, Any], column: str) -> Any:
@@ -284,7 +309,8 @@ def clean_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suff
             "the per-prompt table for that model and dataset (count in the CSV), whatever measurement scored it; "
             "a prompt scored by several runs counts once, with the mean of its scores")
     return Table("clean_model_x_dataset" + suffix, "Clean scores by model and dataset" + title_suffix,
-                 ["model \\ dataset", *cols], display, long, note)
+                 ["model \\ dataset", *cols], display, long, note,
+                 statistic="clean score: mean ± sample s.d. over prompts")
 
 
 FROM_TEXT = {"run": "prompt set", "attack": "attacked prompt", "pair": "pair (clean half)",
@@ -309,7 +335,8 @@ def clean_prompts_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", ti
                                            "chance_rate", "from", "source")})
     return Table("clean_prompts" + suffix, "Clean score of every prompt" + title_suffix,
                  ["model", "dataset", "prompt", "clean score", "95% interval", "at chance", "chance rate", "scored as", "run"],
-                 display, long, f"95% interval: Wilson (0/1 scores) or bootstrap over samples; at chance: {AT_CHANCE_NOTE}")
+                 display, long, f"95% interval: Wilson (0/1 scores) or bootstrap over samples; at chance: {AT_CHANCE_NOTE}",
+                 statistic="clean score of each prompt [95% interval over samples]")
 
 
 def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
@@ -327,7 +354,8 @@ def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_
         display.append([c["model"], c["dataset"], c["prompt_id"], f"{c['score']:.2f}", interval_text(c.get("ci95")), chance])
         long.append({k: c.get(k) for k in ("model", "shots", "dataset", "prompt_id", "score", "ci95", "chance_rate", "source")})
     return Table("clean_at_chance" + suffix, "Clean scores at chance" + title_suffix,
-                 ["model", "dataset", "prompt", "clean score", "95% interval", "chance rate"], display, long, AT_CHANCE_NOTE)
+                 ["model", "dataset", "prompt", "clean score", "95% interval", "chance rate"], display, long, AT_CHANCE_NOTE,
+                 statistic="clean scores whose 95% interval holds the majority-class rate")
 
 
 def cost_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
@@ -349,25 +377,29 @@ def cost_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suf
     header = ["attack", "records", *(f"mean {label}" for _, label in COST_COLUMNS)]
     note = ("mean per attacked prompt (one record = one prompt attacked on one model and dataset); requests: the record's own; "
             "wall seconds: elapsed while its attack ran (attacks that ran at the same time overlap, so they do not add up)")
-    return Table("cost_by_attack" + suffix, "Attack cost per attacked prompt" + title_suffix, header, display, long, note)
+    return Table("cost_by_attack" + suffix, "Attack cost per attacked prompt" + title_suffix, header, display, long, note,
+                 statistic="mean cost per attacked prompt")
 
 
 def excluded_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
-    """Records that are listed but not averaged: skipped (clean score 0) and failed."""
+    """Records that are listed but not averaged: skipped (clean score 0), failed, and invalid
+    (numbers that cannot be right, or a kind this version does not know: ``checks``)."""
     out = sorted((r for r in records if r["status"] != "attacked"),
                  key=lambda r: (r["status"], r["model"], r["dataset"], r["attack"], r["prompt_id"]))
     if not out:
         return None
     display, long = [], []
     for r in out:
-        reason = "clean score 0: nothing to drop" if r["status"] == "skipped_clean_zero" else str(r.get("error") or "failed")
+        reason = "clean score 0: nothing to drop" if r["status"] == "skipped_clean_zero" else str(r.get("error") or r["status"])
         reason = reason.splitlines()[0] if reason else reason
         display.append([r["status"], r["model"], r["dataset"], r["attack"], r["prompt_id"], reason])
         long.append({"status": r["status"], "model": r["model"], "dataset": r["dataset"], "attack": r["attack"],
                      "prompt_id": r["prompt_id"], "reason": reason, "setting": r["setting"].label(), "source": r["source"]})
-    return Table("records_not_averaged", "Records not averaged (skipped or failed)",
+    invalid = any(r["status"] == INVALID for r in out)
+    title = "Records not averaged (skipped, failed or invalid)" if invalid else "Records not averaged (skipped or failed)"
+    return Table("records_not_averaged", title,
                  ["status", "model", "dataset", "attack", "prompt", "reason"], display, long,
-                 "listed for completeness; none of them enters an APDR")
+                 "listed for completeness; none of them enters an APDR", statistic="records left out of every average")
 
 
 PROMPT_COLUMNS = ("pdr", "pdr_ci95", "mcnemar_p", "at_chance", "model", "dataset", "attack", "prompt_id", "setting",
@@ -397,7 +429,8 @@ def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
     if any(r.get("at_chance") for r in rows):
         note += f"; at chance: {AT_CHANCE_NOTE}"
     return Table(name, title, ["#", "PDR", "95% interval", "McNemar p", "at chance", "attack", "model", "dataset", "prompt"],
-                 display, list(map(dict, rows)), note)
+                 display, list(map(dict, rows)), note,
+                 statistic="PDR of each record [95% paired bootstrap interval over samples], exact McNemar p")
 
 
 # -- kinds other than an attack's own search: their own tables, never pooled with attacks -----------------
@@ -445,4 +478,5 @@ def defense_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_
     note = ("APDR without the defense: mean ± sample std of the undefended PDRs (the records keep no per-sample scores of "
             "the undefended prompt, so no interval); with: mean ± std and its 95% interval; recovered: share of the drop undone")
     return Table("defense_with_without" + suffix, "Defense: APDR without and with it" + title_suffix,
-                 ["model", "attack", "defense", "records", "APDR without", "APDR with", "recovered"], display, long, note)
+                 ["model", "attack", "defense", "records", "APDR without", "APDR with", "recovered"], display, long, note,
+                 statistic="APDR without the defense (mean ± s.d.) and with it (mean ± s.d. [95% bootstrap interval])")

@@ -129,5 +129,6 @@ def tables(wf: WordFrequency, suffix: str = "", title_suffix: str = "") -> list[
              str(r["robust_count"]), str(r["vulnerable_count"])]
             for r in rows
         ]
-        out.append(Table(name + suffix, title + title_suffix, header, display, rows, note))
+        out.append(Table(name + suffix, title + title_suffix, header, display, rows, note,
+                         statistic="relative word frequency in robust and in vulnerable prompts"))
     return out
