@@ -1,0 +1,188 @@
+"""How many model requests a run will ask in all: the ``Y`` of ``requests X/Y``.
+
+Three sources, each corrected as the work goes on, so that ``Y`` ends at what
+was really asked:
+
+- *planned* requests (``progress.planned``): a scorer call announces the most
+  it can ask, takes back a candidate's unasked samples the moment early
+  stopping ends it, and settles the difference when it returns; an attack
+  with a query budget announces its bound up front (``progress.reserve``:
+  its budget's candidates on every sample), and what it did not use goes
+  back when it ends;
+- a word search's *projection*: the words still to walk times what a word has
+  cost so far, never more than its budget still allows. It replaces what the
+  attack's reservation still holds (usually less: a short prompt ends the
+  search before the budget does) and is dropped when the attack ends
+  (``progress.phase_done``);
+- in a sweep, the *jobs not finished*. A finished job counts exactly what it
+  asked; finished jobs of the same shape (else of the same attack) predict
+  the others: a job whose own plan is a bound (a budget) is expected to ask
+  the prediction or its bound, whichever is less, one without a bound the
+  prediction or its own plan, whichever is more; a job that has not started
+  and has no finished sibling, what its running siblings expect. At the last
+  job the total is that job's own work and nothing else.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+from promptrobust.engine.progress.events import (
+    JobEnded,
+    Jobs,
+    JobShape,
+    JobStarted,
+    Phase,
+    PhaseDone,
+    Planned,
+    SearchStep,
+)
+
+
+@dataclass
+class _Search:
+    """A word search's cost so far, as its steps reported it."""
+
+    start_candidates: int = 0  # after ranking the words (position 0)
+    start_requests: int = 0
+    last: SearchStep | None = None  # the latest step whose candidates are all scored
+
+    def projected(self) -> int | None:
+        """Requests the words still to walk will ask, from the cost of the words walked so far,
+        capped by the budget's candidates left; None while nothing says (no word walked, no budget)."""
+        step = self.last
+        if step is None or step.position is None or not step.positions:
+            return None
+        words_left = max(0, step.positions - step.position)
+        budget_left = None if step.budget is None else max(0, step.budget - step.candidates)
+        if step.position > 0:
+            per_word = (step.candidates - self.start_candidates) / step.position
+            candidates: float | None = words_left * per_word
+            if budget_left is not None:
+                candidates = min(words_left * per_word, budget_left)
+        else:
+            candidates = budget_left  # no word walked yet: only the budget bounds the rest
+        if candidates is None:
+            return None
+        walked = step.candidates - self.start_candidates
+        if walked > 0:
+            per_candidate = (step.requests - self.start_requests) / walked
+        else:  # the word ranking's candidates were scored on every sample, as the clean prompt was
+            per_candidate = step.requests / (step.candidates + 1)
+        return int(round(max(0.0, candidates) * per_candidate))
+
+    def correction(self) -> int:
+        """What the projection adds to the planned total: it replaces the attack's reservation."""
+        projected = self.projected()
+        if projected is None or self.last is None:
+            return 0
+        return projected - self.last.reserved
+
+
+@dataclass
+class _Job:
+    shape: JobShape
+    finished: bool = False
+    ok: bool = True
+
+
+@dataclass
+class RequestTotal:
+    """Folds planning events into the expected total of requests."""
+
+    planned: dict[str, int] = field(default_factory=dict)  # by scope
+    bounded: set[str] = field(default_factory=set)  # scopes whose plan is an upper bound (a reservation)
+    cached: int = 0  # of all planned, how many the cache is expected to answer
+    searches: dict[str, _Search] = field(default_factory=dict)  # by scope
+    jobs: dict[str, _Job] = field(default_factory=dict)  # by scope (a sweep job's label)
+    shapes: Counter[JobShape] = field(default_factory=Counter)  # every job of the sweep, by shape
+
+    def apply(self, event: object) -> None:
+        if isinstance(event, Planned):
+            self.planned[event.scope] = self.planned.get(event.scope, 0) + event.requests
+            self.cached += event.cached
+            if event.bound and event.requests > 0:
+                self.bounded.add(event.scope)
+        elif isinstance(event, SearchStep):
+            self._search_step(event)
+        elif isinstance(event, (PhaseDone, Phase)):
+            if isinstance(event, PhaseDone) or not event.within:
+                self.searches.pop(event.scope, None)
+        elif isinstance(event, Jobs):
+            if event.shapes:
+                self.shapes = Counter(event.shapes)
+        elif isinstance(event, JobStarted):
+            self.jobs[event.scope] = _Job(event.shape)
+        elif isinstance(event, JobEnded):
+            job = self.jobs.get(event.scope)
+            if job is not None:
+                job.finished, job.ok = True, event.ok
+            self.searches.pop(event.scope, None)
+
+    def _search_step(self, step: SearchStep) -> None:
+        if step.position is None:
+            return
+        search = self.searches.get(step.scope)
+        if search is None or step.position == 0:
+            search = self.searches[step.scope] = _Search(step.candidates, step.requests)
+        if not step.scoring:  # after a word's candidates came back: its cost is known
+            search.last = step
+
+    def _own(self, scope: str) -> int:
+        """What a scope has planned so far, its search's projection in place of its reservation."""
+        search = self.searches.get(scope)
+        return self.planned.get(scope, 0) + (search.correction() if search is not None else 0)
+
+    def _predicted(self, shape: JobShape, *, any_job: bool = False) -> float | None:
+        """What a job of ``shape`` will ask in all: the mean of finished jobs of the same shape,
+        else of the same attack (``shape[0]``), else (``any_job``) of any; None when none has finished."""
+        ways = (lambda s: s == shape, lambda s: s[:1] == shape[:1]) + ((lambda s: True,) if any_job else ())
+        for alike in ways:
+            costs = [self.planned.get(scope, 0) for scope, job in self.jobs.items()
+                     if job.finished and job.ok and alike(job.shape)]
+            if costs:
+                return statistics.fmean(costs)
+        return None
+
+    def _expected(self, scope: str, job: _Job) -> float:
+        """A running job's expected total."""
+        own = self._own(scope)
+        predicted = self._predicted(job.shape)
+        if predicted is None:
+            return own
+        return min(own, predicted) if scope in self.bounded else max(own, predicted)
+
+    def _waiting(self, shape: JobShape) -> float:
+        """A job that has not started: the prediction from finished jobs of its shape or attack, else
+        what running jobs of its shape (else of its attack) expect, else the mean of any finished
+        or running job."""
+        predicted = self._predicted(shape)
+        if predicted is not None:
+            return predicted
+        running = [(scope, job) for scope, job in self.jobs.items() if not job.finished]
+        for alike in (lambda s: s == shape, lambda s: s[:1] == shape[:1]):
+            expected = [self._expected(scope, job) for scope, job in running if alike(job.shape)]
+            if expected:
+                return statistics.fmean(expected)
+        predicted = self._predicted(shape, any_job=True)
+        if predicted is not None:
+            return predicted
+        expected = [self._expected(scope, job) for scope, job in running]
+        return statistics.fmean(expected) if expected else 0.0
+
+    def total(self) -> int:
+        total = 0.0
+        for scope in set(self.planned) | set(self.searches):
+            if scope not in self.jobs:
+                total += self._own(scope)
+        started: Counter[JobShape] = Counter()
+        for scope, job in self.jobs.items():
+            started[job.shape] += 1
+            total += self.planned.get(scope, 0) if job.finished else self._expected(scope, job)
+        for shape, count in self.shapes.items():
+            waiting = count - started[shape]
+            if waiting > 0:
+                total += waiting * self._waiting(shape)
+        return int(round(total))
