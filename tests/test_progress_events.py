@@ -178,6 +178,24 @@ def test_a_short_prompt_ends_the_search_before_its_reservation_does() -> None:
     assert state.status().total == 80 + 2 * 4 * 10 + 10
 
 
+def test_a_steps_own_progress_has_an_eta_from_its_own_measured_speed() -> None:
+    state, stats, clock = _state()
+    state.apply(progress.Phase("converting gemma3-270m (253 MB GGUF) once into /store"))
+    state.apply(progress.Work("dequantising the tensors", 0, 250, "MB"))
+    assert format_status(state.status()) == (
+        "converting gemma3-270m (253 MB GGUF) once into /store | dequantising the tensors 0/250 MB, ETA estimating"
+        " | 00:00 elapsed")
+    clock.now += 5
+    state.apply(progress.Work("dequantising the tensors", 50, 250, "MB"))
+    status = state.status()
+    assert status.work is not None and status.work.eta == pytest.approx(20.0)  # 10 MB/s measured here
+    assert "| dequantising the tensors 50/250 MB, ETA 00:20 | 00:05 elapsed" in format_status(status)
+    state.apply(progress.Work("writing the float32 weights", 0, 1000, "MB"))  # the next step measures itself
+    assert state.status().work.eta is None  # type: ignore[union-attr]
+    state.apply(progress.Phase("ranking 10 prompts on 100 samples"))  # a new phase: the step's progress goes
+    assert state.status().work is None
+
+
 class Collect:
     def __init__(self) -> None:
         self.seen: list[progress.Event] = []
