@@ -9,11 +9,12 @@ was really asked:
   with a query budget announces its bound up front (``progress.reserve``:
   its budget's candidates on every sample), and what it did not use goes
   back when it ends;
-- a word search's *projection*: the words still to walk times what a word has
-  cost so far, never more than its budget still allows. It replaces what the
-  attack's reservation still holds (usually less: a short prompt ends the
-  search before the budget does) and is dropped when the attack ends
-  (``progress.phase_done``);
+- a search's *projection*: for a word search, the words still to walk times
+  what a word has cost so far, never more than its budget still allows; for a
+  set search (CheckList, StressTest), the candidates of its one call. It
+  replaces what the attack's reservation still holds (usually less: a short
+  prompt, or three StressTest candidates, end the search before the budget
+  does) and is dropped when the attack ends (``progress.phase_done``);
 - in a sweep, the *jobs not finished*. A finished job counts exactly what it
   asked; finished jobs of the same shape (else of the same attack) predict
   the others: a job whose own plan is a bound (a budget) is expected to ask
@@ -43,17 +44,23 @@ from promptrobust.engine.progress.events import (
 
 @dataclass
 class _Search:
-    """A word search's cost so far, as its steps reported it."""
+    """A search's cost so far, as its steps reported it."""
 
     start_candidates: int = 0  # after ranking the words (position 0)
     start_requests: int = 0
-    last: SearchStep | None = None  # the latest step whose candidates are all scored
+    last: SearchStep | None = None  # a word search: the latest step whose candidates are all scored
+    whole_set: bool = False  # a set search (brute force): one call scores every candidate it will try
 
     def projected(self) -> int | None:
-        """Requests the words still to walk will ask, from the cost of the words walked so far,
-        capped by the budget's candidates left; None while nothing says (no word walked, no budget)."""
+        """Requests the search will still ask: a word search, from the cost of the words walked
+        so far, capped by the budget's candidates left (None while nothing says: no word walked,
+        no budget); a set search, the candidates of its one call (none once it returned)."""
         step = self.last
-        if step is None or step.position is None or not step.positions:
+        if step is None:
+            return None
+        if self.whole_set:
+            return int(round(step.scoring * step.requests / (step.candidates + 1)))  # each asks what the clean prompt did
+        if step.position is None or not step.positions:
             return None
         words_left = max(0, step.positions - step.position)
         budget_left = None if step.budget is None else max(0, step.budget - step.candidates)
@@ -122,7 +129,8 @@ class RequestTotal:
             self.searches.pop(event.scope, None)
 
     def _search_step(self, step: SearchStep) -> None:
-        if step.position is None:
+        if step.position is None:  # a set search: what it says is all there is
+            self.searches[step.scope] = _Search(last=step, whole_set=True)
             return
         search = self.searches.get(step.scope)
         if search is None or step.position == 0:
