@@ -178,6 +178,29 @@ def test_a_short_prompt_ends_the_search_before_its_reservation_does() -> None:
     assert state.status().total == 80 + 2 * 4 * 10 + 10
 
 
+@pytest.mark.parametrize("budget", [None, 10])
+def test_a_set_search_counts_its_one_call_once(budget: int | None) -> None:
+    """StressTest's 3 candidates on 100 samples: with a budget of 10 they replace its bound of 10;
+    without one, its scorer's own plan is all (no projection on top of it)."""
+    state, stats, clock = _state()
+    with progress.use(state_reporter(state)):
+        progress.planned(1000)  # the ranking
+        bound = 0 if budget is None else (budget + 2) * 100
+        with progress.reserve(bound, kind="attack", after_search=100 if budget else 0):
+            progress.planned(100)  # the clean prompt, re-scored
+            progress.search_step(position=None, positions=None, candidates=0, clean_score=0.8, best_score=0.8,
+                                 requests=100, scoring=3, budget=budget)
+            assert state.status().total == 1000 + 100 + (300 + 100 if budget else 0)  # unlimited: not known yet
+            progress.planned(300)  # the call
+            assert state.status().total == 1000 + 100 + 300 + (100 if budget else 0)
+            progress.search_step(position=None, positions=None, candidates=3, clean_score=0.8, best_score=0.6,
+                                 requests=400, budget=budget)
+            progress.planned(100)  # the adversarial prompt, re-scored
+            assert state.status().total == 1000 + 100 + 300 + 100
+        progress.phase_done()
+    assert state.status().total == 1000 + 100 + 300 + 100
+
+
 def test_a_steps_own_progress_has_an_eta_from_its_own_measured_speed() -> None:
     state, stats, clock = _state()
     state.apply(progress.Phase("converting gemma3-270m (253 MB GGUF) once into /store"))
@@ -190,6 +213,8 @@ def test_a_steps_own_progress_has_an_eta_from_its_own_measured_speed() -> None:
     status = state.status()
     assert status.work is not None and status.work.eta == pytest.approx(20.0)  # 10 MB/s measured here
     assert "| dequantising the tensors 50/250 MB, ETA 00:20 | 00:05 elapsed" in format_status(status)
+    clock.now += 2  # no move yet (a GGUF read takes tens of seconds): the ETA counts down meanwhile
+    assert state.status().work.eta == pytest.approx(18.0)  # type: ignore[union-attr]
     state.apply(progress.Work("writing the float32 weights", 0, 1000, "MB"))  # the next step measures itself
     assert state.status().work.eta is None  # type: ignore[union-attr]
     state.apply(progress.Phase("ranking 10 prompts on 100 samples"))  # a new phase: the step's progress goes

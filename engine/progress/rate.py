@@ -1,4 +1,5 @@
-"""The rate of requests actually sent, and the time the rest will take.
+"""The rate of requests actually sent, and the time the rest will take (also used for a step's
+own units: MB converted, passes over the model).
 
 Backends finish work in steps: an API answers request by request, a local
 model answers a whole batch (16-64 requests) at once every few seconds or
@@ -31,7 +32,7 @@ class Arrival:
     """Answers had arrived by busy-clock time ``at``: ``sent`` in all."""
 
     at: float
-    sent: int
+    sent: float
 
 
 class SendRate:
@@ -50,8 +51,8 @@ class SendRate:
         """Busy seconds so far (the clock the rate is measured on)."""
         return self._busy_before + (now - self._stretch if self._stretch is not None else 0.0)
 
-    def observe(self, now: float, sent: int, busy: bool) -> None:
-        """One look at the counters: ``busy`` when work is pending and no model is loading."""
+    def observe(self, now: float, sent: float, busy: bool) -> None:
+        """One look at the counter: ``busy`` when work is pending and no model is loading."""
         if self._last_wall is not None and now < self._last_wall:
             now = self._last_wall  # a clock never runs backwards here
         self._last_wall = now

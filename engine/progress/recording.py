@@ -1,7 +1,7 @@
 """A run's progress timeline on file, and the same timeline played back.
 
 ``$PRE_PROGRESS_RECORD=FILE`` makes the progress reporter of ``pre`` (and of the
-Python API) append to FILE, one JSON object a line:
+Python API) write a run's timeline to FILE (replaced: one run a file), one JSON object a line:
 
 - ``{"t": 1.25, "event": {"type": "Planned", "requests": 500, "scope": ""}}`` for every event
   (a ``Watch`` names its counters by number, with their values then:
@@ -48,7 +48,7 @@ class Recorder:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - closed by ``close``
+        self._file: IO[bytes] | None = open(self.path, "wb")  # noqa: SIM115 - closed by ``close``
         self._sources: list[int] = []  # id() of each watched counters object, in Watch order
         self._lock = threading.Lock()
 

@@ -58,20 +58,22 @@ class Status:
     work: WorkStatus | None = None
 
 
-@dataclass
 class _WorkTrack:
-    """A ``Work`` counter and when it started moving, for a rate of its own."""
+    """A ``Work`` counter with a rate of its own, measured between its moves as the request
+    rate is between arrivals (so its ETA counts down between two moves)."""
 
-    event: Work
-    began: float  # when the counter was first seen (at its first value)
-    first_done: float
+    def __init__(self, event: Work, now: float) -> None:
+        self.event = event
+        self.rate = SendRate()
+        self.rate.observe(now, event.done, busy=True)
+
+    def move(self, event: Work, now: float) -> None:
+        self.event = event
+        self.rate.observe(now, event.done, busy=True)
 
     def status(self, now: float) -> WorkStatus:
         w = self.event
-        eta = None
-        moved = w.done - self.first_done
-        if w.total is not None and moved > 0 and now > self.began:
-            eta = max(0.0, (w.total - w.done) / (moved / (now - self.began)))
+        eta = None if w.total is None else self.rate.eta(now, w.total - w.done)
         return WorkStatus(w.label, w.done, w.total, w.unit, eta)
 
 
@@ -141,9 +143,9 @@ class ProgressState:
         elif isinstance(event, Work):
             track = self._work.get(event.scope)
             if track is None or track.event.label != event.label or event.done < track.event.done:
-                track = _WorkTrack(event, now, event.done)
-                self._work[event.scope] = track
-            track.event = event
+                self._work[event.scope] = _WorkTrack(event, now)
+            else:
+                track.move(event, now)
             self._work_scope = event.scope
         elif isinstance(event, Jobs):
             self.jobs = (event.done, event.total)

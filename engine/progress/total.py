@@ -44,48 +44,45 @@ from promptrobust.engine.progress.events import (
 
 @dataclass
 class _Search:
-    """A search's cost so far, as its steps reported it."""
+    """A search's cost so far, as its steps reported it (``SearchStep``)."""
 
-    start_candidates: int = 0  # after ranking the words (position 0)
-    start_requests: int = 0
-    last: SearchStep | None = None  # a word search: the latest step whose candidates are all scored
+    latest: SearchStep
     whole_set: bool = False  # a set search (brute force): one call scores every candidate it will try
+    start_candidates: int = 0  # a word search, after ranking its words (position 0)
+    start_requests: int = 0
+    basis: SearchStep | None = None  # a word search's latest step whose candidates are all scored
 
-    def projected(self) -> int | None:
-        """Requests the search will still ask: a word search, from the cost of the words walked
-        so far, capped by the budget's candidates left (None while nothing says: no word walked,
-        no budget); a set search, the candidates of its one call (none once it returned)."""
-        step = self.last
-        if step is None:
-            return None
-        if self.whole_set:
-            return int(round(step.scoring * step.requests / (step.candidates + 1)))  # each asks what the clean prompt did
-        if step.position is None or not step.positions:
-            return None
-        words_left = max(0, step.positions - step.position)
-        budget_left = None if step.budget is None else max(0, step.budget - step.candidates)
-        if step.position > 0:
-            per_word = (step.candidates - self.start_candidates) / step.position
-            candidates: float | None = words_left * per_word
-            if budget_left is not None:
-                candidates = min(words_left * per_word, budget_left)
-        else:
-            candidates = budget_left  # no word walked yet: only the budget bounds the rest
-        if candidates is None:
-            return None
-        walked = step.candidates - self.start_candidates
-        if walked > 0:
-            per_candidate = (step.requests - self.start_requests) / walked
-        else:  # the word ranking's candidates were scored on every sample, as the clean prompt was
-            per_candidate = step.requests / (step.candidates + 1)
-        return int(round(max(0.0, candidates) * per_candidate))
+    def _per_candidate(self) -> float:
+        """Requests a candidate costs: measured over the words walked, else as the clean prompt's scoring."""
+        basis = self.basis
+        if basis is not None and basis.candidates > self.start_candidates:
+            return (basis.requests - self.start_requests) / (basis.candidates - self.start_candidates)
+        return self.latest.requests / (self.latest.candidates + 1)
+
+    def _beyond(self) -> float:
+        """Candidates the words after the current one will try: what a word has cost so far, never
+        more than the budget leaves; with no word walked yet, what the budget leaves (0: unlimited)."""
+        step, basis = self.latest, self.basis
+        if self.whole_set or step.position is None or not step.positions:
+            return 0.0
+        budget_left = None if step.budget is None else max(0, step.budget - step.candidates - step.scoring)
+        if basis is not None and basis.position:
+            per_word = (basis.candidates - self.start_candidates) / basis.position
+            candidates = max(0, step.positions - step.position) * per_word
+            return candidates if budget_left is None else min(candidates, budget_left)
+        return float(budget_left or 0)
 
     def correction(self) -> int:
-        """What the projection adds to the planned total: it replaces the attack's reservation."""
-        projected = self.projected()
-        if projected is None or self.last is None:
-            return 0
-        return projected - self.last.reserved
+        """What the search changes in the planned total. Its attack's reservation (``reserved``)
+        holds what the search may still ask: the search's own projection replaces it. The call it
+        is about to make (``scoring``) is planned by the scorer; inside a reservation that plan is
+        absorbed, so the projection counts it, outside it announces itself."""
+        step = self.latest
+        per_candidate = self._per_candidate()
+        projected = self._beyond() * per_candidate
+        if step.reserved:
+            projected += step.scoring * per_candidate
+        return int(round(projected)) - step.reserved
 
 
 @dataclass
@@ -129,14 +126,16 @@ class RequestTotal:
             self.searches.pop(event.scope, None)
 
     def _search_step(self, step: SearchStep) -> None:
-        if step.position is None:  # a set search: what it says is all there is
-            self.searches[step.scope] = _Search(last=step, whole_set=True)
-            return
         search = self.searches.get(step.scope)
-        if search is None or step.position == 0:
-            search = self.searches[step.scope] = _Search(step.candidates, step.requests)
-        if not step.scoring:  # after a word's candidates came back: its cost is known
-            search.last = step
+        if step.position is None:  # a set search: what it says is all there is
+            self.searches[step.scope] = _Search(step, whole_set=True)
+        elif search is None or search.whole_set or step.position == 0:
+            self.searches[step.scope] = _Search(step, start_candidates=step.candidates, start_requests=step.requests,
+                                                basis=None if step.scoring else step)
+        else:
+            search.latest = step
+            if not step.scoring:  # after a word's candidates came back: its cost is known
+                search.basis = step
 
     def _own(self, scope: str) -> int:
         """What a scope has planned so far, its search's projection in place of its reservation."""

