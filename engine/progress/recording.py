@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import orjson
 
-from promptrobust.engine.progress import events as ev
+import promptrobust.engine.progress.events as ev
 from promptrobust.engine.progress.state import ProgressState, Status
 
 RECORD_ENV = "PRE_PROGRESS_RECORD"
