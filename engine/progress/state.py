@@ -104,11 +104,6 @@ class ProgressState:
         self._work_scope: str | None = None  # whose work the line shows (the latest to move)
         self._lock = threading.Lock()
 
-    @property
-    def planned(self) -> int:
-        """Requests announced so far, all scopes (without projections)."""
-        return sum(self.total.planned.values())
-
     def apply(self, event: Event) -> bool:
         """Fold one event in; True when it is worth a line of its own (a phase, a first fallback)."""
         with self._lock:
