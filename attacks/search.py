@@ -67,7 +67,7 @@ class TrackedScorer:
         hook = getattr(self._scorer, "search_step", None)
         if hook is not None:
             hook(position=position, positions=positions, candidates=self.queries, scoring=scoring,
-                 clean_score=clean, best_score=best, requests=self.samples_evaluated)
+                 clean_score=clean, best_score=best, requests=self.samples_evaluated, budget=self.budget)
 
     @property
     def remaining(self) -> int | None:

@@ -182,3 +182,33 @@ def test_worst_record_picks_the_largest_pdr_whose_prompt_changed():
     assert r.pdr == 0.5 and r.adversarial_prompt != r.clean_prompt
     with pytest.raises(Exception, match="prompt type 'role'"):
         worst_record(SOURCE_RUN, prompt_type="role")
+
+
+def test_each_phase_says_how_many_passes_over_the_model_are_done(tok, llama):
+    """`pre attention` used to sit at 'starting' for minutes per phase: now every pass is counted."""
+    from promptrobust.engine import progress
+    from promptrobust.engine.progress import ProgressState, format_status
+
+    state = ProgressState()
+    seen: list[progress.Work] = []
+
+    class Listen:
+        def emit(self, event: progress.Event) -> None:
+            state.apply(event)
+            if isinstance(event, progress.Work):
+                seen.append(event)
+                if event.done == 4:
+                    lines.append(format_status(state.status()))
+
+    lines: list[str] = []
+    with progress.use(Listen()):
+        progress.phase("gradient and deletion importance of the adversarial prompt's words")
+        word_importance(llama, tok, ADV, render=render, target="positive")
+    words = len(prompt_words(ADV)[0])
+    assert [w.done for w in seen] == list(range(words + 2))  # the full prompt's pass, then one per deleted word
+    assert {w.total for w in seen} == {words + 1} and {w.label for w in seen} == {"passes over the model"}
+    assert lines and f"| passes over the model 4/{words + 1}, ETA " in lines[0]
+    seen.clear()
+    with progress.use(Listen()):
+        word_importance(llama, tok, ADV, render=render, target="positive", methods=("gradient",))
+    assert [(w.done, w.total) for w in seen] == [(0, 1), (1, 1)]  # gradients only: one pass

@@ -228,15 +228,96 @@ def test_conversion_says_what_it_does_and_how_long_it_took(tmp_path: Path, sourc
     store = tmp_path / "store"
     _ensure(_spec([source]), store, CountingConverter())
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == f"pre: converting toy once into {store} (about 10 s)"  # a tiny file: the floor
+    assert err[0] == f"pre: converting toy (0 MB GGUF) once into {store}"  # no guessed duration: it is measured as it goes
     assert err[1].startswith("pre: converted toy in ") and err[1].endswith(" s") and len(err) == 2
     _ensure(_spec([source]), store, CountingConverter())  # already converted: silent
     assert capsys.readouterr().err == ""
 
 
-def test_the_conversion_estimate_scales_with_the_gguf_size() -> None:
-    from promptrobust.engine.serving.model_store import _conversion_estimate
+def _tiny_gguf(path: Path) -> Path:
+    """A real, tiny Llama GGUF (Q8_0 weights, a byte-level SentencePiece vocabulary), built with
+    the ``gguf`` package: what ``convert_gguf`` does to the shipped models, in a second."""
+    import numpy as np
 
-    assert _conversion_estimate(98_362_432) == 30  # SmolLM2-135M Q4_1
-    assert _conversion_estimate(253_113_024) == 80  # Gemma 3 270M Q4_K_M
-    assert _conversion_estimate(1000) == 10
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(0)
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)] + ["\u2581good", "\u2581bad"]
+    vocab, hidden, ffn, layers = len(tokens), 32, 64, 3
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(hidden // 4)
+    w.add_vocab_size(vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (vocab - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+    def quantised(name: str, shape: tuple[int, ...]) -> None:
+        data = gguf.quants.quantize((rng.standard_normal(shape) * 0.02).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    quantised("token_embd.weight", (vocab, hidden))
+    for i in range(layers):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, dtype=np.float32))
+        for part in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            quantised(f"blk.{i}.{part}.weight", (hidden, hidden))
+        quantised(f"blk.{i}.ffn_gate.weight", (ffn, hidden))
+        quantised(f"blk.{i}.ffn_up.weight", (ffn, hidden))
+        quantised(f"blk.{i}.ffn_down.weight", (hidden, ffn))
+    w.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    quantised("output.weight", (vocab, hidden))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_real_conversion_reports_how_far_it_is_at_every_step(tmp_path: Path) -> None:
+    """Converting a real (tiny) GGUF: the GGUF's reads, the tensors' MB and the MB written each
+    come as progress with increasing done counts and a total; the result is a standard HF folder."""
+    pytest.importorskip("transformers")
+    from promptrobust.engine import progress
+    from promptrobust.engine.serving.model_store import convert_gguf
+
+    (tmp_path / "src").mkdir()
+    gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
+
+    seen: list[progress.Event] = []
+
+    class Collect:
+        def emit(self, event: progress.Event) -> None:
+            seen.append(event)
+
+    with progress.use(Collect()):
+        model = _ensure(_spec([gguf_file]), tmp_path / "store", convert_gguf)
+    phases = [e.text for e in seen if isinstance(e, progress.Phase)]
+    assert phases == [f"converting toy (0 MB GGUF) once into {tmp_path / 'store'}"]
+    steps: dict[str, list[progress.Work]] = {}
+    for e in seen:
+        if isinstance(e, progress.Work):
+            steps.setdefault(e.label, []).append(e)
+    assert list(steps) == ["reading the GGUF", "dequantising the tensors", "writing the float32 weights"]
+    for label, works in steps.items():
+        done = [w.done for w in works]
+        assert all(w.total is not None and w.total > 0 for w in works), label
+        assert done == sorted(done) and done[0] < done[-1] <= works[-1].total + 1e-9, label  # it moves, up to its total
+    reads = steps["reading the GGUF"]
+    assert [w.done for w in reads] == [0, 1, 2, 3] and reads[-1].total == 3
+    tensors = steps["dequantising the tensors"]
+    assert len(tensors) == 1 + 3 + 3 * 9  # one per tensor (embeddings, output norm and head, 9 a layer), after a first at zero
+    assert tensors[-1].done == pytest.approx(tensors[-1].total)
+    assert tensors[-1].total == pytest.approx(gguf_file.stat().st_size / 1e6, rel=0.5)  # the tensors are most of the file
+    writing = steps["writing the float32 weights"]
+    assert writing[-1].done >= writing[-1].total * 0.99  # the float32 weights, all written
+    assert (model.path / "config.json").is_file() and (model.path / "model.safetensors").is_file()

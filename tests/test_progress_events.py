@@ -35,8 +35,7 @@ class Stats:
         self.backend_requests = 0
 
 
-def _state(monkeypatch: pytest.MonkeyPatch) -> tuple[ProgressState, Stats, Clock]:
-    monkeypatch.delenv(progress.ETA_AFTER_ENV, raising=False)
+def _state() -> tuple[ProgressState, Stats, Clock]:
     clock = Clock()
     state = ProgressState(clock)
     stats = Stats()
@@ -44,39 +43,74 @@ def _state(monkeypatch: pytest.MonkeyPatch) -> tuple[ProgressState, Stats, Clock
     return state, stats, clock
 
 
-def test_eta_says_estimating_until_stable_then_counts_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    state, stats, clock = _state(monkeypatch)
+def test_the_eta_appears_with_the_first_answers_and_counts_down() -> None:
+    state, stats, clock = _state()
     state.apply(progress.Planned(1000))
-    clock.now += 40  # a model loads: nothing is sent, nothing is estimated
-    assert state.status().eta is None and "ETA estimating" in format_status(state.status())
+    with progress.use(state_reporter(state)):
+        with progress.during("loading the model"):  # nothing is sent, nothing is estimated
+            clock.now += 40
+            assert state.status().eta is None and "ETA estimating" in format_status(state.status())
     etas = []
     for _ in range(20):  # 5 requests/s, steadily
         clock.now += 1
         stats.completed += 5
         stats.backend_requests += 5
         etas.append(state.status().eta)
-    assert all(e is None for e in etas[:9])  # under ETA_MIN_SECONDS of sending: still estimating
-    shown = [e for e in etas if e is not None]
-    assert shown and abs(shown[0] - (1000 - 50) / 5) < 5
-    assert all(later <= earlier for earlier, later in zip(shown, shown[1:]))  # counts down, no jumps up
+    assert etas[0] is not None  # no waiting for a stable estimate: the first answers give one
+    assert all(e is not None and abs(e - (1000 - 5 * (i + 1)) / 5) <= 1 for i, e in enumerate(etas))
+    assert all(later <= earlier for earlier, later in zip(etas, etas[1:]))  # counts down, no jumps up
 
 
-def test_eta_waits_while_the_rate_is_erratic(monkeypatch: pytest.MonkeyPatch) -> None:
-    state, stats, clock = _state(monkeypatch)
-    state.apply(progress.Planned(10_000))
+class state_reporter:
+    """Feeds events straight into a ProgressState (the reporter StreamReporter wraps)."""
+
+    def __init__(self, state: ProgressState) -> None:
+        self.state = state
+
+    def emit(self, event: progress.Event) -> None:
+        self.state.apply(event)
+
+
+def test_a_batch_backend_gets_a_rate_from_its_first_batch_and_keeps_it_between_batches() -> None:
+    """745 answers in 20 minutes, 64 at a time: a window of recent seconds sees none between two
+    batches; the rate is measured between the batches' arrivals instead."""
+    state, stats, clock = _state()
+    state.apply(progress.Planned(1000))
     seen = []
-    for step in range(30):  # bursts: 40 requests one second, 1 the next
+    for second in range(1, 20 * 60 + 1):
         clock.now += 1
-        burst = 40 if step % 2 == 0 else 1
-        stats.completed += burst
-        stats.backend_requests += burst
-        seen.append(state.status().eta)
-    assert seen[:9] == [None] * 9
-    assert any(e is not None for e in seen)  # the window evens the bursts out in the end
+        if second % 100 == 0:  # a batch of 64 every 100 s
+            stats.completed += 64
+            stats.backend_requests += 64
+        seen.append((second, state.status()))
+    first = next(second for second, status in seen if status.sent)
+    assert first == 100
+    after = [status for second, status in seen if second >= first]
+    assert all(s.rate is not None and s.eta is not None for s in after)  # never "estimating" again
+    assert all(s.rate == pytest.approx(0.64, rel=0.02) for s in after)
+    for second, status in seen[first:]:
+        batches_left = (1000 - status.done) / 64
+        true_left = batches_left * 100 - (second % 100)
+        assert abs(status.eta - true_left) <= 0.05 * true_left + 2  # counts down between batches too
 
 
-def test_cache_hits_are_counted_apart_and_not_in_the_send_rate(monkeypatch: pytest.MonkeyPatch) -> None:
-    state, stats, clock = _state(monkeypatch)
+def test_a_stalled_backend_slows_the_rate_down() -> None:
+    state, stats, clock = _state()
+    state.apply(progress.Planned(1000))
+    for _ in range(5):  # a batch of 10 every 10 s ...
+        clock.now += 10
+        stats.completed += 10
+        stats.backend_requests += 10
+        steady = state.status().rate
+    assert steady == pytest.approx(1.0)
+    clock.now += 10  # ... then nothing for 60 s
+    assert state.status().rate == pytest.approx(1.0)  # within the usual gap: no news yet
+    clock.now += 50
+    assert state.status().rate == pytest.approx(50 / (50 + 60 - 10))  # the wait beyond the usual gap counts
+
+
+def test_cache_hits_are_counted_apart_and_not_in_the_send_rate() -> None:
+    state, stats, clock = _state()
     state.apply(progress.Planned(100))
     clock.now += 1
     stats.completed = stats.cache_hits = 60  # answered from the cache at once
@@ -84,39 +118,198 @@ def test_cache_hits_are_counted_apart_and_not_in_the_send_rate(monkeypatch: pyte
     assert (status.done, status.cache_hits, status.sent, status.rate) == (60, 60, 0, None)
     line = format_status(status)
     assert "requests 60/100 (cache hits 60, sent 0)" in line and "sent - req/s" in line
-    clock.now += 2
-    stats.completed += 4
-    stats.backend_requests += 4
-    state.status()  # the first look that sees sent answers starts the send clock
-    clock.now += 2
-    stats.completed += 4
-    stats.backend_requests += 4
-    assert state.status().rate == pytest.approx(2.0)  # 4 sent in 2 s, the 60 hits do not count
+    for _ in range(2):
+        clock.now += 2
+        stats.completed += 4
+        stats.backend_requests += 4
+        state.status()
+    assert state.status().rate == pytest.approx(8 / 5)  # 8 sent in the 5 s since work appeared; hits are not sends
+
+
+def test_hits_the_cache_is_expected_to_answer_take_no_time() -> None:
+    """An attack re-scores its clean and its adversarial prompt: both from the cache, at once."""
+    state, stats, clock = _state()
+    state.apply(progress.Planned(300, cached=100))
+    for _ in range(10):
+        clock.now += 1
+        stats.completed += 10
+        stats.backend_requests += 10
+    status = state.status()
+    assert status.eta == pytest.approx((300 - 100 - 100) / 10, abs=1)  # the 100 expected hits are not waited for
+    stats.completed += 50
+    stats.cache_hits += 50  # half of them arrived
+    assert state.status().eta == pytest.approx((300 - 150 - 50) / 10, abs=1)
+
+
+def test_a_word_search_projects_the_requests_of_the_words_left() -> None:
+    state, stats, clock = _state()
+    state.apply(progress.Planned(200))
+    state.apply(progress.SearchStep(position=0, positions=10, candidates=0, clean_score=0.8, best_score=0.8, requests=0))
+    state.apply(progress.SearchStep(position=2, positions=10, candidates=8, clean_score=0.8, best_score=0.6, requests=200))
+    status = state.status()
+    assert status.total == 200 + 8 * 4 * 25  # 4 candidates a word, 25 samples a candidate, 8 words left
+    line = format_status(status)
+    assert "word 2 of 10, 8 candidates tried, best PDR so far 0.250" in line
+    state.apply(progress.PhaseDone())  # the attack returned: nothing more is projected
+    assert state.status().total == 200
+
+
+def test_the_budget_bounds_what_a_search_projects() -> None:
+    """The issue's run: a budget of 10 on 50 samples, 8 words ranked (8 candidates), then 4350
+    requests projected for the words left although the budget allowed 2 more candidates."""
+    state, stats, clock = _state()
+    state.apply(progress.Planned(500 + 12 * 50, bound=True))  # ranking, then the attack's bound (budget + 2) x 50
+    state.apply(progress.SearchStep(position=0, positions=8, candidates=8, clean_score=0.7, best_score=0.7,
+                                    requests=450, budget=10, reserved=2 * 50))
+    assert state.status().total == 500 + 12 * 50
+    state.apply(progress.SearchStep(position=1, positions=8, candidates=10, clean_score=0.7, best_score=0.6,
+                                    requests=550, budget=10, reserved=0))
+    assert state.status().total == 500 + 12 * 50  # the budget is spent: 7 words left project nothing
+
+
+def test_a_short_prompt_ends_the_search_before_its_reservation_does() -> None:
+    state, stats, clock = _state()
+    state.apply(progress.Planned(102 * 10, bound=True))  # budget 100 on 10 samples
+    state.apply(progress.SearchStep(position=0, positions=3, candidates=3, clean_score=0.9, best_score=0.9,
+                                    requests=40, budget=100, reserved=1020 - 40 - 10))
+    state.apply(progress.SearchStep(position=1, positions=3, candidates=7, clean_score=0.9, best_score=0.8,
+                                    requests=80, budget=100, reserved=1020 - 80 - 10))
+    # asked 80; two words left at 4 candidates of 10 samples; the adversarial prompt's re-scoring (10)
+    assert state.status().total == 80 + 2 * 4 * 10 + 10
+
+
+@pytest.mark.parametrize("budget", [None, 10])
+def test_a_set_search_counts_its_one_call_once(budget: int | None) -> None:
+    """StressTest's 3 candidates on 100 samples: with a budget of 10 they replace its bound of 10;
+    without one, its scorer's own plan is all (no projection on top of it)."""
+    state, stats, clock = _state()
+    with progress.use(state_reporter(state)):
+        progress.planned(1000)  # the ranking
+        bound = 0 if budget is None else (budget + 2) * 100
+        with progress.reserve(bound, kind="attack", after_search=100 if budget else 0):
+            progress.planned(100)  # the clean prompt, re-scored
+            progress.search_step(position=None, positions=None, candidates=0, clean_score=0.8, best_score=0.8,
+                                 requests=100, scoring=3, budget=budget)
+            assert state.status().total == 1000 + 100 + (300 + 100 if budget else 0)  # unlimited: not known yet
+            progress.planned(300)  # the call
+            assert state.status().total == 1000 + 100 + 300 + (100 if budget else 0)
+            progress.search_step(position=None, positions=None, candidates=3, clean_score=0.8, best_score=0.6,
+                                 requests=400, budget=budget)
+            progress.planned(100)  # the adversarial prompt, re-scored
+            assert state.status().total == 1000 + 100 + 300 + 100
+        progress.phase_done()
+    assert state.status().total == 1000 + 100 + 300 + 100
+
+
+def test_a_steps_own_progress_has_an_eta_from_its_own_measured_speed() -> None:
+    state, stats, clock = _state()
+    state.apply(progress.Phase("converting gemma3-270m (253 MB GGUF) once into /store"))
+    state.apply(progress.Work("dequantising the tensors", 0, 250, "MB"))
+    assert format_status(state.status()) == (
+        "converting gemma3-270m (253 MB GGUF) once into /store | dequantising the tensors 0/250 MB, ETA estimating"
+        " | 00:00 elapsed")
+    clock.now += 5
+    state.apply(progress.Work("dequantising the tensors", 50, 250, "MB"))
+    status = state.status()
+    assert status.work is not None and status.work.eta == pytest.approx(20.0)  # 10 MB/s measured here
+    assert "| dequantising the tensors 50/250 MB, ETA 00:20 | 00:05 elapsed" in format_status(status)
+    clock.now += 2  # no move yet (a GGUF read takes tens of seconds): the ETA counts down meanwhile
+    assert state.status().work.eta == pytest.approx(18.0)  # type: ignore[union-attr]
+    state.apply(progress.Work("writing the float32 weights", 0, 1000, "MB"))  # the next step measures itself
+    assert state.status().work.eta is None  # type: ignore[union-attr]
+    state.apply(progress.Phase("ranking 10 prompts on 100 samples"))  # a new phase: the step's progress goes
+    assert state.status().work is None
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.seen: list[progress.Event] = []
+
+    def emit(self, event: progress.Event) -> None:
+        self.seen.append(event)
+
+    def planned(self) -> list[int]:
+        return [e.requests for e in self.seen if isinstance(e, progress.Planned)]
 
 
 def test_reserve_announces_a_phase_once_and_returns_what_was_not_used() -> None:
-    seen: list[progress.Event] = []
-
-    class Collect:
-        def emit(self, event: progress.Event) -> None:
-            seen.append(event)
-
-    with progress.use(Collect()):
+    collect = Collect()
+    with progress.use(collect):
         with progress.reserve(30):
             progress.planned(10)  # absorbed: already announced
             progress.planned(10)
         progress.planned(5)
-    assert [e.requests for e in seen if isinstance(e, progress.Planned)] == [30, -10, 5]
+    assert collect.planned() == [30, -10, 5]
 
 
-def test_a_word_search_projects_the_requests_of_the_words_left(monkeypatch: pytest.MonkeyPatch) -> None:
-    state, stats, clock = _state(monkeypatch)
-    state.apply(progress.Planned(200))
-    state.apply(progress.SearchStep(position=2, positions=10, candidates=8, clean_score=0.8, best_score=0.6, requests=200))
-    status = state.status()
-    assert status.total == 200 + 100 * 8  # 100 requests a word so far, 8 words left
-    line = format_status(status)
-    assert "word 2 of 10, 8 candidates tried, best PDR so far 0.250" in line
+def test_a_pool_is_claimed_only_by_reservations_of_its_kind() -> None:
+    """A sweep announces every cell's ranking up front; a job's attack planning meanwhile is its own."""
+    collect = Collect()
+    with progress.use(collect):
+        with progress.reserve_pool("ranking", 100):
+            with progress.scope("job a"):
+                progress.planned(40)  # an attack: not a ranking, announced on its own
+                with progress.reserve(60, kind="ranking"):  # a cell's ranking: claims the pool
+                    progress.planned(60)
+    assert [(e.requests, e.scope) for e in collect.seen if isinstance(e, progress.Planned)] == [
+        (100, ""), (40, "job a"), (-40, "")]  # the pool's unclaimed 40 go back at its end
+
+
+def test_early_stopping_takes_a_candidates_unasked_samples_out_of_the_total_at_once() -> None:
+    import asyncio
+
+    from promptrobust.engine.measuring.evaluator import Evaluator
+    from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
+
+    n = 24
+    prompts = ["good", "bad", "worse"]
+    table = {(p, str(j)): (1.0 if p == "good" else 0.0 if p == "bad" else 1.0) for p in prompts for j in range(n)}
+
+    async def score() -> tuple[Evaluator, Collect]:
+        collect = Collect()
+        task = TableTask(n=n, table=table)
+        backend = CountingBackend(batching=True, max_batch_size=8, answer=table_answer(table))
+        async with Scheduler(backend, max_wait_ms=0) as sched:
+            ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=4, early_stopping=True)
+            with progress.use(collect):
+                await ev(prompts, to_beat=0.5)
+        return ev, collect
+
+    ev, collect = asyncio.run(score())
+    plans = collect.planned()
+    assert plans[0] == 3 * n  # the most the call can ask
+    assert any(x < 0 for x in plans[1:-1])  # taken back while the call runs, as candidates stop
+    assert sum(plans) == ev.requests.requests < 3 * n  # and the total ends at what was asked
+
+
+def test_a_sweep_predicts_waiting_jobs_from_finished_ones_and_ends_with_its_last_job() -> None:
+    state, stats, clock = _state()
+    shapes = [("stresstest", "m", "d", "0")] * 3 + [("checklist", "m", "d", "0")]
+    with progress.use(state_reporter(state)):
+        progress.jobs(0, 4, shapes=shapes)
+        assert state.status().total == 0  # nothing known yet
+        with progress.job("job 1", shapes[0]):
+            with progress.reserve(600, kind="attack", cached=100):  # a budget's bound
+                progress.planned(100)
+                assert state.status().total == 4 * 600  # the others are expected to ask as much
+                progress.planned(150)
+                stats.completed += 250
+                stats.backend_requests += 250
+        assert state.status().total == 4 * 250  # it asked 250: that predicts the others
+        with progress.job("job 4", shapes[3]):
+            with progress.reserve(600, kind="attack", cached=100):
+                assert state.status().total == 250 + 600 + 2 * 250  # no CheckList finished: its own bound
+        with progress.job("job 2", shapes[1]):
+            with progress.reserve(600, kind="attack", cached=100):
+                progress.planned(50)
+                assert state.status().total == 250 + 0 + 250 + 250  # bounded at 600, predicted 250: 250
+        with progress.job("job 3", shapes[2]):
+            progress.planned(250)  # no budget: its plan only grows; the prediction is a floor
+            assert state.status().total == 250 + 0 + 50 + 250
+            stats.completed += 250
+            stats.backend_requests += 250
+    assert state.status().total == 250 + 0 + 50 + 250  # every job finished: exactly what each asked
 
 
 def test_fallbacks_are_said_once_per_reporter() -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.attacks.words import tokenize
+from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.requests import answer_continuation
 
@@ -238,6 +239,9 @@ def word_importance(
     scorer = _Scorer(model, tokenizer, render, target, chat)
     enc = scorer.encode(prompt)
     result = WordImportance(prompt=prompt, words=words, spans=spans, target=target, loss=0.0)
+    deleting = "deletion" in methods and len(words) > 1
+    passes = 1 + (len(words) if deleting else 0)  # progress: the full prompt's pass, then one per deleted word
+    progress.work("passes over the model", 0, passes)
 
     with torch.enable_grad():
         embeds = scorer.embed(enc.input_ids).detach().requires_grad_(True)
@@ -247,9 +251,15 @@ def word_importance(
             norms = grad[0].float().norm(dim=-1).tolist()
             result.gradient = _per_word(norms, enc, spans)
     result.loss = float(loss.detach())
+    progress.work("passes over the model", 1, passes)
 
     if "deletion" in methods:
-        result.deleted_losses = [scorer.loss(delete_word(prompt, i)) if len(words) > 1 else result.loss for i in range(len(words))]
+        if deleting:
+            for i in range(len(words)):
+                result.deleted_losses.append(scorer.loss(delete_word(prompt, i)))
+                progress.work("passes over the model", 2 + i, passes)
+        else:
+            result.deleted_losses = [result.loss] * len(words)
         result.deletion = [d - result.loss for d in result.deleted_losses]
     for name in ("gradient", "deletion"):
         values = getattr(result, name)
@@ -463,8 +473,6 @@ def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, 
         require_extra("local", "word importance (pre attention)")
     except MissingExtraError as exc:
         raise AttentionError(str(exc)) from None
-    from promptrobust.engine import progress
-
     progress.phase(f"loading {spec.name} for word importance")  # after the checks: bad input stays one line
     chat = spec.args.get("chat")
     ref: str | Path = spec.model
@@ -513,8 +521,6 @@ def compare_prompts(
                              setting="sample_index")
     sample = samples[sample_index]
     target = answer_word(task, sample)
-    from promptrobust.engine import progress
-
     loaded, tok, chat, spec = load_for_attention(model, model_args, device=device)
     shots = settings.shots_for(spec.base_model)
     examples = few_shot(task, shots, seed=settings.seed, data_dir=settings.data_dir)

@@ -193,17 +193,19 @@ class Evaluator:
 
         n = len(self.samples)
         asked_before = self.requests.requests
-        _progress.planned(len(unique) * n)  # progress: the most this call can ask; corrected below
+        announced = [len(unique) * n]  # progress: the most this call can ask; lowered as candidates stop
+        _progress.planned(announced[0])
         try:
-            return await self._candidates(prompts, unique, n, to_beat)
+            return await self._candidates(prompts, unique, n, to_beat, announced)
         finally:
-            _progress.planned(self.requests.requests - asked_before - len(unique) * n)
+            _progress.planned(self.requests.requests - asked_before - announced[0])  # progress: what was really asked
 
     def search_step(self, **fields: Any) -> None:
         """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
         _progress.search_step(**fields)
 
-    async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None) -> list[CandidateScore]:
+    async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None,
+                          announced: list[int]) -> list[CandidateScore]:
         progress = [CandidateProgress(total=n) for _ in unique]
         may_stop = self.early_stopping and to_beat is not None
         while True:
@@ -220,8 +222,11 @@ class Evaluator:
                     progress[i].scores.append(score)
             if may_stop:
                 for i in prune(progress, to_beat):
+                    unasked = n - progress[i].seen
                     self.cost.pruned_candidates += 1
-                    self.cost.saved_by_early_stopping += n - progress[i].seen
+                    self.cost.saved_by_early_stopping += unasked
+                    announced[0] -= unasked  # progress: its unasked samples leave the total at once
+                    _progress.planned(-unasked)
 
         by_prompt = {
             p: CandidateScore(p, c.lower(), c.complete, c.seen) for p, c in zip(unique, progress)

@@ -84,6 +84,24 @@ class ProtocolResult:
 
 
 
+@dataclass(frozen=True)
+class AttackBound:
+    """The most requests one attack on one prompt can ask (its budget's candidates on every
+    sample, plus the clean and the adversarial prompt's scoring), how many of them the cache
+    answers (those two, scored before) and how many come after the search (the adversarial
+    prompt's). All 0 when the budget is unlimited: unknown. For the progress line's total."""
+
+    requests: int
+    cached: int
+    after_search: int
+
+    @classmethod
+    def of(cls, settings: AttackSettings, samples: int) -> "AttackBound":
+        if settings.budget is None:
+            return cls(0, 0, 0)
+        return cls((settings.budget + 2) * samples, 2 * samples, samples)
+
+
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return " ".join(text.split())
@@ -111,40 +129,47 @@ async def run_protocol(
         from promptrobust.engine.measuring.holdout import SPLIT_RULE, held_out_ranking, split_workbench
 
         bench, held = split_workbench(bench, settings.holdout)
-    if ranked is None:
-        on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
-        ranked = await rank_prompts(bench, prompts)
-    result = ProtocolResult(
-        settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
-        measurement=bench.measurement_facts(replace(bench.measurement(), budget=settings.budget, searched=True)),
-        model_identity=identity_of(bench.scheduler), started=began,
-    )
-    if held is not None:
-        result.settings.update(holdout=settings.holdout, held_out_samples=len(held.samples), holdout_split=SPLIT_RULE)
-        on_event(f"scoring the top {settings.top_k} prompts on {len(held.samples)} held-out samples")
-        result.held_out_clean = await held_out_ranking(held, ranked, settings.top_k)
-    for clean in ranked[: settings.top_k]:
-        for name in settings.attacks:
-            if skip(clean.prompt, name):
-                continue
-            on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
-            progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
-            try:
-                record = await bench.attack(clean.prompt, name, settings, clean=clean,
-                                            semantic_prompts=semantic_prompts if name == "semantic" else None)
-            except fail_fast:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
-                record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
-                on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
-            if held is not None and record.status == "attacked":
-                from promptrobust.engine.measuring.holdout import held_out_pair
+    bound = AttackBound.of(settings, len(bench.samples))
+    pairs = (sum(not skip(c.prompt, name) for c in ranked[: settings.top_k] for name in settings.attacks)
+             if ranked is not None else min(settings.top_k, len(prompts)) * len(settings.attacks))
+    with progress.reserve_pool("attack", bound.requests * pairs, cached=bound.cached * pairs):  # progress: every attack's bound, known before the ranking
+        if ranked is None:
+            on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+            ranked = await rank_prompts(bench, prompts)
+        result = ProtocolResult(
+            settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
+            measurement=bench.measurement_facts(replace(bench.measurement(), budget=settings.budget, searched=True)),
+            model_identity=identity_of(bench.scheduler), started=began,
+        )
+        if held is not None:
+            result.settings.update(holdout=settings.holdout, held_out_samples=len(held.samples), holdout_split=SPLIT_RULE)
+            on_event(f"scoring the top {settings.top_k} prompts on {len(held.samples)} held-out samples")
+            result.held_out_clean = await held_out_ranking(held, ranked, settings.top_k)
+        for clean in ranked[: settings.top_k]:
+            for name in settings.attacks:
+                if skip(clean.prompt, name):
+                    continue
+                on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
+                progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
+                try:
+                    with progress.reserve(bound.requests, kind="attack", cached=bound.cached,
+                                          after_search=bound.after_search):  # progress: its budget bounds what it asks
+                        record = await bench.attack(clean.prompt, name, settings, clean=clean,
+                                                    semantic_prompts=semantic_prompts if name == "semantic" else None)
+                except fail_fast:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on
+                    record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
+                    on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
+                progress.phase_done()  # progress: the search's projection ends with the attack
+                if held is not None and record.status == "attacked":
+                    from promptrobust.engine.measuring.holdout import held_out_pair
 
-                record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)
-            result.records.append(record)
-            if on_record is not None:
-                maybe = on_record(record)
-                if maybe is not None:
-                    await maybe
+                    record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)
+                result.records.append(record)
+                if on_record is not None:
+                    maybe = on_record(record)
+                    if maybe is not None:
+                        await maybe
     result.wall_seconds = time.monotonic() - started
     return result

@@ -137,7 +137,7 @@ class Workbench:
                 on_done(scored)
             return scored
 
-        with progress.reserve(len(prompts) * len(self.samples)):  # progress: the whole loop's requests, known now
+        with progress.reserve(len(prompts) * len(self.samples), kind="ranking"):  # progress: the whole loop's requests, known now
             return list(await asyncio.gather(*(one(p) for p in prompts)))
 
     async def attack(self, prompt: Prompt, attack_name: str, settings: AttackSettings, *,

