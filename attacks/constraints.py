@@ -152,6 +152,11 @@ class SentenceSimilarity:
         self._loader = loader
 
     @property
+    def loader(self) -> Callable[[], CachedEncoder]:
+        """Where the encoder comes from when none was given."""
+        return self._loader
+
+    @property
     def encoder(self) -> CachedEncoder:
         if self._encoder is None:
             self._encoder = self._loader()

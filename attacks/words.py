@@ -106,6 +106,9 @@ def match_case(template: str, word: str) -> str:
     return word
 
 
+#: ``STOPWORDS`` as records name it.
+STOPWORDS_NAME = "promptrobust's function-word list"
+
 # Function words that the greedy attacks never spend queries on (the usual
 # stop-word rule of TextFooler-style attacks). Written for this project.
 STOPWORDS: frozenset[str] = frozenset(
