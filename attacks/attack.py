@@ -14,14 +14,24 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
+from promptrobust.attacks.changes import substitutions
 from promptrobust.attacks.components import MeaningGuard
 from promptrobust.attacks.constraints import SentenceSimilarity
 from promptrobust.attacks.recipe import Recipe, Setting, compare
 from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
 from promptrobust.attacks.search import TrackedScorer
 from promptrobust.attacks.sentence import CachedEncoder
-from promptrobust.attacks.synonyms import substitutions
-from promptrobust.attacks.words import normalize_protected
+from promptrobust.attacks.errors import PromptTooLongError
+from promptrobust.attacks.words import normalize_protected, word_count
+
+#: The longest prompt an attack takes, in words. Memory stays linear in the
+#: prompt (candidates are made lazily, the budget bounds what is made), but the
+#: work does not: a word attack scores one candidate per word, each the whole
+#: prompt, so an unbudgeted search over N words sends N prompts of N words to
+#: the model. 20,000 words (~26,000 tokens) already fill the 32k-token context of
+#: the longest-context model we ship (Gemma 3) before any sample is added, and
+#: the paper's models have 2k-4k; beyond this the attack is refused in one line.
+MAX_PROMPT_WORDS = 20_000
 
 
 class Attack:
@@ -103,6 +113,12 @@ class Attack:
         candidate evaluations (None, the default: unlimited, as promptbench)."""
         if not isinstance(clean_prompt, str) or not clean_prompt.strip():
             raise ValueError("the prompt to attack is empty; pass the instruction text")
+        words = word_count(clean_prompt)
+        if words > MAX_PROMPT_WORDS:
+            raise PromptTooLongError(
+                f"the prompt to attack has {words:,} words, more than the {MAX_PROMPT_WORDS:,} an attack takes "
+                "(each candidate is the whole prompt); attack a shorter instruction"
+            )
         search = self.configured.search
         search.check(semantic_prompts)  # type: ignore[attr-defined]
         protected = normalize_protected(protected)

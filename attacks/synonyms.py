@@ -200,24 +200,6 @@ def _opposes(word: str, new: str, lexicon: Lexicon | None) -> bool:
     return any(is_opposite(word, p, lexicon) for p in parts) if parts else False
 
 
-def substitutions(clean: str, adversarial: str) -> list[tuple[str, str]]:
-    """(old, new) text of each changed stretch of words, in prompt order."""
-    import difflib
-
-    a = list(tokenize(clean))
-    b = list(tokenize(adversarial))
-    out: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        old = "".join(a[i1:i2]).strip()
-        new = "".join(b[j1:j2]).strip()
-        if old or new:
-            out.append((old, new))
-    return out
-
-
 def opposite_substitutions(pairs: Iterable[tuple[str, str]], lexicon: Lexicon | None = None) -> list[tuple[str, str]]:
     """The substitutions that replace a word by its opposite (should be none)."""
     return [(o, n) for o, n in pairs if o.isalpha() and n.isalpha() and is_opposite(o, n, lexicon)]

@@ -44,6 +44,11 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _WORD.finditer(text)]
 
 
+def word_count(text: str) -> int:
+    """How many words ``text`` has (without building a list of them)."""
+    return sum(1 for _ in _WORD.finditer(text))
+
+
 def word_indices(tokens: tuple[str, ...]) -> list[int]:
     """Indices of the word tokens of a ``tokenize`` result."""
     return list(range(1, len(tokens), 2))

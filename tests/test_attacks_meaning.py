@@ -20,8 +20,8 @@ from promptrobust.attacks.synonyms import (
     inflect,
     is_opposite,
     lemma_forms,
-    substitutions,
 )
+from promptrobust.attacks.changes import substitutions
 from promptrobust.attacks.words import normalize_protected, tokenize
 from promptrobust.testing.synthetic import SyntheticScorer
 
