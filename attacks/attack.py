@@ -9,6 +9,7 @@ run's values against the recipe's (``recipe.compare``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
 from promptrobust.attacks.search import TrackedScorer
 from promptrobust.attacks.sentence import CachedEncoder
 from promptrobust.attacks.errors import PromptTooLongError
+from promptrobust.attacks.meaning_check import meaning_verdict
 from promptrobust.attacks.words import normalize_protected, word_count
 
 #: The longest prompt an attack takes, in words. Memory stays linear in the
@@ -128,9 +130,13 @@ class Attack:
         found = await search.search(  # type: ignore[attr-defined]
             self, clean_prompt, clean_score, tracker, protected=protected, seed=seed, semantic_prompts=semantic_prompts,
         )
+        wall_time_s = time.perf_counter() - started
+        # The meaning verdict, from evidence the search did not use (not part of the attack's cost).
+        verdict = await asyncio.to_thread(meaning_verdict, clean_prompt, found.prompt, protected)
         return AttackOutcome(
             substitutions=tuple(substitutions(clean_prompt, found.prompt)),
             final_similarity=final_similarity(clean_prompt, found.prompt, self._encoder()),
+            meaning=verdict.to_dict(),
             attack=self.name,
             clean_prompt=clean_prompt,
             clean_score=clean_score,
@@ -140,7 +146,7 @@ class Attack:
             queries=tracker.queries,
             pruned=tracker.pruned,
             samples_evaluated=tracker.samples_evaluated,
-            wall_time_s=time.perf_counter() - started,
+            wall_time_s=wall_time_s,
             seed=seed,
             budget=budget,
             budget_exhausted=tracker.budget_exhausted,

@@ -30,6 +30,7 @@ from promptrobust.attacks.embeddings import (
 )
 from promptrobust.attacks.fallbacks import sentence_encoder as say_sentence_encoder_fallback
 from promptrobust.attacks.fallbacks import word_vectors as say_word_vectors_fallback
+from promptrobust.attacks.label_words import label_linked_words
 from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap as MaskedLMSource, load_masked_lm
 from promptrobust.attacks.pos import PosTagger
 from promptrobust.attacks.recipe import Described, Setting
@@ -114,9 +115,9 @@ class GreedyWordSwapWIR:
         notes: dict[str, Any] = {}
         guard = attack.meaning_guard
         if guard is not None:
-            extra = guard.protected_in(clean_prompt, protected)
-            notes["contrast_words"] = sorted(extra)
-            protected = protected | extra
+            for kind, words in guard.protected_in(clean_prompt, protected).items():
+                notes[kind] = sorted(words)
+                protected = protected | words
         found = await greedy_word_search(
             clean_prompt, clean_score, tracker,
             transformation=attack.transformation(seed), constraints=attack.constraints(), protected=protected,
@@ -728,14 +729,15 @@ class PartOfSpeech:
 
 #: What our guard does, as records describe it.
 OUR_GUARD = ("opposites dropped (hand-written pairs, negating prefixes, WordNet 3.0 direct and indirect antonyms); "
-             "words that define the labels (contrast_words) never changed")
+             "words that define the labels never changed: those in a clause with a label word (label_linked_words) "
+             "and those another word opposes (contrast_words)")
 
 
 @dataclass(frozen=True)
 class MeaningGuard:
     """Word substitutions never put an opposite in, and never change the words
-    that define the labels (``synonyms.contrast_words``). The recipes have no
-    such guard (``rule`` says what they rely on instead)."""
+    that define the labels (``label_words``). The recipes have no such guard
+    (``rule`` says what they rely on instead)."""
 
     rule: str
 
@@ -754,11 +756,12 @@ class MeaningGuard:
     def summary(self) -> str:
         return "no opposites, label-defining words kept"
 
-    def protected_in(self, prompt: str, protected: frozenset[str]) -> frozenset[str]:
-        """The words of ``prompt`` the guard protects beyond ``protected``."""
+    def protected_in(self, prompt: str, protected: frozenset[str]) -> dict[str, frozenset[str]]:
+        """The words of ``prompt`` the guard protects beyond ``protected``, by kind (recorded so)."""
         from promptrobust.attacks.lexicon import load_lexicon
 
-        return contrast_words(prompt, protected, load_lexicon())
+        return {"label_linked_words": label_linked_words(prompt, protected),
+                "contrast_words": contrast_words(prompt, protected, load_lexicon())}
 
 
 @dataclass(frozen=True)

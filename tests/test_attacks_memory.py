@@ -36,7 +36,7 @@ def long_prompt(words: int, seed: int = 0) -> str:
 
 # The child: a counting scorer that keeps no prompt (a sample fails for each of a
 # few marked words missing, so the search really changes words), the sentence
-# encoder stubbed (its weights are not the attack's memory), tracemalloc over the run.
+# encoders stubbed (their weights are not the attack's memory), tracemalloc over the run.
 CHILD = textwrap.dedent(
     """
     import asyncio, json, random, resource, sys, tracemalloc
@@ -51,6 +51,16 @@ CHILD = textwrap.dedent(
             return np.ones((len(texts), 4), dtype=np.float32)
 
     sentence.load_use = lambda threads=2: sentence.CachedEncoder(Flat())
+    import promptrobust.attacks.meaning_check as meaning_check
+    from promptrobust.attacks.errors import AttackResourceError
+
+    def no_encoder():  # the verdict's rules and diff run; its encoder's weights are not the attack's memory
+        raise AttackResourceError("not loaded in this test")
+
+    meaning_check.load_context_encoder = no_encoder
+    from promptrobust.attacks.lexicon import load_lexicon
+
+    load_lexicon()  # the WordNet table: a fixed resource of every process, loaded before the measurement
     words, budget = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(0)
     vocab = {vocab!r}
