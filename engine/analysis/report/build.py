@@ -83,6 +83,9 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
     """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
     grids = apdr_tables(attacked, suffix, title_suffix)
     section.tables += grids
+    from promptrobust.engine.analysis.report.meaning import acceptable_table
+
+    section.tables.append(acceptable_table(attacked, suffix, title_suffix))  # issue 30: acceptable-only APDR
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:

@@ -40,7 +40,7 @@ KNOWN_FIELDS = frozenset((
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
-    "substitutions", "final_similarity", "held_out",  # meaning checks, held-out samples
+    "substitutions", "final_similarity", "held_out", "meaning",  # meaning checks, held-out samples
     "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
 ))
 
@@ -141,6 +141,7 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
         "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
         "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
+        "meaning": row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None,  # issue 30: the verdict
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
