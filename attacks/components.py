@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from promptrobust.attacks import constraints as live_constraints
 from promptrobust.attacks.base import Constraint, WordTransformation
 from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
+from promptrobust.attacks.constraints import MaxLevenshtein as LevenshteinLimit
+from promptrobust.attacks.constraints import PartOfSpeechMatch, SentenceSimilarity
 from promptrobust.attacks.embeddings import (
     GLOVE_NAME,
     PARAGRAMCF_NAME,
@@ -33,7 +34,7 @@ from promptrobust.attacks.fallbacks import word_vectors as say_word_vectors_fall
 from promptrobust.attacks.label_words import label_linked_words
 from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap as MaskedLMSource, load_masked_lm
 from promptrobust.attacks.pos import PosTagger
-from promptrobust.attacks.recipe import Described, Setting
+from promptrobust.attacks.recipe import Described, Recipe, Setting
 from promptrobust.attacks.search import (
     ImportanceMode,
     SearchResult,
@@ -49,8 +50,20 @@ from promptrobust.attacks.transformations import CharacterEdits, Combined, Embed
 from promptrobust.attacks.words import STOPWORDS_NAME
 
 if TYPE_CHECKING:
-    from promptrobust.attacks.attack import Attack
     from promptrobust.attacks.lexicon import Lexicon
+
+
+class AttackParts(Protocol):
+    """What a search needs of the attack running it (``attack.Attack``)."""
+
+    configured: Recipe
+
+    @property
+    def meaning_guard(self) -> MeaningGuard | None: ...
+
+    def transformation(self, seed: int) -> WordTransformation: ...
+
+    def constraints(self) -> list[Constraint]: ...
 
 
 def _option(options: Mapping[str, object], key: str, default: Any) -> Any:
@@ -110,7 +123,7 @@ class GreedyWordSwapWIR:
     def check(self, semantic_prompts: Sequence[Any]) -> None:
         """Nothing to check before model work."""
 
-    async def search(self, attack: Attack, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
+    async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
                      protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
         notes: dict[str, Any] = {}
         guard = attack.meaning_guard
@@ -156,7 +169,7 @@ class BruteForce:
     def check(self, semantic_prompts: Sequence[Any]) -> None:
         """Nothing to check before model work."""
 
-    async def search(self, attack: Attack, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
+    async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
                      protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
         transformation = attack.configured.transformation
         if not isinstance(transformation, (RandomSuffix, TautologySuffix)):
@@ -216,7 +229,7 @@ class PromptSetSearch:
         if not semantic_entries(semantic_prompts):
             raise ValueError("the semantic attack needs the task's semantic prompts; this task has none to score")
 
-    async def search(self, attack: Attack, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
+    async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
                      protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
         return await prompt_set_search(tracker, semantic_entries(semantic_prompts), every_score=self.every_score)
 
@@ -647,15 +660,15 @@ class UseSimilarity:
                        window=_option(options, "window", self.window),
                        encoder=_option(options, "sentence_encoder", "usem3"), given=given)
 
-    def live(self) -> live_constraints.SentenceSimilarity:
-        return live_constraints.SentenceSimilarity(
+    def live(self) -> SentenceSimilarity:
+        return SentenceSimilarity(
             self.threshold, metric=self.metric, window=self.window,
             skip_shorter_than_window=self.skip_shorter_than_window, reference=self.compare_against,
             loader=EncoderChoice(self.encoder, self.given),
         )
 
     def describe(self, live: object | None = None) -> Described:
-        if isinstance(live, live_constraints.SentenceSimilarity) and isinstance(live.loader, EncoderChoice):
+        if isinstance(live, SentenceSimilarity) and isinstance(live.loader, EncoderChoice):
             encoder = Setting(live.loader.label)
         else:
             encoder = Setting(self.encoder, RECIPE_ENCODER if self.encoder == f"tfhub:{TEXTATTACK_USE_URL}" else None)
@@ -687,8 +700,8 @@ class MaxLevenshtein:
     def configure(self, options: Mapping[str, object]) -> MaxLevenshtein:
         return replace(self, max_distance=_option(options, "max_edit_distance", self.max_distance))
 
-    def live(self) -> live_constraints.MaxLevenshtein:
-        return live_constraints.MaxLevenshtein(self.max_distance)
+    def live(self) -> LevenshteinLimit:
+        return LevenshteinLimit(self.max_distance)
 
     def describe(self, live: object | None = None) -> Described:
         return {"max_edit_distance": Setting(self.max_distance)}
@@ -717,8 +730,8 @@ class PartOfSpeech:
     def configure(self, options: Mapping[str, object]) -> PartOfSpeech:
         return replace(self, tagging=OUR_TAGGING, given=_option(options, "tagger", None))
 
-    def live(self) -> live_constraints.PartOfSpeechMatch:
-        return live_constraints.PartOfSpeechMatch(tagger=self.given, allow_noun_verb_swap=self.allow_noun_verb_swap)
+    def live(self) -> PartOfSpeechMatch:
+        return PartOfSpeechMatch(tagger=self.given, allow_noun_verb_swap=self.allow_noun_verb_swap)
 
     def describe(self, live: object | None = None) -> Described:
         return {"part_of_speech": Setting(self.tagging)}
