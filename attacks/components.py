@@ -70,6 +70,19 @@ def _option(options: Mapping[str, object], key: str, default: Any) -> Any:
     return options[key] if key in options else default
 
 
+class _NoOptions:
+    """Defaults for a part that takes no option, runs as declared and needs no resource."""
+
+    def options(self) -> dict[str, object]:
+        return {}
+
+    def configure(self, options: Mapping[str, object]) -> Any:
+        return self
+
+    def live(self) -> Any:
+        return None
+
+
 # -- searches ---------------------------------------------------------------------------
 
 #: What the search keeps and never touches (every greedy recipe, as TextAttack's GreedyWordSwapWIR).
@@ -82,7 +95,7 @@ _NO_STOPWORDS = "none skipped"
 
 
 @dataclass(frozen=True)
-class GreedyWordSwapWIR:
+class GreedyWordSwapWIR(_NoOptions):
     """Rank every attackable word once by importance (the score without it),
     then try each word's candidates in that order, keeping a swap only when it
     strictly lowers the score (TextAttack's ``GreedyWordSwapWIR``)."""
@@ -114,9 +127,6 @@ class GreedyWordSwapWIR:
         return {**_GREEDY, "importance": Setting(self._importance()),
                 "stopwords": Setting(self.stopwords if self.skip_stopwords else _NO_STOPWORDS)}
 
-    def live(self) -> None:
-        return None
-
     def summary(self) -> str:
         return "" if self.importance == "delete" else f"importance via {self.unk_token}"
 
@@ -146,22 +156,13 @@ _INSERTION = "after the last word (and its closing quotes), before the final pun
 
 
 @dataclass(frozen=True)
-class BruteForce:
+class BruteForce(_NoOptions):
     """Score every candidate at once; the lowest score is the result even when
     it is above the clean score (promptbench's ``BruteForceSearch``)."""
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> BruteForce:
-        return self
 
     def describe(self, live: object | None = None) -> Described:
         return {"search": "brute force: every candidate scored; the lowest score is the result even if above "
                           "the clean score", "ties": "alphabetically first candidate"}
-
-    def live(self) -> None:
-        return None
 
     def summary(self) -> str:
         return "brute force"
@@ -203,7 +204,7 @@ _LOWEST = "lowest score only, others stopped early (every_score=false)"
 
 
 @dataclass(frozen=True)
-class PromptSetSearch:
+class PromptSetSearch(_NoOptions):
     """Score a given set of prompts; the worst is the attack's result."""
 
     #: The paper reports each prompt's score, so each is scored exactly.
@@ -218,9 +219,6 @@ class PromptSetSearch:
     def describe(self, live: object | None = None) -> Described:
         return {"search": Setting(self.every_score, _EVERY if self.every_score else _LOWEST),
                 "result": "worst prompt of the set"}
-
-    def live(self) -> None:
-        return None
 
     def summary(self) -> str:
         return "each score is kept, the worst is the attack result"
@@ -252,15 +250,12 @@ OUR_HOMOGLYPHS = "promptrobust's Unicode look-alike table (a-z, A-Z, 0 1 3 - '),
 
 
 @dataclass(frozen=True)
-class CharacterBugs:
+class CharacterBugs(_NoOptions):
     """Character edits of one word: TextBugger's four character bugs or DeepWordBug's four edits."""
 
     edits: Literal["textbugger", "deepwordbug"]
     #: TextBugger's Sub-C look-alike table (None: no homoglyph bug).
     homoglyphs: str | None = None
-
-    def options(self) -> dict[str, object]:
-        return {}
 
     def configure(self, options: Mapping[str, object]) -> CharacterBugs:
         return self if self.homoglyphs is None else replace(self, homoglyphs=OUR_HOMOGLYPHS)
@@ -270,9 +265,6 @@ class CharacterBugs:
         if self.homoglyphs is not None:
             out["homoglyphs"] = Setting(self.homoglyphs)
         return out
-
-    def live(self) -> None:
-        return None
 
     def summary(self) -> str:
         return _BUG_SUMMARY[self.edits]
@@ -493,19 +485,10 @@ class Composite:
 
 
 @dataclass(frozen=True)
-class WordSwapOf:
+class WordSwapOf(_NoOptions):
     """A word transformation written by the caller (its own name is recorded)."""
 
     source: WordTransformation
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> WordSwapOf:
-        return self
-
-    def live(self) -> None:
-        return None
 
     def describe(self, live: object | None = None) -> Described:
         return {"transformation": getattr(self.source, "name", type(self.source).__name__)}
@@ -518,7 +501,7 @@ class WordSwapOf:
 
 
 @dataclass(frozen=True)
-class RandomSuffix:
+class RandomSuffix(_NoOptions):
     """One of ``count`` random alphanumeric strings inserted after the last word (CheckList)."""
 
     count: int
@@ -534,9 +517,6 @@ class RandomSuffix:
         if count <= 0 or length <= 0:
             raise ValueError(f"count and length must be positive, got count={count}, length={length}")
         return replace(self, count=count, length=length, strings_seed=_option(options, "strings_seed", OUR_STRINGS_SEED))
-
-    def live(self) -> None:
-        return None
 
     def describe(self, live: object | None = None) -> Described:
         strings = (Setting(None, f"promptbench's fixed list of {self.count}") if self.strings_seed is None
@@ -557,19 +537,10 @@ OUR_STRINGS_SEED = 2306
 
 
 @dataclass(frozen=True)
-class TautologySuffix:
+class TautologySuffix(_NoOptions):
     """A fixed text inserted after the last word (StressTest)."""
 
     texts: tuple[str, ...]
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> TautologySuffix:
-        return self
-
-    def live(self) -> None:
-        return None
 
     def describe(self, live: object | None = None) -> Described:
         return {"transformation": "insert a tautology", "suffixes": list(self.texts), "insertion": _INSERTION}
@@ -582,17 +553,8 @@ class TautologySuffix:
 
 
 @dataclass(frozen=True)
-class GivenPrompts:
+class GivenPrompts(_NoOptions):
     """No edits: the prompts of the task's semantic set, as given (Semantic)."""
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> GivenPrompts:
-        return self
-
-    def live(self) -> None:
-        return None
 
     def describe(self, live: object | None = None) -> Described:
         return {"transformation": "none: the task's semantic prompt set, as given"}
@@ -747,21 +709,15 @@ OUR_GUARD = ("opposites dropped (hand-written pairs, negating prefixes, WordNet 
 
 
 @dataclass(frozen=True)
-class MeaningGuard:
+class MeaningGuard(_NoOptions):
     """Word substitutions never put an opposite in, and never change the words
     that define the labels (``label_words``). The recipes have no such guard
     (``rule`` says what they rely on instead)."""
 
     rule: str
 
-    def options(self) -> dict[str, object]:
-        return {}
-
     def configure(self, options: Mapping[str, object]) -> MeaningGuard:
         return replace(self, rule=OUR_GUARD)
-
-    def live(self) -> None:
-        return None
 
     def describe(self, live: object | None = None) -> Described:
         return {"antonym_guard": Setting(self.rule)}
@@ -778,16 +734,10 @@ class MeaningGuard:
 
 
 @dataclass(frozen=True)
-class ConstraintOf:
+class ConstraintOf(_NoOptions):
     """A constraint written by the caller (its own name is recorded)."""
 
     constraint: Constraint
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> ConstraintOf:
-        return self
 
     def live(self) -> Constraint:
         return self.constraint
