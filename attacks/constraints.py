@@ -54,7 +54,9 @@ def common_run(a: str, b: str, i: int, j: int) -> int:
     """How many characters ``a[i:]`` and ``b[j:]`` share from the start (slices
     compared in growing steps, then halved: C comparisons, not a Python loop)."""
     most = min(len(a) - i, len(b) - j)
-    done, step = 0, 8
+    if most <= 0 or a[i] != b[j]:  # most diagonals stop at once: no slice made
+        return 0
+    done, step = 1, 8
     while done < most:
         hi = min(most, done + step)
         if a[i + done : i + hi] == b[j + done : j + hi]:
@@ -81,7 +83,8 @@ def _furthest_reaching(a: str, b: str, limit: int) -> int:
         return 0
     for d in range(1, limit + 1):
         nxt: dict[int, int] = {}
-        for k in range(max(-d, -n), min(d, m) + 1):
+        # a diagonal more than the edits left away from the target diagonal cannot reach it
+        for k in range(max(-d, -n, target - (limit - d)), min(d, m, target + (limit - d)) + 1):
             i = max(
                 reach.get(k, lowest) + 1,  # substitute
                 reach.get(k - 1, lowest),  # insert b[j]: j moves, i stays
