@@ -141,7 +141,6 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
         "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
         "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
-        "meaning": row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None,  # issue 30: the verdict
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
@@ -158,6 +157,7 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
     rec["defense"] = row.get("defense") or (settings.get("defense") if kind == "defense" else None)
     rec["setting"] = section_setting(row, kind)
     rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
+    rec["meaning"] = row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None  # issue 30: the verdict
     if not rec["run_key"]:
         rec["run_key"] = legacy_run_key(rec)
     return rec

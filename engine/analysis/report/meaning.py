@@ -1,15 +1,11 @@
-"""Report pieces of issues 23 and 30: what each adversarial prompt changed, how
-similar it stays to the clean prompt, its PDR on held-out samples, and the APDR
-over the adversarial prompts that keep their meaning.
+"""Report pieces of issue 23: what each adversarial prompt changed, how similar
+it stays to the clean prompt, and its PDR on held-out samples.
 
 ``meaning_table``: one row per attacked record with a changed prompt (its
 substitutions, the final prompt's sentence similarity, and the adversarial
 prompt itself). ``held_out_table``: in-sample PDR beside the held-out one for
 records made with ``--holdout``. ``meaning_text``: the same facts in one line,
-for the HTML page's prompt list. ``acceptable_table``: per attack, the APDR over
-all adversarial prompts beside the APDR over those whose meaning verdict
-(``attacks.meaning_check``) is kept, the paper's acceptable-only results
-(Appendix C.4); a record without a verdict counts as not checked, never as kept.
+for the HTML page's prompt list.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promptrobust.engine.analysis.report.tables import MISSING, Table, _summary, apdr_cell, interval_text, summary_columns
+from promptrobust.engine.analysis.report.tables import MISSING, Table, interval_text
 
 IN_SAMPLE_NOTE = (
     "in-sample: measured on the samples the ranking and the search chose on (biased upward); "
@@ -60,16 +56,14 @@ def meaning_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
     for r in rows:
         display.append([r["attack"], r["model"], r["dataset"], r["prompt_id"], f"{r['pdr']:.3f}",
                         similarity_text(r.get("final_similarity")), substitutions_text(r.get("substitutions")),
-                        verdict_text(r), r["adversarial_prompt"]])
+                        r["adversarial_prompt"]])
         sim = r.get("final_similarity") or {}
         long.append({"attack": r["attack"], "model": r["model"], "dataset": r["dataset"], "prompt_id": r["prompt_id"],
                      "pdr": r["pdr"], "similarity_angular": sim.get("angular"), "similarity_cosine": sim.get("cosine"),
                      "encoder": sim.get("encoder"), "substitutions": [list(s) for s in r.get("substitutions") or []],
-                     "meaning_check": verdict_of(r), "meaning_reasons": list((r.get("meaning") or {}).get("reasons") or []),
                      "clean_prompt": r["clean_prompt"], "adversarial_prompt": r["adversarial_prompt"]})
     return Table("adversarial_prompts_meaning", "Adversarial prompts: what changed and how similar they stay",
-                 ["attack", "model", "dataset", "prompt", "PDR", "similarity", "substitutions", "meaning check",
-                  "adversarial prompt"],
+                 ["attack", "model", "dataset", "prompt", "PDR", "similarity", "substitutions", "adversarial prompt"],
                  display, long,
                  "similarity: angular USE similarity of the whole final prompt to the clean one (1 = same; the "
                  "attacks' own check compares a window around each changed word)")
@@ -97,56 +91,3 @@ def held_out_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
     return Table("held_out_pdr", "PDR in-sample and on held-out samples",
                  ["attack", "model", "dataset", "prompt", "PDR in-sample", "95% interval", "p", "n",
                   "PDR held-out", "95% interval", "p", "n"], display, long, IN_SAMPLE_NOTE)
-
-
-ACCEPTABLE_NOTE = (
-    "acceptable: the adversarial prompts whose meaning check (independent of the attack: all-MiniLM-L6-v2 "
-    "in-context similarity of each replaced word, no replacement in a label's clause, no opposites; "
-    "docs/fidelity.md) kept the meaning, as the paper's Appendix C.4 reports acceptable ones apart; "
-    "changed: the check found the meaning changed; not checked: rewritten prompts (Semantic), a missing "
-    "encoder, or records made before the check, never counted as acceptable. APDR cells as in the APDR tables"
-)
-
-
-def verdict_text(r: Mapping[str, Any]) -> str:
-    """The verdict with its reasons, for a table cell."""
-    if not isinstance(r.get("meaning"), Mapping):
-        return "not checked: no verdict recorded"
-    reasons = "; ".join(r["meaning"].get("reasons") or [])
-    return verdict_of(r) + (f": {reasons}" if reasons else "")
-
-
-def verdict_of(r: Mapping[str, Any]) -> str:
-    """A record's meaning verdict: kept, changed or not checked (no verdict recorded)."""
-    meaning = r.get("meaning")
-    verdict = meaning.get("verdict") if isinstance(meaning, Mapping) else None
-    return verdict if verdict in ("kept", "changed") else "not checked"
-
-
-def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
-    """APDR over all attacked records and over the acceptable ones, per (attack, model, dataset), with counts."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-    for r in attacked:
-        groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
-    display, long = [], []
-    for key in sorted(groups):
-        members = groups[key]
-        verdicts = [verdict_of(r) for r in members]
-        kept = [r for r, v in zip(members, verdicts) if v == "kept"]
-        every, samples = _summary(members)
-        cells = [str(every.n), apdr_cell(every, samples=samples)]
-        row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],
-                               **{f"all_{k}": v for k, v in summary_columns(every).items()}}
-        if kept:
-            ok, ok_samples = _summary(kept)
-            cells += [str(ok.n), apdr_cell(ok, samples=ok_samples)]
-            row.update({f"acceptable_{k}": v for k, v in summary_columns(ok).items()})
-        else:
-            cells += ["0", MISSING]
-            row.update({"acceptable_count": 0, "acceptable_mean": None})
-        changed, unchecked = verdicts.count("changed"), verdicts.count("not checked")
-        display.append([*key, *cells, str(changed), str(unchecked)])
-        long.append({**row, "changed": changed, "not_checked": unchecked})
-    return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
-                 ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked"], display, long, ACCEPTABLE_NOTE)
