@@ -69,7 +69,10 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
 
 
 def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
-    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none)."""
+    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none,
+    or when no record has a verdict: runs made before the check, said by the counts alone)."""
+    if not any(isinstance(r.get("meaning"), Mapping) for r in attacked):
+        return None
     rows = sorted((r for r in attacked if verdict_of(r) != "kept"),
                   key=lambda r: (r["attack"], r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
