@@ -12,7 +12,7 @@ from promptrobust.attacks.errors import (
     AttackResourceError,
     UnknownAttackError,
 )
-from promptrobust.attacks.recipes import Attack
+from promptrobust.attacks.attack import Attack
 from promptrobust.attacks.registry import attack_options, get_attack, is_word_attack, list_attacks
 from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
 

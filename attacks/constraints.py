@@ -25,39 +25,80 @@ Reference = Literal["clean", "current"]
 def levenshtein(a: str, b: str, limit: int | None = None) -> int:
     """Edit distance (insert, delete, substitute one character).
 
-    With ``limit``, only a diagonal band of the table is filled and any
-    distance above ``limit`` is reported as ``limit + 1``, so long prompts
-    cost O(len * limit) instead of O(len^2).
+    With ``limit``, any distance above ``limit`` is reported as ``limit + 1``
+    and the distance is found diagonal by diagonal (Landau and Vishkin's
+    furthest-reaching method, runs of equal characters compared as slices):
+    time about O(limit^2 log n) plus the comparisons, memory O(limit), so the
+    Levenshtein constraint stays cheap and linear in the prompt's length.
     """
     if a == b:
         return 0
-    if len(a) < len(b):
-        a, b = b, a
-    if limit is not None and len(a) - len(b) > limit:
+    if limit is None:
+        return _full_table(a, b)
+    if abs(len(a) - len(b)) > limit:
         return limit + 1
-    if not b:
-        return len(a)
-    big = len(a) + len(b) + 1
-    band = limit if limit is not None else big
+    return _furthest_reaching(a, b, limit)
+
+
+def _full_table(a: str, b: str) -> int:
     prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        lo = max(1, i - band)
-        hi = min(len(b), i + band)
-        cur = [big] * (len(b) + 1)
-        if lo == 1:
-            cur[0] = i
-        ca = a[i - 1]
-        best = cur[0] if lo == 1 else big
-        for j in range(lo, hi + 1):
-            cost = 0 if ca == b[j - 1] else 1
-            v = min(prev[j - 1] + cost, prev[j] + 1, cur[j - 1] + 1)
-            cur[j] = v
-            best = min(best, v)
-        if limit is not None and best > limit:
-            return limit + 1
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j - 1] + (ca != cb), prev[j] + 1, cur[j - 1] + 1)
         prev = cur
-    d = prev[len(b)]
-    return d if limit is None or d <= limit else limit + 1
+    return prev[len(b)]
+
+
+def common_run(a: str, b: str, i: int, j: int) -> int:
+    """How many characters ``a[i:]`` and ``b[j:]`` share from the start (slices
+    compared in growing steps, then halved: C comparisons, not a Python loop)."""
+    most = min(len(a) - i, len(b) - j)
+    if most <= 0 or a[i] != b[j]:  # most diagonals stop at once: no slice made
+        return 0
+    done, step = 1, 8
+    while done < most:
+        hi = min(most, done + step)
+        if a[i + done : i + hi] == b[j + done : j + hi]:
+            done, step = hi, step * 2
+            continue
+        while hi - done > 1:  # the first difference lies in [done, hi)
+            mid = (done + hi) // 2
+            if a[i + done : i + mid] == b[j + done : j + mid]:
+                done = mid
+            else:
+                hi = mid
+        return done
+    return done
+
+
+def _furthest_reaching(a: str, b: str, limit: int) -> int:
+    """The distance if it is <= ``limit``, else ``limit + 1``. ``reach[k]`` is the
+    furthest row i of ``a`` reached on diagonal k = j - i with the edits so far."""
+    n, m = len(a), len(b)
+    target = m - n
+    lowest = -(limit + 2)
+    reach: dict[int, int] = {0: common_run(a, b, 0, 0)}
+    if target == 0 and reach[0] >= n:
+        return 0
+    for d in range(1, limit + 1):
+        nxt: dict[int, int] = {}
+        # a diagonal more than the edits left away from the target diagonal cannot reach it
+        for k in range(max(-d, -n, target - (limit - d)), min(d, m, target + (limit - d)) + 1):
+            i = max(
+                reach.get(k, lowest) + 1,  # substitute
+                reach.get(k - 1, lowest),  # insert b[j]: j moves, i stays
+                reach.get(k + 1, lowest) + 1,  # delete a[i]: i moves
+            )
+            i = min(i, n, m - k)
+            if i < max(0, -k):
+                continue
+            i += common_run(a, b, i, i + k)
+            nxt[k] = i
+            if k == target and i >= n:
+                return d
+        reach = nxt
+    return limit + 1
 
 
 class MaxLevenshtein:
@@ -150,6 +191,11 @@ class SentenceSimilarity:
         self.reference: Reference = reference
         self._encoder = encoder
         self._loader = loader
+
+    @property
+    def loader(self) -> Callable[[], CachedEncoder]:
+        """Where the encoder comes from when none was given."""
+        return self._loader
 
     @property
     def encoder(self) -> CachedEncoder:

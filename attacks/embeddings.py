@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.recipe import Setting
 
 # Pairs of opposites that matter for classification prompts. Hand-written.
 _ANTONYM_PAIRS = """
@@ -369,9 +370,29 @@ class ResolvedEmbedding:
     """The word vectors an attack ended up with, and how to record them."""
 
     embedding: WordEmbedding
-    label: str  # e.g. "paragramcf" or "glove-6b-50d (fallback; recipe: paragramcf)"
-    fallback: bool  # True when these are not the recipe's vectors
-    reason: str = ""
+    #: How they were chosen, where that matters: "fallback", "chosen", "given", or the path read.
+    note: str = ""
+    reason: str = ""  # why the recipe's vectors could not be had (a fallback)
+
+    @property
+    def fallback(self) -> bool:
+        """True when these are not the recipe's vectors."""
+        return self.embedding.name != PARAGRAMCF_NAME
+
+    @property
+    def recorded(self) -> Setting:
+        """The vectors as a setting compared with the recipe's (``paragramcf``)."""
+        return Setting(self.embedding.name, note=self.note)
+
+    @property
+    def label(self) -> str:
+        """e.g. "paragramcf" or "glove-6b-50d (fallback; recipe: paragramcf)"."""
+        return str(self.recorded.against(Setting(PARAGRAMCF_NAME))[0])
+
+
+def given_embedding(embedding: WordEmbedding) -> ResolvedEmbedding:
+    """Vectors a caller passed in (tests, a library user's own table)."""
+    return ResolvedEmbedding(embedding, "" if embedding.name == PARAGRAMCF_NAME else "given")
 
 
 def resolve_embedding(spec: str) -> ResolvedEmbedding:
@@ -387,11 +408,11 @@ def resolve_embedding(spec: str) -> ResolvedEmbedding:
         cached = textattack_cache_dir() / "word_embeddings" / "paragramcf"
         try:
             emb = load_paragramcf(str(cached)) if (cached / "paragram.npy").exists() else download_paragramcf()
-            return ResolvedEmbedding(emb, PARAGRAMCF_NAME, False)
+            return ResolvedEmbedding(emb)
         except AttackResourceError as exc:
-            return ResolvedEmbedding(load_glove(), f"{GLOVE_NAME} (fallback; recipe: paragramcf)", True, str(exc))
+            return ResolvedEmbedding(load_glove(), "fallback", str(exc))
     if key == "paragramcf":
-        return ResolvedEmbedding(download_paragramcf(), PARAGRAMCF_NAME, False)
+        return ResolvedEmbedding(download_paragramcf())
     if key == "glove":
-        return ResolvedEmbedding(load_glove(), f"{GLOVE_NAME} (chosen; recipe: paragramcf)", True, "embedding=glove")
-    return ResolvedEmbedding(load_paragramcf(key), f"{PARAGRAMCF_NAME} ({key})", False)
+        return ResolvedEmbedding(load_glove(), "chosen", "embedding=glove")
+    return ResolvedEmbedding(load_paragramcf(key), key)

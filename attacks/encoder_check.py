@@ -88,6 +88,14 @@ class MiniLMEncoder:
         self._tok = AutoTokenizer.from_pretrained(folder)
         self._model = AutoModel.from_pretrained(folder).eval()
 
+    @property
+    def tokenizer(self) -> Any:
+        return self._tok
+
+    @property
+    def model(self) -> Any:
+        return self._model
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 

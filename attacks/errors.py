@@ -33,3 +33,7 @@ class AttackResourceError(AttackError, RuntimeError):
 
 class ScorerContractError(AttackError, RuntimeError):
     """The PromptScorer returned something its contract rules out."""
+
+
+class PromptTooLongError(AttackError, ValueError):
+    """The prompt to attack is longer than ``attack.MAX_PROMPT_WORDS``."""

@@ -179,6 +179,7 @@ class Lexicon:
             for y in right:
                 self._ant[y].update(left - {y})
         self._vocab = frozenset(word_synsets)
+        self._senses = {w: frozenset(ids) for w, ids in word_synsets.items()}
 
     def __contains__(self, word: str) -> bool:
         return word.lower() in self._vocab
@@ -198,6 +199,10 @@ class Lexicon:
 
     def antonyms(self, word: str) -> frozenset[str]:
         return frozenset(self._ant.get(word.lower(), set()))
+
+    def senses(self, word: str) -> frozenset[str]:
+        """The synsets (senses) a lemma belongs to."""
+        return self._senses.get(word.lower(), frozenset())
 
 
 def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:

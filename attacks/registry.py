@@ -2,71 +2,43 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+from promptrobust.attacks.attack import Attack
+from promptrobust.attacks.components import GreedyWordSwapWIR
 from promptrobust.attacks.errors import AttackOptionError, UnknownAttackError
-from promptrobust.attacks.recipes import (
-    Attack,
-    BertAttack,
-    CheckList,
-    DeepWordBug,
-    GreedyWordAttack,
-    Semantic,
-    StressTest,
-    TextBugger,
-    TextFooler,
-)
+from promptrobust.attacks.recipe import Recipe
+from promptrobust.attacks.recipes import RECIPES
 
-_ATTACKS: dict[str, type[Attack]] = {
-    cls.name: cls
-    for cls in (
-        TextBugger,
-        DeepWordBug,
-        TextFooler,
-        BertAttack,
-        CheckList,
-        StressTest,
-        Semantic,
-    )
-}
+_RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in RECIPES}
 
 
 def list_attacks() -> list[tuple[str, str]]:
     """(name, one-line description) for every attack, in the paper's order."""
-    return [(name, cls.description) for name, cls in _ATTACKS.items()]
+    return [(name, recipe.description) for name, recipe in _RECIPES.items()]
 
 
 def attack_requirements() -> list[tuple[str, str]]:
     """(name, what it needs beyond the install and how to get it) for attacks that say."""
-    return [(name, cls.requirements) for name, cls in _ATTACKS.items() if cls.requirements]
+    return [(name, recipe.requirements) for name, recipe in _RECIPES.items() if recipe.requirements]
+
+
+def recipe_of(name: str) -> Recipe:
+    """The recipe an attack name stands for."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in _RECIPES:
+        raise UnknownAttackError(f"unknown attack {name!r}; choose one of: {', '.join(_RECIPES)}")
+    return _RECIPES[key]
 
 
 def attack_options(name: str, *, cli_only: bool = False) -> dict[str, Any]:
     """The options an attack accepts, with their defaults. ``cli_only`` keeps
     those settable from the command line (str/int/float/bool defaults), not
     the injectable resource objects (embedding, encoder, tagger)."""
-    cls = _attack_class(name)
-    out: dict[str, Any] = {}
-    for klass in cls.__mro__:
-        if klass in (Attack, object) or "__init__" not in vars(klass):
-            continue
-        for p in inspect.signature(klass.__init__).parameters.values():
-            if p.kind is not p.KEYWORD_ONLY or p.name in out:
-                continue
-            if cli_only and not isinstance(p.default, (str, int, float, bool)):
-                continue
-            out[p.name] = p.default
-    return out
-
-
-def _attack_class(name: str) -> type[Attack]:
-    key = name.strip().lower() if isinstance(name, str) else name
-    if key not in _ATTACKS:
-        raise UnknownAttackError(
-            f"unknown attack {name!r}; choose one of: {', '.join(_ATTACKS)}"
-        )
-    return _ATTACKS[key]
+    options = recipe_of(name).options()
+    if cli_only:
+        return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool))}
+    return options
 
 
 def _coerce(name: str, option: str, value: Any, default: Any) -> Any:
@@ -95,22 +67,22 @@ def _coerce(name: str, option: str, value: Any, default: Any) -> Any:
 
 def get_attack(name: str, **options: Any) -> Attack:
     """Build an attack by name; options may be typed values or CLI strings."""
-    cls = _attack_class(name)
-    known = attack_options(cls.name)
+    recipe = recipe_of(name)
+    known = recipe.options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         valid = ", ".join(sorted(known)) or "none"
         raise AttackOptionError(
-            f"attack {cls.name} has no option {', '.join(unknown)}; valid options: {valid}",
+            f"attack {recipe.name} has no option {', '.join(unknown)}; valid options: {valid}",
             setting="attack_options",
         )
-    typed = {k: _coerce(cls.name, k, v, known[k]) for k, v in options.items()}
+    typed = {k: _coerce(recipe.name, k, v, known[k]) for k, v in options.items()}
     try:
-        return cls(**typed)
+        return Attack(recipe, **typed)
     except (TypeError, ValueError) as exc:
-        raise AttackOptionError(f"attack {cls.name}: {exc}", setting="attack_options") from exc
+        raise AttackOptionError(f"attack {recipe.name}: {exc}", setting="attack_options") from exc
 
 
 def is_word_attack(name: str) -> bool:
     """Whether the attack edits words (and so needs the task's protected words)."""
-    return issubclass(_attack_class(name), GreedyWordAttack)
+    return isinstance(recipe_of(name).search, GreedyWordSwapWIR)

@@ -52,8 +52,10 @@ class AttackOutcome:
     #: (old, new) text of every changed stretch of the prompt, in order.
     substitutions: tuple[tuple[str, str], ...] = ()
     #: The final prompt's whole-prompt similarity to the clean one
-    #: ({"angular", "cosine", "encoder"}; see ``recipes.final_similarity``).
+    #: ({"angular", "cosine", "encoder"}; see ``attack.final_similarity``).
     final_similarity: dict[str, Any] = field(default_factory=dict)
+    #: The independent meaning verdict on the final prompt (``meaning_check.MeaningVerdict.to_dict``).
+    meaning: dict[str, Any] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:

@@ -16,9 +16,10 @@ PromptScorer contract, the same choice as scoring everything exhaustively.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,13 +74,17 @@ class TrackedScorer:
     def remaining(self) -> int | None:
         return None if self.budget is None else max(0, self.budget - self.queries)
 
-    def take(self, candidates: list[str]) -> list[str]:
-        """The candidates the budget still allows (in order); notes exhaustion."""
+    def take(self, candidates: Iterable[str]) -> list[str]:
+        """The candidates the budget still allows (in order); notes exhaustion.
+        A lazy ``candidates`` is drawn only as far as the budget reaches (one more, to know it ran out)."""
         left = self.remaining
-        if left is not None and len(candidates) > left:
+        if left is None:
+            return list(candidates)
+        taken = list(itertools.islice(candidates, left + 1))
+        if len(taken) > left:
             self.budget_exhausted = True
-            return candidates[:left]
-        return candidates
+            return taken[:left]
+        return taken
 
     async def _call(
         self, prompts: list[str], to_beat: float | None
@@ -174,6 +179,33 @@ def attackable_words(
     return out
 
 
+#: Characters of candidate prompts sent to the scorer in one call of the word
+#: ranking: one candidate per word means the ranking of an N-word prompt holds
+#: N prompts of N words; sent in calls of at most this much text, memory stays
+#: linear in the prompt (a prompt of a few hundred words still goes in one call).
+RANKING_CALL_CHARS = 1 << 20
+
+
+def importance_variants(tokens: tuple[str, ...], indices: Sequence[int], filler: str) -> Iterator[str]:
+    """The prompt without each word in turn (deleted, or replaced by ``filler``), made one at a time."""
+    for i in indices:
+        yield WordSite(tokens, i).with_word(filler)
+
+
+def _calls_of(prompts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
+    """Consecutive groups of prompts of at most ``max_chars`` characters (at least one prompt each)."""
+    group: list[str] = []
+    size = 0
+    for prompt in prompts:
+        if group and size + len(prompt) > max_chars:
+            yield group
+            group, size = [], 0
+        group.append(prompt)
+        size += len(prompt)
+    if group:
+        yield group
+
+
 async def rank_words(
     tokens: tuple[str, ...],
     indices: list[int],
@@ -184,12 +216,22 @@ async def rank_words(
 ) -> list[int]:
     """Word indices, most important first: the lower the score without the
     word (deleted, or replaced by ``unk_token``), the more it matters. Ties
-    keep prompt order. All variants go to the scorer in one call; words the
-    budget does not cover follow, in prompt order."""
+    keep prompt order. The variants are made lazily, no more than the budget
+    allows, and scored in calls of at most ``RANKING_CALL_CHARS`` characters
+    (one call for any ordinary prompt); words the budget does not cover follow,
+    in prompt order."""
     filler = "" if mode == "delete" else unk_token
-    variants = [WordSite(tokens, i).with_word(filler) for i in indices]
-    scored = tracker.take(variants)
-    scores = await tracker.score_exact(scored) if scored else []
+    left = tracker.remaining
+    variants = importance_variants(tokens, indices, filler)
+    if left is not None:
+        variants = itertools.islice(variants, left + 1)  # one more than the budget: to see it run out
+    scores: list[float] = []
+    for call in _calls_of(variants, RANKING_CALL_CHARS):
+        if left is not None and len(scores) + len(call) > left:
+            call = call[: left - len(scores)]
+            tracker.budget_exhausted = True
+        if call:
+            scores += await tracker.score_exact(call)
     ranked = sorted(range(len(scores)), key=lambda j: (scores[j], j))
     return [indices[j] for j in ranked] + indices[len(scores) :]
 

@@ -9,6 +9,9 @@ with the word: "... or 'negative':" becomes "... or 'negative' d6ZQ3u0GBQ:".
 
 from __future__ import annotations
 
+import random
+import string
+
 from promptrobust.attacks.words import word_spans
 
 #: Characters that stay attached to the end of the last word (closing quotes).
@@ -26,3 +29,26 @@ def insert_after_last_word(prompt: str, text: str) -> str:
     while end < len(prompt) and prompt[end] in _CLOSING:
         end += 1
     return prompt[:end] + " " + text + prompt[end:]
+
+
+def random_strings(count: int, length: int, seed: int) -> list[str]:
+    """``count`` distinct random alphanumeric strings (deterministic in ``seed``)."""
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < count:
+        s = "".join(rng.choice(alphabet) for _ in range(length))
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+#: promptbench's StressTest texts, with their spacing (each is joined to the
+#: last word by one more space, so the prompt reads "...'negative'  and true is true :").
+STRESS_SUFFIXES: tuple[str, ...] = (
+    " and true is true ",
+    " and false is not true ",
+    " and true is true " * 5,
+)

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from promptrobust.attacks.base import WordSite, WordTransformation
-from promptrobust.attacks.embeddings import WordEmbedding, is_antonym
+from promptrobust.attacks.embeddings import _ANTONYMS, _NEGATING_PREFIXES, WordEmbedding, is_antonym
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
 
@@ -110,17 +110,44 @@ def is_opposite(a: str, b: str, lexicon: Lexicon | None = None) -> bool:
     return False
 
 
+def _forms(word: str, lexicon: Lexicon | None) -> set[str]:
+    """The word and its lemmas (what ``is_opposite`` compares)."""
+    low = word.lower()
+    return {low} if lexicon is None else {low, *(f.lemma for f in lemma_forms(low, lexicon))}
+
+
+def _opposites_of(form: str, lexicon: Lexicon | None) -> set[str]:
+    """Every y with ``is_antonym(form, y)`` or ``y in lexicon.antonyms(form)`` (a lookup, not a search)."""
+    out = set(_ANTONYMS.get(form, ()))
+    for p in _NEGATING_PREFIXES:
+        out.add(p + form)
+        if form.startswith(p):
+            out.add(form[len(p) :])
+    if lexicon is not None:
+        out |= lexicon.antonyms(form)
+    return out
+
+
 def contrast_words(text: str, protected: frozenset[str], lexicon: Lexicon | None = None) -> frozenset[str]:
     """Lowercased words of ``text`` that another word of ``text`` opposes, or
-    that oppose a protected word: the words that define the labels."""
+    that oppose a protected word: the words that define the labels. Each word's
+    opposites are looked up (linear in the prompt), with exactly the pairs
+    ``is_opposite`` finds."""
     tokens = tokenize(text)
-    words = sorted({tokens[i].lower() for i in word_indices(tokens) if tokens[i].isalpha()})
+    words = {tokens[i].lower() for i in word_indices(tokens) if tokens[i].isalpha()}
+    by_form: dict[str, set[str]] = {}
+    for w in words:
+        for form in _forms(w, lexicon):
+            by_form.setdefault(form, set()).add(w)
+    anchors = {p for p in protected if p.isalpha()}
+    anchor_forms = {form for p in anchors for form in _forms(p, lexicon)}
     out: set[str] = set()
-    for i, a in enumerate(words):
-        for b in words[i + 1 :]:
-            if is_opposite(a, b, lexicon):
-                out.update((a, b))
-        if any(is_opposite(a, p, lexicon) for p in protected if p.isalpha()) and not is_protected(a, protected):
+    for a in words:
+        opposed = {y for form in _forms(a, lexicon) for y in _opposites_of(form, lexicon)}
+        partners = {b for y in opposed for b in by_form.get(y, ()) if b != a}
+        if partners:
+            out |= {a} | partners
+        if opposed & anchor_forms and not is_protected(a, protected):
             out.add(a)
     return frozenset(out)
 
@@ -198,24 +225,6 @@ class Guarded:
 def _opposes(word: str, new: str, lexicon: Lexicon | None) -> bool:
     parts = [p for p in tokenize(new)[1::2] if p.isalpha()]
     return any(is_opposite(word, p, lexicon) for p in parts) if parts else False
-
-
-def substitutions(clean: str, adversarial: str) -> list[tuple[str, str]]:
-    """(old, new) text of each changed stretch of words, in prompt order."""
-    import difflib
-
-    a = list(tokenize(clean))
-    b = list(tokenize(adversarial))
-    out: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            continue
-        old = "".join(a[i1:i2]).strip()
-        new = "".join(b[j1:j2]).strip()
-        if old or new:
-            out.append((old, new))
-    return out
 
 
 def opposite_substitutions(pairs: Iterable[tuple[str, str]], lexicon: Lexicon | None = None) -> list[tuple[str, str]]:

@@ -44,6 +44,11 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _WORD.finditer(text)]
 
 
+def word_count(text: str) -> int:
+    """How many words ``text`` has (without building a list of them)."""
+    return sum(1 for _ in _WORD.finditer(text))
+
+
 def word_indices(tokens: tuple[str, ...]) -> list[int]:
     """Indices of the word tokens of a ``tokenize`` result."""
     return list(range(1, len(tokens), 2))
@@ -105,6 +110,9 @@ def match_case(template: str, word: str) -> str:
         return word[:1].upper() + word[1:]
     return word
 
+
+#: ``STOPWORDS`` as records name it.
+STOPWORDS_NAME = "promptrobust's function-word list"
 
 # Function words that the greedy attacks never spend queries on (the usual
 # stop-word rule of TextFooler-style attacks). Written for this project.

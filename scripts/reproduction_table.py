@@ -14,18 +14,14 @@ import sys
 from pathlib import Path
 
 from promptrobust.attacks.encoder_check import spearman
-from promptrobust.attacks.lexicon import load_lexicon
-from promptrobust.attacks.synonyms import contrast_words, opposite_substitutions
+from promptrobust.attacks.meaning_check import meaning_verdict
 from promptrobust.engine.measuring.records import read_jsonl, results_files
-from promptrobust.attacks.words import tokenize
 
 #: The paper's leaderboard, SST-2 row (APDR per attack).
 PAPER_SST2 = {"textbugger": 0.25, "deepwordbug": 0.18, "textfooler": 0.35, "bertattack": 0.34,
               "checklist": 0.22, "stresstest": 0.15, "semantic": 0.28}
 ORDER = ("textbugger", "deepwordbug", "textfooler", "bertattack", "checklist", "stresstest", "semantic")
 LABELS = frozenset({"positive", "negative"})
-#: Whole-prompt USE angular similarity a meaning-keeping prompt stays above (TextBugger's threshold).
-SIMILARITY_FLOOR = 0.8
 
 
 def _ci(ci: list[float] | None) -> str:
@@ -33,24 +29,13 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def meaning_checks(rec: dict) -> tuple[bool, str]:
-    """(pass, why not): no opposite substitution, the label-defining words intact,
-    whole-prompt similarity >= SIMILARITY_FLOOR (sentence-level attacks add text; Semantic replaces
-    the prompt: their similarity is reported, the floor applies to the edit attacks only)."""
-    lex = load_lexicon()
-    subs = [tuple(s) for s in rec.get("substitutions") or []]
-    why = []
-    if opposite_substitutions(subs, lex):
-        why.append("opposite: " + ", ".join(f"{o}->{n}" for o, n in opposite_substitutions(subs, lex)))
-    defining = contrast_words(rec["clean_prompt"], LABELS, lex) | LABELS
-    def count(text: str) -> dict[str, int]:
-        words = [w.lower() for w in tokenize(text)[1::2]]
-        return {w: words.count(w) for w in defining}
-    if rec["attack"] != "semantic" and count(rec["clean_prompt"]) != count(rec["adversarial_prompt"]):
-        why.append("a label-defining word changed")
-    sim = (rec.get("final_similarity") or {}).get("angular")
-    if rec["attack"] not in ("semantic", "checklist", "stresstest") and sim is not None and sim < SIMILARITY_FLOOR:
-        why.append(f"similarity {sim:.3f} < {SIMILARITY_FLOOR}")
-    return not why, "; ".join(why)
+    """(pass, why not) from the meaning check independent of the attack
+    (``attacks.meaning_check``): the record's own verdict, or, for records made
+    before it existed, the verdict computed now. Only "kept" passes."""
+    verdict = rec.get("meaning") or meaning_verdict(rec["clean_prompt"], rec["adversarial_prompt"], LABELS).to_dict()
+    if verdict["verdict"] == "kept":
+        return True, ""
+    return False, f"{verdict['verdict']}: " + "; ".join(verdict["reasons"])
 
 
 def main(argv: list[str]) -> int:
@@ -76,7 +61,7 @@ def main(argv: list[str]) -> int:
         lines.append(
             f"| {name} | {r['pdr']:.3f} {_ci(r.get('pdr_ci95'))} | {p_in} | {held} | {p_out} | {PAPER_SST2[name]:.2f} | "
             f"{r['cost']['candidate_evaluations']} | {r['cost']['wall_seconds']:.0f} | "
-            f"{'–' if sim is None else f'{sim:.3f}'} | {'pass' if ok else 'FAIL: ' + why} | {prompt} |"
+            f"{'–' if sim is None else f'{sim:.3f}'} | {'pass' if ok else why} | {prompt} |"
         )
     measured = [n for n in ORDER if n in recs]
     print("\n".join(lines))

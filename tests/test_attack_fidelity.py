@@ -21,7 +21,8 @@ from promptrobust.attacks.embeddings import (
     load_paragramcf,
     resolve_embedding,
 )
-from promptrobust.attacks.recipes import STRESS_SUFFIXES, Attack, CheckList, Semantic, StressTest
+from promptrobust.attacks.attack import Attack
+from promptrobust.attacks.suffix import STRESS_SUFFIXES
 from promptrobust.attacks.sentence import CachedEncoder, angular_similarity
 from promptrobust.attacks.suffix import insert_after_last_word
 from promptrobust.attacks.words import tokenize
@@ -104,10 +105,11 @@ def test_suffix_goes_after_the_last_word_before_the_final_punctuation():
     assert insert_after_last_word("?!", "X") == "?! X"
 
 
-@pytest.mark.parametrize("attack", [CheckList(), StressTest()])
-def test_brute_force_whose_candidates_all_raise_the_score_gives_a_negative_pdr(attack):
+@pytest.mark.parametrize("name", ["checklist", "stresstest"])
+def test_brute_force_whose_candidates_all_raise_the_score_gives_a_negative_pdr(name):
+    attack = get_attack(name)
     clean = "Judge the tone of the review, 'positive' or 'negative':"
-    helped = {c: 0.6 + 0.01 * k for k, c in enumerate(sorted(attack.candidates(clean)))}
+    helped = {c: 0.6 + 0.01 * k for k, c in enumerate(sorted(attack.configured.transformation.candidates(clean)))}
 
     def fn(p, i):  # clean: 5 of 10 right; every candidate more
         rate = 0.5 if p == clean else helped[p]
@@ -277,7 +279,7 @@ def test_semantic_returns_every_prompt_score_with_its_language():
     sem = [P("zh", "Tell me the feeling."), ("fr", "What emotion is here?"), "Sentiment please."]
     scores = {"Tell me the feeling.": 0.8, "What emotion is here?": 0.3, "Sentiment please.": 0.9, "Clean.": 0.6}
     scorer = SyntheticScorer(lambda p, i: 1.0 if i < scores[p] * 10 else 0.0, 10)
-    out = run(Semantic().run("Clean.", scorer, semantic_prompts=sem))
+    out = run(get_attack("semantic").run("Clean.", scorer, semantic_prompts=sem))
     assert out.adversarial_prompt == "What emotion is here?" and out.pdr == pytest.approx(0.5)
     assert out.prompt_scores == (
         ("zh", "Tell me the feeling.", pytest.approx(0.8)),
@@ -324,3 +326,45 @@ def test_semantic_every_score_false_keeps_only_the_worst_and_stops_early():
     assert out.adversarial_prompt == "c d" and out.prompt_scores == ()
     assert "every_score=false" in out.settings["result"] and "search" in out.settings["deviations"]
     assert scorer.calls[1][1] == float("inf")
+
+
+# --- recipes are values; how a run differs is derived -------------------------------------
+
+CHANGED = {
+    "textbugger": {"neighbours": 3, "similarity": 0.5},
+    "deepwordbug": {"max_edit_distance": 2, "unk_token": "<unk>"},
+    "textfooler": {"neighbours": 40, "min_word_cos": 0.5, "similarity": 0.7, "window": 10},
+    "bertattack": {"mlm": "some/mlm", "candidates": 8, "similarity": 0.2, "keep_case": True},
+    "checklist": {"count": 5, "length": 4},
+    "semantic": {"every_score": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGED))
+def test_options_that_move_a_recipe_value_become_deviations_naming_the_recipe_value(name):
+    base_kw = {"mlm": "bert-base-uncased"} if name == "bertattack" else {}
+    base = get_attack(name, **base_kw).settings()
+    changed = get_attack(name, **{**base_kw, **CHANGED[name]}).settings()
+    moved = {k for k in base if k != "deviations" and base[k] != changed[k]}
+    assert len(moved) >= len(CHANGED[name]), (name, moved)
+    for key in moved:
+        assert key in changed["deviations"] and key not in base["deviations"], (name, key)
+        assert "(recipe: " in str(changed[key]), (name, key, changed[key])
+    assert set(changed["deviations"]) - moved == set(base["deviations"])
+
+
+def test_each_reference_number_is_stated_once_in_the_recipes():
+    import ast
+    from pathlib import Path
+
+    import promptrobust.attacks.recipes as recipes_module
+
+    def numbers(path: Path) -> list[float]:
+        return [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+                and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
+
+    here = Path(recipes_module.__file__)
+    in_recipes = numbers(here)
+    assert in_recipes.count(0.840845057) == 1 and in_recipes.count(0.6) == 1 and in_recipes.count(48) == 1
+    for other in ("attack.py", "components.py", "recipe.py", "registry.py"):
+        assert not {0.840845057, 0.6, 48, 50} & set(numbers(here.parent / other)), other

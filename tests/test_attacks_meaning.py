@@ -20,8 +20,8 @@ from promptrobust.attacks.synonyms import (
     inflect,
     is_opposite,
     lemma_forms,
-    substitutions,
 )
+from promptrobust.attacks.changes import substitutions
 from promptrobust.attacks.words import normalize_protected, tokenize
 from promptrobust.testing.synthetic import SyntheticScorer
 
@@ -252,4 +252,4 @@ def test_list_attacks_says_what_bertattack_needs_and_the_command(capsys):
     assert "needs a masked language model" in line and "no PyPI package ships" in line
     assert "huggingface-cli download bert-base-uncased --local-dir ~/models/bert-base-uncased" in line
     assert "pre run --attack bertattack --attack-option mlm=~/models/bert-base-uncased" in line
-    assert get_attack("bertattack", mlm="~/models/bert").mlm_id == str(Path.home() / "models" / "bert")
+    assert get_attack("bertattack", mlm="~/models/bert").configured.transformation.model == str(Path.home() / "models" / "bert")

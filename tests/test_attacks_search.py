@@ -16,14 +16,10 @@ from promptrobust.attacks import (
 )
 from promptrobust.attacks.base import CandidateScore
 from promptrobust.attacks.errors import ScorerContractError
-from promptrobust.attacks.recipes import (
-    STRESS_SUFFIXES,
-    CheckList,
-    GreedyWordAttack,
-    Semantic,
-    StressTest,
-    random_strings,
-)
+from promptrobust.attacks.attack import Attack
+from promptrobust.attacks.components import ConstraintOf, GreedyWordSwapWIR, WordSwapOf
+from promptrobust.attacks.recipe import Recipe
+from promptrobust.attacks.suffix import STRESS_SUFFIXES, random_strings
 from promptrobust.attacks.search import TrackedScorer, rank_words
 from promptrobust.testing.synthetic import SyntheticScorer, contract_violations
 from promptrobust.attacks.words import tokenize
@@ -41,18 +37,26 @@ class TableSwap:
         return list(self.table.get(site.word, []))
 
 
-class TableAttack(GreedyWordAttack):
-    name = "table"
+def TableAttack(table, constraints=(), swap=TableSwap):
+    """A greedy word attack whose candidates come from a fixed table: a recipe of the caller's own parts."""
+    recipe = Recipe(
+        name="table", source="a table of replacements (test)", transformation=WordSwapOf(swap(table)),
+        constraints=tuple(ConstraintOf(c) for c in constraints),
+        search=GreedyWordSwapWIR(importance="delete", stopwords="none"),
+    )
+    return Attack(recipe)
 
-    def __init__(self, table, constraints=(), **kw):
-        super().__init__(**kw)
-        self._t, self._c = TableSwap(table), list(constraints)
 
-    def transformation(self, seed):
-        return self._t
+def CheckList():
+    return get_attack("checklist")
 
-    def constraints(self):
-        return self._c
+
+def StressTest():
+    return get_attack("stresstest")
+
+
+def Semantic():
+    return get_attack("semantic")
 
 
 # Replacement word -> the samples it breaks. Sets of different positions are
@@ -344,8 +348,8 @@ def test_registry_names_options_and_errors():
             get_attack(name, **bad)
     with pytest.raises(ValueError, match="budget"):
         run(StressTest().run("x y", SyntheticScorer(lambda p, i: 1.0, 2), budget=-1))
-    assert get_attack("checklist", count="5").count == 5
-    assert get_attack("TextFooler", similarity="0.9").similarity == 0.9
+    assert get_attack("checklist", count="5").configured.transformation.count == 5
+    assert get_attack("TextFooler", similarity="0.9").settings()["use_threshold"] == "0.9 (recipe: 0.840845057)"
 
 
 def test_pdr_definition():
@@ -383,10 +387,6 @@ def test_candidate_generation_does_not_block_the_event_loop():
             time.sleep(0.2)  # stands in for encoder / tagger / masked-LM work
             return super().replacements(site)
 
-    class SlowAttack(TableAttack):
-        def transformation(self, seed):
-            return SlowSwap(TABLE)
-
     async def main():
         ticks = 0
 
@@ -397,7 +397,7 @@ def test_candidate_generation_does_not_block_the_event_loop():
                 ticks += 1
 
         task = asyncio.create_task(ticker())
-        out = await SlowAttack(TABLE).run(
+        out = await TableAttack(TABLE, swap=SlowSwap).run(
             CLEAN,
             SyntheticScorer(killer, 20),
             protected=frozenset({"positive"}),

@@ -89,6 +89,13 @@ def test_old_run_folders_report_identically_to_the_current_writer(tmp_path: Path
     # which 0.1.0 did not record: that table is the one addition; every other table is equal.
     assert set(new_tables) - set(old_tables) == {"adversarial_prompts_meaning"}
     new_tables.pop("adversarial_prompts_meaning")
+    # ...and the meaning verdict (issue 30), which 0.1.0 did not record either: the acceptable-only
+    # APDR differs (old records are "not checked"), the APDR over all adversarial prompts does not.
+    old_all, new_all = (sorted(repr(sorted((k, v) for k, v in row.items() if k.startswith("all_")))
+                               for row in r.table("apdr_acceptable").long) for r in (old, new))
+    assert old_all == new_all
+    for name in ("apdr_acceptable", "not_acceptable"):
+        old_tables.pop(name, None), new_tables.pop(name, None)
     assert old_tables == new_tables
     assert old.meta == new.meta
 

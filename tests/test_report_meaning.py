@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from promptrobust.cli.main import main
 from promptrobust.engine.measuring.records import AttackRecord, append_jsonl
 
@@ -50,3 +52,43 @@ def test_report_without_the_new_fields_has_no_new_tables(tmp_path: Path) -> None
     assert main(["report", str(tmp_path / "runs"), "--output-dir", str(out), "--format", "md"]) == 0
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "held-out" not in md and "how similar they stay" not in md
+
+
+def test_report_shows_apdr_over_all_and_over_acceptable_prompts_with_counts(tmp_path: Path) -> None:
+    """Issue 30: a run folder with an adversarial prompt whose meaning changed, one whose meaning was
+    kept and one made before the check: both APDRs side by side, the unchecked one never passing."""
+    from promptrobust.attacks.meaning_check import meaning_verdict
+
+    labels = frozenset({"positive", "negative"})
+    made = []
+    for i, (old, new, pdr, checked) in enumerate([("sentence", "conviction", 0.5, True), ("writer", "author", 0.2, True),
+                                                  ("writer", "author", 0.1, False)]):
+        clean = f"Is the writer of this sentence pleased or displeased? Answer positive or negative, reader {i}."
+        adv = clean.replace(old, new, 1)
+        rec = AttackRecord(model="m", dataset="rotten_tomatoes", prompt_id=f"sst2-task-0{i + 1}", attack="textfooler",
+                           clean_prompt=clean, clean_score=0.8, adversarial_prompt=adv, adversarial_score=0.8 * (1 - pdr),
+                           pdr=pdr, samples=100, mode="choices", substitutions=[[old, new]],
+                           meaning=meaning_verdict(clean, adv, labels).to_dict() if checked else None)
+        made.append(rec)
+    assert [r.meaning["verdict"] if r.meaning else None for r in made] == ["changed", "kept", None]
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    append_jsonl(run / "results.jsonl", made)
+    out = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "runs"), "--output-dir", str(out), "--format", "md,csv,html"]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "APDR over all adversarial prompts and over the acceptable ones" in md
+    table = md[md.index("APDR over all adversarial prompts and over the acceptable ones"):]
+    line = next(x for x in table.splitlines() if x.startswith("| textfooler"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3] == "3" and cells[4].startswith("0.27 ± 0.21")  # all three: (0.5 + 0.2 + 0.1) / 3
+    assert cells[5] == "1" and cells[6].startswith("0.20") and cells[7:] == ["1", "1"]  # the kept one; 1 changed, 1 not checked
+    import csv
+
+    (row,) = list(csv.DictReader((out / "apdr_acceptable.csv").open(encoding="utf-8")))
+    assert (row["all_count"], row["acceptable_count"], row["changed"], row["not_checked"]) == ("3", "1", "1", "1")
+    assert float(row["all_mean"]) == pytest.approx(0.8 / 3) and float(row["acceptable_mean"]) == pytest.approx(0.2)
+    assert "changed: sentence → conviction: in-context similarity" in md  # the left-out prompts, with why
+    left_out = list(csv.DictReader((out / "not_acceptable.csv").open(encoding="utf-8")))
+    assert sorted((r["prompt_id"], r["meaning_check"]) for r in left_out) == [("sst2-task-01", "changed"),
+                                                                            ("sst2-task-03", "not checked")]

@@ -169,6 +169,9 @@ class AttackRecord:
     """[old, new] text of every changed stretch of the prompt."""
     final_similarity: dict[str, Any] = field(default_factory=dict)
     """The adversarial prompt's whole-prompt sentence similarity to the clean one."""
+    meaning: dict[str, Any] | None = None
+    """The independent meaning verdict (``attacks.meaning_check``): kept, changed or not checked, with its
+    evidence; None when the record has none (pairs, older records): never counted as acceptable."""
     held_out: dict[str, Any] | None = None
     """The clean and adversarial prompts re-scored on samples the search never saw."""
 
@@ -314,6 +317,7 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(cost, Mapping):
         out.update(cost)
     for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options", "substitutions", "final_similarity",
+                "meaning",
                 "held_out"):
         if key in out and not isinstance(out[key], str):
             out[key] = orjson.dumps(out[key], default=str).decode()

@@ -492,6 +492,7 @@ async def attack_one(
         prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
         substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
         final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
+        meaning=dict(outcome.meaning) if outcome.meaning else None,
     )
 
 

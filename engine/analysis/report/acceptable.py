@@ -1,0 +1,88 @@
+"""Acceptable-only results (issue 30; the paper's Appendix C.4): the APDR over
+the adversarial prompts whose meaning check kept the meaning, beside the APDR
+over all of them.
+
+The verdict is the attack record's ``meaning`` (``attacks.meaning_check``,
+independent of the attack's search): kept, changed or not checked. A record
+without a verdict (pairs, records made before the check) counts as not
+checked, never as acceptable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from promptrobust.engine.analysis.report.tables import MISSING, Table, _summary, apdr_cell, summary_columns
+
+ACCEPTABLE_NOTE = (
+    "acceptable: the adversarial prompts whose meaning check (independent of the attack: all-MiniLM-L6-v2 "
+    "in-context similarity of each replaced word, no replacement in a label's clause, no opposites; "
+    "docs/fidelity.md) kept the meaning, as the paper's Appendix C.4 reports acceptable ones apart; "
+    "changed: the check found the meaning changed; not checked: rewritten prompts (Semantic), a missing "
+    "encoder, or records made before the check, never counted as acceptable. APDR cells as in the APDR tables"
+)
+
+
+def verdict_of(r: Mapping[str, Any]) -> str:
+    """A record's meaning verdict: kept, changed or not checked (none recorded)."""
+    meaning = r.get("meaning")
+    verdict = meaning.get("verdict") if isinstance(meaning, Mapping) else None
+    return verdict if verdict in ("kept", "changed") else "not checked"
+
+
+def verdict_text(r: Mapping[str, Any]) -> str:
+    """The verdict with its reasons, for a table cell."""
+    if not isinstance(r.get("meaning"), Mapping):
+        return "not checked: no verdict recorded"
+    reasons = "; ".join(str(x) for x in r["meaning"].get("reasons") or [])
+    return verdict_of(r) + (f": {reasons}" if reasons else "")
+
+
+def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
+    """APDR over all attacked records and over the acceptable ones, per (attack, model, dataset), with counts."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in attacked:
+        groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
+    display, long = [], []
+    for key in sorted(groups):
+        members = groups[key]
+        verdicts = [verdict_of(r) for r in members]
+        kept = [r for r, v in zip(members, verdicts) if v == "kept"]
+        every, samples = _summary(members)
+        cells = [str(every.n), apdr_cell(every, samples=samples)]
+        row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],
+                               **{f"all_{k}": v for k, v in summary_columns(every).items()}}
+        if kept:
+            ok, ok_samples = _summary(kept)
+            cells += [str(ok.n), apdr_cell(ok, samples=ok_samples)]
+            row.update({f"acceptable_{k}": v for k, v in summary_columns(ok).items()})
+        else:
+            cells += ["0", MISSING]
+            row.update({"acceptable_count": 0, "acceptable_mean": None})
+        changed, unchecked = verdicts.count("changed"), verdicts.count("not checked")
+        display.append([*key, *cells, str(changed), str(unchecked)])
+        long.append({**row, "changed": changed, "not_checked": unchecked})
+    return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
+                 ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
+                  "meaning changed", "not checked"], display, long, ACCEPTABLE_NOTE)
+
+
+def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
+    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none,
+    or when no record has a verdict: runs made before the check, said by the counts alone)."""
+    if not any(isinstance(r.get("meaning"), Mapping) for r in attacked):
+        return None
+    rows = sorted((r for r in attacked if verdict_of(r) != "kept"),
+                  key=lambda r: (r["attack"], r["model"], r["dataset"], r["prompt_id"]))
+    if not rows:
+        return None
+    display = [[r["attack"], r["model"], r["dataset"], r["prompt_id"], f"{r['pdr']:.3f}", verdict_text(r),
+                r["adversarial_prompt"]] for r in rows]
+    long = [{"attack": r["attack"], "model": r["model"], "dataset": r["dataset"], "prompt_id": r["prompt_id"],
+             "pdr": r["pdr"], "meaning_check": verdict_of(r),
+             "reasons": list((r.get("meaning") or {}).get("reasons") or []) if isinstance(r.get("meaning"), Mapping) else [],
+             "clean_prompt": r["clean_prompt"], "adversarial_prompt": r["adversarial_prompt"]} for r in rows]
+    return Table("not_acceptable" + suffix, "Adversarial prompts left out of the acceptable APDR" + title_suffix,
+                 ["attack", "model", "dataset", "prompt", "PDR", "meaning check", "adversarial prompt"], display, long,
+                 "each with its verdict and reasons (docs/fidelity.md, the meaning check)")

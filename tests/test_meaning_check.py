@@ -1,0 +1,183 @@
+"""The meaning check independent of the attack, and the guard on the words that define the labels (issue 30)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import promptrobust.attacks.meaning_check as mc
+from promptrobust.attacks import get_attack
+from promptrobust.attacks.base import WordSite
+from promptrobust.attacks.errors import AttackResourceError
+from promptrobust.attacks.label_words import label_linked_words
+from promptrobust.attacks.search import attackable_words
+from promptrobust.attacks.sentence import CachedEncoder
+from promptrobust.attacks.words import normalize_protected, tokenize
+from promptrobust.testing.synthetic import SyntheticScorer
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = [json.loads(line) for line in (ROOT / "tests/fixtures/meaning/labelled_pairs.jsonl").read_text().splitlines()]
+SST2 = normalize_protected({"positive", "negative"})
+TASK_06 = "Does this snippet praise or criticise its subject? Write positive for praise and negative for criticism."
+
+#: The wrong senses issue 30 names (old -> new), each of which the labelled pairs must hold.
+ISSUE_WRONG_SENSES = [("sentence", "conviction"), ("word", "bible"), ("word", "scripture"), ("State", "Nation"),
+                      ("Judge", "Justice"), ("review", "inspection"), ("passage", "enactment"), ("line", "cable"),
+                      ("Take", "Shoot"), ("Take", "Withdraw"), ("Decide", "Settle"), ("Answer", "Resolve")]
+
+
+class FlatEncoder:
+    def encode(self, texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def quoted(name: str) -> float:
+    """A figure docs/fidelity.md quotes for the meaning check, e.g. ``precision 0.721``."""
+    text = (ROOT / "docs/fidelity.md").read_text()
+    section = text[text.index("### The meaning check"):]
+    return float(re.search(rf"{name} (\d\.\d+)", section).group(1))  # type: ignore[union-attr]
+
+
+# -- calibration ---------------------------------------------------------------------------------
+
+
+def test_the_labelled_pairs_hold_every_wrong_sense_of_the_issue_and_both_verdicts():
+    assert len(PAIRS) >= 60
+    assert {p["meaning"] for p in PAIRS} == {"kept", "changed"}
+    held = set()
+    for p in PAIRS:
+        old, new = tokenize(p["clean"])[1::2], tokenize(p["adversarial"])[1::2]
+        held |= {(a, b) for a, b in zip(old, new) if a != b}
+    for pair in ISSUE_WRONG_SENSES:
+        assert pair in held, pair
+    assert all(p["meaning"] == "changed" for p in PAIRS if (p["why"].startswith("wrong sense")))
+
+
+def test_precision_and_recall_on_the_labelled_pairs_are_the_ones_quoted():
+    tp = fp = fn = 0
+    for p in PAIRS:
+        verdict = mc.meaning_verdict(p["clean"], p["adversarial"], normalize_protected(p["labels"]))
+        assert verdict.verdict != "not checked", (p["why"], verdict.reasons)
+        found = verdict.verdict == "changed"
+        want = p["meaning"] == "changed"
+        tp, fp, fn = tp + (found and want), fp + (found and not want), fn + (want and not found)
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    one_pair = 1 / 36  # numerics of another CPU may move a pair at the threshold, not more
+    assert precision == pytest.approx(quoted("precision"), abs=one_pair + 0.0005)
+    assert recall == pytest.approx(quoted("recall"), abs=one_pair + 0.0005)
+    assert recall >= 0.8 and precision >= 0.65
+    assert f"{mc.CONTEXT_THRESHOLD:.2f}" in (ROOT / "docs/fidelity.md").read_text()
+
+
+# -- the verdict's rules -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "adversarial, verdict, kind",
+    [
+        (TASK_06, "kept", None),
+        (TASK_06.replace("subject", "sbuject"), "kept", "reads the same"),
+        (TASK_06.replace("subject", "sub ject"), "kept", "reads the same"),
+        (TASK_06.replace("subject", "subj\u0435ct"), "kept", "reads the same"),
+        (TASK_06.replace("criticism.", "criticism Xq9."), "kept", "insertion"),
+        (TASK_06.replace("criticism.", "criticism and positive."), "changed", "insertion"),
+        (TASK_06.replace("for praise", "for kudos"), "changed", "word"),
+        (TASK_06.replace("for criticism", "for critique"), "changed", "word"),
+        (TASK_06.replace("praise or", "blame or"), "changed", "word"),
+    ],
+)
+def test_verdict_rules_without_the_encoder(adversarial, verdict, kind):
+    got = mc.meaning_verdict(TASK_06, adversarial, SST2, encoder=None)
+    assert got.verdict == verdict, got
+    if kind is not None:
+        assert got.substitutions[0].kind == kind
+    assert got.acceptable == (verdict == "kept")
+
+
+def test_label_clause_words_are_changed_and_say_why():
+    got = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
+    assert got.verdict == "changed" and "in a clause with a label word" in got.reasons[0]
+    assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
+
+
+def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
+    clean = "Judge the polarity of the sentence and respond with positive or negative."
+    wrong = mc.meaning_verdict(clean, clean.replace("the sentence", "the conviction"), SST2)
+    right = mc.meaning_verdict("Is the writer pleased? Answer positive or negative.",
+                               "Is the author pleased? Answer positive or negative.", SST2)
+    assert wrong.verdict == "changed" and wrong.substitutions[0].similarity < mc.CONTEXT_THRESHOLD
+    assert right.verdict == "kept" and right.substitutions[0].similarity >= mc.CONTEXT_THRESHOLD
+    assert wrong.substitutions[0].senses.startswith("shares 1 of")  # WordNet: a synonym of another sense
+
+
+def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(monkeypatch):
+    rewritten = mc.meaning_verdict(TASK_06, "Tell me how the author feels about the film: positive or negative?", SST2)
+    assert rewritten.verdict == "not checked" and not rewritten.acceptable
+
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    clean = "Judge the tone of the review. Answer positive or negative."
+    got = mc.meaning_verdict(clean, clean.replace("tone", "feeling"), SST2)
+    assert got.verdict == "not checked" and "unavailable" in got.reasons[0]
+    # the rules that need no encoder still decide
+    assert mc.meaning_verdict(clean, clean.replace("negative.", "negative x9."), SST2).verdict == "kept"
+    assert mc.meaning_verdict(clean, clean.replace("Answer", "Reply"), SST2).verdict == "changed"
+
+
+# -- the guard: label-linked words are never attacked (sst2-task-06) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def offline_word_parts():
+    enc = CachedEncoder(FlatEncoder())
+    fooler = get_attack("textfooler", embedding="glove", encoder=enc)
+    bugger = get_attack("textbugger", embedding="glove", encoder=enc)
+    return {"textfooler": (fooler, fooler.transformation(0)), "textbugger": (bugger, bugger.transformation(0).parts[1])}
+
+
+def test_the_guard_refuses_praise_and_criticism_substitutions_on_sst2_task_06(offline_word_parts):
+    from promptrobust.tasks import load_prompts
+
+    prompt = next(p.text for p in load_prompts("sst2") if p.id == "sst2-task-06")
+    assert "Write positive for praise and negative for criticism" in prompt
+    tokens = tokenize(prompt)
+    last_praise = max(i for i, t in enumerate(tokens) if t == "praise")
+    for name, (attack, words) in offline_word_parts.items():
+        # the word source itself offers them: the guard is what stops them
+        offered = set(words.replacements(WordSite(tokens, last_praise)))
+        offered |= set(words.replacements(WordSite(tokens, tokens.index("criticism"))))
+        assert {"congratulations", "critique"} <= offered, (name, offered)
+        extra = attack.meaning_guard.protected_in(prompt, SST2)
+        assert {"praise", "criticism", "write"} <= extra["label_linked_words"]
+        protected = SST2 | extra["label_linked_words"] | extra["contrast_words"]
+        touched = {tokens[i].lower() for i in attackable_words(tokens, protected, skip_stopwords=True)}
+        assert not touched & {"praise", "criticism", "write"}, (name, touched)
+        assert "snippet" in touched  # the rest of the prompt is attackable
+
+
+def test_a_textfooler_run_leaves_the_label_linked_words_and_records_them():
+    from promptrobust.tasks import load_prompts
+
+    prompt = next(p.text for p in load_prompts("sst2") if p.id == "sst2-task-06")
+    words = tokenize(prompt)[1::2]
+
+    def fn(p, i):  # every word kept is worth a point: the attack changes all it can
+        return 1.0 if words[i] in set(tokenize(p)[1::2]) else 0.0
+
+    attack = get_attack("textfooler", embedding="glove", encoder=CachedEncoder(FlatEncoder()), similarity=0.0)
+    out = asyncio.run(attack.run(prompt, SyntheticScorer(fn, len(words)), protected=SST2, seed=0))
+    after = tokenize(out.adversarial_prompt)[1::2]
+    assert out.adversarial_prompt != prompt
+    for w in ("praise", "criticism", "Write"):
+        assert after.count(w) == words.count(w), (w, out.adversarial_prompt)
+    assert {"criticism", "praise", "write"} <= set(out.settings["label_linked_words"])
+    assert "label_linked_words" in out.settings["antonym_guard"]
+    assert out.meaning["verdict"] in ("kept", "changed") and out.meaning["substitutions"]
+    assert label_linked_words(prompt, SST2) >= {"praise", "criticism", "write"}
