@@ -70,4 +70,4 @@ def test_analysis_results() -> None:
 def test_report() -> None:
     report = build_report([Path(__file__).parent / "fixtures" / "report" / "sweep"], figures=False)
     assert _short(repr(report)) == ("Report(5 run folder(s), 16 record(s) (16 attacked, 0 skipped, 0 failed); "
-                                    "3 sections, 12 tables, 0 figures)")
+                                    "3 sections, 13 tables, 0 figures)")  # +1: APDR over all vs acceptable adversarial prompts
