@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import os
 import inspect
 import textwrap
 import types
@@ -18,7 +19,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from promptrobust.cli.errors import flag_for
+from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
@@ -185,13 +186,23 @@ def source_settings(args: argparse.Namespace) -> SourceSettings:
     return result
 
 
-def output_options(args: argparse.Namespace) -> OutputOptions:
-    """Where the command's folders go, and what they record: the command line and the flags."""
+def output_options(args: argparse.Namespace, *, results_file: bool = False) -> OutputOptions:
+    """Where the command's folders go, and what they record: the command line and the flags.
+    ``results_file``: the command writes one results file when ``--output-dir`` (lm-eval's
+    ``--output_path``) names a ``.json`` file, its run folders beside it; elsewhere such a name
+    is refused instead of becoming a folder called ``results.json``."""
     from promptrobust.engine.runs.plan import OutputOptions
 
-    return OutputOptions(output_dir=args.output_dir, cache=getattr(args, "cache", None),
+    output_dir, target = args.output_dir, None
+    if str(output_dir).endswith(".json"):
+        if not results_file:
+            raise UserError(f"--output-dir {output_dir}: pre {args.command} writes a run folder; give a folder "
+                            "(a .json results file is pre run's, as lm-eval's --output_path)")
+        output_dir, target = os.path.dirname(output_dir) or ".", output_dir
+    return OutputOptions(output_dir=output_dir, cache=getattr(args, "cache", None),
                          use_cache=not getattr(args, "no_cache", False), log_samples=getattr(args, "log_samples", False),
-                         command=tuple(getattr(args, "argv", ["pre", args.command or ""])), config=flag_values(args))
+                         command=tuple(getattr(args, "argv", ["pre", args.command or ""])), config=flag_values(args),
+                         results_file=target)
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, Any]:

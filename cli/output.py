@@ -141,7 +141,7 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
                   f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
         print_records(protocol.records)
         attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
-        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir)}", file=sys.stderr)
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, str(outcome.folder.parent))}", file=sys.stderr)
         if protocol.failures:
             say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
     say(f"results in {outcome.folder}")

@@ -32,7 +32,7 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
 
@@ -40,7 +40,7 @@ __all__ = ["DefenseResult", "defend", "defense_row"]
 
 
 @dataclass
-class DefenseResult:
+class DefenseResult(RecordFrames):
     """Defended records (one per source record) and the PDR without/with the
     defense per (model, attack)."""
 

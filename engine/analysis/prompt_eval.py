@@ -27,7 +27,7 @@ from promptrobust.engine.analysis.scoring import (
     prepare,
     score_prompts,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
@@ -230,7 +230,7 @@ class CleanScore:
 
 
 @dataclass
-class PromptEvalResult:
+class PromptEvalResult(RecordFrames):
     """Scores of a prompts file on one model: every clean score, and for pairs
     one record each plus the APDR per attack (``statistics.summarize_pdrs``)."""
 
@@ -252,6 +252,11 @@ class PromptEvalResult:
     @property
     def is_pairs(self) -> bool:
         return bool(self.records)
+
+    def frame_rows(self) -> list[dict[str, Any]]:
+        """``to_polars()``/``to_pandas()`` rows: the pairs' records as results.parquet holds them; a
+        file of single prompts (no records): one row per prompt with its clean score."""
+        return super().frame_rows() if self.records else [c.to_dict() for c in self.clean]
 
     @property
     def mean_score(self) -> float:

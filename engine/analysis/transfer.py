@@ -26,7 +26,7 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_results import identities, records_document
 
@@ -36,7 +36,7 @@ GROUP = ("source_model", "model", "attack")
 
 
 @dataclass
-class TransferResult:
+class TransferResult(RecordFrames):
     """Target-model records (one per source record) and the transfer APDR."""
 
     target_model: str

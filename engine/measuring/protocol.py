@@ -19,7 +19,7 @@ from typing import Any
 
 from promptrobust.engine import progress
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now as now_iso
 from promptrobust.engine.measuring.settings import AttackSettings
@@ -54,7 +54,7 @@ async def rank_prompts(
 
 
 @dataclass
-class ProtocolResult:
+class ProtocolResult(RecordFrames):
     """Clean scores of the prompt set and one record per (attacked prompt, attack)."""
 
     settings: dict[str, Any]

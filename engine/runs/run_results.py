@@ -5,12 +5,15 @@ library returns, so the CLI (and any API caller) only hands them over.
 - ``clean_document``: clean scores of a prompt set (``pre run``);
 - ``protocol_document``: the protocol's ranking and attack records (``pre run --attack``);
 - ``records_document``: scored prompts and pair/transfer/defense records
-  (``pre eval``, ``pre transfer``, ``pre defend``).
+  (``pre eval``, ``pre transfer``, ``pre defend``);
+- ``results_file_document``: lm-eval's ``--output_path FILE.json``: every target's results.json
+  in one file, keyed by dataset, with the run folder each came from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.measuring.records import AttackRecord
@@ -18,10 +21,14 @@ from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now
-from promptrobust.engine.runs.run_folder import results_document
+from promptrobust.engine.runs.run_folder import redact_argv, results_document
 from promptrobust.engine.measuring.settings import AttackSettings
 
-__all__ = ["clean_document", "protocol_document", "records_document", "session_facts"]
+__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "protocol_document", "records_document", "results_file_document",
+           "session_facts"]
+
+#: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
+RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
 
 
 def session_facts(session: Any) -> dict[str, Any]:
@@ -146,3 +153,17 @@ def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[st
         counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
         apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack",
     )
+
+
+def results_file_document(argv: Sequence[str] | None, folders: Mapping[str, Path]) -> dict[str, Any]:
+    """One file with the results of every target of a run, as lm-eval's ``--output_path FILE.json``
+    holds every task's: ``results`` maps each dataset to its run folder's results.json (the one
+    layout), ``run_folders`` to the folder holding the rest (records, samples, config)."""
+    import orjson
+
+    return {
+        "format": RESULTS_FILE_FORMAT,
+        "command": redact_argv(_argv(argv)),
+        "results": {name: orjson.loads((folder / "results.json").read_bytes()) for name, folder in folders.items()},
+        "run_folders": {name: str(folder) for name, folder in folders.items()},
+    }
