@@ -242,8 +242,9 @@ def _merged_config(out_dir: Path, configs: list[tuple[Path, dict[str, Any]]]) ->
     merged["name"] = base_name(str(merged.get("name", out_dir.name)))
     if merged.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
         merged["cache"] = _SHARD_PART.sub("", str(merged["cache"]))
-    earlier = merged.get("merged_from") if isinstance(merged.get("merged_from"), list) else []
-    merged["merged_from"] = list(dict.fromkeys([*map(str, earlier), *(str(folder) for folder, _ in configs)]))
+    recorded = merged.get("merged_from")
+    earlier = [str(f) for f in recorded] if isinstance(recorded, list) else []
+    merged["merged_from"] = list(dict.fromkeys([*earlier, *(str(folder) for folder, _ in configs)]))
     return merged
 
 
