@@ -123,6 +123,11 @@ def add_output_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per dataset")
     g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
+    add_no_progress(g)
+
+
+def add_no_progress(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """``--no-progress``: on every command that queries a model (``cli/main.py`` picks the reporter by it)."""
     g.add_argument("--no-progress", action="store_true",
                    help="no progress line or phase lines; one status line every 30 s still shows a long job is alive "
                         "($PRE_PROGRESS_EVERY seconds; PRE_PROGRESS=off for none)")

@@ -190,7 +190,7 @@ def test_lm_evals_documented_local_completions_command_runs_as_pasted(concurrent
     assert run_folder.parent == Path("out") and (tmp_path / run_folder / "config.json").is_file()  # beside it
     result = document["results"]["rotten_tomatoes"]
     assert result == orjson.loads((tmp_path / run_folder / "results.json").read_bytes())  # the run's own, whole
-    assert result["samples"]["evaluated"] == 6
+    assert result["model"] == "openai:fake-model" and result["samples"]["evaluated"] == 6  # the name the user gave
     scheduler = result["configs"]["scheduler"]
     assert (scheduler["concurrency"], scheduler["max_retries"]) == (concurrent, 2)  # lm-eval's 3 attempts = 2 retries
 

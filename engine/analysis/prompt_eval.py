@@ -269,6 +269,7 @@ class PromptEvalResult(RecordFrames):
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
             measurement=self.measurement, dataset=self.settings.get("dataset"), chance_rate=self.chance_rate,
+            model=self.settings.get("model"),
             logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes},
         )
 

@@ -355,14 +355,17 @@ def results_document(
     wall_seconds: float,
     chance_rate: float | None = None,
     counters: Mapping[str, Any] | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """The one ``results.json`` layout (see the module docstring)."""
+    """The one ``results.json`` layout (see the module docstring). ``model``: the model's name as
+    the user gave it, the name its records carry (one name per model everywhere); None: the
+    first model identity's name (``models`` keeps every identity as the backend reports it)."""
     first = models[0] if models else {}
     return {
         "format": FORMAT,
         "command": redact_argv(argv),
         "versions": versions(),
-        "model": first.get("name"),
+        "model": model if model is not None else first.get("name"),
         "dataset": dataset,
         "models": [dict(m) for m in models],
         "configs": {"measurement": dict(measurement) if measurement is not None else None, **dict(configs)},

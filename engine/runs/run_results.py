@@ -62,7 +62,7 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
     return results_document(
-        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [],
+        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
         dataset=result.settings.get("dataset"), measurement=result.measurement or None,
         configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
         clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
@@ -111,10 +111,14 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
                      configs: Mapping[str, Any] | None, clean: Sequence[Mapping[str, Any]] | None = None,
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
-                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None) -> dict[str, Any]:
+                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None,
+                     model: str | None = None) -> dict[str, Any]:
     """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
 
-    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind)."""
+    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind);
+    ``model`` to the one model name the records carry."""
+    if model is None and records:
+        model = _unique([r.model for r in records])
     if measurement is None and records:
         measurement = _unique([r.measurement.to_dict() for r in records])
     if dataset is None and records:
@@ -123,7 +127,7 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
         chance_rate = _unique([r.chance_rate for r in records])
     rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
     return results_document(
-        argv=_argv(argv), models=models, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
+        argv=_argv(argv), models=models, model=model, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
         samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),

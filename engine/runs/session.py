@@ -118,7 +118,8 @@ class EvaluationResult(RecordFrames):
         import sys
 
         return results_document(
-            argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
+            argv=list(argv) if argv is not None else ["python", *sys.argv], model=self.model,
+            models=[self.model_identity] if self.model_identity else [],
             dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
             clean=[c.to_dict() for c in self.clean],
             extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
