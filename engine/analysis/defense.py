@@ -32,8 +32,9 @@ from promptrobust.engine.analysis.sources import (
     load_source_records,
     source_fields,
 )
-from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
+from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.records import now
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 
 __all__ = ["DefenseResult", "defend", "defense_row"]

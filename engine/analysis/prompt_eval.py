@@ -27,9 +27,10 @@ from promptrobust.engine.analysis.scoring import (
     prepare,
     score_prompts,
 )
-from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
+from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import now
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
 

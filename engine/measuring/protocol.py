@@ -19,9 +19,10 @@ from typing import Any
 
 from promptrobust.engine import progress
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
-from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
+from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now as now_iso
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.measuring.settings import AttackSettings
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, failed_record
 from promptrobust.tasks.base import Prompt
