@@ -43,6 +43,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     g.add_argument("--device", default="cpu", help="torch device")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
     g.add_argument("--output", dest="output_dir", help=argparse.SUPPRESS)  # the old name
+    flags.add_no_progress(g)
     p.set_defaults(handler=handle, dataset=None, seed=None)
 
 

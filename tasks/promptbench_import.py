@@ -3,7 +3,9 @@
 Nothing of promptbench ships with promptrobust: the user points at a clone of
 github.com/microsoft/promptbench and this module reads, never executes, its
 files (Python prompt files are parsed with ``ast``; only literal dicts are
-taken). Two layouts are recognised:
+taken; a file whose expressions nest deeper than ``MAX_EXPRESSION_DEPTH`` is
+refused before it is parsed, since ``ast`` recurses once per level). Two
+layouts are recognised:
 
 * the paper's code (2023): ``prompts/zero_shot/{task,role}_oriented.py`` and
   ``prompts/three_shot/...`` (dicts ``TASK_ORIENTED_PROMPT_SET``,
@@ -36,7 +38,9 @@ reads (``id``, ``clean``, ``adversarial``, ``attack`` plus extra columns).
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +71,16 @@ _CONTENT = re.compile(r"[ \t]*\n?[ \t]*Question:[ \t]*\{content\}[ \t]*\n?[ \t]*
 _NAMED_SLOT = re.compile(r"\{(?:task|soruce_lang|source_lang|target_lang)\}")
 _SCORE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*:\s*(-?\d+(?:\.\d+)?)\s*%")
 _TYPES = ("task", "role", "semantic")
+
+
+#: The deepest expression a promptbench file may hold: brackets, operators and chained calls each
+#: count a level. Its real files need fewer than 10; ast.parse and literal_eval recurse once per
+#: level and fail (RecursionError, MemoryError) in the thousands.
+MAX_EXPRESSION_DEPTH = 100
+#: Tokens that separate the parts of an expression (a chain of operators ends at them).
+_SEPARATORS = {",", ":", ";", "=", ":="}
+#: Keywords that nest an expression as operators do.
+_OPERATOR_WORDS = {"not", "and", "or", "if", "else", "lambda", "await", "in", "is"}
 
 
 class PromptbenchImportError(TaskError):
@@ -134,9 +148,13 @@ def read_literal_dict(path: Path, names: Sequence[str]) -> dict[str, Any]:
     if not path.is_file():
         raise PromptbenchImportError(f"{path}: file not found in the promptbench checkout; is the clone complete?")
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
-        raise PromptbenchImportError(f"{path}: not a readable Python file ({type(exc).__name__}); re-clone promptbench") from exc
+        text = path.read_text(encoding="utf-8")
+        check_expression_depth(text, str(path))
+        tree = ast.parse(text, filename=str(path))
+    except PromptbenchImportError:
+        raise
+    except (SyntaxError, UnicodeDecodeError, ValueError, tokenize.TokenError) as exc:
+        raise PromptbenchImportError(f"{path}: not a readable Python file ({type(exc).__name__}); re-clone promptbench") from None
     found: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -151,6 +169,35 @@ def read_literal_dict(path: Path, names: Sequence[str]) -> dict[str, Any]:
     if found:
         return next(iter(found.values()))
     raise PromptbenchImportError(f"{path}: no literal prompt dictionary (expected {' or '.join(names)})")
+
+
+def check_expression_depth(text: str, where: str) -> None:
+    """Refuse Python source whose expressions nest deeper than ``MAX_EXPRESSION_DEPTH``, in one
+    linear pass over its tokens, before ``ast`` sees it. The depth at a token is the sum, over the
+    brackets open around it, of the operators and brackets since the last separator at each level:
+    what the syntax tree's depth grows with (``1+1+...`` and ``((...))`` alike)."""
+    chains = [0]  # per open bracket (and the statement level): nesting since the last separator there
+    depth = 0  # sum(chains)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            chains[-1] += 1  # a bracket nests in its level's chain, as an operator does
+            depth += 1
+            chains.append(0)
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            if len(chains) > 1:
+                depth -= chains.pop()
+        elif tok.type == tokenize.OP and tok.string in _SEPARATORS:
+            depth -= chains[-1]
+            chains[-1] = 0
+        elif tok.type == tokenize.OP or (tok.type == tokenize.NAME and tok.string in _OPERATOR_WORDS):
+            chains[-1] += 1
+            depth += 1
+        elif tok.type == tokenize.NEWLINE:
+            chains, depth = [0], 0
+        if depth > MAX_EXPRESSION_DEPTH:
+            at = f"{where} line {tok.start[0]}" if "\n" in text.strip() else where
+            raise PromptbenchImportError(f"{at}: an expression nests deeper than {MAX_EXPRESSION_DEPTH} levels; "
+                                         "promptbench's prompt files hold flat literals: re-clone promptbench")
 
 
 def normalize_prompt_text(text: str) -> str:
@@ -267,8 +314,11 @@ def _decode_attacked(raw: str, where: str) -> str:
     value = raw.strip()
     if value[:2] in ('b"', "b'") or (value[:1] in ('"', "'") and value[-1:] == value[:1] and len(value) > 1):
         try:
+            check_expression_depth(value, where)
             lit = ast.literal_eval(value)
-        except (ValueError, SyntaxError) as exc:
+        except PromptbenchImportError:
+            raise
+        except (ValueError, SyntaxError, tokenize.TokenError) as exc:
             raise PromptbenchImportError(f"{where}: the attacked prompt is not a valid quoted literal") from exc
         if isinstance(lit, bytes):
             try:

@@ -54,6 +54,7 @@ CLI_SURFACE = frozenset({
     "promptrobust.engine.measuring.settings",  # EvaluationSettings, AttackSettings: flags derive from them
     "promptrobust.engine.serving.scheduler_settings",  # SchedulerSettings: flags derive from it
     "promptrobust.engine.runs.plan",  # pre run's plan
+    "promptrobust.engine.runs.lm_eval_args",  # lm-eval's API model arguments, mapped or refused
     "promptrobust.engine.runs.api",  # running a plan
     "promptrobust.engine.runs.catalog",  # models, datasets, prompts, attacks (pre list), the default model
     "promptrobust.engine.runs.sweep.plan",  # pre sweep's plan, its dry run and merges (records and caches)

@@ -78,3 +78,49 @@ def test_defense_library_recovers_character_attacks():
     tb = next(r for r in result.records if r.attack == "textbugger")
     assert tb.settings["undefended_pdr"] == pytest.approx(5 / 8) and tb.settings["undefended_mcnemar_p"] == pytest.approx(0.0625)
     assert tb.pdr == 0.0 and tb.mcnemar_p == 1.0
+
+
+def _source_copy(tmp_path, data_file):
+    """The fixture run folder, with a config.json that names ``data_file`` (None: inside the folder)."""
+    import shutil
+
+    import orjson
+
+    run_dir = tmp_path / "source-run"
+    shutil.copytree(SOURCE_RUN, run_dir)
+    if data_file is None:
+        data_file = run_dir / "reviews.tsv"
+        shutil.copy(REVIEWS, data_file)
+    (run_dir / "config.json").write_bytes(orjson.dumps({"model": "fake-source", "data_file": str(data_file)}))
+    return run_dir, data_file
+
+
+def test_a_source_folders_data_file_outside_it_is_refused_unless_named_again(tmp_path):
+    """Issue 32: --source followed config.json's data_file anywhere and sent its rows to the model."""
+    secret = tmp_path / "elsewhere" / "private.csv"
+    secret.parent.mkdir()
+    secret.write_bytes(REVIEWS.read_bytes())
+    run_dir, _ = _source_copy(tmp_path, secret)
+    sources = load_source_records([run_dir])
+    with pytest.raises(AnalysisInputError, match="outside that run folder") as err:
+        SourceSettings().select(sources)
+    assert err.value.setting == "data_file"
+    built, build = factory(rt_samples(8))
+    with pytest.raises(AnalysisInputError, match="outside that run folder"):
+        asyncio.run(_transfer_with(build, run_dir, SourceSettings()))
+    assert not built  # refused before any model was built, so no row was sent
+    chosen, notes = SourceSettings(data_file=str(secret)).select(sources)  # named again: the user's choice
+    assert chosen and not [n for n in notes if "config.json" in n]
+
+
+def test_a_source_folders_own_data_file_is_used_and_announced(tmp_path):
+    run_dir, inside = _source_copy(tmp_path, None)
+    chosen, notes = SourceSettings().select(load_source_records([run_dir]))
+    assert chosen and any(f"re-scored on data_file {inside}" in n and "config.json" in n for n in notes)
+    result, _ = run(lambda s: transfer(s, [run_dir], model="hf:fake-target"))
+    assert result.records and any("config.json" in n for n in result.notes)
+
+
+async def _transfer_with(build, run_dir, settings):
+    async with Session(use_cache=False, backend_factory=build) as session:
+        return await transfer(session, [run_dir], model="hf:fake-target", settings=settings)

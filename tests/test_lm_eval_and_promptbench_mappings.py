@@ -110,7 +110,11 @@ def test_every_command_plans_what_it_says(command: str, monkeypatch: pytest.Monk
         assert plan.targets[0].evaluation.limit == (float(given["--limit"]) if "." in given["--limit"] else int(given["--limit"]))
     if "--shots" in given:
         assert {t.shots for t in plan.targets} == {int(given["--shots"])}
-    assert plan.output.output_dir == given.get("--output-dir", "runs")
+    out = given.get("--output-dir", "runs")
+    if out.endswith(".json"):  # lm-eval's --output_path FILE.json: that file, and the run folders beside it
+        assert (plan.output.output_dir, plan.output.results_file) == (str(Path(out).parent), out)
+    else:
+        assert (plan.output.output_dir, plan.output.results_file) == (out, None)
     assert plan.output.log_samples == ("--log-samples" in words)
     assert (plan.attacks is not None) == ("--attack" in words)
 
@@ -151,3 +155,129 @@ def test_every_python_snippet_runs(snippet: str, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(pr, name, lambda *a, _real=real, **kw: _real(*a, backend_factory=fake, use_cache=False, progress=False, **kw))
     exec(compile(snippet, "docs/coming-from.md", "exec"), {"__name__": "coming_from"})  # noqa: S102
     assert capsys.readouterr().out.strip()  # it printed its results
+
+
+
+# -- lm-eval's API models: the documented command runs as pasted (issue 35 item 3) ---------------
+
+#: lm-eval's README command for a local OpenAI-compatible server, with pre's dataset for the task.
+DOCUMENTED = ("--model local-completions --tasks rotten_tomatoes --model_args model=fake-model,base_url={url}/completions,"
+              "num_concurrent={concurrent},max_retries=3,tokenized_requests=False,batch_size=16 --output_path out/results.json")
+
+
+@pytest.mark.parametrize("concurrent", [1, 4])
+def test_lm_evals_documented_local_completions_command_runs_as_pasted(concurrent: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import orjson
+
+    from promptrobust.cli.main import main
+    from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer(answer=hashed_text_answer) as srv:
+        flags = DOCUMENTED.format(url=srv.url, concurrent=concurrent)
+        code = main(["run", *shlex.split(flags), "--limit", "6", "--cache", "c.sqlite", "--no-progress"])
+        assert srv.count("/v1/completions") > 0 and srv.count("/v1/chat/completions") == 0  # local-completions: the completions API
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "batch_size=16 changes nothing measured" in err  # said, not silently dropped
+    results_file = tmp_path / "out" / "results.json"
+    assert results_file.is_file()  # a file, not a folder named results.json
+    document = orjson.loads(results_file.read_bytes())
+    assert document["format"] == RESULTS_FILE_FORMAT and list(document["results"]) == ["rotten_tomatoes"]
+    run_folder = Path(document["run_folders"]["rotten_tomatoes"])
+    assert run_folder.parent == Path("out") and (tmp_path / run_folder / "config.json").is_file()  # beside it
+    result = document["results"]["rotten_tomatoes"]
+    assert result == orjson.loads((tmp_path / run_folder / "results.json").read_bytes())  # the run's own, whole
+    assert result["model"] == "openai:fake-model" and result["samples"]["evaluated"] == 6  # the name the user gave
+    scheduler = result["configs"]["scheduler"]
+    assert (scheduler["concurrency"], scheduler["max_retries"]) == (concurrent, 2)  # lm-eval's 3 attempts = 2 retries
+
+
+def _api_args(model_args: str) -> Any:
+    from promptrobust.engine.runs.lm_eval_args import api_model_args
+
+    return api_model_args("openai:m", model_args)
+
+
+@pytest.mark.parametrize(("item", "setting", "value"), [
+    ("num_concurrent=8", "concurrency", 8), ("max_retries=3", "max_retries", 2), ("max_retries=1", "max_retries", 0),
+    ("max_gen_toks=32", "max_new_tokens", 32),
+])
+def test_api_arguments_that_are_pre_settings_become_them(item: str, setting: str, value: int) -> None:
+    mapped = _api_args(f"base_url=http://127.0.0.1:9/v1,{item},timeout=30")
+    assert [(m.setting, m.value) for m in mapped.settings] == [(setting, value)]
+    assert mapped.model_args == "base_url=http://127.0.0.1:9/v1,timeout=30" and not mapped.notes
+
+
+@pytest.mark.parametrize("item", ["seed=1234", "max_length=2048", "tokenizer=gpt2", "tokenizer_backend=huggingface",
+                                  "use_fast_tokenizer=True", "trust_remote_code=True", "revision=main", "max_images=1",
+                                  "batch_size=16"])
+def test_api_arguments_that_change_nothing_measured_are_accepted_with_a_note(item: str) -> None:
+    mapped = _api_args(f"{item},base_url=http://127.0.0.1:9/v1")
+    assert mapped.model_args == "base_url=http://127.0.0.1:9/v1" and not mapped.settings
+    (note,) = mapped.notes
+    assert note.text.startswith(f"model argument {item} changes nothing") and note.setting == "model_args"
+
+
+@pytest.mark.parametrize("item", ["tokenized_requests=False", "truncate=False", "add_bos_token=False", "verify_certificate=True",
+                                  "batch_size=1", "batch_size=auto", "tokenizer_backend=None", "tokenizer_backend=none"])
+def test_api_arguments_that_state_what_pre_does_are_accepted_silently(item: str) -> None:
+    mapped = _api_args(item)
+    assert (mapped.model_args, mapped.settings, mapped.notes) == ("", (), ())
+
+
+@pytest.mark.parametrize(("item", "reason"), [
+    ("tokenized_requests=True", "pre sends text, never token ids"),
+    ("truncate=True", "never truncates"),
+    ("add_bos_token=True", "never token ids"),
+    ("custom_prefix_token_id=1", "never token ids"),
+    ("verify_certificate=False", "SSL_CERT_FILE"),
+    ("ca_cert_path=/etc/ca.pem", "SSL_CERT_FILE"),
+    ("auth_token=sk-secret-value", "OPENAI_API_KEY"),
+    ("header=X-Key:sk-secret-value", "OPENAI_API_KEY"),
+    ("eos_string=</s>", "--gen_kwargs until"),
+    ("num_concurrent=0", "whole number >= 1"),
+    ("max_retries=0", "whole number >= 1"),
+])
+def test_api_arguments_that_cannot_apply_are_refused_in_one_line(item: str, reason: str) -> None:
+    from promptrobust.engine.errors import SettingsError
+
+    with pytest.raises(SettingsError) as err:
+        _api_args(f"base_url=http://127.0.0.1:9/v1,{item}")
+    text = one_line(err.value)
+    assert reason in text and item.partition("=")[0] in text and "\n" not in str(err.value)
+    assert "sk-secret-value" not in text  # a credential given on the command line is not repeated
+
+
+def test_other_backends_keep_their_arguments() -> None:
+    from promptrobust.engine.runs.lm_eval_args import api_model_args
+
+    assert api_model_args("hf:org/name", "max_length=2048,dtype=bfloat16").model_args == "max_length=2048,dtype=bfloat16"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ("--concurrency 8 --model_args model=m,base_url=URL/v1/completions,num_concurrent=4", "--concurrency 8 and --model_args num_concurrent=4 disagree"),
+    ("--max-retries 5 --model_args model=m,base_url=URL/v1/completions,max_retries=3", "--max-retries 5 and --model_args max_retries=3 disagree"),
+])
+def test_a_flag_and_an_api_argument_that_disagree_are_refused(flags: str, message: str) -> None:
+    assert _settings(f"--model local-completions {flags}") == {"refused": message + ": give one"}
+    agreeing = flags.replace("8 --", "4 --").replace("5 --", "2 --")
+    assert "refused" not in _settings(f"--model local-completions {agreeing}")
+
+
+def test_a_results_file_never_replaces_a_folder_or_a_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptrobust.cli.main import main
+
+    folder = tmp_path / "results.json"
+    folder.mkdir()  # what the old --output_path made
+    foreign = tmp_path / "mine.json"
+    foreign.write_text('{"my": "notes"}')
+    for target, said in ((folder, "is a folder"), (foreign, "is not a results file pre wrote")):
+        assert main(["run", "--model", "openai:m", "--model-args", "base_url=http://127.0.0.1:9/v1", "--output_path", str(target),
+                     "--no-progress"]) == 2
+        assert said in capsys.readouterr().err
+    assert foreign.read_text() == '{"my": "notes"}'
+    assert main(["transfer", "--source", str(tmp_path), "--model", "openai:m", "--output-dir", str(tmp_path / "x.json")]) == 2
+    assert "a .json results file is pre run's" in capsys.readouterr().err

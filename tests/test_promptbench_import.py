@@ -146,3 +146,53 @@ def test_wrong_paths_give_one_line_errors(tmp_path):
         parse_adversarial_file(bad)
     for err in (PromptbenchImportError("x"),):
         assert isinstance(err, ValueError) and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("poison", [
+    "'a' " + "+ 'a' " * 200_000,  # issue 32: a 200k-term expression was a RecursionError/MemoryError traceback
+    "[" * 100_000 + "]" * 100_000,
+    "-" * 200_000 + "1",
+    "x" + ".y" * 200_000,
+])
+def test_deep_expressions_in_prompt_files_are_refused_before_parsing(tmp_path, poison):
+    import shutil
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(PAPER, checkout)
+    target = checkout / "prompts" / "zero_shot" / "task_oriented.py"
+    target.write_text(target.read_text() + f"\nPOISON = {{'sst2': [{poison}]}}\n")
+    with pytest.raises(PromptbenchImportError, match=r"task_oriented.py line \d+: an expression nests deeper than 100 levels"):
+        load_promptbench_prompts(checkout, "sst2", ["task"])
+
+
+def test_the_depth_bound_passes_real_prompt_files_and_counts_levels():
+    from promptrobust.tasks.promptbench_import import MAX_EXPRESSION_DEPTH, check_expression_depth
+
+    for path in PAPER.rglob("*.py"):
+        check_expression_depth(path.read_text(), str(path))  # the fixtures hold promptbench's shapes
+    check_expression_depth("X = " + "[" * (MAX_EXPRESSION_DEPTH - 1) + "]" * (MAX_EXPRESSION_DEPTH - 1), "ok")
+    check_expression_depth("X = [" + "'a' + 'b', " * 50_000 + "]", "wide, not deep")  # width is no depth
+    with pytest.raises(PromptbenchImportError, match="deeper than"):
+        check_expression_depth("X = " + "[" * (MAX_EXPRESSION_DEPTH + 1) + "]" * (MAX_EXPRESSION_DEPTH + 1), "deep")
+
+
+def test_a_deep_attacked_prompt_line_is_one_line_error(tmp_path):
+    bad = tmp_path / "toymodel_zeroshot.md"
+    bad.write_text("# sst2\n\n## textfooler\n\nOriginal prompt: a\nAttacked prompt: b'b'" + " + b'b'" * 200_000 + "\n"
+                   "Original acc: 1.00%, attacked acc: 0.00%, dropped acc: 1.00%\n")
+    with pytest.raises(PromptbenchImportError, match=r"line 6: an expression nests deeper"):
+        parse_adversarial_file(bad)
+
+
+def test_the_cli_says_a_deep_prompt_file_in_one_line(tmp_path, capsys):
+    import shutil
+
+    from promptrobust.cli.main import main
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(PAPER, checkout)
+    target = checkout / "prompts" / "zero_shot" / "task_oriented.py"
+    target.write_text(target.read_text() + "\nPOISON = {'sst2': ['a'" + " + 'a'" * 200_000 + "]}\n")
+    assert main(["list", "prompts", "--dataset", "sst2", "--promptbench", str(checkout)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nests deeper than 100 levels" in err[0] and "Traceback" not in err[0]

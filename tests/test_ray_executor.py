@@ -168,3 +168,27 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
     assert stable(records(cfg.folder)) == stable(reference[0])
     assert cache_keys(cfg.cache) == reference[1]  # per-node caches merged (one machine: the dead node's too)
 
+
+
+@pytest.mark.parametrize("address, fix", [(None, "run with --executor local"), ("10.0.0.9:6379", "ray status --address 10.0.0.9:6379")])
+def test_a_ray_that_does_not_start_is_one_line_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str], address: str | None, fix: str) -> None:
+    """Issue 35: "node timed out during startup" printed a 20-line traceback."""
+    from promptrobust.cli.main import main
+
+    def no_start(**kwargs: Any) -> None:
+        raise Exception("The current node timed out during startup. This could happen because some of the Ray processes "
+                        "failed to startup.\n" + "\n".join(f"  detail line {i}" for i in range(20)))
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", no_start)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    config = tmp_path / "grid.toml"
+    config.write_text(f'[sweep]\nname = "g"\noutput_dir = "{tmp_path / "sweeps"}"\nlimit = 2\n[grid]\nmodels = ["openai:fake-a"]\n'
+                      'datasets = ["rotten_tomatoes"]\nattacks = ["checklist"]\n[models."openai:fake-a"]\n'
+                      'model_args = "base_url=http://127.0.0.1:9/v1"\n')
+    argv = ["sweep", str(config), "--executor", "ray", "--no-progress", *(["--address", address] if address else [])]
+    assert main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0].startswith("pre: error: Ray did not start") and "node timed out during startup" in err[0] and fix in err[0]

@@ -146,7 +146,8 @@ def test_merge_keeps_one_record_per_key_and_prefers_finished_over_failed(tmp_pat
                 "clean_prompt": "p", "clean_score": 1.0}
 
     a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
+    for folder in (a, b):
+        _config_file(folder, small_config(tmp_path))
     append_jsonl(a / "results.jsonl", [row("j1", "p1"), row("j1", "p2", "failed"), row("j2", "p1", "failed")])
     append_jsonl(b / "results.jsonl", [row("j1", "p1"), row("j1", "p2")])
     result = merge_runs(tmp_path / "out", [a, b])
@@ -173,10 +174,90 @@ def test_merge_refuses_shards_of_different_sweeps_and_non_sweep_folders(tmp_path
         merge_runs(tmp_path / "out", [tmp_path / "nothing"])
     c = tmp_path / "c"
     c.mkdir()
-    append_jsonl(c / "results.jsonl", [{"prompt_id": "p", "status": "attacked"}])  # a plain run, no job id
+    (c / "config.json").write_bytes(orjson.dumps({"model": "m", "dataset": "d"}))  # a plain run's config ...
+    append_jsonl(c / "results.jsonl", [{"prompt_id": "p", "status": "attacked"}])  # ... and records without a job id
     with pytest.raises(ShardError, match="without job_id"):
         merge_runs(tmp_path / "out2", [c])
     assert not (tmp_path / "out2" / "results.jsonl").exists() or not records(tmp_path / "out2")
+
+
+def _config_file(folder: Path, cfg: SweepConfig) -> None:
+    """A shard folder's config.json as the sweep writes it."""
+    import orjson
+
+    from promptrobust.engine.runs.sweep.config import config_dict
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_bytes(orjson.dumps(config_dict(cfg), default=str))
+
+
+def _shard_with_limit(tmp_path: Path, name: str, limit: int, job: str) -> Path:
+    from promptrobust.engine.measuring.records import append_jsonl
+
+    folder = tmp_path / name
+    base = small_config(tmp_path)
+    _config_file(folder, base.with_(evaluation=base.evaluation.with_(limit=limit)))
+    append_jsonl(folder / "results.jsonl", [{"job_id": job, "prompt_id": "p", "status": "attacked", "samples": limit}])
+    return folder
+
+
+def test_merging_one_shard_at_a_time_never_pools_settings(tmp_path: Path) -> None:
+    """Issue 32 F, route 1: `merge OUT A; merge OUT B` with limits 20 and 10 used to pool them."""
+    import orjson
+
+    a = _shard_with_limit(tmp_path, "a", 20, "j1")
+    a2 = _shard_with_limit(tmp_path, "a2", 20, "j2")
+    b = _shard_with_limit(tmp_path, "b", 10, "j3")
+    out = tmp_path / "out"
+    assert merge_runs(out, [a]).added == 1
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ShardError, match=r"other settings than the records already in .*out.*evaluation"):
+        merge_runs(out, [b])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing written
+    assert merge_runs(out, [a2]).added == 1  # the same settings merge one at a time
+    config = orjson.loads((out / "config.json").read_bytes())
+    assert config["merged_from"] == [str(a), str(a2)]  # every source, not only the last call's
+    assert config["evaluation"]["limit"] == 20
+    assert {r["samples"] for r in records(out)} == {20}
+
+
+def test_a_shard_without_its_config_is_refused(tmp_path: Path) -> None:
+    """Issue 32 F, route 2: a shard folder whose config.json was removed could not be compared."""
+    a = _shard_with_limit(tmp_path, "a", 20, "j1")
+    b = _shard_with_limit(tmp_path, "b", 10, "j2")
+    (b / "config.json").unlink()
+    with pytest.raises(ShardError, match=r"b has no config.json"):
+        merge_runs(tmp_path / "out", [a, b])
+    with pytest.raises(ShardError, match=r"b has no config.json"):
+        merge_runs(tmp_path / "out", [b])
+    assert not (tmp_path / "out").exists()
+
+
+def test_records_in_out_without_a_config_are_not_merged_into(tmp_path: Path) -> None:
+    from promptrobust.engine.measuring.records import append_jsonl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    append_jsonl(out / "results.jsonl", [{"job_id": "old", "prompt_id": "p", "status": "attacked"}])
+    with pytest.raises(ShardError, match="holds records but no config.json"):
+        merge_runs(out, [_shard_with_limit(tmp_path, "a", 20, "j1")])
+
+
+def test_the_cli_refuses_both_routes_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from promptrobust.cli.main import main
+
+    a = _shard_with_limit(tmp_path, "a", 20, "j1")
+    b = _shard_with_limit(tmp_path, "b", 10, "j2")
+    out = tmp_path / "out"
+    assert main(["sweep", "merge", str(out), str(a)]) == 0
+    capsys.readouterr()
+    assert main(["sweep", "merge", str(out), str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other settings" in err[0] and "Traceback" not in err[0]
+    (b / "config.json").unlink()
+    assert main(["sweep", "merge", str(tmp_path / "out2"), str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no config.json" in err[0]
 
 
 # -- the command line, with a shard killed mid-run --------------------------------

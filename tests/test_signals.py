@@ -36,11 +36,24 @@ def _posts(srv: FakeOpenAIServer) -> int:
     return srv.count("/v1/chat/completions") + srv.count("/v1/completions")
 
 
-@pytest.mark.parametrize("signum, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
-def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path, signum, code, word) -> None:  # noqa: ANN001
+def _ignore_sigint() -> None:
+    """What a shell does to `cmd &` in a script, and what nohup and some schedulers do."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("signum, code, word, sigint_ignored", [
+    (signal.SIGTERM, 143, "terminated", False),
+    (signal.SIGINT, 130, "interrupted", False),
+    (signal.SIGHUP, 129, "hung up", False),
+    # issue 32 A: with SIGINT ignored, TERM used to be turned into an ignored SIGINT and lost
+    (signal.SIGTERM, 143, "terminated", True),
+    (signal.SIGHUP, 129, "hung up", True),
+])
+def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path, signum, code, word, sigint_ignored) -> None:  # noqa: ANN001
     total = 10 * 30  # ten task prompts x 30 samples
     with FakeOpenAIServer(latency=0.02) as srv:
-        proc = subprocess.Popen(_cmd(srv, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(_cmd(srv, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_ignore_sigint if sigint_ignored else None)
         deadline = time.monotonic() + 60
         while _posts(srv) < 40 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -78,3 +91,14 @@ def test_a_killed_runs_partial_folder_is_removed_by_the_next_run(tmp_path) -> No
         live_partial = folder.partial
         assert live_partial.exists() and not stale.exists()
     assert folder.final.exists() and not live_partial.exists()
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored() -> None:
+    """nohup starts pre with SIGHUP ignored: pre keeps it so (TERM is still handled)."""
+    code = ("import signal; from promptrobust.cli.errors import terminate_as_interrupt\n"
+            "with terminate_as_interrupt():\n"
+            "    print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN, callable(signal.getsignal(signal.SIGTERM)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

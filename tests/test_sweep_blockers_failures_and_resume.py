@@ -91,3 +91,32 @@ def test_a_sweep_sets_batch_size_in_one_place(tmp_path: Path, capsys) -> None:  
                      '\n[models."hf:org/model"]\nmodel_args = "batch_size=8"\nbatch_size = 4\n')
     assert main(["sweep", str(config), "--dry-run"]) == 2
     assert "batch_size 4 and model_args batch_size=8 disagree" in capsys.readouterr().err
+
+
+def test_the_credential_check_uses_each_models_own_model_args(tmp_path: Path, offline_hub, capsys, monkeypatch) -> None:  # noqa: ANN001
+    """Issue 35: models served by local servers (model_args base_url=...) were said to need
+    OPENAI_API_KEY on --dry-run and at the start of the run, then every job succeeded."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer(model="fake-a", answer=hashed_text_answer) as a, FakeOpenAIServer(model="fake-b", answer=hashed_text_answer) as b:
+        extra = (f'\n[models."openai:fake-a"]\nmodel_args = "base_url={a.url}"\n'
+                 f'\n[models."openai:fake-b"]\nmodel_args = "base_url={b.url}"\n')
+        config = _config(tmp_path, '["openai:fake-a", "openai:fake-b", "openai:gpt-4o-mini"]', '["rotten_tomatoes"]',
+                         '["checklist"]', extra)
+        assert main(["sweep", str(config), "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        blocked = [line for line in out.splitlines() if "OPENAI_API_KEY" in line]
+        assert blocked == ["  model openai:gpt-4o-mini: set OPENAI_API_KEY to your OpenAI API key to use "
+                           "https://api.openai.com/v1 (or pass base_url=... for a local OpenAI-compatible server)"], out
+        assert "cannot run here (1 of 3 jobs would fail)" in out
+        config = _config(tmp_path, '["openai:fake-a", "openai:fake-b"]', '["rotten_tomatoes"]', '["checklist"]', extra)
+        assert main(["sweep", str(config), "--quiet"]) == 0
+        err = capsys.readouterr().err
+        assert "cannot run here" not in err and "OPENAI_API_KEY" not in err
+
+
+def test_bad_model_args_of_a_sweep_model_are_a_finding(tmp_path: Path, offline_hub, capsys) -> None:  # noqa: ANN001
+    config = _config(tmp_path, '["openai:fake-a"]', '["rotten_tomatoes"]', '["checklist"]',
+                     '\n[models."openai:fake-a"]\nmodel_args = "base_url=http://127.0.0.1:9/v1,bogus=1"\n')
+    assert main(["sweep", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cannot run here (1 of 1 jobs would fail)" in out and "bogus" in out

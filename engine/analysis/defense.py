@@ -34,13 +34,14 @@ from promptrobust.engine.analysis.sources import (
 )
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 
 __all__ = ["DefenseResult", "defend", "defense_row"]
 
 
 @dataclass
-class DefenseResult:
+class DefenseResult(RecordFrames):
     """Defended records (one per source record) and the PDR without/with the
     defense per (model, attack)."""
 

@@ -30,6 +30,7 @@ from promptrobust.engine.analysis.scoring import (
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import now
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
 
@@ -230,7 +231,7 @@ class CleanScore:
 
 
 @dataclass
-class PromptEvalResult:
+class PromptEvalResult(RecordFrames):
     """Scores of a prompts file on one model: every clean score, and for pairs
     one record each plus the APDR per attack (``statistics.summarize_pdrs``)."""
 
@@ -259,6 +260,11 @@ class PromptEvalResult:
     def is_pairs(self) -> bool:
         return bool(self.records)
 
+    def frame_rows(self) -> list[dict[str, Any]]:
+        """``to_polars()``/``to_pandas()`` rows: the pairs' records as results.parquet holds them; a
+        file of single prompts (no records): one row per prompt with its clean score."""
+        return super().frame_rows() if self.records else [c.to_dict() for c in self.clean]
+
     @property
     def mean_score(self) -> float:
         return sum(c.score for c in self.clean) / len(self.clean)
@@ -270,6 +276,7 @@ class PromptEvalResult:
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
             measurement=self.measurement, dataset=self.settings.get("dataset"), chance_rate=self.chance_rate,
+            model=self.settings.get("model"),
             logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes},
         )
 

@@ -82,6 +82,28 @@ def _data_source(config: Path) -> tuple[str | None, str | None]:
     return pick("data_dir"), pick("data_file")
 
 
+def data_source_notes(sources: Sequence[SourceRecord], settings: SourceSettings) -> list[str]:
+    """The data a source folder's config.json names (``data_file``, ``data_dir``), announced: its
+    rows are sent to the model. A path outside that run folder is refused unless the same setting
+    is given again (``settings``): a folder someone handed over must not make pre read, and send
+    to a model, any file it points at."""
+    notes: dict[str, str] = {}
+    for s in sources:
+        for setting in ("data_file", "data_dir"):
+            recorded = getattr(s, setting)
+            if not recorded or getattr(settings, setting):
+                continue  # none recorded, or the user named the data again (theirs is used)
+            path = Path(recorded)
+            inside = path.resolve().is_relative_to(s.run_dir.resolve())
+            if not inside:
+                raise AnalysisInputError(
+                    f"{s.run_dir / 'config.json'} names {setting} {recorded}, outside that run folder: pre reads it and "
+                    "sends its rows to the model only when you name it again", setting=setting)
+            notes.setdefault(f"{setting} {recorded}", f"records of {s.run_dir} are re-scored on {setting} {recorded}, "
+                             "as its config.json names it")
+    return list(notes.values())
+
+
 def select_sources(
     sources: Iterable[SourceRecord],
     *,
@@ -172,7 +194,10 @@ class SourceSettings:
         )
 
     def select(self, sources: Iterable[SourceRecord]) -> tuple[list[SourceRecord], list[str]]:
-        return select_sources(sources, dataset=self.dataset, attacks=self.attacks, prompt_type=self.prompt_type)
+        """The records to re-score and what to say about them (records left out; data read from
+        a source folder's config.json, see ``data_source_notes``)."""
+        chosen, notes = select_sources(sources, dataset=self.dataset, attacks=self.attacks, prompt_type=self.prompt_type)
+        return chosen, notes + data_source_notes(chosen, self)
 
     def evaluation_for(self, source: SourceRecord, *, base_model: bool) -> EvaluationSettings:
         """The evaluation that re-scores ``source`` on a model (``base_model``: it needs few-shot prompts)."""

@@ -28,6 +28,7 @@ from promptrobust.engine.analysis.sources import (
 )
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 
 __all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
@@ -36,7 +37,7 @@ GROUP = ("source_model", "model", "attack")
 
 
 @dataclass
-class TransferResult:
+class TransferResult(RecordFrames):
     """Target-model records (one per source record) and the transfer APDR."""
 
     target_model: str

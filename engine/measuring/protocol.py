@@ -22,6 +22,7 @@ from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now as now_iso
+from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.measuring.settings import AttackSettings
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, failed_record
 from promptrobust.tasks.base import Prompt
@@ -54,7 +55,7 @@ async def rank_prompts(
 
 
 @dataclass
-class ProtocolResult:
+class ProtocolResult(RecordFrames):
     """Clean scores of the prompt set and one record per (attacked prompt, attack)."""
 
     settings: dict[str, Any]

@@ -33,9 +33,13 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
+
+if TYPE_CHECKING:  # DataFrames are built when asked for
+    import pandas as pd
+    import polars as pl
 
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, MeasurementSettings
 
@@ -261,8 +265,13 @@ def append_jsonl(path: str | os.PathLike[str], records: Iterable[AttackRecord | 
     """Append records whole and fsynced, or not at all (a full disk leaves no torn line; atomic_io)."""
     from promptrobust.engine.safe_io import atomic_io
 
-    rows = [rec.to_dict() if isinstance(rec, AttackRecord) else dict(rec) for rec in records]
-    atomic_io.append_bytes(path, b"".join(orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows))
+    atomic_io.append_bytes(path, b"".join(record_line(rec) for rec in records))
+
+
+def record_line(record: AttackRecord | Mapping[str, Any]) -> bytes:
+    """A record as its line of results.jsonl."""
+    row = record.to_dict() if isinstance(record, AttackRecord) else dict(record)
+    return orjson.dumps(row, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
 def read_jsonl(path: str | os.PathLike[str], *, warn: bool = True, non_finite: bool = False) -> list[dict[str, Any]]:
@@ -324,13 +333,37 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLike[str]) -> int:
-    """Write all records of ``jsonl`` to ``parquet`` atomically (cost flattened); returns the row count."""
+def rows_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """Record rows (as results.jsonl holds them) as results.parquet holds them: one row each, cost flattened."""
     import polars as pl
 
-    rows = [flat_row(r) for r in read_jsonl(jsonl)] if Path(jsonl).exists() else []
+    return pl.DataFrame([flat_row(r) for r in rows], infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def consolidate_parquet(jsonl: str | os.PathLike[str], parquet: str | os.PathLike[str]) -> int:
+    """Write all records of ``jsonl`` to ``parquet`` atomically (cost flattened); returns the row count."""
     from promptrobust.engine.safe_io import atomic_io
 
-    frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    frame = rows_frame(read_jsonl(jsonl) if Path(jsonl).exists() else [])
     atomic_io.write_parquet(parquet, frame)
     return frame.height
+
+
+class RecordFrames:
+    """``to_polars()`` and ``to_pandas()`` of a result: its ``records``, one row each exactly as the
+    run folder's results.parquet holds them (a result without records says what its rows are by
+    overriding ``frame_rows``)."""
+
+    def frame_rows(self) -> list[dict[str, Any]]:
+        """The rows, as results.jsonl holds them (the same bytes, read back)."""
+        return [orjson.loads(record_line(r)) for r in getattr(self, "records")]
+
+    def to_polars(self) -> pl.DataFrame:
+        return rows_frame(self.frame_rows())
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The same table in pandas (needs the [pandas] extra: pandas and pyarrow)."""
+        from promptrobust.extras import require_extra
+
+        require_extra("pandas", f"{type(self).__name__}.to_pandas()")
+        return self.to_polars().to_pandas()

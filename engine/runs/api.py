@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome
     from promptrobust.engine.runs.plan import Note, RunPlan
     from promptrobust.engine.measuring.records import AttackRecord
-    from promptrobust.engine.runs.session import EvaluationResult
+    from promptrobust.engine.runs.session import EvaluationResult, ModelArgs
     from promptrobust.engine.runs.sweep.runner import SweepProgress
 
 __all__ = ["attack", "attack_top_k", "evaluate", "run_plan", "sweep"]
@@ -73,7 +73,7 @@ def evaluate(
     evaluation: EvaluationSettings | None = None,
     *,
     model: str = DEFAULT_MODEL,
-    model_args: dict[str, Any] | None = None,
+    model_args: ModelArgs = None,
     prompts: Sequence[Any] | None = None,
     prompt_type: str = "task",
     cache: str | Path | None = None,
@@ -99,7 +99,7 @@ def attack(
     settings: AttackSettings | None = None,
     *,
     model: str = DEFAULT_MODEL,
-    model_args: dict[str, Any] | None = None,
+    model_args: ModelArgs = None,
     cache: str | Path | None = None,
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
@@ -119,7 +119,7 @@ def attack_top_k(
     settings: AttackSettings | None = None,
     *,
     model: str = DEFAULT_MODEL,
-    model_args: dict[str, Any] | None = None,
+    model_args: ModelArgs = None,
     prompt_type: str = "task",
     cache: str | Path | None = None,
     use_cache: bool = True,

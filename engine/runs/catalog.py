@@ -16,8 +16,8 @@ from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
-__all__ = ["DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attacks", "datasets", "have_hub", "is_offline",
-           "models", "prompts"]
+__all__ = ["DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets", "have_hub",
+           "is_offline", "models", "prompts"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,16 @@ def attacks() -> list[AttackRow]:
     needs = dict(attack_requirements())
     return [AttackRow(name, description, attack_options(name, cli_only=True), needs.get(name, ""))
             for name, description in list_attacks()]
+
+
+def attack_runs_here(name: str) -> bool:
+    """Whether the extras an attack's default resources come from are installed (``attacks.needs``):
+    what a suggestion may offer on this install."""
+    from promptrobust.attacks.errors import AttackResourceError
+    from promptrobust.attacks.needs import check_attack_extras
+
+    try:
+        check_attack_extras([name])
+    except AttackResourceError:
+        return False
+    return True

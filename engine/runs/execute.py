@@ -19,7 +19,8 @@ from promptrobust.engine.measuring.protocol import ProtocolResult
 from promptrobust.engine.measuring.workbench import CleanScore, Workbench
 from promptrobust.engine.runs.plan import Note, RunPlan, RunTarget
 from promptrobust.engine.runs.run_folder import RunFolder
-from promptrobust.engine.runs.run_results import clean_document, protocol_document, session_facts
+from promptrobust.engine.runs.run_results import clean_document, protocol_document, results_file_document, session_facts
+from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.redact import scrub
 
 if TYPE_CHECKING:  # session.py imports this module
@@ -88,6 +89,11 @@ async def run_plan(plan: RunPlan, session: Session, *, on_event: Callable[[str],
         outcomes.append(outcome)
         if on_target is not None:
             on_target(outcome)
+    if plan.output.results_file:  # lm-eval's --output_path FILE.json: every target's results in one file
+        folders = {o.target.task.name: o.folder for o in outcomes}
+        command = list(plan.output.command) if plan.output.command is not None else None
+        atomic_io.write_json(plan.output.results_file, results_file_document(command, folders))
+        note(Note(f"results of {', '.join(folders)} in {plan.output.results_file}"))
     return RunOutcome(plan, tuple(outcomes))
 
 

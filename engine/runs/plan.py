@@ -20,7 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from promptrobust.attacks.needs import check_attack_extras
 from promptrobust.attacks.registry import attack_options, get_attack, list_attacks
@@ -29,6 +32,7 @@ from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode, parse_budget
 from promptrobust.engine.measuring.workbench import SemanticPrompts, with_selection
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
+from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
 from promptrobust.engine.serving.registry import (
     DEFAULT_MODEL,
     ModelSpec,
@@ -46,7 +50,7 @@ from promptrobust.tasks.registry import get_task, list_tasks
 
 __all__ = [
     "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "build_plan", "check_paths",
-    "model_and_scheduler",
+    "check_results_file", "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
@@ -101,10 +105,15 @@ class OutputOptions:
     """The command recorded in results.json (secrets redacted); None: this process's command line."""
     config: Mapping[str, Any] = field(default_factory=dict)
     """config.json: the caller's own options (the CLI's parsed flags); empty: the plan's settings."""
+    results_file: str | None = None
+    """Also one JSON file with every target's results (lm-eval's ``--output_path FILE.json``), written
+    when the run ends (``engine.runs.run_results.results_file_document``); None: none."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.output_dir, str) and self.output_dir.strip()):
             raise SettingsError("output_dir must be a folder name")
+        if self.results_file is not None and not str(self.results_file).endswith(".json"):
+            raise SettingsError(f"results_file {self.results_file} must end in .json", setting="output_dir")
 
 
 @dataclass(frozen=True)
@@ -267,14 +276,16 @@ def build_plan(
     prompts = prompts or PromptChoice()
     tasks = _tasks(datasets)
     check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench=prompts.promptbench)
+    output = output or OutputOptions()
+    if output.results_file:
+        check_results_file(output.results_file)
     shots = evaluation.shots_for(spec.base_model)
     notes: tuple[Note, ...] = ()
     if evaluation.shots is None and shots:
         notes = (Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
                       "set shots to 0 for zero-shot", setting="shots"),)
     targets = tuple(_target(task, evaluation, prompts, attacks, shots) for task in tasks)
-    return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output or OutputOptions(),
-                   notes=notes)
+    return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output, notes=notes)
 
 
 def _tasks(datasets: Sequence[str | Task] | str) -> list[Task]:
@@ -301,6 +312,21 @@ def check_paths(**paths: str | None) -> None:
     for setting, path in paths.items():
         if path and not os.path.exists(path):
             raise SettingsError(f"{setting} {path} does not exist", setting=setting)
+
+
+def check_results_file(path: str) -> None:
+    """A results file may replace an earlier one (its run folders stay), never a folder or another file."""
+    if os.path.isdir(path):
+        raise SettingsError(f"{path} is a folder: give a new .json file for the results, or a folder for the run folders",
+                            setting="output_dir")
+    if os.path.lexists(path):
+        try:
+            ours = orjson.loads(Path(path).read_bytes()).get("format") == RESULTS_FILE_FORMAT
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise SettingsError(f"{path} exists and is not a results file pre wrote: give another file name",
+                                setting="output_dir")
 
 
 def _target(task: Task, evaluation: EvaluationSettings, choice: PromptChoice, attacks: AttackSettings | None,

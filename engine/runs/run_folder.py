@@ -199,11 +199,18 @@ class SweepFolder:
     place (records append across reruns; a rerun skips what ``results.jsonl`` holds).
     The local executor and the Ray driver both write through it."""
 
+    #: What a sweep writes in its folder; none of them may be a symbolic link.
+    FILES = ("results.jsonl", "results.parquet", "results.json", "config.json", "errors.jsonl")
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.results = self.path / "results.jsonl"
         self.started = now()
+        for name in self.FILES:  # said before anything runs (the appends refuse links too)
+            if (self.path / name).is_symlink():
+                raise RunFolderError(f"{self.path / name} is a symbolic link: a sweep writes its files in place and never "
+                                     "through a link (it may point outside the folder); replace it with the file itself")
 
     def write_config(self, config: Mapping[str, Any], *, resume_key: Callable[[Mapping[str, Any]], Any] | None = None) -> Path:
         """``config.json``. With ``resume_key`` (the settings every record depends on), a folder
@@ -348,14 +355,17 @@ def results_document(
     wall_seconds: float,
     chance_rate: float | None = None,
     counters: Mapping[str, Any] | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """The one ``results.json`` layout (see the module docstring)."""
+    """The one ``results.json`` layout (see the module docstring). ``model``: the model's name as
+    the user gave it, the name its records carry (one name per model everywhere); None: the
+    first model identity's name (``models`` keeps every identity as the backend reports it)."""
     first = models[0] if models else {}
     return {
         "format": FORMAT,
         "command": redact_argv(argv),
         "versions": versions(),
-        "model": first.get("name"),
+        "model": model if model is not None else first.get("name"),
         "dataset": dataset,
         "models": [dict(m) for m in models],
         "configs": {"measurement": dict(measurement) if measurement is not None else None, **dict(configs)},
@@ -395,5 +405,11 @@ def repair_torn_tail(results_file: Path) -> None:
     raw = results_file.read_bytes()
     if raw and not raw.endswith(b"\n"):
         cut = raw.rfind(b"\n") + 1
-        with open(results_file, "r+b") as fh:
-            fh.truncate(cut)
+        try:
+            fd = os.open(results_file, os.O_WRONLY | atomic_io.NO_FOLLOW)  # never truncate a link's target
+        except OSError as exc:
+            raise atomic_io.output_error(exc, results_file) from None
+        try:
+            os.ftruncate(fd, cut)
+        finally:
+            os.close(fd)

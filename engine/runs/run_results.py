@@ -5,12 +5,15 @@ library returns, so the CLI (and any API caller) only hands them over.
 - ``clean_document``: clean scores of a prompt set (``pre run``);
 - ``protocol_document``: the protocol's ranking and attack records (``pre run --attack``);
 - ``records_document``: scored prompts and pair/transfer/defense records
-  (``pre eval``, ``pre transfer``, ``pre defend``).
+  (``pre eval``, ``pre transfer``, ``pre defend``);
+- ``results_file_document``: lm-eval's ``--output_path FILE.json``: every target's results.json
+  in one file, keyed by dataset, with the run folder each came from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.measuring.records import AttackRecord
@@ -18,10 +21,14 @@ from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now
-from promptrobust.engine.runs.run_folder import results_document
+from promptrobust.engine.runs.run_folder import redact_argv, results_document
 from promptrobust.engine.measuring.settings import AttackSettings
 
-__all__ = ["clean_document", "protocol_document", "records_document", "session_facts"]
+__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "protocol_document", "records_document", "results_file_document",
+           "session_facts"]
+
+#: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
+RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
 
 
 def session_facts(session: Any) -> dict[str, Any]:
@@ -55,7 +62,7 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
     return results_document(
-        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [],
+        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
         dataset=result.settings.get("dataset"), measurement=result.measurement or None,
         configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
         clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
@@ -104,10 +111,14 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
                      configs: Mapping[str, Any] | None, clean: Sequence[Mapping[str, Any]] | None = None,
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
-                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None) -> dict[str, Any]:
+                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None,
+                     model: str | None = None) -> dict[str, Any]:
     """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
 
-    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind)."""
+    ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind);
+    ``model`` to the one model name the records carry."""
+    if model is None and records:
+        model = _unique([r.model for r in records])
     if measurement is None and records:
         measurement = _unique([r.measurement.to_dict() for r in records])
     if dataset is None and records:
@@ -116,7 +127,7 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
         chance_rate = _unique([r.chance_rate for r in records])
     rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
     return results_document(
-        argv=_argv(argv), models=models, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
+        argv=_argv(argv), models=models, model=model, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
         samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
@@ -146,3 +157,17 @@ def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[st
         counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
         apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack",
     )
+
+
+def results_file_document(argv: Sequence[str] | None, folders: Mapping[str, Path]) -> dict[str, Any]:
+    """One file with the results of every target of a run, as lm-eval's ``--output_path FILE.json``
+    holds every task's: ``results`` maps each dataset to its run folder's results.json (the one
+    layout), ``run_folders`` to the folder holding the rest (records, samples, config)."""
+    import orjson
+
+    return {
+        "format": RESULTS_FILE_FORMAT,
+        "command": redact_argv(_argv(argv)),
+        "results": {name: orjson.loads((folder / "results.json").read_bytes()) for name, folder in folders.items()},
+        "run_folders": {name: str(folder) for name, folder in folders.items()},
+    }

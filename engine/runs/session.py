@@ -39,9 +39,9 @@ from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome, run_plan
 from promptrobust.engine.runs.plan import Note, RunPlan
 
 from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
 from promptrobust.engine.runs.prompt_choice import prompt_set
-from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, resolve_model
+from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, parse_model_args, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -51,10 +51,12 @@ from promptrobust.tasks.base import Prompt
 __all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "prompt_set", "use_uvloop"]
 
 BackendFactory = Callable[[ModelSpec], Any]
+#: A model's arguments: a mapping, or lm-eval's string form "key=value,..." (``parse_model_args``).
+ModelArgs = Mapping[str, Any] | str | None
 
 
 @dataclass
-class EvaluationResult:
+class EvaluationResult(RecordFrames):
     """Clean scores of several prompts on one model and dataset, with their intervals."""
 
     model: str
@@ -95,6 +97,10 @@ class EvaluationResult:
     def prompts(self) -> list[Prompt]:
         return [c.prompt for c in self.clean]
 
+    def frame_rows(self) -> list[dict[str, Any]]:
+        """``to_polars()``/``to_pandas()`` rows: one per prompt, its clean score as results.json holds it."""
+        return [{"model": self.model, "dataset": self.dataset, **c.to_dict()} for c in self.clean]
+
     def sample_log(self) -> Iterator[dict[str, Any]]:
         """samples.jsonl rows: every prompt's per-sample answers (held when evaluated with ``keep_records``)."""
         for c, ev in zip(self.clean, self.evaluations):
@@ -117,7 +123,8 @@ class EvaluationResult:
         import sys
 
         return results_document(
-            argv=list(argv) if argv is not None else ["python", *sys.argv], models=[self.model_identity] if self.model_identity else [],
+            argv=list(argv) if argv is not None else ["python", *sys.argv], model=self.model,
+            models=[self.model_identity] if self.model_identity else [],
             dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
             clean=[c.to_dict() for c in self.clean],
             extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
@@ -153,13 +160,16 @@ class Session:
         self._schedulers: dict[str, Scheduler] = {}
         self._workbenches: dict[tuple[Any, ...], Workbench] = {}
 
-    def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | None = None) -> ModelSpec:
-        return model if isinstance(model, ModelSpec) else resolve_model(model, model_args)
+    def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: ModelArgs = None) -> ModelSpec:
+        """The model's spec; ``model_args`` as a mapping or as lm-eval's string ``"key=value,..."``."""
+        if isinstance(model, ModelSpec):
+            return model
+        return resolve_model(model, parse_model_args(model_args) if isinstance(model_args, str) else model_args)
 
     async def scheduler(
         self,
         model: str | ModelSpec = DEFAULT_MODEL,
-        model_args: Mapping[str, Any] | None = None,
+        model_args: ModelArgs = None,
         *,
         settings: SchedulerSettings | None = None,
     ) -> Scheduler:
@@ -189,7 +199,7 @@ class Session:
         return sched
 
     async def workbench(self, model: str | ModelSpec = DEFAULT_MODEL, evaluation: EvaluationSettings | None = None,
-                        *, model_args: Mapping[str, Any] | None = None,
+                        *, model_args: ModelArgs = None,
                         scheduler_settings: SchedulerSettings | None = None) -> Workbench:
         """Task, samples, examples, the mode and the model's scheduler for one evaluation
         (``engine.workbench.Workbench``), prepared once per session and reused. A user's own task
@@ -209,7 +219,7 @@ class Session:
         evaluation: EvaluationSettings | None = None,
         *,
         model: str | ModelSpec = DEFAULT_MODEL,
-        model_args: Mapping[str, Any] | None = None,
+        model_args: ModelArgs = None,
         prompts: Sequence[Prompt] | None = None,
         prompt_type: str = "task",
         keep_records: bool = False,
@@ -252,7 +262,7 @@ class Session:
         settings: AttackSettings | None = None,
         *,
         model: str | ModelSpec = DEFAULT_MODEL,
-        model_args: Mapping[str, Any] | None = None,
+        model_args: ModelArgs = None,
         **evaluation_fields: Any,
     ) -> AttackRecord:
         """Attack one prompt with one attack; returns its ``AttackRecord`` (PDR with its interval)."""
@@ -269,7 +279,7 @@ class Session:
         settings: AttackSettings | None = None,
         *,
         model: str | ModelSpec = DEFAULT_MODEL,
-        model_args: Mapping[str, Any] | None = None,
+        model_args: ModelArgs = None,
         prompts: Sequence[Prompt] | None = None,
         prompt_type: str = "task",
         on_record: Any = None,

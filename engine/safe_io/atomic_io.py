@@ -12,7 +12,9 @@ One owner for writing results to disk:
   PNGs, HTML) are all written to temporaries first and renamed only when every
   one is complete.
 * ``append_bytes``: appends to a log (``results.jsonl``) that either land whole
-  or are cut back to the previous end, so a full disk never leaves a torn line.
+  or are cut back to the previous end, so a full disk never leaves a torn line;
+  never through a symbolic link (``NO_FOLLOW``; renames replace a link, never
+  its target).
 * ``reserve_folder`` / ``commit_folder``: unique run-folder names even for runs
   started in the same second by several processes (the name is claimed with
   an exclusive ``mkdir``; a clash at the final rename takes the next suffix).
@@ -38,6 +40,8 @@ import orjson
 
 #: Exit code of a run stopped by its environment (a full disk, a refused write).
 EXIT_ENVIRONMENT = 1
+#: Files written in place (appends, locks) are opened without following a symbolic link.
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 1 << 20
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 #: Polars and other native writers raise their own exception types; their text
@@ -109,6 +113,9 @@ def describe_os_error(exc: BaseException, path: str | os.PathLike[str] | None = 
         return f"cannot write {where}: read-only file system; write to another folder"
     if number in (errno.EACCES, errno.EPERM):
         return f"cannot write {where}: permission denied; fix its permissions or write to another folder"
+    if number == errno.ELOOP:  # opened with O_NOFOLLOW: results are never written through a link
+        return (f"{where} is a symbolic link, and pre never writes through one (it may point outside the folder); "
+                "replace it with the file itself, or write to another folder")
     reason = getattr(exc, "strerror", None) or " ".join(str(exc).split()) or type(exc).__name__
     return f"cannot write {where}: {reason}"
 
@@ -294,7 +301,7 @@ def append_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         return
     existed = target.exists()
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NO_FOLLOW, 0o644)
     except OSError as exc:
         raise output_error(exc, target) from None
     try:

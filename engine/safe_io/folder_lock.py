@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from promptrobust.engine.safe_io.atomic_io import OutputWriteError, output_error
+from promptrobust.engine.safe_io.atomic_io import NO_FOLLOW, OutputWriteError, output_error
 
 __all__ = ["FolderLock", "LockHeld", "describe_process", "folder_lock"]
 
@@ -52,7 +52,7 @@ class FolderLock:
 
         if self._fd is None:
             try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | NO_FOLLOW, 0o644)
             except OSError as exc:
                 raise output_error(exc, self.path) from None
         try:

@@ -18,7 +18,7 @@ from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.backends.base import BackendError
 from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
-from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.serving.registry import ModelArgsError, build_backend, parse_model_args, resolve_model
 from promptrobust.tasks.registry import get_task
 
 
@@ -36,8 +36,13 @@ class Finding:
 BLOCKED, NETWORK, SUBSTITUTE = "blocked", "needs the network", "substitute"
 
 
-def _model(name: str) -> Finding | None:
-    spec = resolve_model(name)
+def _model(name: str, model_args: str = "") -> Finding | None:
+    """What stops ``name`` here, resolved with the model arguments its sweep gives it (a base_url
+    to local servers needs no API key; bad arguments are said as a blocker too)."""
+    try:
+        spec = resolve_model(name, parse_model_args(model_args))
+    except ModelArgsError as exc:
+        return Finding(f"model {name}", str(exc), BLOCKED)
     if spec.embedded:
         try:
             EMBEDDED_MODELS[spec.model].parts()
@@ -47,7 +52,7 @@ def _model(name: str) -> Finding | None:
     if spec.backend == "openai":
         try:
             build_backend(spec)  # reads the key; sends nothing
-        except BackendError as exc:
+        except (BackendError, ModelArgsError) as exc:
             return Finding(f"model {name}", str(exc), BLOCKED)
         return None
     if spec.backend == "vllm" and importlib.util.find_spec("vllm") is None:
@@ -96,7 +101,7 @@ def findings(cfg: SweepConfig) -> list[Finding]:
     """Every blocker and note for the sweep's models, datasets and attacks."""
     out: list[Finding] = []
     for name in cfg.models:
-        found = _model(name)
+        found = _model(name, str(cfg.model_options.get(name, {}).get("model_args", "")))
         if found:
             out.append(found)
     for name in cfg.datasets:

@@ -33,6 +33,7 @@ The caches are never shared between processes over a network file system
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import tempfile
@@ -152,6 +153,24 @@ def _lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
     e = ray.exceptions
     return (e.RayActorError, e.WorkerCrashedError, e.ObjectLostError, e.NodeDiedError, e.OutOfMemoryError,
             e.GetTimeoutError, e.LocalRayletDiedError, e.ActorUnschedulableError)
+
+
+def _start_ray(ray: Any, options: RayOptions) -> None:
+    """Join the cluster at ``options.address`` (None: start a local one); a Ray that does not come
+    up ("node timed out during startup", no head at the address) is one line with the fix."""
+    try:
+        ray.init(address=options.address, include_dashboard=False, logging_level="WARNING")
+    except Exception as exc:  # noqa: BLE001 - Ray raises plain Exception, ConnectionError, RuntimeError...
+        with contextlib.suppress(Exception):  # a half-started local Ray is taken down again
+            ray.shutdown()
+        if options.address:
+            fix = (f"check that a Ray head runs there (`ray status --address {options.address}`), "
+                   "or drop --address to start a local one")
+        else:
+            fix = ("a local Ray needs free memory and room in its temp folder (RAY_TMPDIR); "
+                   "check that `ray start --head` works here, or run with --executor local")
+        where = f"at {options.address}" if options.address else "locally"
+        raise RayExecutorError(f"Ray did not start {where} ({_why(exc)}); {fix}") from None
 
 
 def _why(exc: BaseException) -> str:
@@ -401,7 +420,7 @@ def run_sweep_ray(
     out.write_config(config_dict(cfg), resume_key=resume_key)
     owns_ray = not ray.is_initialized()
     if owns_ray:
-        ray.init(address=options.address, include_dashboard=False, logging_level="WARNING")
+        _start_ray(ray, options)
     try:
         _check_resources(ray, options)
         driver = _Driver(ray, cfg, options, list(jobs) if jobs is not None else cfg.jobs(), on_event, backend_factory)

@@ -43,7 +43,7 @@ _SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SHARD_SUFFIX = re.compile(r"\.shard-\d+-of-\d+$")
 _SHARD_PART = re.compile(r"\.shard-\d+-of-\d+")
 #: config.json keys that may differ between the shards of one sweep.
-_PER_SHARD_KEYS = {"name", "output_dir", "cache", "source", "max_jobs", "shard", "scheduler"}
+_PER_SHARD_KEYS = {"name", "output_dir", "cache", "source", "max_jobs", "shard", "scheduler", "merged_from"}
 
 
 class ShardError(PromptRobustError, ValueError):
@@ -132,7 +132,8 @@ def _results_file(folder: Path) -> Path:
     return path
 
 
-def _comparable_config(folder: Path) -> dict[str, Any] | None:
+def _read_config(folder: Path) -> dict[str, Any] | None:
+    """A sweep folder's config.json, or None when it has none."""
     path = folder / "config.json"
     if not path.is_file():
         return None
@@ -140,6 +141,13 @@ def _comparable_config(folder: Path) -> dict[str, Any] | None:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError:
         raise ShardError(f"{path} is not valid JSON; rerun that shard to rewrite it") from None
+    if not isinstance(data, dict):
+        raise ShardError(f"{path} is not a sweep config (not a JSON object); rerun that shard to rewrite it")
+    return data
+
+
+def _comparable(data: dict[str, Any]) -> dict[str, Any]:
+    """What a sweep's records depend on: its config less what may differ per shard or machine."""
     out = {k: v for k, v in data.items() if k not in _PER_SHARD_KEYS}
     # Where a model is served and how fast may differ per machine; what is measured may not.
     out["model_options"] = {
@@ -147,6 +155,11 @@ def _comparable_config(folder: Path) -> dict[str, Any] | None:
         for model, opts in (data.get("model_options") or {}).items()
     }
     return out
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
+    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(differing[:3])
 
 
 def _key(row: dict[str, Any], where: Path) -> tuple[str, str]:
@@ -164,26 +177,34 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
     a failed record is kept only while no shard has that key finished (a
     later merge, after the shard is rerun, adds the finished one, and reports
     read the last). Merging again adds nothing; a merge killed midway is
-    resumed by running it again (a torn last line is dropped first). The
-    shards must come from the same sweep config (grid and settings).
+    resumed by running it again (a torn last line is dropped first).
+
+    Settings are never pooled: every shard folder must keep its config.json,
+    the shards must come from the same sweep config (grid and settings), and
+    records already in ``out`` must have been made under the same settings
+    (its config.json says so; ``out`` holding records without one is refused).
+    ``out``'s config.json lists every folder ever merged into it.
     """
     out_dir = Path(out)
     folders = [Path(d) for d in shard_dirs]
     if not folders:
         raise ShardError("pass at least one shard run folder to merge")
     files = [_results_file(f) for f in folders]
-    configs = [(f, _comparable_config(f.parent)) for f in files]
-    known = [(f, c) for f, c in configs if c is not None]
-    for f, c in known[1:]:
-        if c != known[0][1]:
-            differing = sorted(k for k in set(c) | set(known[0][1]) if c.get(k) != known[0][1].get(k))
-            raise ShardError(
-                f"{f.parent} comes from a different sweep than {known[0][0].parent} "
-                f"(config differs in {', '.join(differing[:3])}); merge shards of one config only"
-            )
     for f in files:
         if out_dir.resolve() == f.parent.resolve():
             raise ShardError(f"{out_dir} is both the output and a shard; merge into a new folder")
+    configs: list[tuple[Path, dict[str, Any]]] = []
+    for f in files:
+        data = _read_config(f.parent)
+        if data is None:
+            raise ShardError(f"{f.parent} has no config.json, so the settings of its records cannot be checked: "
+                             "rerun that shard (a rerun keeps its records) or restore its config.json")
+        configs.append((f.parent, data))
+    first_folder, first = configs[0]
+    for folder, data in configs[1:]:
+        if _comparable(data) != _comparable(first):
+            raise ShardError(f"{folder} comes from a different sweep than {first_folder} (config differs in "
+                             f"{_differences(_comparable(data), _comparable(first))}); merge shards of one config only")
 
     shard_rows = [(f, read_jsonl(f)) for f in files]
     finished_anywhere = {
@@ -195,10 +216,39 @@ def merge_runs(out: str | os.PathLike[str], shard_dirs: Sequence[str | os.PathLi
     # One writer: a sweep or another merge into OUT is waited for, then refused in one line.
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir, f"folder {out_dir}").hold(wait=lock_wait, say=say):
-        return _merge_locked(out_dir, files, known, shard_rows, finished_anywhere)
+        merged_config = _merged_config(out_dir, configs)
+        return _merge_locked(out_dir, files, merged_config, shard_rows, finished_anywhere)
 
 
-def _merge_locked(out_dir: Path, files: list[Path], known: list[tuple[Path, Any]],
+def _merged_config(out_dir: Path, configs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """OUT's config.json after the merge; refuses incoming records made under other settings than
+    the records OUT already holds (merging one shard at a time must not pool settings either)."""
+    first_folder, first = configs[0]
+    for name in ("results.jsonl", "config.json"):
+        if (out_dir / name).is_symlink():
+            raise ShardError(f"{out_dir / name} is a symbolic link: a merge never takes records or settings through a "
+                             "link (it may point outside the folder); replace it with the file itself, or merge into a new folder")
+    existing = _read_config(out_dir) if out_dir.is_dir() else None
+    target = out_dir / "results.jsonl"
+    holds_records = target.is_file() and target.stat().st_size > 0
+    if existing is None and holds_records:
+        raise ShardError(f"{out_dir} holds records but no config.json, so their settings cannot be compared with "
+                         f"{first_folder}'s: merge into a new folder")
+    if existing is not None and _comparable(existing) != _comparable(first):
+        raise ShardError(f"{first_folder} was made with other settings than the records already in {out_dir} "
+                         f"(config differs in {_differences(_comparable(first), _comparable(existing))}); "
+                         "merge it into another folder")
+    merged = dict(existing if existing is not None else first)
+    merged["name"] = base_name(str(merged.get("name", out_dir.name)))
+    if merged.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
+        merged["cache"] = _SHARD_PART.sub("", str(merged["cache"]))
+    recorded = merged.get("merged_from")
+    earlier = [str(f) for f in recorded] if isinstance(recorded, list) else []
+    merged["merged_from"] = list(dict.fromkeys([*earlier, *(str(folder) for folder, _ in configs)]))
+    return merged
+
+
+def _merge_locked(out_dir: Path, files: list[Path], merged_config: dict[str, Any],
                   shard_rows: list[tuple[Path, list[dict[str, Any]]]], finished_anywhere: set[tuple[str, str]]) -> MergeResult:
     atomic_io.remove_leftovers(out_dir.parent, out_dir.name)
     target = out_dir / "results.jsonl"
@@ -236,18 +286,16 @@ def _merge_locked(out_dir: Path, files: list[Path], known: list[tuple[Path, Any]
         work.mkdir()
         if out_dir.is_dir():  # whatever else OUT holds comes along unchanged
             for item in out_dir.iterdir():
-                if item.name not in ("results.jsonl", "results.parquet", "config.json"):
-                    (shutil.copytree if item.is_dir() else shutil.copy2)(item, work / item.name)
+                if item.name in ("results.jsonl", "results.parquet", "config.json"):
+                    continue
+                if item.is_symlink():  # kept as a link: never read or written through
+                    os.symlink(os.readlink(item), work / item.name)
+                elif item.is_dir():
+                    shutil.copytree(item, work / item.name, symlinks=True)
+                else:
+                    shutil.copy2(item, work / item.name)
         atomic_io.write_bytes(work / "results.jsonl", old_raw + atomic_io.jsonl_bytes(to_write))
-        if known:
-            merged_config = {**orjson.loads((known[0][0].parent / "config.json").read_bytes())}
-            merged_config["name"] = base_name(str(merged_config.get("name", out_dir.name)))
-            if merged_config.get("cache"):  # the unsharded sweep's cache: where `pre cache merge` should write
-                merged_config["cache"] = _SHARD_PART.sub("", str(merged_config["cache"]))
-            merged_config["merged_from"] = [str(f.parent) for f in files]
-            atomic_io.write_bytes(work / "config.json", orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
-        elif (out_dir / "config.json").is_file():
-            shutil.copy2(out_dir / "config.json", work / "config.json")
+        atomic_io.write_bytes(work / "config.json", orjson.dumps(merged_config, option=orjson.OPT_INDENT_2, default=str))
         consolidate_parquet(work / "results.jsonl", work / "results.parquet")
         atomic_io.replace_folder(work, out_dir)
     except BaseException as exc:
