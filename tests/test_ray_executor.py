@@ -155,6 +155,10 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
         busy = {ray.get(s.actor.where.remote())["node"] for s in state["slots"].values() if s.actor is not None and s.in_flight}
         for node in nodes:
             if node.node_id in busy:
+                # The busy node's unit must still be working when its node goes, also on a loaded machine
+                # where it could otherwise finish in between: its next answers take a while.
+                for srv in server.values():
+                    srv.script(*["slow:1"] * 24)
                 removed.append(node.node_id)
                 local.remove_node(node, allow_graceful=False)
                 return
