@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from promptrobust.engine.errors import PromptRobustError
+
 __all__ = [
     "AT_CHANCE_NOTE",
     "PDRSummary",
@@ -65,7 +67,7 @@ _Z95 = 1.959963984540054
 _N_BOOT = 2000
 
 
-class StatisticsError(ValueError):
+class StatisticsError(PromptRobustError, ValueError):
     """Scores that cannot be summarised (empty, unequal lengths, not numbers)."""
 
 

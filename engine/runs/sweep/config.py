@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.errors import PromptRobustError, SettingsError
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -21,7 +21,7 @@ from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 __all__ = ["Job", "SweepConfig", "SweepConfigError", "config_dict", "load_config", "model_settings", "resume_key"]
 
 
-class SweepConfigError(ValueError):
+class SweepConfigError(PromptRobustError, ValueError):
     """A config problem; the message names the field."""
 
 

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.registry import parse_model_args, resolve_model
@@ -44,7 +45,7 @@ def attack_candidates(attack: str, words: float, budget: int | None) -> int:
     return n if budget is None else min(n, budget)
 
 
-class PriceTableError(ValueError):
+class PriceTableError(PromptRobustError, ValueError):
     """A price file that cannot be read; the message names the file and the fix."""
 
 

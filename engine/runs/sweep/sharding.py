@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.folder_lock import folder_lock
 from promptrobust.engine.measuring.records import consolidate_parquet, read_jsonl
@@ -45,7 +46,7 @@ _SHARD_PART = re.compile(r"\.shard-\d+-of-\d+")
 _PER_SHARD_KEYS = {"name", "output_dir", "cache", "source", "max_jobs", "shard", "scheduler"}
 
 
-class ShardError(ValueError):
+class ShardError(PromptRobustError, ValueError):
     """A bad --shard value or run folders that cannot be merged; one line naming the fix."""
 
 

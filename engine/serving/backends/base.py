@@ -14,11 +14,12 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 
-class BackendError(Exception):
-    """A failure that retrying will not fix (bad request, missing model...)."""
+class BackendError(PromptRobustError):
+    """A failure that retrying will not fix (bad request, missing model...); one line naming the fix."""
 
 
 class BackendUnavailable(BackendError):
@@ -40,7 +41,7 @@ class RequestFailedError(BackendError):
         self.attempts = attempts
 
 
-class TransientBackendError(Exception):
+class TransientBackendError(PromptRobustError):
     """A failure worth retrying: 429, 5xx, timeouts, dropped connections, and
     answers that lack what the request needs (malformed JSON, no content, no
     log-probs when they were asked for): those are never scored or cached.

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.backends.base import BackendUnavailable
 from promptrobust.engine.serving.backends.hf import HFBackend
 from promptrobust.engine.serving.types import Completion, Request
@@ -45,7 +46,7 @@ TOKENIZER_MODEL = "smollm2-135m-instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
-class RandomModelError(ValueError):
+class RandomModelError(PromptRobustError, ValueError):
     """An unknown ``random:`` configuration or a bad argument for one."""
 
 
