@@ -308,10 +308,11 @@ async def run_engine(backend: Any, requests: list[Request], kind: str, label: st
                      fm: FlopModel) -> Measured:
     """(b)/(c): every request through a Scheduler (no score cache) over the backend, every lever on."""
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     levers(backend, engine=True)
     backend.batch_size = backend.max_batch_size = batch_size
-    sched = Scheduler(backend, batch_size=batch_size, owns_backend=False)
+    sched = Scheduler(backend, settings=SchedulerSettings(batch_size=batch_size), owns_backend=False)
     await sched.start()
     before = _timed_positions(backend)
     try:

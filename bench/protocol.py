@@ -69,6 +69,7 @@ from bench.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
 from promptrobust.engine.serving.registry import resolve_model  # noqa: E402
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings  # noqa: E402
 from promptrobust.engine.serving.scheduler import Scheduler  # noqa: E402
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
 from promptrobust.engine.measuring.workbench import few_shot, protected_words, semantic_prompts_for  # noqa: E402
@@ -156,7 +157,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
             c.prefixes = PrefixCache(int(args.prefix_cache_mb * 2**20))
             c.recorder = Recorder(backend)
             c.cache = ScoreCache(tmp / f"{c.name}.sqlite")
-            c.scheduler = Scheduler(c.recorder, cache=c.cache, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+            c.scheduler = Scheduler(c.recorder, cache=c.cache, settings=SchedulerSettings(batch_size=args.batch_size, max_wait_ms=5), owns_backend=False)
             if args.breakdown and c.name == "engine":
                 c.profile = PassProfile(backend)
             await c.scheduler.start()

@@ -34,6 +34,7 @@ from promptrobust.engine.serving.cache import ScoreCache
 from bench.reference import ReferenceScorer
 from promptrobust.engine.serving.registry import build_backend, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks import get_task, load_prompts
 
 #: Extra instruction sentences (ours) that lengthen a sentiment prompt without changing its task.
@@ -60,7 +61,7 @@ async def pass_cost(backend, task, samples, prompt: str, *, cache_dir: Path, bat
     await reference.score(prompt)
     ref_seconds = time.perf_counter() - t0
     cache = ScoreCache(cache_dir / f"len{len(prompt)}.sqlite")
-    sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
+    sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(batch_size=batch_size, max_wait_ms=5), owns_backend=False)
     await sched.start()
     evaluator = evaluator_for("engine", sched, task, samples, chunk_size=len(samples))
     t0 = time.perf_counter()

@@ -15,6 +15,7 @@ from promptrobust.engine.serving.backends.base import BackendUnavailable
 from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
 from promptrobust.engine.serving.retry import RetryPolicy
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer, FaultPlan
 
@@ -42,8 +43,9 @@ def posts(srv: FakeOpenAIServer) -> int:
     return srv.count("/v1/completions") + srv.count("/v1/chat/completions")
 
 
-async def run_all(backend: OpenAIBackend, n: int, **kw) -> list[str]:  # noqa: ANN003
-    async with Scheduler(backend, concurrency=8, retry_policy=FAST, **kw) as sched:
+async def run_all(backend: OpenAIBackend, n: int, request_timeout: float | None = None) -> list[str]:
+    settings = SchedulerSettings(concurrency=8, request_timeout=request_timeout)
+    async with Scheduler(backend, settings=settings, retry_policy=FAST) as sched:
         outs = await sched.submit_many(requests(n))
     return [o.text for o in outs]
 
@@ -114,7 +116,7 @@ async def test_an_ejected_endpoint_is_probed_after_its_cool_down_and_readmitted(
         b = OpenAIBackend("fake-model", base_urls=[a.url, c.url], logprobs=True, eject_after=2, cooldown=0.5)
         await b.start()
         a.script("500", "503")
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             await sched.submit_many(requests(4))
             assert b.endpoint_health[a.url] == "ejected"
             await asyncio.sleep(0.6)  # the cool-down passes
@@ -129,7 +131,7 @@ async def test_a_probe_that_fails_rests_the_endpoint_longer():
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=FaultPlan({"500": 1.0})) as dead:
         b = OpenAIBackend("fake-model", base_urls=[dead.url, good.url], eject_after=1, cooldown=0.02)
         await b.start()
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             for i in range(6):
                 await sched.submit(requests(20)[i])
                 await asyncio.sleep(0.05)
@@ -144,7 +146,7 @@ async def test_a_429_does_not_count_against_an_endpoints_health():
         await b.start()
         a.script("429:0", "429:0")
         c.script("429:0", "429:0")
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             await sched.submit_many(requests(6))
         assert b.endpoint_health == {a.url: "ok", c.url: "ok"}
         await b.close()

@@ -395,10 +395,11 @@ async def test_two_base_urls_share_the_load():
 async def test_scheduler_with_limits_against_rate_limited_server():
     """End to end: the lead's Scheduler + our limiter/retries vs a server enforcing its own rpm."""
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url])
-        sched = Scheduler(b, concurrency=8, retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
+        sched = Scheduler(b, settings=SchedulerSettings(concurrency=8), retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
         async with sched:
             reqs = [Request("score_choices", prompt=f"Sentence:\n{'good' if i % 2 else 'bad'} movie {i}",
                             choices=("positive", "negative")) for i in range(30)]

@@ -39,14 +39,15 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from promptrobust.engine.serving.backends.base import Backend, BackendError, RequestFailedError, TransientBackendError
 from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.ratelimit import RateLimiter
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.serving.types import Completion, Request, request_key
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.engine.serving.types import Completion, ModelIdentity, Request, request_key
 
 #: A label log-probability may exceed 0 by this much (float rounding); beyond it,
 #: the number is impossible and the answer is malformed (retried, never cached).
@@ -118,42 +119,40 @@ class Scheduler:
         backend: Backend,
         *,
         cache: ScoreCache | None = None,
-        batch_size: int | None = None,
-        max_wait_ms: float = 5.0,
-        concurrency: int = 64,
-        rpm: float | None = None,
-        tpm: float | None = None,
+        settings: SchedulerSettings | None = None,
+        owns_backend: bool = True,
+        limiter: RateLimiter | None = None,
         retry_policy: RetryPolicy | None = None,
         max_pending: int = 4096,
         seed: int = 0,
-        sleep: Callable[[float], object] | None = None,
-        limiter: RateLimiter | None = None,
-        owns_backend: bool = True,
-        request_timeout: float | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError("batch size must be at least 1")
-        if request_timeout is not None and not (request_timeout > 0 and request_timeout != float("inf")):
-            raise ValueError(f"request_timeout must be a positive number of seconds (got {request_timeout!r})")
+        """``settings``: the limits, whole (``SchedulerSettings()`` when None). The other keywords are
+        not settings: ``owns_backend`` False when the caller starts and closes the backend (one backend,
+        several schedulers); ``limiter`` a rate limiter shared with others (instead of one built from
+        ``settings.rpm``/``tpm``); ``retry_policy`` replaces ``settings.retry_policy()`` (tests and
+        benchmarks shorten the waits); ``max_pending`` bounds the queue; ``seed`` the retry jitter;
+        ``sleep`` the waits between attempts (tests)."""
+        settings = settings if settings is not None else SchedulerSettings()
+        if not isinstance(settings, SchedulerSettings):
+            raise TypeError(f"settings must be a SchedulerSettings, not {type(settings).__name__}")
+        self.settings = settings
         #: Seconds one call of an HTTP-like backend may take (None: the backend's own).
         #: In-process (batching) backends run in a thread that cannot be cut short,
         #: so a retry would only queue behind it: they are not timed out here.
-        self.request_timeout = request_timeout
+        self.request_timeout = settings.request_timeout
         self.backend = backend
-        #: False when the caller starts and closes the backend (one backend, several schedulers).
         self.owns_backend = owns_backend
         self.cache = cache
-        self.batch_size = batch_size or backend.max_batch_size
-        self.max_wait = max_wait_ms / 1000.0
-        self.concurrency = concurrency
+        self.batch_size = settings.batch_size or backend.max_batch_size
+        self.max_wait = settings.max_wait_ms / 1000.0
+        self.concurrency = settings.concurrency
         self.max_pending = max_pending
         self.stats = SchedulerStats()
-        self._identity = None
+        self._identity: ModelIdentity | None = None
         self._model_tag = ""
-        self._limiter = limiter or (RateLimiter(rpm=rpm, tpm=tpm) if (rpm or tpm) else None)
-        self._retry = retry_policy or RetryPolicy()
+        self._limiter = limiter or (RateLimiter(rpm=settings.rpm, tpm=settings.tpm) if (settings.rpm or settings.tpm) else None)
+        self._retry = retry_policy or settings.retry_policy()
         self._rng = random.Random(seed)
         self._sleep = sleep or asyncio.sleep
         self._queue: asyncio.Queue[_Job] | None = None
