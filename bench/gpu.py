@@ -240,9 +240,9 @@ def reference_subset(cfg: GpuBenchConfig, prompts: list[str], samples: list[Any]
 
 def levers(backend: Any, *, engine: bool, share: bool = True) -> None:
     """Baseline (nothing shared or cached between calls) or the engine's levers, with a cold prefix cache."""
-    from promptrobust.engine.serving.backends.hf_prefix import PrefixCache
+    from promptrobust.engine.serving.backends.hf.prefix import PrefixCache
 
-    backend.share_prefix = engine and share
+    backend.with_levers(share_prefix=engine and share)
     backend.prefixes = PrefixCache(int(PREFIX_CACHE_MB * 2**20) if engine and share else 0)
 
 
@@ -396,14 +396,15 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     """Build the model once, run (a), (b), (c), then the batch-size sweep and prefix sharing."""
     import torch
 
+    from promptrobust.engine.serving.backends.hf import HFOptions
     from promptrobust.engine.serving.backends.random_model import RandomHFBackend
 
     cfg.validate()
     say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
-    backend = RandomHFBackend(cfg.model, seed=cfg.seed, tokenizer=cfg.tokenizer, device=cfg.device, dtype=cfg.dtype,
-                              batch_size=cfg.batch_size)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise GpuBenchError(f"--device {cfg.device}: this machine has no CUDA device; use --device auto or cpu")
+    options = HFOptions(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size)
+    backend = RandomHFBackend(cfg.model, options, seed=cfg.seed, tokenizer=cfg.tokenizer)
     device, dtype = backend.placement()
     check_memory(cfg, _meta_params(backend), device, dtype)
     say(f"building {cfg.model} on {device} in {dtype} (seed {cfg.seed})")

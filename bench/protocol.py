@@ -61,8 +61,8 @@ from bench.report import command_line, header, write_results  # noqa: E402
 from bench.summary import update_section, update_summary  # noqa: E402
 from promptrobust.attacks.errors import AttackResourceError  # noqa: E402
 from promptrobust.attacks.registry import get_attack, list_attacks  # noqa: E402
-from promptrobust.engine.serving.backends.hf import embedded_backend  # noqa: E402
-from promptrobust.engine.serving.backends.hf_prefix import PrefixCache  # noqa: E402
+from promptrobust.engine.serving.backends.hf import GreedyMargins, HFOptions, embedded_backend  # noqa: E402
+from promptrobust.engine.serving.backends.hf.prefix import PrefixCache  # noqa: E402
 from promptrobust.engine.serving.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.measuring.evaluator import Evaluator  # noqa: E402
 from bench.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
@@ -413,7 +413,7 @@ async def main() -> None:
     samples = task.load(limit=args.limit, seed=args.seed)
     prompts = load_prompts(task.name, types=["task"])[: args.prompts]
     shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
-    backend = embedded_backend(args.model, batch_size=args.batch_size, linear_kernel=args.linear_kernel)
+    backend = embedded_backend(args.model, HFOptions(batch_size=args.batch_size, linear_kernel=args.linear_kernel))
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
@@ -425,12 +425,13 @@ async def main() -> None:
         async def between(cs: list[Contender]) -> None:
             await sampler.slice({c.name: c.recorder for c in cs if c.recorder is not None})
 
-    greedy_margins: dict = {}
-    backend.greedy_margins = greedy_margins if extrapolated else None  # the certificate's generation margins
+    margins = GreedyMargins()
+    greedy_margins = margins.margins
+    backend.observer = margins if extrapolated else None  # the certificate's generation margins
     with tempfile.TemporaryDirectory() as tmp:
         contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples,
                                                 between)
-    backend.greedy_margins = None
+    backend.observer = None
     protocol_seconds = time.perf_counter() - started
     args.load_average.append(os.getloadavg()[0])
     by = {c.name: c for c in contenders}
