@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from bench.environment import describe, describe_line
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from promptrobust.engine.serving.ratelimit import RateLimiter

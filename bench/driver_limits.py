@@ -70,7 +70,7 @@ _SERVER = (
 
 
 async def bench_http(url: str, n: int, concurrency: int, cache_path: Path | None) -> dict[str, float]:
-    from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+    from promptrobust.engine.serving.backends.openai import OpenAIBackend
     from promptrobust.engine.serving.cache import ScoreCache
     from promptrobust.engine.serving.scheduler import Scheduler
     from promptrobust.engine.serving.scheduler_settings import SchedulerSettings

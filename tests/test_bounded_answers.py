@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from promptrobust.engine.serving.backends.base import TransientBackendError
-from promptrobust.engine.serving.backends.openai_backend import MAX_BODY_MB, BodyTooLarge, OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.types import Request
 

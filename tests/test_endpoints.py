@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendUnavailable
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.serving.retry import RetryPolicy
 from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -100,8 +100,8 @@ async def test_a_retry_goes_to_another_endpoint():
         await b.start()
         a.script("500")
         req = requests(1)[0]
-        first = b._pick(None)[0]  # noqa: SLF001 - which endpoint the round robin offers next
-        b._rr = 0  # noqa: SLF001
+        first = b._pool.pick(None)[0]  # noqa: SLF001 - which endpoint the round robin offers next
+        b._pool._rr = 0  # noqa: SLF001
         async with Scheduler(b, retry_policy=FAST, owns_backend=False) as sched:
             assert (await sched.submit(req)).text == "negative"
         assert first is b._endpoints[0]  # noqa: SLF001

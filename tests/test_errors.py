@@ -123,7 +123,7 @@ NOT_USER_ERRORS = {
     "promptrobust.engine.safe_io.atomic_io.OutputWriteError",
     "promptrobust.engine.safe_io.folder_lock.LockHeld",
     # internal signals, always turned into a user error before they leave their module
-    "promptrobust.engine.serving.backends.openai_scoring.ScoringAnswerError",
+    "promptrobust.engine.serving.backends.openai.scoring.ScoringAnswerError",
     "promptrobust.engine.runs.sweep.runner._AlreadySaid",
 }
 

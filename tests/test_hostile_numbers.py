@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from promptrobust.engine.serving.backends.base import RequestFailedError, TransientBackendError
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend, logprob_problem
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai.answers import logprob_problem
 from promptrobust.engine.serving.cache import ScoreCache, decode_completion
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.scheduler import Scheduler, completion_problem

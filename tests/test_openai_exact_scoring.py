@@ -19,9 +19,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from promptrobust.engine.serving.backends import openai_scoring
+import promptrobust.engine.serving.backends.openai.scoring as openai_scoring
 from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.serving.model_store import ModelNotInstalled
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.hf_server import HFCompletionsServer

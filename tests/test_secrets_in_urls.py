@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.safe_io.redact import redact_text, redact_url, scrub
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 

@@ -250,7 +250,7 @@ def build_backend(spec: ModelSpec) -> Backend:
             return embedded_backend(spec.model, options)
         return HFBackend(spec.model, options)
     if spec.backend == "openai":
-        from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+        from promptrobust.engine.serving.backends.openai import OpenAIBackend
 
         args = _check_args(spec, _OPENAI_ARGS)
         base_url = args.pop("base_url", None)
