@@ -124,6 +124,7 @@ NOT_USER_ERRORS = {
     "promptrobust.engine.safe_io.folder_lock.LockHeld",
     # internal signals, always turned into a user error before they leave their module
     "promptrobust.engine.serving.backends.openai.scoring.ScoringAnswerError",
+    "promptrobust.engine.serving.backends.openai.scoring.ImpossibleLogprob",
     "promptrobust.engine.runs.sweep.runner._AlreadySaid",
 }
 

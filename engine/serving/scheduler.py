@@ -24,6 +24,9 @@ Failures stay small and honest:
 * A completion that lacks what its request needs (no text for ``generate``, no
   or misaligned log-probabilities for ``score_choices``) is a transient failure
   too: it is never cached and never handed to a job.
+* A completion with an impossible number (a label log-probability that is NaN,
+  infinite or above 0) is a ``BadAnswerError`` at once: the backend computed
+  it and would again, so it is one line, never retried, cached or scored.
 * A request that still fails after the retry policy's attempts raises one
   ``RequestFailedError`` with a one-line message naming the cause and the fix.
 
@@ -42,16 +45,19 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from promptrobust.engine.serving.backends.base import Backend, BackendError, RequestFailedError, TransientBackendError
+from promptrobust.engine.serving.backends.base import (
+    Backend,
+    BackendError,
+    BadAnswerError,
+    LOGPROB_TOLERANCE,
+    RequestFailedError,
+    TransientBackendError,
+)
 from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.ratelimit import RateLimiter
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request, request_key
-
-#: A label log-probability may exceed 0 by this much (float rounding); beyond it,
-#: the number is impossible and the answer is malformed (retried, never cached).
-LOGPROB_TOLERANCE = 1e-3
 
 
 @dataclass
@@ -440,6 +446,10 @@ class Scheduler:
             if len(completions) != len(jobs):
                 raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
             for job, completion in zip(jobs, completions):
+                impossible = _impossible_number(completion)
+                if impossible is not None:
+                    raise BadAnswerError(f"impossible answer from {self._model_tag}: {impossible}; the backend computes "
+                                         "impossible numbers (a retry would get the same): check the model and its dtype")
                 problem = completion_problem(job.request, completion)
                 if problem is not None:
                     raise TransientBackendError(f"malformed answer: {problem}")
@@ -519,7 +529,13 @@ def completion_problem(request: Request, completion: object) -> str | None:
         return "no label log-probabilities for a score_choices request"
     if len(logprobs) != len(request.choices):
         return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
-    for v in logprobs:
+    return _impossible_number(completion)
+
+
+def _impossible_number(completion: object) -> str | None:
+    """What is impossible about a completion's label log-probabilities (one a model cannot give), or None."""
+    logprobs = getattr(completion, "choice_logprobs", None)
+    for v in logprobs or ():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
             return "a label log-probability is not a number"
         if v in (math.inf, -math.inf):

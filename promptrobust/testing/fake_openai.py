@@ -24,7 +24,11 @@ after S seconds); ``drop`` (close the connection without an
 answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
 ``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
 ``no_logprobs``, ``no_choices``, ``empty_choices``, and the impossible numbers of
-``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``).
+``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``; and
+``nested_json``, a 200 answer of ``[`` x 200,000 then ``]`` x 200,000, under the
+client's size limit). ``TRANSIENT_FAULTS`` are those a retry recovers from;
+``BAD_ANSWER_FAULTS`` (the impossible numbers and the nested answer) are what a
+broken server computes and would send again: a client fails them at once.
 
 Random faults: ``faults=FaultPlan({"500": 0.2}, seed=1)`` gives each POST (after
 the script is used up) the named fault with the given probability, from a
@@ -64,21 +68,27 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+__all__ = ["BAD_ANSWER_FAULTS", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TRANSIENT_FAULTS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
 FAULT_KINDS = (
     "429", "500", "503", "timeout", "reset", "truncated", "malformed", "html", "empty",
     "no_content", "no_logprobs", "no_choices", "empty_choices",
-    "positive_logprobs", "nan_logprobs", "inf_logprobs",
+    "positive_logprobs", "nan_logprobs", "inf_logprobs", "nested_json",
 )
 #: Impossible numbers: the answer's log-probabilities made positive (3.5, 7.25, ...),
 #: NaN for the answer's own token, or +infinity (sent as the JSON extensions NaN/Infinity).
 NUMBER_FAULTS = ("positive_logprobs", "nan_logprobs", "inf_logprobs")
+#: Answers a broken server computes and would send again: a client fails them at once, in one line.
+BAD_ANSWER_FAULTS = (*NUMBER_FAULTS, "nested_json")
+#: Faults a retry recovers from (busy or failing servers, damage in transit, answers missing a part).
+TRANSIENT_FAULTS = tuple(k for k in FAULT_KINDS if k not in BAD_ANSWER_FAULTS)
+#: Levels of the ``nested_json`` answer: deep enough to exhaust a recursive parser, 400 KB in all.
+NESTED_LEVELS = 200_000
 #: Faults that change or replace a 200 answer (the rest never reach the answer).
 _BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices",
-                          "empty_choices", *NUMBER_FAULTS})
+                          "empty_choices", "nested_json", *NUMBER_FAULTS})
 
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
@@ -389,6 +399,9 @@ class _Handler(BaseHTTPRequestHandler):
             content_type, length = "text/html", len(raw)
         elif fault == "empty":
             raw, length = b"", 0
+        elif fault == "nested_json":
+            raw = b"[" * NESTED_LEVELS + b"]" * NESTED_LEVELS
+            length = len(raw)
         elif fault == "truncated":
             raw = raw[: len(raw) // 2]  # Content-Length promises the whole body; the connection ends early
         if self.command == "POST":

@@ -18,6 +18,11 @@ from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 
+#: A log-probability may exceed 0 by this much (rounding in a softmax); anything larger, NaN or
+#: infinite is an impossible number, which no backend's answer may carry.
+LOGPROB_TOLERANCE = 1e-3
+
+
 class BackendError(PromptRobustError):
     """A failure that retrying will not fix (bad request, missing model...); one line naming the fix."""
 
@@ -39,6 +44,12 @@ class RequestFailedError(BackendError):
         super().__init__(message)
         self.cause = cause
         self.attempts = attempts
+
+
+class BadAnswerError(BackendError):
+    """An answer the backend could not really give, which a retry would give again: impossible
+    log-probabilities, JSON nested deeper than any real answer. Never scored, never cached, not
+    retried: the request fails at once with one line naming what came and what to check."""
 
 
 class TransientBackendError(PromptRobustError):

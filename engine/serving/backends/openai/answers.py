@@ -6,31 +6,47 @@
   off, not JSON or an HTML page; no ``choices`` or an empty list; no message
   content or text) -> ``TransientBackendError``: retried, never scored, never
   cached;
+* JSON nested deeper than ``MAX_JSON_DEPTH`` (an answer nests about 7 levels;
+  a hostile ``[[[...]]]`` under the size limit would exhaust the parser's
+  recursion) -> ``BadAnswerError`` at once, before it is parsed: a retry would
+  get the same, so it is one line, not retried, never a traceback;
 * a log-probability that is NaN, infinite or above 0 (beyond a 1e-3 rounding
-  tolerance), or a label left without a score (``check_top_logprobs``,
-  ``check_choice_logprobs``) -> ``TransientBackendError`` too.
+  tolerance) (``check_top_logprobs``, ``check_choice_logprobs``) ->
+  ``BadAnswerError`` at once: the server computed it and would send it again,
+  so it is one line naming the number, never retried, scored or cached; a
+  label left without a score -> ``TransientBackendError``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from promptrobust.engine.serving.backends.base import TransientBackendError
+import numpy as np
+
+from promptrobust.engine.serving.backends.base import LOGPROB_TOLERANCE, BadAnswerError, TransientBackendError
 from promptrobust.engine.serving.backends.openai.endpoints import clean_url
 
-__all__ = ["LOGPROB_TOLERANCE", "MAX_BODY_MB", "BodyTooLarge", "answer_text", "body_limit_hook", "check_choice_logprobs",
-           "check_top_logprobs", "first_choice", "json_body", "logprob_problem", "top_logprobs", "usage"]
+__all__ = ["LOGPROB_TOLERANCE", "MAX_BODY_MB", "MAX_JSON_DEPTH", "BodyTooLarge", "json_depth", "answer_text", "body_limit_hook", "check_choice_logprobs",
+           "check_top_logprobs", "first_choice", "impossible", "json_body", "logprob_problem", "top_logprobs", "usage"]
 
-#: A log-probability may exceed 0 by this much (rounding in the server's softmax);
-#: anything larger, NaN or infinite is an impossible number: a malformed answer.
-LOGPROB_TOLERANCE = 1e-3
 #: Largest answer body read (MiB; ``max_body_mb`` raises it): a label or a short
 #: generation is a few KiB, so a bigger body is a broken or hostile server and
 #: must not hold hundreds of MB per request in flight.
 MAX_BODY_MB = 4.0
+#: Deepest nesting of arrays and objects read: a chat answer with top-20 log-probs nests 7 levels,
+#: vLLM's prompt_logprobs 5; anything near this bound is no answer of an OpenAI-compatible server.
+MAX_JSON_DEPTH = 64
+#: An escape inside a JSON string (``\"`` among them), removed first so that strings are plain ``"..."``.
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+#: A JSON string once its escapes are gone: its brackets are text, not nesting.
+_JSON_STRING = re.compile(rb'"[^"]*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+#: '[' and '{' open a level (+1), ']' and '}' close one (-1 as a signed byte).
+_DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 # -- bounded bodies -------------------------------------------------------------------------------
@@ -84,6 +100,12 @@ def json_body(response: Any, shown: str) -> dict[str, Any]:
     kind = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
     if not content.strip():
         raise TransientBackendError(f"malformed answer from {shown}: HTTP {status} with an empty body")
+    depth = json_depth(content)
+    if depth > MAX_JSON_DEPTH:
+        raise BadAnswerError(
+            f"unusable answer from {shown}: HTTP {status} sent JSON nested {depth} levels deep (an answer nests "
+            f"about 7; at most {MAX_JSON_DEPTH} are read): the server is broken or hostile, check it"
+        )
     try:
         data = json.loads(content)
     except (ValueError, UnicodeDecodeError):
@@ -93,6 +115,18 @@ def json_body(response: Any, shown: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TransientBackendError(f"malformed answer from {shown}: the JSON is a {type(data).__name__}, not an object")
     return data
+
+
+def json_depth(content: bytes) -> int:
+    """How deep arrays and objects nest in a JSON text, without parsing it (brackets in strings do not
+    count): a few linear passes of C-speed regex and numpy over the bytes, whatever the text."""
+    # once whole strings are gone, a quote left opens a string that runs to the end of a cut-off text
+    outside, _, _ = _JSON_STRING.sub(b"", _ESCAPE.sub(b"", content)).partition(b'"')
+    bare = _NOT_BRACKET.sub(b"", outside)
+    if not bare:
+        return 0
+    steps = np.frombuffer(bare.translate(_DEPTH_STEP), dtype=np.int8)
+    return int(np.cumsum(steps, dtype=np.int64).max())
 
 
 def first_choice(data: dict[str, Any], shown: str) -> dict[str, Any]:
@@ -167,19 +201,24 @@ def logprob_problem(value: object) -> str | None:
     return None
 
 
+def impossible(shown: str, what: str, problem: str) -> BadAnswerError:
+    """The one-line error of an impossible number in an answer from ``shown``."""
+    return BadAnswerError(f"impossible answer from {shown}: log-probability of {what}: {problem}; the server computes "
+                          "impossible numbers (a retry would get the same): check its model, dtype and version")
+
+
 def check_top_logprobs(top: Sequence[tuple[str, float]], shown: str) -> None:
-    """Raise TransientBackendError (a malformed answer: retried, never scored or cached)
-    when any listed alternative's log-probability is impossible."""
+    """Raise BadAnswerError (never retried, scored or cached) when any listed alternative's
+    log-probability is impossible."""
     for token, value in top:
         problem = logprob_problem(value)
         if problem is not None:
-            raise TransientBackendError(
-                f"malformed answer from {shown}: log-probability of token {token[:40]!r}: {problem}"
-            )
+            raise impossible(shown, f"token {token[:40]!r}", problem)
 
 
 def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown: str) -> None:
-    """Every label accounted for, each with a possible log-probability, or TransientBackendError."""
+    """Every label accounted for (else TransientBackendError), each with a possible log-probability
+    (else BadAnswerError)."""
     if len(scores) != len(choices):
         raise TransientBackendError(
             f"malformed answer from {shown}: {len(scores)} label log-probabilities for {len(choices)} labels"
@@ -187,4 +226,4 @@ def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown
     for label, value in zip(choices, scores):
         problem = logprob_problem(value)
         if problem is not None:
-            raise TransientBackendError(f"malformed answer from {shown}: log-probability of label {label[:40]!r}: {problem}")
+            raise impossible(shown, f"label {label[:40]!r}", problem)

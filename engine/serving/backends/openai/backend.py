@@ -50,7 +50,13 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promptrobust.engine.safe_io.redact import redact_url
-from promptrobust.engine.serving.backends.base import Backend, BackendError, BackendUnavailable, TransientBackendError
+from promptrobust.engine.serving.backends.base import (
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    BadAnswerError,
+    TransientBackendError,
+)
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
 from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
@@ -297,7 +303,8 @@ class OpenAIBackend(Backend):
         limit = min(self.timeout, 10.0)
         try:
             async with asyncio.timeout(limit):  # slow headers included
-                page = await ep.client.with_options(timeout=limit).models.list()
+                raw = await ep.client.with_options(timeout=limit).models.with_raw_response.list()
+                data = answers.json_body(raw.http_response, ep.shown)  # bounded, as every answer
         except TimeoutError:
             raise _Unreachable(f"cannot reach {ep.shown}: no complete answer to GET /models within {limit:g}s") from None
         except BodyTooLarge as exc:  # a model list is no reason to stop: the answers are checked one by one
@@ -317,13 +324,14 @@ class OpenAIBackend(Backend):
                 ) from None
             log.warning("GET %s/models answered HTTP %s; carrying on", ep.shown, exc.status_code)
             return ""
-        except (ValueError, TypeError, AttributeError):  # a model list that is not JSON: not fatal
-            log.warning("GET %s/models sent an unreadable answer; carrying on", ep.shown)
+        except (TransientBackendError, BadAnswerError) as exc:  # a model list that is not JSON: not fatal
+            log.warning("GET %s/models sent an unreadable answer (%s); carrying on", ep.shown, exc)
             return ""
-        entries = list(getattr(page, "data", None) or [])
+        listed = data.get("data")
+        entries = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
         if not entries:
             return ""
-        ids = [str(getattr(m, "id", "")) for m in entries]
+        ids = [str(e.get("id", "")) for e in entries]
         if self.model not in ids:
             shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
             raise BackendUnavailable(
@@ -331,9 +339,9 @@ class OpenAIBackend(Backend):
             )
         entry = entries[ids.index(self.model)]
         if _is_official(ep.url):
-            created = getattr(entry, "created", None)
+            created = entry.get("created")
             return f"created={created}" if created else ""
-        root = getattr(entry, "root", None) or (getattr(entry, "model_extra", None) or {}).get("root")
+        root = entry.get("root")
         return f"root={root}" if root and root != self.model else ""
 
     async def close(self) -> None:
@@ -512,6 +520,8 @@ class OpenAIBackend(Backend):
         data = await self._post_completions(ep, route.body(self.model, request.prompt or "", request.choices))
         try:
             values = route.read(data, request.prompt or "", request.choices)
+        except scoring.ImpossibleLogprob as exc:
+            raise answers.impossible(ep.shown, "a label token", str(exc)) from None
         except scoring.ScoringAnswerError as exc:
             raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
         prompt_tokens, _ = answers.usage(data)
@@ -529,6 +539,8 @@ class OpenAIBackend(Backend):
             data = answers.json_body(raw.http_response, ep.shown)
             try:
                 value = scoring.read_chat(data, label)
+            except scoring.ImpossibleLogprob as exc:
+                raise answers.impossible(ep.shown, "a label token", str(exc)) from None
             except scoring.ScoringAnswerError as exc:
                 raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
             return value, answers.usage(data)[0]

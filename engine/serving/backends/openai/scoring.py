@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CHAT_DESCRIPTION", "DESCRIPTIONS", "EXACT_PATHS", "MISSING_CHOICE_MARGIN", "ROUTES", "SCORING_ARGS",
-           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ScoringAnswerError", "ScoringPath", "accepts", "body", "chat_body",
-           "choice_logprobs_from_top", "exact_route", "probe_bodies", "read", "read_chat"]
+           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath", "accepts",
+           "body", "chat_body", "choice_logprobs_from_top", "exact_route", "probe_bodies", "read", "read_chat"]
 
 #: A route's name: one of ``EXACT_PATHS``, or ``TOP_PATH``.
 ScoringPath = str
@@ -66,6 +66,10 @@ _PROBE_LABELS = (" yes", " no")
 
 class ScoringAnswerError(ValueError):
     """An answer that does not hold what the route needs (never scored, never cached)."""
+
+
+class ImpossibleLogprob(ScoringAnswerError):
+    """A prompt token's log-probability that no model gives (NaN, infinite, above 0)."""
 
 
 class ExactRoute:
@@ -261,7 +265,7 @@ def _number(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value > 0:
-        raise ScoringAnswerError(f"not a log-probability: {value!r}")
+        raise ImpossibleLogprob(f"not a log-probability: {value!r}")
     return float(value)
 
 
