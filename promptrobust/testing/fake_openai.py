@@ -40,6 +40,11 @@ their own faults. ``injected`` counts the faults sent per kind. ``lifetime=`` st
 server by itself after that many seconds, and every wait inside a handler is
 bounded, so a forgotten server never outlives a test run by much.
 
+``echo_auth=True`` answers every POST with a 401 whose message repeats the
+request's ``Authorization`` header whole and, after it, a piece of its
+credential (as a misconfigured proxy may): what a client must keep out of
+every message and file, in whatever form it arrives.
+
 ``rpm=`` makes the server enforce a requests-per-minute limit of its
 own with 429 + Retry-After, like a real provider; ``latency=`` delays every
 answer (for throughput benchmarks); ``logprobs=False`` omits log-probabilities
@@ -215,6 +220,7 @@ class FakeOpenAIServer:
         rpm: float | None = None,
         window: float = 60.0,
         api_key: str | None = None,
+        echo_auth: bool = False,
         latency: float = 0.0,
         created: int = 1_700_000_000,
         answer: Callable[[str], str] = sentiment_answer,
@@ -229,6 +235,7 @@ class FakeOpenAIServer:
         self.rpm = rpm
         self.window = window
         self.api_key = api_key
+        self.echo_auth = echo_auth
         self.latency = latency
         self.created = created
         self.answer = answer
@@ -441,9 +448,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorised(self) -> bool:
         want = self.server_state.api_key
+        got = self.headers.get("Authorization", "")
+        if self.server_state.echo_auth and self.command == "POST":
+            credential = got.partition(" ")[2]
+            self._error(401, f"unauthorized: raw header {got} key={credential[3:]}")
+            return False
         if want is None:
             return True
-        got = self.headers.get("Authorization", "")
         if got == f"Bearer {want}":
             return True
         token = got.removeprefix("Bearer ")

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from promptrobust.engine.safe_io.redact import redact_url
+from promptrobust.engine.safe_io.redact import redact_url, register_secret, register_url_credentials
 from promptrobust.engine.serving.backends.base import (
     Backend,
     BackendError,
@@ -138,6 +138,7 @@ class OpenAIBackend(Backend):
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
         for url in urls:
+            register_url_credentials(url)  # a password in a URL never reaches a message, in any form
             parts = urlsplit(url)
             try:
                 parts.port  # noqa: B018 - raises on a port that is not a number
@@ -161,8 +162,10 @@ class OpenAIBackend(Backend):
                     "(or pass base_url=... for a local OpenAI-compatible server)"
                 )
             key = PLACEHOLDER_KEY
+        if key != PLACEHOLDER_KEY:
+            register_secret(key)  # nor does the key, nor any piece of it
         self.__key = key
-        self._redact = Redactor(key)
+        self._redact = Redactor()
         self._pool = EndpointPool(urls, eject_after=eject_after, cooldown=cooldown)
         self._http: Any = None
         self._revision = ""

@@ -10,9 +10,10 @@ mapped here:
 * the SDK's own checks of an answer (rare: we read bodies ourselves) -> transient.
 
 Every text taken from a server or an exception goes through ``Redactor``
-first: the API key and any piece of it of 8 or more characters, other
-``sk-...`` strings, echoed keys, and credentials in URLs and Authorization
-headers (``safe_io.redact``).
+first: other ``sk-...`` strings, echoed keys, and (``safe_io.redact``)
+credentials in URLs and Authorization headers, and the secrets the backend
+registered (its API key, its base URLs' user-info) in any form, or any piece
+of 8 or more characters of one.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ from promptrobust.engine.safe_io.redact import redact_text
 from promptrobust.engine.serving.backends.base import BackendError, TransientBackendError
 from promptrobust.engine.serving.retry import parse_retry_after
 
-__all__ = ["KEY_FRAGMENT", "PLACEHOLDER_KEY", "Redactor", "detail", "map_error", "rejects_logprobs"]
+__all__ = ["PLACEHOLDER_KEY", "Redactor", "detail", "map_error", "rejects_logprobs"]
 
-#: Shortest piece of the API key that is scrubbed wherever it appears.
-KEY_FRAGMENT = 8
 #: The key sent to servers that need none (local servers).
 PLACEHOLDER_KEY = "EMPTY"
 #: Longest message kept from a server's text.
@@ -37,21 +36,14 @@ _MESSAGE_LIMIT = 300
 class Redactor:
     """One line, no secrets: what every message built from a server's or an exception's text goes through."""
 
-    def __init__(self, key: str) -> None:
-        self._key = key
-
     def __call__(self, text: str) -> str:
-        """``text`` without our key (or any piece of it of KEY_FRAGMENT+ characters, with or without its
-        ``sk-`` prefix), other sk-... strings, echoed keys and credentials; on one line of at most 300 characters."""
-        key = self._key
-        if key and key != PLACEHOLDER_KEY:
-            text = text.replace(key, "***")
-            if len(key) >= KEY_FRAGMENT:
-                text = _scrub_fragments(text, key)
+        """``text`` without the registered secrets (the key, any piece of it of 8+ characters, with or without
+        its ``sk-`` prefix), other sk-... strings, echoed keys and credentials; one line of at most 300 characters."""
+        # URLs, Authorization headers, the registered secrets in any form (before the patterns below cut them up)
+        text = redact_text(text)
         text = re.sub(r"sk-[A-Za-z0-9_*.\-]+", "sk-***", text)
         text = re.sub(r"(api key provided:\s*)\S+", r"\1***", text, flags=re.IGNORECASE)
         text = re.sub(r"(Bearer\s+)\S+", r"\1***", text)
-        text = redact_text(text)  # credentials in echoed URLs and Authorization headers of any scheme
         text = " ".join(text.split())
         return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
@@ -102,22 +94,3 @@ def map_error(exc: Exception, shown: str, *, timeout: float, api_key_env: str, r
         return BackendError(message)
     # The SDK's own checks of an answer (we read bodies ourselves, so rare): retry it.
     return TransientBackendError(f"malformed answer from {shown}: {redact(str(exc))}")
-
-
-def _scrub_fragments(text: str, key: str) -> str:
-    """``text`` with every run of KEY_FRAGMENT or more characters that also occurs in ``key`` starred out."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        n = 0
-        if i + KEY_FRAGMENT <= len(text) and text[i : i + KEY_FRAGMENT] in key:
-            n = KEY_FRAGMENT
-            while i + n < len(text) and text[i : i + n + 1] in key:
-                n += 1
-        if n:
-            out.append("***")
-            i += n
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
