@@ -53,3 +53,25 @@ def test_hf_options_are_built_from_model_args_in_one_place() -> None:
     with pytest.raises(SettingsError, match="not understood by the hf backend"):
         HFOptions.from_model_args({"bogus": 1})
     assert check_model_args("hf", {"seed": 3}) is None  # a random model's own argument is not an hf option
+
+
+def test_a_repeated_model_argument_is_refused_in_one_line() -> None:
+    """Issue 32: base_url=a,base_url=b used to keep b silently."""
+    with pytest.raises(ModelArgsError) as err:
+        parse_model_args("base_url=http://127.0.0.1:8000/v1,base_url=http://u:S3cretPassw0rd@127.0.0.1:8001/v1")
+    message = str(err.value)
+    assert "base_url is given twice" in message and "base_url=URL1|URL2" in message and "\n" not in message
+    assert "S3cretPassw0rd" not in message and err.value.setting == "model_args"
+    with pytest.raises(ModelArgsError, match="batch_size is given twice"):
+        parse_model_args("batch_size=8, dtype=float32, batch_size=16")
+    assert parse_model_args("base_url=http://a:1/v1|http://b:2/v1")["base_url"] == "http://a:1/v1|http://b:2/v1"
+
+
+def test_pre_run_refuses_a_repeated_model_argument_with_exit_2(tmp_path, capsys) -> None:  # noqa: ANN001
+    from promptrobust.cli.main import main
+
+    code = main(["run", "--model", "openai:m", "--model-args", "base_url=http://127.0.0.1:9/v1,base_url=http://127.0.0.1:10/v1",
+                 "--limit", "4", "--no-cache", "--output-dir", str(tmp_path / "runs"), "--no-progress"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "base_url is given twice" in line and line.endswith("(--model-args)")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

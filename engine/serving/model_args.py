@@ -57,6 +57,7 @@ OPENAI: dict[str, Check] = {
     "eject_after": _whole(1),
     "cooldown": _positive,
     "max_body_mb": _positive,
+    "max_outage": lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else "a number of seconds >= 0",
 }
 VLLM: dict[str, Check] = {
     "revision": _text,

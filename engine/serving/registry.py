@@ -120,6 +120,12 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
         if "=" not in part:
             raise ModelArgsError(f"model argument {part!r} is not key=value (example: dtype=bfloat16,batch_size=8)")
         key, value = (s.strip() for s in part.split("=", 1))
+        if key in out:  # the last one silently winning would run against a server the user did not mean
+            from promptrobust.engine.safe_io.redact import redact_text
+
+            raise ModelArgsError(redact_text(
+                f"model argument {key} is given twice ({key}={out[key]!r} and {key}={value!r}); give it once"
+                + (" (several endpoints: base_url=URL1|URL2)" if key == "base_url" else "")))
         out[key] = _typed(value)
     return out
 
@@ -187,7 +193,7 @@ def _random_args() -> set[str]:
 
 _OPENAI_ARGS = {
     "base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring",
-    "max_body_mb",
+    "max_body_mb", "max_outage",
 }
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",

@@ -9,7 +9,9 @@ bounded queue -> a worker -> the backend -> cache write -> every waiter.
   (``arrange_batches``: by input length for less padding, or, for the hf
   backend, by shared prefix when that computes fewer tokens).
 * HTTP-like backends get ``concurrency`` workers, each sending one request at
-  a time through the RPM/TPM limiter and the retry policy. vLLM's AsyncLLM is
+  a time through the RPM/TPM limiter and the retry policy; before each attempt
+  the backend may hold it while its endpoints are down (``wait_until_ready``),
+  which spends neither the attempt nor its ``request_timeout``. vLLM's AsyncLLM is
   in this group too: it batches continuously by itself, it only needs enough
   requests in flight.
 
@@ -423,6 +425,8 @@ class Scheduler:
             job = await self._queue.get()
 
             async def call(request: Request = job.request) -> list[Completion]:
+                # An endpoint outage is waited out here, before the attempt and outside its timeout.
+                await self.backend.wait_until_ready()
                 # Every attempt, retries included, takes its place under the limits.
                 if self._limiter is not None:
                     await self._limiter.acquire(request.estimated_tokens())

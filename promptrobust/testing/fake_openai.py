@@ -203,9 +203,34 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the default backlog of 5 refuses bursts of concurrent clients
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._live: set[socket.socket] = set()  # open client connections (kept alive between requests)
+        self._live_lock = threading.Lock()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Dropped connections are deliberate here; keep test output clean.
         pass
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._live_lock:
+            self._live.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._live_lock:
+            self._live.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Hang up on every client, as a server that stops does (kept-alive connections included)."""
+        with self._live_lock:
+            live = list(self._live)
+        for conn in live:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class FakeOpenAIServer:
@@ -228,8 +253,12 @@ class FakeOpenAIServer:
         faults: FaultPlan | None = None,
         key_faults: Mapping[str, FaultPlan] | None = None,
         lifetime: float | None = 3600.0,
+        port: int = 0,
     ) -> None:
         self.model = model
+        #: The port to listen on (0: any free one); a server started again on a stopped one's port
+        #: plays that server coming back after an outage.
+        self.requested_port = port
         self.logprobs = logprobs
         self.logprobs_error = logprobs_error
         self.rpm = rpm
@@ -265,7 +294,7 @@ class FakeOpenAIServer:
         class Handler(_Handler):
             server_state = outer
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", self.requested_port), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         if self.lifetime is not None:
@@ -282,6 +311,7 @@ class FakeOpenAIServer:
             self._timer.cancel()
         if httpd is not None:
             httpd.shutdown()
+            httpd.close_connections()
             httpd.server_close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

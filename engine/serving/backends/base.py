@@ -58,12 +58,18 @@ class TransientBackendError(PromptRobustError):
     log-probs when they were asked for): those are never scored or cached.
 
     ``retry_after`` is the server's own wait hint in seconds, when it gave one.
+    ``spends_attempt`` is False for a failure that says nothing about the request
+    (its endpoint refused the connection during an outage): the retry does not
+    count against the request's attempts; the backend bounds the wait itself
+    (``Backend.wait_until_ready``).
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None,
+                 spends_attempt: bool = True):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+        self.spends_attempt = spends_attempt
 
 
 def cut_into_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -154,6 +160,11 @@ class Backend(ABC):
 
     async def start(self) -> None:
         """Load weights / open clients. Called once before the first request."""
+
+    async def wait_until_ready(self) -> None:
+        """Wait until a call can reach the model (an endpoint outage is over); raise a ``BackendError``
+        when it will not within the backend's bound. The scheduler awaits it before every attempt,
+        outside the attempt's ``request_timeout``; default: ready at once."""
 
     async def close(self) -> None:
         """Release resources."""

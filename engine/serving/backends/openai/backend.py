@@ -7,7 +7,10 @@ concurrency, rate limits and retries, so the SDK's own retries are off
 (``errors.map_error``). ``timeout`` is a deadline for the whole request
 (connect, headers and body), so a server dripping its headers a byte a second
 is cut off too. No endpoint reachable at ``start()``, a rejected or missing API
-key, a model the server does not serve -> ``BackendUnavailable``.
+key, a model the server does not serve -> ``BackendUnavailable``. An endpoint
+that refuses connections later is waited out (``endpoints``: its requests go
+elsewhere or wait for it, without spending their attempts, up to ``max_outage``
+seconds when every endpoint is down).
 
 The parts, each in its module: ``endpoints`` (the pool: which endpoint takes a
 call, health, ejection), ``answers`` (reading and checking what a server
@@ -60,7 +63,14 @@ from promptrobust.engine.serving.backends.base import (
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
 from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
-from promptrobust.engine.serving.backends.openai.endpoints import COOLDOWN, EJECT_AFTER, Endpoint, EndpointPool, clean_url
+from promptrobust.engine.serving.backends.openai.endpoints import (
+    COOLDOWN,
+    EJECT_AFTER,
+    MAX_OUTAGE,
+    Endpoint,
+    EndpointPool,
+    clean_url,
+)
 from promptrobust.engine.serving.backends.openai.errors import PLACEHOLDER_KEY, Redactor, detail, map_error, rejects_logprobs
 from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
 
@@ -94,6 +104,29 @@ class _Unreachable(BackendUnavailable):
     """An endpoint that did not answer at start (fatal only when none does)."""
 
 
+class EndpointDown(TransientBackendError):
+    """The endpoint refused the connection (or none could be made): the request goes elsewhere or waits
+    for the endpoint, without spending an attempt (``spends_attempt=False``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, spends_attempt=False)
+
+
+def _connect_failure(exc: BaseException) -> bool:
+    """Whether an SDK error is a connection that could not be made (refused, unreachable, connect timeout),
+    as opposed to one that broke mid-answer."""
+    http = _http_module()
+    kinds = tuple(k for k in (getattr(http, "ConnectError", None), getattr(http, "ConnectTimeout", None)) if k)
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK wraps the HTTP client's error: follow the chain a few links
+        if seen is None:
+            return False
+        if kinds and isinstance(seen, kinds):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class OpenAIBackend(Backend):
     """A model behind one or more OpenAI-compatible endpoints."""
 
@@ -116,6 +149,7 @@ class OpenAIBackend(Backend):
         cooldown: float = COOLDOWN,
         scoring: str = "auto",
         max_body_mb: float = MAX_BODY_MB,
+        max_outage: float = MAX_OUTAGE,
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
@@ -134,6 +168,10 @@ class OpenAIBackend(Backend):
         self._scoring_path = _scoring_arg(scoring, api, logprobs)
         if isinstance(max_body_mb, bool) or not isinstance(max_body_mb, (int, float)) or not 0 < max_body_mb < math.inf:
             raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
+        if isinstance(max_outage, bool) or not isinstance(max_outage, (int, float)) or not 0 <= max_outage < math.inf:
+            raise ValueError(f"max_outage must be a number of seconds >= 0, got {max_outage!r}")
+        #: Seconds every endpoint may refuse connections before the waiting requests fail.
+        self.max_outage = float(max_outage)
         urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
         if not urls:
             raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
@@ -355,11 +393,18 @@ class OpenAIBackend(Backend):
                 ep.client = None
 
     # -- requests ------------------------------------------------------------------
+    async def wait_until_ready(self) -> None:
+        """While every endpoint refuses connections, wait for one (at most ``max_outage`` seconds)."""
+        await self._pool.wait_until_reachable(self.max_outage)
+
     async def complete(self, request: Request) -> Completion:
         import openai
 
         self._ensure_clients()
+        await self.wait_until_ready()
         ep, probe = self._pool.pick_for(request)
+        if ep.down_since is not None and not probe:  # it refuses connections, and another request is testing it
+            raise EndpointDown(f"{ep.shown} refuses connections ({ep.last_error}); waiting for it")
         ep.in_flight += 1
         ep.sent += 1
         outcome: bool | None = None
@@ -370,10 +415,17 @@ class OpenAIBackend(Backend):
                 else:
                     out = await self._score(ep, request)
             except openai.APIError as exc:
+                if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)) and _connect_failure(exc):
+                    why = self._redact.reason(exc)
+                    self._pool.mark_down(ep, why, self.max_outage)
+                    raise EndpointDown(f"connection to {ep.shown} failed: {why}") from None
                 raise map_error(exc, ep.shown, timeout=self.timeout, api_key_env=self.api_key_env,
                                 redact=self._redact) from None
             outcome = True
             return out
+        except EndpointDown:
+            self._pool.avoid_next_time(request, ep)
+            raise
         except TransientBackendError as exc:
             ep.last_error = str(exc)
             outcome = None if exc.status == 429 else False  # a busy server is not a broken one
