@@ -55,11 +55,11 @@ class _Counters:
 @contextmanager
 def library_errors() -> Iterator[None]:
     """Bad input found by the library becomes one line and exit code 2."""
-    from promptrobust.engine.errors import PromptRobustError
+    from promptrobust.engine.analysis.scoring import AnalysisInputError
 
     try:
         yield
-    except PromptRobustError as exc:
+    except AnalysisInputError as exc:
         from promptrobust.cli.errors import one_line
 
         raise UserError(one_line(exc)) from None

@@ -28,6 +28,4 @@ class UnknownPromptError(TaskError):
 
 
 class PromptFileError(TaskError):
-    """A prompt file that cannot be read: a dataset's prompt TOML (bad TOML, missing key,
-    duplicate id...) or a prompts file given to an analysis (.jsonl/.csv/.txt); the message
-    names the file, the line or entry, and the fix."""
+    """A prompt TOML file is malformed (bad TOML, missing key, duplicate id...)."""

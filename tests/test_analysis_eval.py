@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from promptrobust.cli import eval_cmd
-from promptrobust.cli.errors import UserError
 from promptrobust.engine.analysis.prompt_eval import PromptFileError, PromptItem, evaluate_prompts, read_prompt_file
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.session import Session
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from tests.fixtures.analysis.fake_model import REVIEWS, factory, patch_backend, rt_samples
@@ -209,5 +209,5 @@ def test_pre_eval_and_pre_report_print_the_same_apdr(tmp_path, monkeypatch, caps
 def test_pre_eval_bad_input_is_one_line(tmp_path):
     with pytest.raises(Exception, match="limit must be a whole number >= 1"):
         eval_cmd.handle(parse(["--prompts", "x.txt", "--limit", "0"]))
-    with pytest.raises(UserError, match="does not exist"):
+    with pytest.raises(PromptRobustError, match="does not exist"):
         eval_cmd.handle(parse(["--prompts", str(tmp_path / "missing.txt")]))
