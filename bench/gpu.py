@@ -242,7 +242,7 @@ def levers(backend: Any, *, engine: bool, share: bool = True) -> None:
     """Baseline (nothing shared or cached between calls) or the engine's levers, with a cold prefix cache."""
     from promptrobust.engine.serving.backends.hf.prefix import PrefixCache
 
-    backend.with_levers(share_prefix=engine and share)
+    backend.with_options(share_prefix=engine and share)
     backend.prefixes = PrefixCache(int(PREFIX_CACHE_MB * 2**20) if engine and share else 0)
 
 
@@ -311,7 +311,7 @@ async def run_engine(backend: Any, requests: list[Request], kind: str, label: st
     from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     levers(backend, engine=True)
-    backend.batch_size = backend.max_batch_size = batch_size
+    backend.with_options(batch_size=batch_size)
     sched = Scheduler(backend, settings=SchedulerSettings(batch_size=batch_size), owns_backend=False)
     await sched.start()
     before = _timed_positions(backend)
@@ -330,7 +330,7 @@ async def run_direct(backend: Any, requests: list[Request], kind: str, batch_siz
                      fm: FlopModel) -> Measured:
     """The backend alone (its own batch arrangement, one ``complete_batch`` per batch), cold prefix cache."""
     levers(backend, engine=True, share=share)
-    backend.batch_size = backend.max_batch_size = batch_size
+    backend.with_options(batch_size=batch_size)
     before = _timed_positions(backend)
     t0 = time.perf_counter()
     out: list[Completion] = []

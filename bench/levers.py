@@ -80,7 +80,7 @@ def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = No
     body = backend.kernel.kernel if levers.kernel == "best" else levers.kernel
     head = {"best": backend.kernel.head, "follow": body}.get(levers.head_kernel, levers.head_kernel)
     install(backend.model, body, head)
-    backend.with_levers(share_prefix=levers.share_prefix, prefix_cache_mb=cache_mb if levers.prefix_cache else 0.0,
+    backend.with_options(share_prefix=levers.share_prefix, prefix_cache_mb=cache_mb if levers.prefix_cache else 0.0,
                         length_order=levers.length_order, drop_finished=levers.drop_finished,
                         prefix_without_head=levers.prefix_without_head, kv_views=levers.kv_views,
                         label_logsumexp=levers.label_logsumexp, short_tail_batches=levers.short_tail_batches)

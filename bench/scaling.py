@@ -70,8 +70,8 @@ async def pass_cost(backend, task, samples, prompt: str, *, cache_dir: Path, bat
     await sched.close()
     cache.close()
     tokens = None
-    if hasattr(backend, "_encode_input"):  # the hf backend's tokenisation, for the table
-        tokens = sum(len(backend._encode_input(evaluator.builder.build(prompt, s))) for s in samples) / len(samples)
+    if hasattr(backend, "encode_input"):  # the hf backend's tokenisation, for the table
+        tokens = sum(len(backend.encode_input(evaluator.builder.build(prompt, s))) for s in samples) / len(samples)
     return {"words": len(prompt.split()), "input_tokens": tokens, "reference_seconds": ref_seconds,
             "reference_calls": reference.cost.model_calls, "engine_seconds": engine_seconds,
             "engine_requests": evaluator.requests.sent,

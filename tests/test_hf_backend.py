@@ -195,11 +195,11 @@ def test_arrange_batches_plans_each_prompts_prefix_and_orders_by_the_rest(smol: 
     assert rest == sorted(rest)
     assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in plan)
     # Without prefix sharing the default length order is kept.
-    smol.with_levers(share_prefix=False)
+    smol.with_options(share_prefix=False)
     try:
         by_length = smol.arrange_batches(reqs, 4)
     finally:
-        smol.with_levers(share_prefix=True)
+        smol.with_options(share_prefix=True)
     lengths = [len(reqs[i].input_text()) for b in by_length for i in b]
     assert lengths == sorted(lengths)
     assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in by_length)

@@ -72,7 +72,7 @@ def configure(b: HFBackend, *, kernel: str = "default", head: str | None = None,
               cache_mb: float = 0.0, length_order: bool = False, drop: bool = False, no_head: bool = False,
               short_tail: bool = False, kv_views: bool = False, logsumexp: bool = False) -> None:
     install(b.model, kernel, head)
-    b.with_levers(share_prefix=share, prefix_cache_mb=cache_mb, length_order=length_order, drop_finished=drop,
+    b.with_options(share_prefix=share, prefix_cache_mb=cache_mb, length_order=length_order, drop_finished=drop,
                   prefix_without_head=no_head, short_tail_batches=short_tail, kv_views=kv_views, label_logsumexp=logsumexp)
     b.prefixes = PrefixCache(int(cache_mb * 2**20))  # an empty one for every setting
 

@@ -74,7 +74,8 @@ class HFBackend(Backend):
         return self.passes.options
 
     def use_options(self, options: HFOptions) -> None:
-        """Switch the levers of this backend (benchmarks and the lever tests compare them on one loaded model).
+        """Switch the levers (or the batch size) of this backend: benchmarks and the lever tests compare them
+        on one loaded model.
 
         Options that decide how the model loads (``LOAD_FIELDS``) must stay as they are once it is loaded;
         a different ``prefix_cache_mb`` starts an empty prefix cache of that size.
@@ -88,9 +89,9 @@ class HFBackend(Backend):
         if options.prefix_cache_mb != old.prefix_cache_mb:
             self.passes.prefixes = PrefixCache(int(options.prefix_cache_mb * 2**20))
 
-    def with_levers(self, **levers: Any) -> None:
-        """``use_options`` with these levers changed (``backend.with_levers(share_prefix=False)``)."""
-        self.use_options(replace(self.options, **levers))
+    def with_options(self, **changes: Any) -> None:
+        """``use_options`` with these fields changed (``backend.with_options(share_prefix=False)``)."""
+        self.use_options(replace(self.options, **changes))
 
     @property
     def observer(self) -> HFObserver:
