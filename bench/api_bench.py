@@ -47,12 +47,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from bench.environment import describe, describe_line
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from promptrobust.engine.serving.ratelimit import RateLimiter
-from promptrobust.engine.serving.retry import RetryPolicy
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.serving.types import Decoding, Request
 
 MODEL = "bench-model"
@@ -196,7 +196,7 @@ async def run_scheduler(cfg: ApiBenchConfig) -> ClientResult:
     try:
         backend = OpenAIBackend(MODEL, base_urls=[srv.url], api_key_env=_NO_KEY_ENV, max_connections=cfg.concurrency)
         limiter = RateLimiter(rpm=cfg.rpm, burst_seconds=cfg.window_s / 60.0)
-        sched = Scheduler(backend, concurrency=cfg.concurrency, limiter=limiter, retry_policy=RetryPolicy())
+        sched = Scheduler(backend, settings=SchedulerSettings(concurrency=cfg.concurrency), limiter=limiter)
         await sched.start()  # probes GET /models before the clock starts
         cpu0, t0 = time.process_time(), time.monotonic()
         outcomes = await asyncio.gather(*(sched.submit(r) for r in requests), return_exceptions=True)
@@ -294,7 +294,7 @@ def markdown(cfg: ApiBenchConfig, results: Sequence[ClientResult], command: str)
         *(["Lost requests: " + "; ".join(lost_notes) + ".", ""] if lost_notes else []),
         "How to read it:",
         "",
-        (f"- **scheduler (ours)**: `Scheduler(rpm={cfg.rpm:g}, concurrency={cfg.concurrency})` over `OpenAIBackend`, "
+        (f"- **scheduler (ours)**: `Scheduler(settings=SchedulerSettings(concurrency={cfg.concurrency}))` with an rpm={cfg.rpm:g} limiter over `OpenAIBackend`, "
         "default retry policy (8 attempts, exponential backoff with jitter, Retry-After honoured)."),
         (f"- **plain semaphore**: `asyncio.Semaphore({cfg.concurrency})` around `AsyncOpenAI.completions.create`, "
         f"no rate limiting, the openai SDK's own retries (max_retries={cfg.baseline_retries}; it waits out the "
@@ -324,7 +324,7 @@ what it measures:
   limit over a sliding window (429 + Retry-After, like a provider) and answers
   after --latency seconds. Two clients send the same distinct requests, each
   against its own fresh server, one after the other:
-    scheduler (ours)  Scheduler(rpm=RPM, concurrency=N) over the openai
+    scheduler (ours)  Scheduler(settings=SchedulerSettings(rpm=RPM, concurrency=N)) over the openai
                       backend, default retries (8 attempts, Retry-After honoured)
     plain semaphore   asyncio.Semaphore(N) around AsyncOpenAI calls, no rate
                       limiting, the SDK's own retries (--baseline-retries,

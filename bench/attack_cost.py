@@ -48,6 +48,7 @@ from promptrobust.engine.measuring.evaluator import Evaluator
 from bench.reference import ReferenceScorer
 from promptrobust.engine.serving.registry import build_backend, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks import get_task, load_prompts
 
 VARIANTS = ("reference", "exhaustive", "engine-gen", "engine")
@@ -91,7 +92,7 @@ async def measure(variant: str, attack_name: str, backend: Any, task: Any, sampl
         sched = None
     else:
         cache = ScoreCache(cache_dir / f"{attack_name}-{variant}.sqlite") if variant != "exhaustive" else None
-        sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
+        sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(batch_size=batch_size, max_wait_ms=5), owns_backend=False)
         await sched.start()
         scorer = evaluator_for(variant, sched, task, samples, chunk_size)
     t0 = time.perf_counter()
@@ -146,7 +147,7 @@ async def run_protocol(variant: str, names: list[str], backend: Any, task: Any, 
         sent, hits, saved, joined = scorer.cost.model_calls, 0, 0, 0
     else:
         cache = ScoreCache(cache_dir / f"protocol-{variant}.sqlite")
-        sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
+        sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(batch_size=batch_size, max_wait_ms=5), owns_backend=False)
         await sched.start()
         evaluators = [evaluator_for(variant, sched, task, samples, chunk_size)]
         ranked = await asyncio.gather(*(evaluators[0].evaluate(p.text) for p in prompts))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,8 @@ from typing import Any
 #: row label -> what it holds (the order of the table)
 PARTS = {
     "tokenisation": "encoding inputs and label words (tokenizer calls)",
-    "prefix planning": "prefix groups, cache look-ups, batch order (arrange_batches, _row_prefixes' own Python)",
-    "prefix stacking": "assembling each batch's cached prefixes into key/value tensors (_stack_prefixes)",
+    "prefix planning": "prefix groups, cache look-ups, batch order (arrange_batches, row_prefixes' own Python)",
+    "prefix stacking": "assembling each batch's cached prefixes into key/value tensors (stack_prefixes)",
     "kv concatenation": "the cache's torch.cat of prefix and new keys/values, every layer, every row",
     "attention projections": "q/k/v/o Linear layers",
     "attention core": "q/k norms, rotary embedding, repeat of kv heads, scaled dot-product attention",
@@ -34,18 +35,23 @@ PARTS = {
     "model other": "embeddings, RMSNorms, residuals, masks, per-layer Python of the forward",
     "backend python": "padding, position ids, masks, result rows (the backend's own Python)",
 }
-#: backend methods (name -> part) whose self time is counted
+#: (where, name) -> part: the backend's methods whose self time is counted; ``where`` is the backend itself,
+#: its forward passes (``backend.passes``) or the scoring module (hf/scoring.py's functions)
 _METHODS = {
-    "_encode_uncached": "tokenisation",
-    "_choice_ids": "tokenisation",
-    "arrange_batches": "prefix planning",
-    "_row_prefixes": "prefix planning",
-    "_stack_prefixes": "prefix stacking",
-    "_next_token_logprobs": "log-softmax",
-    "_continuation_logprobs": "log-softmax",
-    "_run": "backend python",
-    "_forward_after": "backend python",
+    ("backend", "_encode_uncached"): "tokenisation",
+    ("backend", "choice_ids"): "tokenisation",
+    ("backend", "arrange_batches"): "prefix planning",
+    ("passes", "row_prefixes"): "prefix planning",
+    ("passes", "stack_prefixes"): "prefix stacking",
+    ("scoring", "_next_token_logprobs"): "log-softmax",
+    ("scoring", "_continuation_logprobs"): "log-softmax",
+    ("backend", "_run"): "backend python",
+    ("passes", "forward_after"): "backend python",
 }
+#: the forward passes' methods timed as a pass: (name, kind of pass, part of its self time)
+_PASSES = (("compute_prefix", "prefix", "model other"),
+           ("compute_prefix_batch", "prefix", "prefix stacking"),  # its own time: cutting entries out
+           ("forward_logits", "rows", "model other"))
 
 
 class PassProfile:
@@ -94,17 +100,14 @@ class PassProfile:
     # -- installing and removing
 
     def __enter__(self) -> "PassProfile":
+        from promptrobust.engine.serving.backends.hf import scoring
+
         b = self.backend
-        for name, part in _METHODS.items():
-            if hasattr(b, name):
-                setattr(b, name, self.timed(part, getattr(b, name)))
-                self._undo.append(lambda name=name: b.__dict__.pop(name, None))
-        for name, kind, part in (("_compute_prefix", "prefix", "model other"),
-                                 ("_compute_prefix_batch", "prefix", "prefix stacking"),  # its own time: cutting entries out
-                                 ("_forward_logits", "rows", "model other")):
-            if hasattr(b, name):
-                setattr(b, name, self._pass_timer(kind, part, getattr(b, name)))
-                self._undo.append(lambda name=name: b.__dict__.pop(name, None))
+        owners = {"backend": b, "passes": b.passes, "scoring": scoring}
+        for (where, name), part in _METHODS.items():
+            self._wrap(owners[where], name, self.timed(part, getattr(owners[where], name)))
+        for name, kind, part in _PASSES:
+            self._wrap(b.passes, name, self._pass_timer(kind, part, getattr(b.passes, name)))
         self._hook_modules(b.model)
         self._patch_cache_update()
         return self
@@ -113,8 +116,17 @@ class PassProfile:
         while self._undo:
             self._undo.pop()()
 
+    def _wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+        """Put ``wrapper`` in place of ``owner.name`` until the profile ends."""
+        original = owner.__dict__.get(name) if isinstance(owner, types.ModuleType) else None
+        setattr(owner, name, wrapper)
+        if original is not None:  # a module's function: put it back
+            self._undo.append(lambda: setattr(owner, name, original))
+        else:  # an instance attribute over the class's method: remove it
+            self._undo.append(lambda: owner.__dict__.pop(name, None))
+
     def _pass_timer(self, kind: str, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Self time to ``part``; the pass counted once, as the outermost kind (a prefix batch runs ``_forward_logits``)."""
+        """Self time to ``part``; the pass counted once, as the outermost kind (a prefix batch runs ``forward_logits``)."""
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             outer = getattr(self._local, "pass_kind", None)

@@ -52,14 +52,14 @@ async def main() -> None:
     await backend.start()
     kinds = ["score_choices", "generate"] if task.supports_choices else ["generate"]
     await backend.complete_batch(requests_for(task, samples[:4], prompt, backend.is_chat, kinds[0]))  # warm-up
-    cells = [(s, False) for s in sizes] + [(s, True) for s in sizes if s > 1 and hasattr(backend, "share_prefix")]
+    cells = [(s, False) for s in sizes] + [(s, True) for s in sizes if s > 1 and hasattr(backend, "with_options")]
     times: dict[tuple[str, int, bool], list[float]] = {}
     for _ in range(args.rounds):
         for kind in kinds:
             reqs = requests_for(task, samples, prompt, backend.is_chat, kind)
             for size, share in cells:
-                if hasattr(backend, "share_prefix"):
-                    backend.share_prefix = share
+                if hasattr(backend, "with_options"):
+                    backend.with_options(share_prefix=share)
                 t0 = time.perf_counter()
                 for i in range(0, len(reqs), size):
                     await backend.complete_batch(reqs[i : i + size])

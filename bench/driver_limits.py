@@ -70,14 +70,15 @@ _SERVER = (
 
 
 async def bench_http(url: str, n: int, concurrency: int, cache_path: Path | None) -> dict[str, float]:
-    from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+    from promptrobust.engine.serving.backends.openai import OpenAIBackend
     from promptrobust.engine.serving.cache import ScoreCache
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
     from promptrobust.engine.serving.types import Decoding, Request
 
     backend = OpenAIBackend("m", base_urls=[url], api_key_env="PRE_BENCH_NO_KEY", max_connections=concurrency)
     cache = ScoreCache(cache_path) if cache_path else None
-    sched = Scheduler(backend, cache=cache, concurrency=concurrency)
+    sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(concurrency=concurrency))
     await sched.start()
     requests = [Request(kind="generate", prompt=f"Review {i}: a film that was good.\nAnswer:", decoding=Decoding(max_tokens=1))
                 for i in range(n)]

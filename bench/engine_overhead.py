@@ -29,6 +29,7 @@ from promptrobust.engine.measuring.evaluator import Evaluator
 from promptrobust.engine.serving.registry import build_backend, resolve_model
 from promptrobust.engine.measuring.requests import RequestBuilder
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.tasks.registry import get_task
 
@@ -72,7 +73,7 @@ async def main() -> None:
     prompts = load_prompts(task.name, types=["task"])
     backend = build_backend(resolve_model(args.model))
     await backend.start()  # loaded once, shared by both paths
-    sched = Scheduler(backend, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+    sched = Scheduler(backend, settings=SchedulerSettings(batch_size=args.batch_size, max_wait_ms=5), owns_backend=False)
     await sched.start()
     # Warm-up (first-call costs in torch) outside the measurement.
     await straight(backend, task, samples[:32], prompts[0].text, args.batch_size)

@@ -240,9 +240,9 @@ def reference_subset(cfg: GpuBenchConfig, prompts: list[str], samples: list[Any]
 
 def levers(backend: Any, *, engine: bool, share: bool = True) -> None:
     """Baseline (nothing shared or cached between calls) or the engine's levers, with a cold prefix cache."""
-    from promptrobust.engine.serving.backends.hf_prefix import PrefixCache
+    from promptrobust.engine.serving.backends.hf.prefix import PrefixCache
 
-    backend.share_prefix = engine and share
+    backend.with_options(share_prefix=engine and share)
     backend.prefixes = PrefixCache(int(PREFIX_CACHE_MB * 2**20) if engine and share else 0)
 
 
@@ -308,10 +308,11 @@ async def run_engine(backend: Any, requests: list[Request], kind: str, label: st
                      fm: FlopModel) -> Measured:
     """(b)/(c): every request through a Scheduler (no score cache) over the backend, every lever on."""
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     levers(backend, engine=True)
-    backend.batch_size = backend.max_batch_size = batch_size
-    sched = Scheduler(backend, batch_size=batch_size, owns_backend=False)
+    backend.with_options(batch_size=batch_size)
+    sched = Scheduler(backend, settings=SchedulerSettings(batch_size=batch_size), owns_backend=False)
     await sched.start()
     before = _timed_positions(backend)
     try:
@@ -329,7 +330,7 @@ async def run_direct(backend: Any, requests: list[Request], kind: str, batch_siz
                      fm: FlopModel) -> Measured:
     """The backend alone (its own batch arrangement, one ``complete_batch`` per batch), cold prefix cache."""
     levers(backend, engine=True, share=share)
-    backend.batch_size = backend.max_batch_size = batch_size
+    backend.with_options(batch_size=batch_size)
     before = _timed_positions(backend)
     t0 = time.perf_counter()
     out: list[Completion] = []
@@ -395,14 +396,15 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     """Build the model once, run (a), (b), (c), then the batch-size sweep and prefix sharing."""
     import torch
 
+    from promptrobust.engine.serving.backends.hf import HFOptions
     from promptrobust.engine.serving.backends.random_model import RandomHFBackend
 
     cfg.validate()
     say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
-    backend = RandomHFBackend(cfg.model, seed=cfg.seed, tokenizer=cfg.tokenizer, device=cfg.device, dtype=cfg.dtype,
-                              batch_size=cfg.batch_size)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise GpuBenchError(f"--device {cfg.device}: this machine has no CUDA device; use --device auto or cpu")
+    options = HFOptions(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size)
+    backend = RandomHFBackend(cfg.model, options, seed=cfg.seed, tokenizer=cfg.tokenizer)
     device, dtype = backend.placement()
     check_memory(cfg, _meta_params(backend), device, dtype)
     say(f"building {cfg.model} on {device} in {dtype} (seed {cfg.seed})")

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promptrobust.engine.serving.backends.hf_kernels import install
-from promptrobust.engine.serving.backends.hf_prefix import PrefixCache, common_prefix_length
+from promptrobust.engine.serving.backends.hf.kernels import install
+from promptrobust.engine.serving.backends.hf.observer import HFObserver, PassKind
+from promptrobust.engine.serving.backends.hf.prefix import PrefixCache, common_prefix_length
 from promptrobust.engine.serving.types import Completion, Request
 
 
@@ -79,17 +80,14 @@ def configure(backend: Any, levers: Levers, *, prefixes: PrefixCache | None = No
     body = backend.kernel.kernel if levers.kernel == "best" else levers.kernel
     head = {"best": backend.kernel.head, "follow": body}.get(levers.head_kernel, levers.head_kernel)
     install(backend.model, body, head)
-    backend.share_prefix = levers.share_prefix
+    backend.with_options(share_prefix=levers.share_prefix, prefix_cache_mb=cache_mb if levers.prefix_cache else 0.0,
+                        length_order=levers.length_order, drop_finished=levers.drop_finished,
+                        prefix_without_head=levers.prefix_without_head, kv_views=levers.kv_views,
+                        label_logsumexp=levers.label_logsumexp, short_tail_batches=levers.short_tail_batches)
     if levers.prefix_cache:
         backend.prefixes = prefixes if prefixes is not None else PrefixCache(int(cache_mb * 2**20))
     else:
         backend.prefixes = PrefixCache(0)
-    backend.length_order = levers.length_order
-    backend.drop_finished = levers.drop_finished
-    backend.prefix_without_head = levers.prefix_without_head
-    backend.kv_views = levers.kv_views
-    backend.label_logsumexp = levers.label_logsumexp
-    backend.short_tail_batches = levers.short_tail_batches
 
 
 class Recorder:
@@ -121,7 +119,7 @@ def lower_bound_positions(backend: Any, recorder: Recorder) -> int:
     """Positions an ideal exact backend computes: every distinct token prefix of the inputs once (the nodes of
     their token trie: shared instruction starts once, no padding), plus one decode step per generated token after
     the first, and one more where the answer ended at EOS (the step that predicts EOS must run)."""
-    seqs = sorted({tuple(backend._encode_input(r)) for r in recorder.sent})
+    seqs = sorted({tuple(backend.encode_input(r)) for r in recorder.sent})
     total, prev = 0, ()
     for s in seqs:
         total += len(s) - common_prefix_length([prev, s])
@@ -141,7 +139,7 @@ def fp32_peak(size: int = 2048, repeats: int = 5) -> dict[str, Any]:
     """Best fp32 FLOP/s of a square matmul through torch's default path and through oneDNN (plain and packed weight)."""
     import torch
 
-    from promptrobust.engine.serving.backends.hf_kernels import onednn_available
+    from promptrobust.engine.serving.backends.hf.kernels import onednn_available
 
     a = torch.randn(size, size)
     b = torch.randn(size, size)
@@ -249,13 +247,13 @@ async def _ablation_table(backend: Any, recorded: dict[str, Recorder], n: int, b
                 peak = again
             for lv in ABLATION:
                 configure(backend, lv, cache_mb=cache_mb)
-                passes = _count_passes(backend)
+                backend.observer = passes = PassCounter()
                 try:
                     sec, pos, out = await replay(backend, reqs, batch_size)
                 finally:
-                    backend.__dict__.pop("_forward_logits", None)
+                    backend.observer = None
                 if lv.label not in best or sec < best[lv.label][0]:
-                    best[lv.label] = (sec, pos, out, len(passes))
+                    best[lv.label] = (sec, pos, out, passes.count)
         all_sec, _, all_out, _ = best[ABLATION[0].label]
         for lv in ABLATION:
             sec, pos, out, npass = best[lv.label]
@@ -268,17 +266,15 @@ async def _ablation_table(backend: Any, recorded: dict[str, Recorder], n: int, b
     return {"rows": rows, "lines": lines, "peak": peak}
 
 
-def _count_passes(backend: Any) -> list[int]:
-    """Counts the passes through ``_forward_logits``: request rows, decode steps, batched prefixes (a lone prefix runs apart)."""
-    calls: list[int] = []
-    forward = backend._forward_logits
+class PassCounter(HFObserver):
+    """Counts the forward passes of request rows, decode steps and batched prefixes (a lone prefix runs apart)."""
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return forward(*args, **kwargs)
+    def __init__(self) -> None:
+        self.count = 0
 
-    backend._forward_logits = counted
-    return calls
+    def forward_pass(self, kind: PassKind, rows: int, columns: int, keep: int) -> None:
+        if kind != "prefix":
+            self.count += 1
 
 
 def _same(a: Completion, b: Completion) -> bool:
@@ -363,9 +359,9 @@ def peak_breakdown(backend: Any, levers: dict[str, Any], rows: int, repeats: int
 
 async def bf16_agreement(model_name: str, fp32: Any, recorded: dict[str, Recorder], n: int, batch_size: int) -> dict[str, Any]:
     """How often bfloat16 gives fp32's label / text on recorded requests, and how much faster it is."""
-    from promptrobust.engine.serving.backends.hf import embedded_backend
+    from promptrobust.engine.serving.backends.hf import HFOptions, embedded_backend
 
-    bf16 = embedded_backend(model_name, batch_size=batch_size, dtype="bfloat16")
+    bf16 = embedded_backend(model_name, HFOptions(batch_size=batch_size, dtype="bfloat16"))
     await bf16.start()
     result: dict[str, Any] = {"lines": ["| mode | requests | same answer | fp32 seconds | bf16 seconds | bf16 speed |",
                                         "|---|---:|---:|---:|---:|---:|"]}

@@ -61,14 +61,15 @@ from bench.report import command_line, header, write_results  # noqa: E402
 from bench.summary import update_section, update_summary  # noqa: E402
 from promptrobust.attacks.errors import AttackResourceError  # noqa: E402
 from promptrobust.attacks.registry import get_attack, list_attacks  # noqa: E402
-from promptrobust.engine.serving.backends.hf import embedded_backend  # noqa: E402
-from promptrobust.engine.serving.backends.hf_prefix import PrefixCache  # noqa: E402
+from promptrobust.engine.serving.backends.hf import GreedyMargins, HFOptions, embedded_backend  # noqa: E402
+from promptrobust.engine.serving.backends.hf.prefix import PrefixCache  # noqa: E402
 from promptrobust.engine.serving.cache import ScoreCache  # noqa: E402
 from promptrobust.engine.measuring.evaluator import Evaluator  # noqa: E402
 from bench.reference import PromptbenchScorer, ReferenceScorer  # noqa: E402
 from promptrobust.engine.serving.registry import resolve_model  # noqa: E402
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings  # noqa: E402
 from promptrobust.engine.serving.scheduler import Scheduler  # noqa: E402
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks import get_task, load_prompts  # noqa: E402
 
 from promptrobust.engine.measuring.workbench import few_shot, protected_words, semantic_prompts_for  # noqa: E402
@@ -156,7 +157,7 @@ async def run_all(args: argparse.Namespace, backend: Any, task: Any, samples: li
             c.prefixes = PrefixCache(int(args.prefix_cache_mb * 2**20))
             c.recorder = Recorder(backend)
             c.cache = ScoreCache(tmp / f"{c.name}.sqlite")
-            c.scheduler = Scheduler(c.recorder, cache=c.cache, batch_size=args.batch_size, max_wait_ms=5, owns_backend=False)
+            c.scheduler = Scheduler(c.recorder, cache=c.cache, settings=SchedulerSettings(batch_size=args.batch_size, max_wait_ms=5), owns_backend=False)
             if args.breakdown and c.name == "engine":
                 c.profile = PassProfile(backend)
             await c.scheduler.start()
@@ -412,7 +413,7 @@ async def main() -> None:
     samples = task.load(limit=args.limit, seed=args.seed)
     prompts = load_prompts(task.name, types=["task"])[: args.prompts]
     shots, examples = shots_and_examples(task, args.model, args.shots, args.seed)
-    backend = embedded_backend(args.model, batch_size=args.batch_size, linear_kernel=args.linear_kernel)
+    backend = embedded_backend(args.model, HFOptions(batch_size=args.batch_size, linear_kernel=args.linear_kernel))
     await backend.start()
     kernel = backend.kernel
     started = time.perf_counter()
@@ -424,12 +425,13 @@ async def main() -> None:
         async def between(cs: list[Contender]) -> None:
             await sampler.slice({c.name: c.recorder for c in cs if c.recorder is not None})
 
-    greedy_margins: dict = {}
-    backend.greedy_margins = greedy_margins if extrapolated else None  # the certificate's generation margins
+    margins = GreedyMargins()
+    greedy_margins = margins.margins
+    backend.observer = margins if extrapolated else None  # the certificate's generation margins
     with tempfile.TemporaryDirectory() as tmp:
         contenders, unavailable = await run_all(args, backend, task, samples, prompts, attacks, Path(tmp), examples,
                                                 between)
-    backend.greedy_margins = None
+    backend.observer = None
     protocol_seconds = time.perf_counter() - started
     args.load_average.append(os.getloadavg()[0])
     by = {c.name: c for c in contenders}

@@ -34,6 +34,7 @@ from promptrobust.engine.serving.cache import ScoreCache
 from bench.reference import ReferenceScorer
 from promptrobust.engine.serving.registry import build_backend, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks import get_task, load_prompts
 
 #: Extra instruction sentences (ours) that lengthen a sentiment prompt without changing its task.
@@ -60,7 +61,7 @@ async def pass_cost(backend, task, samples, prompt: str, *, cache_dir: Path, bat
     await reference.score(prompt)
     ref_seconds = time.perf_counter() - t0
     cache = ScoreCache(cache_dir / f"len{len(prompt)}.sqlite")
-    sched = Scheduler(backend, cache=cache, batch_size=batch_size, max_wait_ms=5, owns_backend=False)
+    sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(batch_size=batch_size, max_wait_ms=5), owns_backend=False)
     await sched.start()
     evaluator = evaluator_for("engine", sched, task, samples, chunk_size=len(samples))
     t0 = time.perf_counter()
@@ -69,8 +70,8 @@ async def pass_cost(backend, task, samples, prompt: str, *, cache_dir: Path, bat
     await sched.close()
     cache.close()
     tokens = None
-    if hasattr(backend, "_encode_input"):  # the hf backend's tokenisation, for the table
-        tokens = sum(len(backend._encode_input(evaluator.builder.build(prompt, s))) for s in samples) / len(samples)
+    if hasattr(backend, "encode_input"):  # the hf backend's tokenisation, for the table
+        tokens = sum(len(backend.encode_input(evaluator.builder.build(prompt, s))) for s in samples) / len(samples)
     return {"words": len(prompt.split()), "input_tokens": tokens, "reference_seconds": ref_seconds,
             "reference_calls": reference.cost.model_calls, "engine_seconds": engine_seconds,
             "engine_requests": evaluator.requests.sent,

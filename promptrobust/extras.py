@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 
+from promptrobust.engine.errors import PromptRobustError
+
 #: extra -> (what it brings, the modules whose absence means it is missing)
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "local": ("models in this process: torch, transformers and the embedded Gemma", ("torch", "transformers")),
@@ -30,7 +32,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(PromptRobustError, ImportError):
     """A feature whose extra is not installed; the message is the one line to show."""
 
     def __init__(self, what: str, extra: str, missing: Sequence[str] = ()) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 

@@ -1,7 +1,9 @@
 """Issue 20: an answer is bounded in size and in time, and both bounds are transient failures.
+Issue 32: and in depth; an answer nested beyond any real one is one line at once, not retried.
 
 A raw socket server on 127.0.0.1 plays the hostile server: a 200 MB body
-(with and without a Content-Length), and headers sent one byte at a time.
+(with and without a Content-Length), headers sent one byte at a time, a model
+list nested 200,000 levels deep; the fake OpenAI server sends nested answers.
 The limits in the tests are small so the tests stay fast; the code path is
 the one the defaults take.
 """
@@ -9,6 +11,7 @@ the one the defaults take.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -16,10 +19,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from promptrobust.engine.serving.backends.base import TransientBackendError
-from promptrobust.engine.serving.backends.openai_backend import MAX_BODY_MB, BodyTooLarge, OpenAIBackend
+from promptrobust.engine.serving.backends.base import BadAnswerError, TransientBackendError
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, MAX_JSON_DEPTH, BodyTooLarge, json_depth
+from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.serving.types import Request
+from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.types import Request, request_key
+from promptrobust.testing.fake_openai import FakeOpenAIServer, FaultPlan
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
 GOOD = json.dumps({"choices": [{"index": 0, "text": "positive", "finish_reason": "stop"}],
@@ -31,8 +38,9 @@ class RawServer:
     """HTTP/1.1 by hand: GET /models answers normally; each POST is handled by ``post(conn)``
     (a list, consumed in order; the last one repeats). Counts the body bytes it managed to send."""
 
-    def __init__(self, posts: list[Callable[[socket.socket], None]]) -> None:
+    def __init__(self, posts: list[Callable[[socket.socket], None]], models: bytes = MODELS) -> None:
         self.posts = posts
+        self.models = models
         self.sent = 0
         self.stop = threading.Event()
         self.sock = socket.socket()
@@ -71,7 +79,7 @@ class RawServer:
                     body += conn.recv(65536)
                 if lines[0].startswith(b"GET"):
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                                 + f"Content-Length: {len(MODELS)}\r\n\r\n".encode() + MODELS)
+                                 + f"Content-Length: {len(self.models)}\r\n\r\n".encode() + self.models)
                     return
                 post = self.posts.pop(0) if len(self.posts) > 1 else self.posts[0]
                 post(conn)
@@ -174,3 +182,64 @@ def test_max_body_mb_is_a_model_argument():
 
     spec = resolve_model("openai:fake-model", parse_model_args("base_url=http://127.0.0.1:9/v1,max_body_mb=32"))
     assert build_backend(spec).max_body_bytes == 32 * 2**20
+
+
+# -- issue 32 item 3: answers parsed with bounded depth -------------------------------------------------
+
+NESTED = b"[" * 200_000 + b"]" * 200_000  # 400 KB, far under the size limit
+
+
+def test_the_depth_of_an_answer_is_read_without_parsing_it():
+    assert json_depth(b'{"choices": [{"text": "[[[{{ \\" ]]", "logprobs": {"content": [{"top_logprobs": []}]}}]}') == 7
+    assert json_depth(NESTED) == 200_000 and json_depth(b'"just text"') == 0 and json_depth(b"") == 0
+    assert json_depth(b'"' + b'\\"[' * 500_000) == 0  # one endless string of escaped quotes: text, and linear to read
+    assert MAX_JSON_DEPTH >= 16  # room above every real answer (about 7 levels)
+
+
+async def test_a_deeply_nested_answer_is_one_line_at_once_never_a_traceback():
+    with FakeOpenAIServer(model="fake-model") as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs")
+        await b.start()
+        srv.script("nested_json")
+        with pytest.raises(BadAnswerError) as err:
+            await b.complete(REQ)
+        message = str(err.value)
+        assert "\n" not in message and "nested 200000 levels deep" in message and srv.url in message
+        assert not isinstance(err.value, TransientBackendError)
+        assert (await b.complete(REQ)).text == "positive"  # the next answer is read normally
+        await b.close()
+
+
+async def test_a_server_that_sends_nested_answers_fails_the_request_once_without_retries(tmp_path):
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    with FakeOpenAIServer(model="fake-model", faults=FaultPlan({"nested_json": 1.0})) as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs", logprobs=True)
+        async with Scheduler(b, cache=cache) as sched:  # the default 7 retries
+            with pytest.raises(BadAnswerError, match="nested"):
+                await sched.submit(REQ)
+            assert sched.stats.retries == 0
+        assert srv.count("/v1/completions") == 1
+    assert cache.get_many([request_key(b.identity, REQ)]) == {}
+    cache.close()
+
+
+def test_pre_run_against_a_server_of_nested_answers_exits_2_with_one_line(tmp_path, capsys):
+    from promptrobust.cli.main import main
+
+    with FakeOpenAIServer(model="fake-model", faults=FaultPlan({"nested_json": 1.0})) as srv:
+        code = main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--limit", "4",
+                     "--no-cache", "--output-dir", str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "nested 200000 levels deep" in err[0]
+    assert "Traceback" not in err[0] and "RecursionError" not in err[0]
+
+
+async def test_a_nested_model_list_is_no_reason_to_stop(caplog):
+    with RawServer([], models=NESTED) as srv:
+        srv.posts = [srv.good]
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs")
+        with caplog.at_level(logging.WARNING):
+            await b.start()
+        assert "nested 200000 levels deep" in caplog.text and "carrying on" in caplog.text
+        assert (await b.complete(REQ)).text == "positive"
+        await b.close()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.certify import certify, margin  # noqa: E402
 from bench.levers import ENGINE, Recorder, configure  # noqa: E402
-from promptrobust.engine.serving.backends.hf import embedded_backend  # noqa: E402
+from promptrobust.engine.serving.backends.hf import GreedyMargins, HFOptions, embedded_backend  # noqa: E402
 from promptrobust.engine.serving.model_store import ModelNotInstalled  # noqa: E402
 from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, Request  # noqa: E402
 
@@ -44,17 +44,17 @@ def _requests(phase: str) -> list[Request]:
 @pytest.fixture(scope="module")
 def recorded():
     try:
-        backend = embedded_backend("smollm2-135m-instruct", batch_size=8)
+        backend = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=8))
     except ModelNotInstalled as e:
         pytest.skip(str(e))
     asyncio.run(backend.start())
     configure(backend, ENGINE)
     recorder = Recorder(backend)
-    backend.greedy_margins = {}
+    backend.observer = observer = GreedyMargins()
     for phase in PHASES:
         recorder.phase = phase
         asyncio.run(recorder.complete_batch(_requests(phase)))
-    margins, backend.greedy_margins = backend.greedy_margins, None
+    margins, backend.observer = observer.margins, None
     return backend, recorder, margins
 
 

@@ -88,7 +88,7 @@ class _Encoder:
 
     positions = 0
 
-    def _encode_input(self, r: Request) -> list[int]:
+    def encode_input(self, r: Request) -> list[int]:
         return [ord(c) for c in r.input_text()]
 
     async def complete_batch(self, requests: list[Request]) -> list[Completion]:

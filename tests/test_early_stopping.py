@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from promptrobust.engine.measuring.evaluator import Evaluator
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
 
@@ -25,7 +26,7 @@ def winner(scores: list[tuple[str, float, bool]], to_beat: float) -> tuple[str, 
 async def _score(table, prompts, n, to_beat, chunk, early):  # noqa: ANN001, ANN202
     task = TableTask(n=n, table=table)
     backend = CountingBackend(batching=True, max_batch_size=16, answer=table_answer(table))
-    async with Scheduler(backend, max_wait_ms=0) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=0)) as sched:
         ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=chunk, early_stopping=early)
         out = await ev(prompts, to_beat=to_beat)
     return [(c.prompt, c.score, c.complete) for c in out], backend.calls, ev.cost
@@ -127,7 +128,7 @@ def test_semantic_set_stops_prompts_that_cannot_be_the_worst() -> None:
     async def attack(early: bool):  # noqa: ANN202
         task = TableTask(n=n, table=table)
         backend = CountingBackend(batching=True, max_batch_size=16, answer=table_answer(table))
-        async with Scheduler(backend, max_wait_ms=0) as sched:
+        async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=0)) as sched:
             ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=6, early_stopping=early)
             outcome = await get_attack("semantic", every_score=False).run(clean, ev, semantic_prompts=[worst, *harmless], budget=10)
         return outcome, backend.calls, ev.cost

@@ -12,13 +12,15 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendUnavailable
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.serving.retry import RetryPolicy
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer, FaultPlan
 
 FAST = RetryPolicy(max_attempts=8, base_delay=0.005, max_delay=0.02, jitter=0.0)
+ONE_ATTEMPT = RetryPolicy(max_attempts=1)  # no retry: a failure that spends an attempt fails its request
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +44,9 @@ def posts(srv: FakeOpenAIServer) -> int:
     return srv.count("/v1/completions") + srv.count("/v1/chat/completions")
 
 
-async def run_all(backend: OpenAIBackend, n: int, **kw) -> list[str]:  # noqa: ANN003
-    async with Scheduler(backend, concurrency=8, retry_policy=FAST, **kw) as sched:
+async def run_all(backend: OpenAIBackend, n: int, request_timeout: float | None = None) -> list[str]:
+    settings = SchedulerSettings(concurrency=8, request_timeout=request_timeout)
+    async with Scheduler(backend, settings=settings, retry_policy=FAST) as sched:
         outs = await sched.submit_many(requests(n))
     return [o.text for o in outs]
 
@@ -98,8 +101,8 @@ async def test_a_retry_goes_to_another_endpoint():
         await b.start()
         a.script("500")
         req = requests(1)[0]
-        first = b._pick(None)[0]  # noqa: SLF001 - which endpoint the round robin offers next
-        b._rr = 0  # noqa: SLF001
+        first = b._pool.pick(None)[0]  # noqa: SLF001 - which endpoint the round robin offers next
+        b._pool._rr = 0  # noqa: SLF001
         async with Scheduler(b, retry_policy=FAST, owns_backend=False) as sched:
             assert (await sched.submit(req)).text == "negative"
         assert first is b._endpoints[0]  # noqa: SLF001
@@ -114,7 +117,7 @@ async def test_an_ejected_endpoint_is_probed_after_its_cool_down_and_readmitted(
         b = OpenAIBackend("fake-model", base_urls=[a.url, c.url], logprobs=True, eject_after=2, cooldown=0.5)
         await b.start()
         a.script("500", "503")
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             await sched.submit_many(requests(4))
             assert b.endpoint_health[a.url] == "ejected"
             await asyncio.sleep(0.6)  # the cool-down passes
@@ -129,7 +132,7 @@ async def test_a_probe_that_fails_rests_the_endpoint_longer():
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=FaultPlan({"500": 1.0})) as dead:
         b = OpenAIBackend("fake-model", base_urls=[dead.url, good.url], eject_after=1, cooldown=0.02)
         await b.start()
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             for i in range(6):
                 await sched.submit(requests(20)[i])
                 await asyncio.sleep(0.05)
@@ -144,7 +147,70 @@ async def test_a_429_does_not_count_against_an_endpoints_health():
         await b.start()
         a.script("429:0", "429:0")
         c.script("429:0", "429:0")
-        async with Scheduler(b, concurrency=1, retry_policy=FAST, owns_backend=False) as sched:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             await sched.submit_many(requests(6))
         assert b.endpoint_health == {a.url: "ok", c.url: "ok"}
         await b.close()
+
+
+# -- issue 32 item 7: an outage is waited out, not paid for with attempts -------------------------------
+
+async def test_an_outage_is_waited_out_without_spending_the_requests_attempts(caplog):
+    """The server goes away for a while (connections refused) and comes back on its port: the requests
+    wait for it and all succeed, though each may make one attempt only (refusals used to spend them all)."""
+    caplog.set_level(logging.WARNING)
+    srv = FakeOpenAIServer().start()
+    port = srv.port
+    b = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=600)
+    try:
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=4), retry_policy=ONE_ATTEMPT) as sched:
+            assert [o.text for o in await sched.submit_many(requests(4))] == EXPECTED[:4]
+            srv.stop()  # the outage begins: nothing listens on the port
+            pending = asyncio.create_task(sched.submit_many(requests(40)[4:]))
+            async with asyncio.timeout(120):  # (only to end a broken test; never reached)
+                while not any("refuses connections" in r.getMessage() for r in caplog.records):
+                    await asyncio.sleep(0.05)  # until a request met the refusal
+            await asyncio.sleep(0.5)  # several probe intervals of outage
+            assert not pending.done()  # waiting, not failed
+            srv = FakeOpenAIServer(port=port).start()  # the server is back
+            out = await asyncio.wait_for(pending, 120)
+        assert [o.text for o in out] == EXPECTED[4:40]
+        assert sched.stats.failures == 0 and posts(srv) == 36  # each request answered once by the new server
+        assert b.endpoint_health == {b._endpoints[0].shown: "ok"}  # noqa: SLF001
+        assert "every endpoint refuses connections" in caplog.text and "max_outage=" in caplog.text
+        assert "re-admitted" in caplog.text
+    finally:
+        srv.stop()
+
+
+async def test_a_dead_endpoint_still_fails_in_bounded_time_with_one_line():
+    with FakeOpenAIServer() as srv:
+        b = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=0.5)
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=4), retry_policy=FAST) as sched:
+            srv.stop()  # it never comes back
+            with pytest.raises(BackendUnavailable) as err:
+                await asyncio.wait_for(sched.submit_many(requests(8)), 120)
+    message = str(err.value)
+    assert message.startswith("every endpoint has refused connections for ") and "\n" not in message
+    assert "is the server running? (max_outage= in --model-args waits longer)" in message
+
+
+async def test_an_endpoint_that_goes_down_hands_its_requests_to_the_others_without_spending_attempts():
+    with FakeOpenAIServer() as good, FakeOpenAIServer() as dying:
+        b = OpenAIBackend("fake-model", base_urls=[dying.url, good.url], logprobs=True, cooldown=30)
+        async with Scheduler(b, settings=SchedulerSettings(concurrency=8), retry_policy=ONE_ATTEMPT) as sched:
+            await sched.submit_many(requests(8))
+            dying_url = dying.url
+            dying.stop()  # down for good: every request still succeeds at its first and only attempt
+            out = await sched.submit_many(requests(80)[8:])
+        assert [o.text for o in out] == EXPECTED[8:80] and sched.stats.failures == 0
+        assert b.endpoint_health[dying_url] == "ejected" and b.endpoint_health[good.url] == "ok"
+
+
+def test_max_outage_is_a_model_argument():
+    from promptrobust.engine.serving.registry import ModelArgsError, build_backend, parse_model_args, resolve_model
+
+    spec = resolve_model("openai:fake-model", parse_model_args("base_url=http://127.0.0.1:9/v1,max_outage=30"))
+    assert build_backend(spec).max_outage == 30
+    with pytest.raises(ModelArgsError, match="max_outage"):
+        build_backend(resolve_model("openai:fake-model", parse_model_args("base_url=http://127.0.0.1:9/v1,max_outage=-1")))

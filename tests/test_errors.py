@@ -105,3 +105,77 @@ def test_pre_run_appends_the_flag_to_a_library_error(tmp_path: Path, capsys, arg
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and body in line and line.endswith(flag)
     assert line.count("--") == 1  # the flag once, appended by the CLI; the message itself names none
+
+
+#: Exception classes of the library that are deliberately NOT ``PromptRobustError``s, each with why.
+NOT_USER_ERRORS = {
+    # a full disk or a read-only folder: its own exit code (atomic_io.EXIT_ENVIRONMENT), not 2
+    "promptrobust.engine.safe_io.atomic_io.OutputWriteError",
+    "promptrobust.engine.safe_io.folder_lock.LockHeld",
+    # internal signals, always turned into a user error before they leave their module
+    "promptrobust.engine.serving.backends.openai.scoring.ScoringAnswerError",
+    "promptrobust.engine.serving.backends.openai.scoring.ImpossibleLogprob",
+    "promptrobust.engine.runs.sweep.runner._AlreadySaid",
+}
+
+
+def _exception_classes() -> list[type]:
+    """Every exception class defined in engine/, tasks/, attacks/ and promptrobust/extras.py."""
+    import ast
+    import importlib
+
+    from tests.import_rules import module_name
+
+    root = Path(__file__).resolve().parents[1]
+    paths = [p for top in ("engine", "tasks", "attacks") for p in sorted((root / top).rglob("*.py"))]
+    paths.append(root / "promptrobust" / "extras.py")
+    found: list[type] = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+        if not names:
+            continue
+        module = importlib.import_module(module_name(root, path))
+        found += [c for n in names if isinstance(c := getattr(module, n), type) and issubclass(c, BaseException)
+                  and c.__module__ == module.__name__]
+    return found
+
+
+def test_every_library_error_a_user_can_fix_is_a_prompt_robust_error() -> None:
+    """Issue 29 item 6: one base for every library error (the CLI maps the base); the exceptions
+    to the rule are listed above with their reason, and none of them is left over."""
+    classes = _exception_classes()
+    names = {f"{c.__module__}.{c.__qualname__}" for c in classes}
+    assert len(classes) > 30 and NOT_USER_ERRORS <= names  # the walk found them all, and no stale entry
+    stray = sorted(n for c in classes if not issubclass(c, PromptRobustError)
+                   and (n := f"{c.__module__}.{c.__qualname__}") not in NOT_USER_ERRORS)
+    assert stray == []
+
+
+def test_serving_and_sweep_errors_keep_their_old_bases_and_there_is_one_prompt_file_error() -> None:
+    from promptrobust.engine.analysis import prompt_eval
+    from promptrobust.engine.measuring.statistics import StatisticsError
+    from promptrobust.engine.runs.sweep.config import SweepConfigError
+    from promptrobust.engine.runs.sweep.estimate import PriceTableError
+    from promptrobust.engine.runs.sweep.sharding import ShardError
+    from promptrobust.engine.serving.backends.base import BackendError, TransientBackendError
+    from promptrobust.engine.serving.cache import CacheError
+    from promptrobust.extras import MissingExtraError
+    from promptrobust.tasks.errors import PromptFileError
+
+    for cls in (StatisticsError, SweepConfigError, PriceTableError, ShardError):
+        assert issubclass(cls, PromptRobustError) and issubclass(cls, ValueError)
+    assert issubclass(MissingExtraError, ImportError)  # callers of 0.2 catch ImportError
+    for cls in (BackendError, TransientBackendError, CacheError, MissingExtraError):
+        assert issubclass(cls, PromptRobustError)
+    assert not issubclass(TransientBackendError, BackendError)  # retried; a BackendError is not
+    assert prompt_eval.PromptFileError is PromptFileError
+
+
+def test_a_cache_error_reaches_the_user_as_one_line_and_exit_2(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    cache = tmp_path / "c.sqlite"
+    cache.write_bytes(b"this is not a SQLite database, it is text" * 50)
+    code = main(["run", "--model", "openai:m", "--model-args", "base_url=http://127.0.0.1:9/v1", "--cache", str(cache),
+                 "--limit", "4", "--output-dir", str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "c.sqlite" in err[0]

@@ -6,15 +6,19 @@ plan, so every run has its faults while all runs share one URL, one model
 identity and so the same cache keys: a faulty run's cache can be compared row
 by row with the fault-free run's.
 
-The claim under test (issue 12): whatever the server does wrong (429 with
-Retry-After, 500, 503, hanging answers, reset connections, truncated bodies,
-malformed JSON, HTML pages, empty bodies, 200 answers without content, without
-log-probs, without or with empty choices, with impossible log-probs: positive,
-NaN, infinite), a run with enough retries ends with
-exit code 0 and the same result records (timing and cost counters aside) and
-the same cache contents as the fault-free run; nothing garbage is scored or
-cached. Two endpoints with one dead or hanging give the same results too, and
-the broken one costs a bounded number of calls (it is ejected).
+The claim under test (issue 12): whatever transient wrong the server does
+(``TRANSIENT_FAULTS``: 429 with Retry-After, 500, 503, hanging answers, reset
+connections, truncated bodies, malformed JSON, HTML pages, empty bodies, 200
+answers without content, without log-probs, without or with empty choices), a
+run with enough retries ends with exit code 0 and the same result records
+(timing and cost counters aside) and the same cache contents as the fault-free
+run; nothing garbage is scored or cached. Two endpoints with one dead or
+hanging give the same results too, and the broken one costs a bounded number
+of calls (it is ejected). And (issue 32) an answer the server computes wrong
+and would send again (``BAD_ANSWER_FAULTS``: impossible log-probs, positive,
+NaN or infinite, and JSON nested 200,000 levels deep) ends the run at once
+with exit code 2 and one line naming it, and every cache row it left is one
+the fault-free run has too.
 
 The long parts are marked ``slow``; ``-s`` shows the table of outcomes.
 """
@@ -38,7 +42,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # every test here runs `pre` several times (seconds to a minute each)
 
-from promptrobust.testing.fake_openai import FAULT_KINDS, FakeOpenAIServer, FaultPlan
+from promptrobust.testing.fake_openai import BAD_ANSWER_FAULTS, TRANSIENT_FAULTS, FakeOpenAIServer, FaultPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = "stresstest,checklist,deepwordbug"
@@ -212,13 +216,13 @@ class Case:
     def plan(self) -> FaultPlan:
         seed = sum(map(ord, self.label))
         if self.kind == "all kinds":
-            return FaultPlan.spread(FAULT_KINDS, self.rate, seed=seed, hang=HANG, hang_up=True)
+            return FaultPlan.spread(TRANSIENT_FAULTS, self.rate, seed=seed, hang=HANG, hang_up=True)
         return FaultPlan({self.kind: self.rate}, seed=seed, hang=HANG, hang_up=True)
 
 
 CASES = sorted([
     *(Case("all kinds", 0.2, mode) for mode in ("choices", "generate")),
-    *(Case(kind, 0.2, mode) for kind in FAULT_KINDS for mode in modes_for(kind)),
+    *(Case(kind, 0.2, mode) for kind in TRANSIENT_FAULTS for mode in modes_for(kind)),
     # Half the answers faulty: with enough retries (P(31 faults in a row) = 2**-31 per request) nothing changes.
     *(Case("all kinds", 0.5, mode, retries=30) for mode in ("choices", "generate")),
 ], key=lambda c: c.kind != "timeout")  # the slowest run first: the pool finishes sooner
@@ -241,6 +245,26 @@ def test_faults_of_every_kind_change_nothing(server, reference, tmp_path) -> Non
     assert not bad, bad
     together = next(run for case, run in zip(CASES, runs) if case.label == "all-kinds-20-choices")
     assert together.retries > 0 and sum(server.injected_by_key[together.label].values()) > 100
+
+
+# -- answers a retry would get again ------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", BAD_ANSWER_FAULTS)
+def test_a_bad_answer_ends_the_run_at_once_in_one_line_and_caches_nothing_wrong(server, reference, tmp_path, kind) -> None:  # noqa: ANN001
+    ref = reference["choices"]
+    label = f"bad-{kind}"
+    server.set_key_faults(label, FaultPlan({kind: 0.2}, seed=sum(map(ord, label))))
+    run = pre_run(tmp_path, label, server.url, mode="choices", key=label)
+    injected = sum(server.injected_by_key.get(label, {}).values())
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    TABLE.append((kind, "20%", "choices", str(injected), "-", run.code, f"{lines[-1][:90] if lines else ''} ({run.wall:.0f}s)"))
+    assert run.code == 2 and injected >= 1
+    assert len(lines) == 1 and lines[0].startswith("pre: error: ") and "Traceback" not in run.stderr
+    assert ("nested 200000 levels deep" if kind == "nested_json" else "impossible answer") in lines[0]
+    assert "--max-retries" not in lines[0]  # retrying is not the fix
+    with sqlite3.connect(tmp_path / label / "cache.sqlite") as conn:
+        rows = dict(conn.execute("SELECT key, value FROM completions").fetchall())
+    assert all(ref.cache.get(key) == value for key, value in rows.items())  # only what the fault-free run cached
 
 
 # -- two endpoints, one of them broken ------------------------------------------------------------

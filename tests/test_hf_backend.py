@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable
-from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
+from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
 from promptrobust.engine.serving.model_store import ModelNotInstalled, ensure_embedded
 from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
@@ -47,7 +47,7 @@ def run(coro):
 @pytest.fixture(scope="session")
 def smol() -> HFBackend:
     try:
-        backend = embedded_backend("smollm2-135m-instruct", batch_size=16)
+        backend = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=16))
     except ModelNotInstalled as e:
         pytest.skip(str(e))
     run(backend.start())
@@ -58,7 +58,7 @@ def manual_logprob(backend: HFBackend, input_ids: list[int], cont: list[int]) ->
     """Reference: one unpadded forward pass over input+continuation, straight through transformers."""
     ids = torch.tensor([input_ids + cont])
     with torch.inference_mode():
-        logp = torch.log_softmax(backend._model(input_ids=ids).logits[0].float(), dim=-1)
+        logp = torch.log_softmax(backend.model(input_ids=ids).logits[0].float(), dim=-1)
     n = len(input_ids)
     return float(sum(logp[n - 1 + k, t] for k, t in enumerate(cont)))
 
@@ -97,11 +97,11 @@ def test_left_padding_gives_same_scores_alone_and_in_batch(smol: HFBackend) -> N
 def test_multi_token_choice_equals_manual_sum(smol: HFBackend) -> None:
     req = sentiment("I loved this film.", choices=("positive", "very positive", "It is negative"))
     (out,) = run(smol.complete_batch([req]))
-    input_ids = smol._encode_input(req)
+    input_ids = smol.encode_input(req)
     for choice, got in zip(req.choices, out.choice_logprobs):
-        cont = smol._tok(choice, add_special_tokens=False)["input_ids"]
+        cont = smol.tokenizer(choice, add_special_tokens=False)["input_ids"]
         assert got == pytest.approx(manual_logprob(smol, input_ids, cont), abs=2e-4)
-    assert len(smol._tok("It is negative", add_special_tokens=False)["input_ids"]) > 1
+    assert len(smol.tokenizer("It is negative", add_special_tokens=False)["input_ids"]) > 1
 
 
 def test_generate_honours_max_tokens_and_stop(smol: HFBackend) -> None:
@@ -139,7 +139,7 @@ def forward_widths(backend: HFBackend):
             widths.append(tuple(ids.shape))
 
     # The decoder stack runs in every pass, also a prefix pass that stops before the output layer.
-    decoder = getattr(backend._model, "model", None) or backend._model
+    decoder = getattr(backend.model, "model", None) or backend.model
     return widths, decoder.register_forward_pre_hook(hook, with_kwargs=True)
 
 
@@ -148,7 +148,7 @@ def test_shared_prefix_runs_once_and_scores_as_each_request_alone(smol: HFBacken
     multi = [Request("score_choices", messages=(ChatMessage("user", SHARED + r),), choices=("very positive", "so negative"))
              for r in REVIEWS]
     alone = [run(smol.complete_batch([r]))[0].choice_logprobs for r in reqs + multi]
-    encoded = [smol._encode_input(r) for r in reqs]
+    encoded = [smol.encode_input(r) for r in reqs]
     smol.prefixes.clear()
     widths, handle = forward_widths(smol)
     try:
@@ -185,8 +185,8 @@ def test_arrange_batches_plans_each_prompts_prefix_and_orders_by_the_rest(smol: 
     plan = smol.arrange_batches(reqs, 4)
     assert sorted(i for b in plan for i in b) == list(range(len(reqs)))
     # each request runs after its own prompt's prefix, found on the token ids
-    encoded = [tuple(smol._encode_input(r)) for r in reqs]
-    planned = [smol._planned_prefixes[e] for e in encoded]
+    encoded = [tuple(smol.encode_input(r)) for r in reqs]
+    planned = [smol.planned_prefixes[e] for e in encoded]
     half = len(REVIEWS)
     assert len(set(planned[:half])) == 1 and len(set(planned[half:])) == 1
     assert encoded[0][: planned[0]] != encoded[half][: planned[half]]
@@ -195,11 +195,11 @@ def test_arrange_batches_plans_each_prompts_prefix_and_orders_by_the_rest(smol: 
     assert rest == sorted(rest)
     assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in plan)
     # Without prefix sharing the default length order is kept.
-    smol.share_prefix = False
+    smol.with_options(share_prefix=False)
     try:
         by_length = smol.arrange_batches(reqs, 4)
     finally:
-        smol.share_prefix = True
+        smol.with_options(share_prefix=True)
     lengths = [len(reqs[i].input_text()) for b in by_length for i in b]
     assert lengths == sorted(lengths)
     assert any(len({reqs[i].messages[0].content.startswith(SHARED) for i in b}) == 2 for b in by_length)
@@ -243,9 +243,11 @@ def test_unknown_hub_id_offline_is_unavailable(monkeypatch: pytest.MonkeyPatch, 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="dtype"):
-        HFBackend("x", dtype="float8")
+        HFOptions(dtype="float8")
     with pytest.raises(ValueError, match="batch_size"):
-        HFBackend("x", batch_size=0)
+        HFOptions(batch_size=0)
+    with pytest.raises(TypeError, match="HFOptions"):
+        HFBackend("x", {"batch_size": 4})  # type: ignore[arg-type]  # the options come whole
 
 
 # ---------------------------------------------------------------- tiny encoder-decoder
@@ -277,19 +279,19 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> HFBackend:
     )
     torch.manual_seed(0)
     transformers.T5ForConditionalGeneration(cfg).save_pretrained(str(out))
-    backend = HFBackend(str(out), batch_size=4)
+    backend = HFBackend(str(out), HFOptions(batch_size=4))
     assert backend.is_chat is False  # read from the files, before loading
     run(backend.start())
     return backend
 
 
 def t5_manual(backend: HFBackend, prompt: str, choice: str) -> float:
-    tok = backend._tok
+    tok = backend.tokenizer
     enc = torch.tensor([tok(prompt)["input_ids"]])
     cont = tok(choice, add_special_tokens=False)["input_ids"]
-    dec = torch.tensor([[backend._model.config.decoder_start_token_id] + cont[:-1]])
+    dec = torch.tensor([[backend.model.config.decoder_start_token_id] + cont[:-1]])
     with torch.inference_mode():
-        logits = backend._model(input_ids=enc, decoder_input_ids=dec).logits[0]
+        logits = backend.model(input_ids=enc, decoder_input_ids=dec).logits[0]
     logp = torch.log_softmax(logits.float(), dim=-1)
     return float(sum(logp[k, t] for k, t in enumerate(cont)))
 
@@ -298,7 +300,7 @@ def test_t5_is_encoder_decoder_and_not_chat(
     tiny_t5: HFBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PRE_MODEL_STORE", str(tmp_path))  # the file-hash record goes here
-    assert tiny_t5._encdec and not tiny_t5.is_chat
+    assert tiny_t5.passes.model.encdec and not tiny_t5.is_chat
     rev = tiny_t5.identity.revision
     assert rev.startswith("sha256:") and tiny_t5.identity.revision == rev  # stable
     assert list((tmp_path / ".hashes").glob("*.json"))

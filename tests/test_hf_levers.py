@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.serving.backends.hf_kernels import choose_kernel, install, onednn_available, output_layer, packed_weights
-from promptrobust.engine.serving.backends.hf_prefix import PrefixCache, prefix_groups
+from promptrobust.engine.serving.backends.hf import HFBackend, HFObserver, HFOptions, embedded_backend
+from promptrobust.engine.serving.backends.hf.kernels import choose_kernel, install, onednn_available, output_layer, packed_weights
+from promptrobust.engine.serving.backends.hf.prefix import PrefixCache, PrefixEntry, prefix_groups
 from promptrobust.engine.serving.model_store import ModelNotInstalled
 from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
@@ -61,7 +61,7 @@ REQUESTS = (
 @pytest.fixture(scope="module")
 def smol() -> HFBackend:
     try:
-        backend = embedded_backend("smollm2-135m-instruct", batch_size=8, linear_kernel="default")
+        backend = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=8, linear_kernel="default"))
     except ModelNotInstalled as e:
         pytest.skip(str(e))
     run(backend.start())
@@ -71,15 +71,20 @@ def smol() -> HFBackend:
 def configure(b: HFBackend, *, kernel: str = "default", head: str | None = None, share: bool = False,
               cache_mb: float = 0.0, length_order: bool = False, drop: bool = False, no_head: bool = False,
               short_tail: bool = False, kv_views: bool = False, logsumexp: bool = False) -> None:
-    install(b._model, kernel, head)
-    b.share_prefix = share
-    b.prefixes = PrefixCache(int(cache_mb * 2**20))
-    b.length_order = length_order
-    b.drop_finished = drop
-    b.prefix_without_head = no_head
-    b.short_tail_batches = short_tail
-    b.kv_views = kv_views
-    b.label_logsumexp = logsumexp
+    install(b.model, kernel, head)
+    b.with_options(share_prefix=share, prefix_cache_mb=cache_mb, length_order=length_order, drop_finished=drop,
+                  prefix_without_head=no_head, short_tail_batches=short_tail, kv_views=kv_views, label_logsumexp=logsumexp)
+    b.prefixes = PrefixCache(int(cache_mb * 2**20))  # an empty one for every setting
+
+
+class Passes(HFObserver):
+    """The (kind, logit columns kept) of every forward pass the backend runs."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def forward_pass(self, kind: str, rows: int, columns: int, keep: int) -> None:  # type: ignore[override]
+        self.seen.append((kind, keep))
 
 
 def answers(b: HFBackend, reqs: list[Request], *, alone: bool = False) -> list:
@@ -183,25 +188,25 @@ def test_all_levers_together_are_exact(smol: HFBackend, baseline: list) -> None:
 @pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
 def test_the_output_layer_on_its_own_kernel_is_exact(smol: HFBackend, baseline: list) -> None:
     configure(smol, kernel="default", head="onednn")
-    head = output_layer(smol._model)
-    on_their_own = [m for m in smol._model.modules() if "forward" in m.__dict__]
+    head = output_layer(smol.model)
+    on_their_own = [m for m in smol.model.modules() if "forward" in m.__dict__]
     assert on_their_own == [head] and head.forward.packed is not None  # only the head moved, packed once
     assert_same(answers(smol, REQUESTS, alone=True), baseline)
     assert_same(answers(smol, REQUESTS), baseline)
     packed = head.forward.packed
-    install(smol._model, "default", "onednn")
+    install(smol.model, "default", "onednn")
     assert head.forward.packed is packed  # an unchanged weight is not packed again
     with torch.no_grad():
         head.weight.mul_(1.0)  # written in place: the packed copy may be stale, so it is packed again
-    install(smol._model, "default", "onednn")
+    install(smol.model, "default", "onednn")
     assert head.forward.packed is not packed
     configure(smol)
-    assert not [m for m in smol._model.modules() if "forward" in m.__dict__]
+    assert not [m for m in smol.model.modules() if "forward" in m.__dict__]
 
 
 @pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
 def test_the_output_layers_kernel_is_chosen_on_its_own(smol: HFBackend) -> None:
-    model = smol._model
+    model = smol.model
     asked = choose_kernel("default", model, "cpu", "float32", head_request="onednn")
     assert (asked.kernel, asked.head, asked.head_reason) == ("default", "onednn", "asked for")
     kept = choose_kernel("onednn", model, "cpu", "float32", head_request="default")
@@ -216,7 +221,7 @@ def test_the_output_layers_kernel_is_chosen_on_its_own(smol: HFBackend) -> None:
     with pytest.raises(ValueError, match="head_kernel 'fast'"):
         choose_kernel("auto", model, "cpu", "float32", head_request="fast")
     with pytest.raises(ValueError, match="head_kernel"):
-        HFBackend("x", head_kernel="fast")
+        HFOptions(head_kernel="fast")
 
 
 def test_prefix_cache_respects_its_memory_bound(smol: HFBackend) -> None:
@@ -263,8 +268,6 @@ def test_a_cached_prefix_serves_any_input_sharing_its_start() -> None:
         done = len(start.tokens) if start is not None else 0
         calls.append((done, len(tokens)))
         kv = torch.arange(len(tokens), dtype=torch.float32).reshape(1, 1, -1, 1)
-        from promptrobust.engine.serving.backends.hf_prefix import PrefixEntry
-
         return PrefixEntry(tokens, [(kv, kv.clone())], kv.numel() * 8)
 
     first = tuple(range(40))
@@ -283,15 +286,15 @@ def test_a_cached_prefix_serves_any_input_sharing_its_start() -> None:
 @pytest.mark.skipif(not onednn_available(), reason="torch without oneDNN")
 def test_packed_onednn_weights_give_the_unpacked_outputs(smol: HFBackend) -> None:
     configure(smol, kernel="onednn")
-    assert packed_weights(smol._model)
-    ids = torch.tensor([smol._encode_input(REQUESTS[k]) for k in (0, 6)])
+    assert packed_weights(smol.model)
+    ids = torch.tensor([smol.encode_input(REQUESTS[k]) for k in (0, 6)])
     with torch.inference_mode():
-        packed = smol._model(input_ids=ids).logits
-        for m in smol._model.modules():
+        packed = smol.model(input_ids=ids).logits
+        for m in smol.model.modules():
             if "forward" in m.__dict__:
                 m.forward.packed = None  # the same oneDNN call on the plain weight
-        plain = smol._model(input_ids=ids).logits
-    assert not packed_weights(smol._model)
+        plain = smol.model(input_ids=ids).logits
+    assert not packed_weights(smol.model)
     assert torch.allclose(packed, plain, atol=1e-5)
     configure(smol)
 
@@ -302,8 +305,8 @@ def _padding(b: HFBackend, reqs: list[Request], plan: list[list[int]]) -> int:
     for batch in plan:
         lens = []
         for i in batch:
-            ids = b._encode_input(reqs[i])
-            lens.append(len(ids) - b._planned_prefixes.get(tuple(ids), 0))
+            ids = b.encode_input(reqs[i])
+            lens.append(len(ids) - b.planned_prefixes.get(tuple(ids), 0))
         tails.append(max(lens) * len(lens) - sum(lens))
     return sum(tails)
 
@@ -332,18 +335,12 @@ def test_new_prefixes_of_one_batch_run_in_one_pass_and_stay_exact(smol: HFBacken
     mixed = [0, 6, 12, 1, 7, 13]  # three instructions, none cached yet
     reqs = [REQUESTS[i] for i in mixed]
     smol.arrange_batches(reqs, 8)
-    single_passes: list[int] = []
-    compute = smol._compute_prefix
-
-    def counted(tokens, start):  # noqa: ANN001, ANN202
-        single_passes.append(len(tokens))
-        return compute(tokens, start)
-
-    smol._compute_prefix = counted
+    smol.observer = passes = Passes()
     try:
         got = run(smol.complete_batch(reqs))
     finally:
-        del smol._compute_prefix
+        smol.observer = None
+    single_passes = [kind for kind, _ in passes.seen if kind == "prefix"]
     # one pass for the start they share (the chat template), one pass for the three instructions after it
     assert len(single_passes) == 1 and smol.prefixes.stats.misses == 4
     assert_same([c.choice_logprobs for c in got], [baseline[i] for i in mixed])
@@ -356,21 +353,20 @@ def test_new_prefixes_of_one_batch_run_in_one_pass_and_stay_exact(smol: HFBacken
 def _head_calls(b: HFBackend) -> list[int]:
     """Rows the output layer computed, one entry per call (a hook on the model's lm_head)."""
     calls: list[int] = []
-    b._model.lm_head.register_forward_hook(lambda _m, args, _out: calls.append(args[0].shape[0] * args[0].shape[1]))
+    b.model.lm_head.register_forward_hook(lambda _m, args, _out: calls.append(args[0].shape[0] * args[0].shape[1]))
     return calls
 
 
 def test_prefix_passes_without_the_output_layer_are_exact(smol: HFBackend, baseline: list) -> None:
     configure(smol, share=True, cache_mb=64, length_order=True, no_head=True)
     heads = _head_calls(smol)
-    keeps: list[int] = []  # the logits each pass keeps (0: a prefix pass, the decoder alone)
-    forward = smol._forward_logits
-    smol._forward_logits = lambda *a, **k: keeps.append(a[3]) or forward(*a, **k)
+    smol.observer = passes = Passes()  # the logits each pass keeps (0: a prefix pass, the decoder alone)
     try:
         got = answers(smol, REQUESTS[:18])  # label scoring: three candidates' prefixes computed, then the rows
     finally:
-        del smol._forward_logits
-        smol._model.lm_head._forward_hooks.clear()
+        smol.observer = None
+        smol.model.lm_head._forward_hooks.clear()
+    keeps = [keep for _, keep in passes.seen]
     assert smol.prefixes.stats.misses >= len(INSTRUCTIONS)
     # the head ran once per pass of requests' rows, never for a prefix
     assert heads and len(heads) == sum(1 for k in keeps if k > 0)
@@ -379,7 +375,7 @@ def test_prefix_passes_without_the_output_layer_are_exact(smol: HFBackend, basel
     try:
         answers(smol, REQUESTS[:18])
     finally:
-        smol._model.lm_head._forward_hooks.clear()
+        smol.model.lm_head._forward_hooks.clear()
     assert len(heads) >= smol.prefixes.stats.misses  # without the lever, every prefix pass pays the head too
     assert_same(got, baseline[:18])
     configure(smol, share=True, cache_mb=64, length_order=True, no_head=True, drop=True)
@@ -391,16 +387,16 @@ def test_short_tail_batches_are_exact_and_hold_more_rows(smol: HFBackend, baseli
     plan = smol.arrange_batches(REQUESTS, smol.batch_size)
     assert sorted(i for b in plan for i in b) == list(range(len(REQUESTS)))
     assert max(len(b) for b in plan) > smol.batch_size  # rows after a shared prefix: more per pass
-    longest = max(len(smol._encode_input(r)) for r in REQUESTS)
+    longest = max(len(smol.encode_input(r)) for r in REQUESTS)
     for batch in plan:  # never more padded positions than batch_size whole inputs
-        tails = [len(smol._encode_input(REQUESTS[i])) - smol._planned_prefixes.get(tuple(smol._encode_input(REQUESTS[i])), 0)
+        tails = [len(smol.encode_input(REQUESTS[i])) - smol.planned_prefixes.get(tuple(smol.encode_input(REQUESTS[i])), 0)
                  for i in batch]
         assert len(batch) == 1 or len(batch) * max(tails) <= smol.batch_size * longest
     heads = _head_calls(smol)
     try:
         assert_same(answers(smol, REQUESTS), baseline)
     finally:
-        smol._model.lm_head._forward_hooks.clear()
+        smol.model.lm_head._forward_hooks.clear()
     assert max(heads) > smol.batch_size  # a planned wide batch ran as one pass, not cut back to batch_size
     configure(smol, share=True, cache_mb=64, length_order=True, short_tail=False)
     assert max(len(b) for b in smol.arrange_batches(REQUESTS, smol.batch_size)) <= smol.batch_size
@@ -410,7 +406,7 @@ def test_cached_prefixes_enter_a_pass_as_views_and_stay_exact(smol: HFBackend, b
     configure(smol, share=True, cache_mb=64, length_order=True, kv_views=True)
     first = answers(smol, REQUESTS)
     entry = next(iter(smol.prefixes.entries.values()))
-    cache = smol._cache_of(entry.layers)
+    cache = smol.passes.cache_of(entry.layers)
     k0, v0 = entry.layers[0]
     assert cache.layers[0].keys.data_ptr() == k0.data_ptr() and cache.layers[0].values.data_ptr() == v0.data_ptr()
     stored = [k.clone() for k, _ in entry.layers]
@@ -425,4 +421,4 @@ def test_label_logprobs_from_the_logsumexp_are_exact(smol: HFBackend, baseline: 
     assert_same(answers(smol, REQUESTS), baseline)
     assert_same(answers(smol, REQUESTS, alone=True), baseline)
     # two-token labels take the general path and stay exact
-    assert all(len(smol._choice_ids(c)) > 1 for c in ("very positive", "rather negative"))
+    assert all(len(smol.choice_ids(c)) > 1 for c in ("very positive", "rather negative"))

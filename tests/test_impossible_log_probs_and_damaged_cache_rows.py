@@ -1,4 +1,5 @@
 """Issue 20: no impossible number is scored or cached, and no damaged cache row kills a run.
+Issue 32: an impossible number fails its request at once in one line (a retry would get it again).
 
 A real FakeOpenAIServer on 127.0.0.1 serves positive, NaN and infinite
 log-probabilities (sent as JSON's NaN/Infinity extensions, as a broken server
@@ -14,8 +15,9 @@ import sqlite3
 import orjson
 import pytest
 
-from promptrobust.engine.serving.backends.base import RequestFailedError, TransientBackendError
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend, logprob_problem
+from promptrobust.engine.serving.backends.base import BadAnswerError, TransientBackendError
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai.answers import logprob_problem
 from promptrobust.engine.serving.cache import ScoreCache, decode_completion
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.scheduler import Scheduler, completion_problem
@@ -54,48 +56,68 @@ def test_a_log_probability_must_be_finite_and_not_above_zero(value, ok):
 
 @pytest.mark.parametrize("fault", NUMBER_FAULTS)
 @pytest.mark.parametrize("chat", [True, False])
-async def test_impossible_log_probabilities_are_a_malformed_answer_that_is_retried(fault, chat):
+async def test_impossible_log_probabilities_fail_at_once_in_one_line(fault, chat):
+    """Issue 32: a server that computes an impossible number would compute it again: no retry, one line."""
     with FakeOpenAIServer(model="fake-model") as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url], api="chat" if chat else "completions")
         await b.start()
         req = scoring("a great film", chat)
         srv.script(fault)  # the very first scoring answer: nothing is decided about log-probs yet
-        with pytest.raises(TransientBackendError, match="malformed answer") as err:
-            await b.complete(req)
-        assert "\n" not in str(err.value)
+        calls = srv.count()
+        with pytest.raises(BadAnswerError, match="impossible answer from .*: log-probability of") as err:
+            await call_with_retries(lambda: b.complete(req), FAST)
+        assert srv.count() == calls + 1  # not retried
+        assert "\n" not in str(err.value) and "a retry would get the same" in str(err.value)
+        assert "--max-retries" not in str(err.value)  # retrying is not the fix
+        assert not isinstance(err.value, TransientBackendError)
         assert b.supports_choice_scoring  # an impossible number is not "no log-probabilities"
-        srv.script(fault, fault)
-        out = await call_with_retries(lambda: b.complete(req), FAST)
+        out = await b.complete(req)  # the next answer is sound and scored
         assert all(v <= 0 and math.isfinite(v) for v in out.choice_logprobs)
         assert out.choice_logprobs[0] > out.choice_logprobs[1]  # "positive" for a great film
         await b.close()
 
 
-async def test_a_server_that_only_sends_impossible_numbers_fails_and_nothing_is_cached(tmp_path):
+async def test_a_server_that_only_sends_impossible_numbers_fails_at_once_and_nothing_is_cached(tmp_path):
     cache = ScoreCache(tmp_path / "c.sqlite")
     plan = FaultPlan({"positive_logprobs": 0.5, "nan_logprobs": 0.25, "inf_logprobs": 0.25}, seed=3)
     with FakeOpenAIServer(model="fake-model", faults=plan) as srv:
         backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
         async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
-            with pytest.raises(RequestFailedError, match="malformed answer"):
+            with pytest.raises(BadAnswerError, match="impossible answer"):
                 await sched.submit(scoring("a great film", chat=True))
-        assert sum(srv.injected.values()) == FAST.max_attempts
+            assert sched.stats.retries == 0 and sched.stats.failures == 1
+        assert sum(srv.injected.values()) == 1
     assert all_rows(tmp_path / "c.sqlite") == {}
     cache.close()
 
 
-async def test_through_the_scheduler_only_the_sound_answer_is_scored_and_cached(tmp_path):
+async def test_through_the_scheduler_an_impossible_answer_is_never_cached_and_a_rerun_scores_soundly(tmp_path):
     cache = ScoreCache(tmp_path / "c.sqlite")
+    request = scoring("a bad film", chat=True)
     with FakeOpenAIServer(model="fake-model") as srv:
         backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
         async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
-            srv.script(*NUMBER_FAULTS)
-            out = await sched.submit(scoring("a bad film", chat=True))
-            assert sched.stats.retries == len(NUMBER_FAULTS)
+            srv.script("nan_logprobs")
+            with pytest.raises(BadAnswerError):
+                await sched.submit(request)
+            assert all_rows(tmp_path / "c.sqlite") == {}
+            out = await sched.submit(request)  # asked again (a rerun): the sound answer is scored and cached
+            assert sched.stats.retries == 0
     assert out.choice_logprobs[1] > out.choice_logprobs[0] and max(out.choice_logprobs) <= 0
     (value,) = all_rows(tmp_path / "c.sqlite").values()
     assert orjson.loads(value)["choice_logprobs"] == list(out.choice_logprobs)
     cache.close()
+
+
+async def test_an_in_process_backend_with_impossible_numbers_fails_at_once_in_one_line():
+    """The scheduler's own check covers every backend (an hf model in float16 may overflow to NaN)."""
+    from promptrobust.testing.backends import CountingBackend
+
+    backend = CountingBackend(batching=True, answer=lambda r: Completion(choice_logprobs=(math.nan, -1.0)))
+    async with Scheduler(backend, retry_policy=FAST) as sched:
+        with pytest.raises(BadAnswerError, match="impossible answer from .*not a number.*check the model") as err:
+            await sched.submit(Request("score_choices", prompt="x", choices=CHOICES))
+    assert backend.calls == 1 and "\n" not in str(err.value)
 
 
 # -- damaged cache rows ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from promptrobust.cli.main import main
-from promptrobust.engine.serving.backends.openai_scoring import DESCRIPTIONS
+from promptrobust.engine.serving.backends.openai.scoring import DESCRIPTIONS
 from promptrobust.engine.measuring.records import AttackRecord
 
 

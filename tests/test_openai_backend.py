@@ -11,7 +11,10 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable, TransientBackendError
-from promptrobust.engine.serving.backends.openai_backend import PROBE_ANSWERS, LogprobsUnsupported, OpenAIBackend, clean_url
+from promptrobust.engine.serving.backends.openai import LogprobsUnsupported, OpenAIBackend
+from promptrobust.engine.serving.backends.openai.answers import answer_text
+from promptrobust.engine.serving.backends.openai.backend import PROBE_ANSWERS
+from promptrobust.engine.serving.backends.openai.endpoints import clean_url
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer
@@ -375,10 +378,9 @@ async def test_a_garbage_scoring_answer_is_transient_once_logprobs_are_known(ser
 
 
 def test_content_missing_but_a_refusal_given_is_the_models_answer():
-    ep = type("E", (), {"shown": "http://x/v1"})()
     choice = {"message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."}}
-    assert OpenAIBackend._text(choice, True, ep) == "I cannot help with that."
-    assert OpenAIBackend._text({"message": {"content": ""}}, True, ep) == ""  # empty text is an answer
+    assert answer_text(choice, True, "http://x/v1") == "I cannot help with that."
+    assert answer_text({"message": {"content": ""}}, True, "http://x/v1") == ""  # empty text is an answer
 
 
 async def test_two_base_urls_share_the_load():
@@ -398,10 +400,11 @@ async def test_two_base_urls_share_the_load():
 async def test_scheduler_with_limits_against_rate_limited_server():
     """End to end: the lead's Scheduler + our limiter/retries vs a server enforcing its own rpm."""
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
         b = OpenAIBackend("fake-model", base_urls=[srv.url])
-        sched = Scheduler(b, concurrency=8, retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
+        sched = Scheduler(b, settings=SchedulerSettings(concurrency=8), retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
         async with sched:
             reqs = [Request("score_choices", prompt=f"Sentence:\n{'good' if i % 2 else 'bad'} movie {i}",
                             choices=("positive", "negative")) for i in range(30)]

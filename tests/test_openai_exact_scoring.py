@@ -19,9 +19,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from promptrobust.engine.serving.backends import openai_scoring
-from promptrobust.engine.serving.backends.hf import HFBackend, embedded_backend
-from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+import promptrobust.engine.serving.backends.openai.scoring as openai_scoring
+from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend
 from promptrobust.engine.serving.model_store import ModelNotInstalled
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.hf_server import HFCompletionsServer
@@ -49,7 +49,7 @@ def _requests() -> list[Request]:
 @pytest.fixture(scope="module")
 def smol() -> HFBackend:
     try:
-        backend = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=False)
+        backend = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=8, chat=False))
     except ModelNotInstalled as exc:
         pytest.skip(str(exc))
     asyncio.run(backend.start())
@@ -104,7 +104,7 @@ def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) 
     """Chat requests (the model's template): scoring=prompt_logprobs, vLLM's chat extensions."""
     from promptrobust.engine.serving.types import ChatMessage
 
-    chat_hf = embedded_backend("smollm2-135m-instruct", batch_size=8, chat=True)
+    chat_hf = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=8, chat=True))
     asyncio.run(chat_hf.start())
     requests = [Request("score_choices", messages=(ChatMessage("user", f"Review: {t}\nIs it positive or negative?"),),
                         choices=("positive", "negative", "mixed feelings")) for t in REVIEWS]

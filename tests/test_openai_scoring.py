@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from promptrobust.engine.serving.backends.openai_backend import MISSING_CHOICE_MARGIN, choice_logprobs_from_top
+from promptrobust.engine.serving.backends.openai.scoring import MISSING_CHOICE_MARGIN, choice_logprobs_from_top
 
 L = math.log
 

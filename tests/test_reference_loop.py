@@ -32,6 +32,7 @@ async def test_label_scoring_reference_reads_labels_as_the_engine_does() -> None
 
     from promptrobust.engine.measuring.evaluator import Evaluator
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
     from promptrobust.engine.serving.types import Completion, Request
     from promptrobust.tasks import get_task
 
@@ -46,7 +47,7 @@ async def test_label_scoring_reference_reads_labels_as_the_engine_does() -> None
     ref_scores = [c.score for c in await ref(prompts)]
     assert ref_backend.calls == len(prompts) * len(samples) and all(len(b) == 1 for b in ref_backend.batches)
     assert {r.kind for b in ref_backend.batches for r in b} == {"score_choices"}
-    async with Scheduler(CountingBackend(batching=True, answer=answer), batch_size=8) as scheduler:
+    async with Scheduler(CountingBackend(batching=True, answer=answer), settings=SchedulerSettings(batch_size=8)) as scheduler:
         ev = Evaluator(scheduler, task, samples, mode="choices", chat=True)
         engine_scores = [(await ev.evaluate(p)).score for p in prompts]
     assert ref_scores == engine_scores

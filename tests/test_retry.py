@@ -115,3 +115,34 @@ def test_parse_retry_after_forms():
     assert parse_retry_after({"Retry-After": date}, now=now) == pytest.approx(30.0)
     past = email.utils.formatdate(now - 30, usegmt=True)
     assert parse_retry_after({"Retry-After": past}, now=now) == 0.0
+
+
+async def test_failures_that_spend_no_attempt_are_retried_at_once_without_counting(monkeypatch):
+    import promptrobust.engine.serving.retry as retry
+
+    outcomes = ["free"] * 5 + ["counted", "free", "free", "ok"]
+    calls: list[str] = []
+
+    async def call() -> str:
+        kind = outcomes[len(calls)]
+        calls.append(kind)
+        if kind == "free":
+            raise TransientBackendError("connection refused", spends_attempt=False)
+        if kind == "counted":
+            raise TransientBackendError("HTTP 500")
+        return "answer"
+
+    sleep, told = RecordingSleep(), []
+    policy = RetryPolicy(max_attempts=2, base_delay=0.5, jitter=0.0)
+    out = await call_with_retries(call, policy, sleep=sleep, on_retry=lambda a, e, d: told.append((a, d)))
+    assert out == "answer" and len(calls) == 9
+    assert sleep.waits == [0.5]  # only the counted failure waited, and only it was an attempt
+    assert [d for _, d in told] == [0.0] * 5 + [0.5] + [0.0] * 2
+    # a bound remains: past MAX_FREE_RETRIES in a row they count like any other failure
+    monkeypatch.setattr(retry, "MAX_FREE_RETRIES", 3)
+    calls.clear()
+    outcomes[:] = ["free"] * 10
+
+    with pytest.raises(TransientBackendError, match="refused"):
+        await call_with_retries(call, policy, sleep=sleep)
+    assert len(calls) == 3 + 1 + 3 + 1  # three free, then one counted; again; the second counted is the last

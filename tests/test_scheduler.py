@@ -9,6 +9,7 @@ import pytest
 from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.ratelimit import RateLimiter
 from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.serving.types import Decoding, Request
 from promptrobust.testing.backends import CountingBackend
 
@@ -20,7 +21,7 @@ def gen(text: str) -> Request:
 async def test_micro_batches_group_requests_by_length() -> None:
     backend = CountingBackend(batching=True, max_batch_size=8)
     texts = ["x" * n for n in (30, 1, 25, 2, 3, 28, 4, 5, 6, 27, 7, 8, 9, 26, 10, 11, 12, 29, 13, 14)]
-    async with Scheduler(backend, max_wait_ms=200) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=200)) as sched:
         out = await sched.submit_many([gen(t) for t in texts])
     assert [len(b) for b in backend.batches] == [8, 8, 4]
     # Sorted by length before cutting: the first batch holds the 8 shortest inputs.
@@ -43,12 +44,12 @@ async def test_backend_arrangement_is_used_and_a_failing_one_falls_back_to_lengt
 
     texts = ["x" * n for n in (3, 1, 4, 2)]
     reversed_backend = Reversed(batching=True, max_batch_size=2)
-    async with Scheduler(reversed_backend, max_wait_ms=200) as sched:
+    async with Scheduler(reversed_backend, settings=SchedulerSettings(max_wait_ms=200)) as sched:
         out = await sched.submit_many([gen(t) for t in texts])
     assert [[r.prompt for r in b] for b in reversed_backend.batches] == [["xx", "xxxx"], ["x", "xxx"]]  # submission order, reversed
     assert [c.text for c in out] == texts
     broken = Broken(batching=True, max_batch_size=2)
-    async with Scheduler(broken, max_wait_ms=200) as sched:
+    async with Scheduler(broken, settings=SchedulerSettings(max_wait_ms=200)) as sched:
         out = await sched.submit_many([gen(t) for t in texts])
     assert [[r.prompt for r in b] for b in broken.batches] == [["x", "xx"], ["xxx", "xxxx"]]
     assert [c.text for c in out] == texts
@@ -56,7 +57,7 @@ async def test_backend_arrangement_is_used_and_a_failing_one_falls_back_to_lengt
 
 async def test_batch_worker_does_not_wait_past_max_wait_for_a_full_batch() -> None:
     backend = CountingBackend(batching=True, max_batch_size=64)
-    async with Scheduler(backend, max_wait_ms=1) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=1)) as sched:
         await sched.submit(gen("a"))
         await sched.submit(gen("b"))
     assert [len(b) for b in backend.batches] == [1, 1]
@@ -64,7 +65,7 @@ async def test_batch_worker_does_not_wait_past_max_wait_for_a_full_batch() -> No
 
 async def test_concurrency_limit_holds_for_http_style_backends() -> None:
     backend = CountingBackend(batching=False, delay=0.01)
-    async with Scheduler(backend, concurrency=5) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=5)) as sched:
         await sched.submit_many([gen(f"q{i}") for i in range(60)])
     assert backend.max_in_flight == 5
     assert backend.calls == 60
@@ -87,7 +88,7 @@ async def test_rpm_limit_holds_under_a_controlled_clock() -> None:
         return Completion(text="ok")
 
     backend = CountingBackend(batching=False, answer=answer)
-    async with Scheduler(backend, concurrency=16, limiter=limiter) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=16), limiter=limiter) as sched:
         await sched.submit_many([gen(f"q{i}") for i in range(150)])
     assert len(sent_at) == 150
     # One second's worth of burst, then one per second: no 60 s window holds
@@ -100,7 +101,7 @@ async def test_rpm_limit_holds_under_a_controlled_clock() -> None:
 
 async def test_identical_in_flight_requests_reach_the_backend_once() -> None:
     backend = CountingBackend(batching=False, delay=0.05)
-    async with Scheduler(backend, concurrency=4) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=4)) as sched:
         a, b, c = await asyncio.gather(sched.submit(gen("same")), sched.submit(gen("same")), sched.submit(gen("other")))
     assert a == b
     assert backend.calls == 2
@@ -109,7 +110,7 @@ async def test_identical_in_flight_requests_reach_the_backend_once() -> None:
 
 async def test_duplicates_inside_one_submit_many_are_sent_once() -> None:
     backend = CountingBackend(batching=True, max_batch_size=16)
-    async with Scheduler(backend, max_wait_ms=50) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=50)) as sched:
         out = await sched.submit_many([gen("dup")] * 10 + [gen("one")])
     assert backend.calls == 2
     assert len(out) == 11 and len({c.text for c in out[:10]}) == 1
@@ -140,7 +141,7 @@ async def test_cache_key_depends_on_decoding_and_model(tmp_path) -> None:  # noq
 
 async def test_window_bounds_outstanding_requests() -> None:
     backend = CountingBackend(batching=False, delay=0.001)
-    async with Scheduler(backend, concurrency=4, max_pending=8) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=4), max_pending=8) as sched:
         out = await sched.submit_many([gen(f"q{i}") for i in range(500)], window=16)
         assert len(out) == 500
         assert sched._queue is not None and sched._queue.maxsize == 8
@@ -159,7 +160,7 @@ async def test_backend_error_reaches_the_caller_and_the_worker_survives() -> Non
         return Completion(text="fine")
 
     backend = CountingBackend(batching=False, answer=answer)
-    async with Scheduler(backend, concurrency=2) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=2)) as sched:
         with pytest.raises(ValueError, match="model exploded"):
             await sched.submit(gen("bad"))
         assert (await sched.submit(gen("good"))).text == "fine"
@@ -206,7 +207,7 @@ class Scripted(CountingBackend):
 
 async def test_a_call_over_the_request_timeout_is_retried() -> None:
     backend = Scripted(["hang"], batching=False)
-    async with Scheduler(backend, retry_policy=QUICK, request_timeout=0.2) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(request_timeout=0.2), retry_policy=QUICK) as sched:
         out = await sched.submit(gen("hello"))
     assert out.text == "hello" and backend.calls == 2 and sched.stats.retries == 1
 
@@ -243,8 +244,7 @@ async def test_exhausted_retries_raise_one_line_naming_the_cause_and_the_fix() -
 
 async def test_timeouts_that_exhaust_the_retries_name_the_request_timeout() -> None:
     backend = Scripted(["hang"] * 3, batching=False)
-    async with Scheduler(backend, retry_policy=RetryPolicy(max_attempts=2, base_delay=0, jitter=0),
-                         request_timeout=0.05) as sched:
+    async with Scheduler(backend, settings=SchedulerSettings(request_timeout=0.05), retry_policy=RetryPolicy(max_attempts=2, base_delay=0, jitter=0)) as sched:
         fix = r"raise --request-timeout \(now 0.05s\) or --max-retries \(now 1\)"
         with pytest.raises(RequestFailedError, match=r"no answer within 0.05s .*" + fix):
             await sched.submit(gen("hello"))
@@ -252,7 +252,7 @@ async def test_timeouts_that_exhaust_the_retries_name_the_request_timeout() -> N
 
 def test_request_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="request_timeout"):
-        Scheduler(CountingBackend(), request_timeout=0)
+        Scheduler(CountingBackend(), settings=SchedulerSettings(request_timeout=0))
 
 
 async def test_a_fully_cached_run_never_starts_the_backend(tmp_path) -> None:  # noqa: ANN001
@@ -312,3 +312,21 @@ def test_cut_least_padding_cuts_only_where_padding_costs_more_than_a_pass() -> N
     runs = cut_least_padding(order, [4] * 6, 4, overhead=1)
     assert len(runs) == 2 and max(map(len, runs)) <= 4 and sum(runs, []) == order
     assert cut_least_padding([], [], 4, overhead=10) == []
+
+
+async def test_the_scheduler_takes_its_settings_whole(monkeypatch) -> None:  # noqa: ANN001
+    """Issue 29 item 4: one frozen value, not 14 keywords: every limit of it is the one applied."""
+    monkeypatch.setenv("PRE_RETRY_BASE_DELAY", "0")
+    settings = SchedulerSettings(concurrency=3, batch_size=5, max_wait_ms=40, rpm=600, max_retries=2, request_timeout=9)
+    backend = Scripted(["500"] * 10, batching=False)
+    sched = Scheduler(backend, settings=settings)
+    assert sched.settings is settings and sched.concurrency == 3 and sched.batch_size == 5
+    assert sched.max_wait == 0.04 and sched.request_timeout == 9 and sched._limiter is not None  # noqa: SLF001
+    async with sched:
+        assert len(sched._workers) == 3  # noqa: SLF001
+        with pytest.raises(RequestFailedError, match=r"after 3 attempts: .*--max-retries \(now 2\)"):
+            await sched.submit(gen("hello"))
+    assert backend.calls == 3
+    assert Scheduler(CountingBackend(max_batch_size=7)).batch_size == 7  # no batch size set: the backend's own
+    with pytest.raises(TypeError, match="SchedulerSettings"):
+        Scheduler(CountingBackend(), settings={"concurrency": 3})  # type: ignore[arg-type]

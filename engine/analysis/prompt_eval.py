@@ -33,15 +33,12 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
 
 __all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
 
 #: Columns with a meaning of their own; every other column is kept as an extra.
 KNOWN_COLUMNS = frozenset({"id", "prompt", "text", "clean", "adversarial", "attack", "prompt_type", "dataset"})
-
-
-class PromptFileError(AnalysisInputError):
-    """A prompts file that cannot be read; the message names the line and the fix."""
 
 
 @dataclass(frozen=True)

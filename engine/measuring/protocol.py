@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from promptrobust.engine import progress
+from promptrobust.engine.safe_io.redact import redact_text
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.serving.scheduler import identity_of
@@ -104,7 +105,7 @@ class AttackBound:
 
 
 def one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    text = redact_text(str(exc).strip()) or type(exc).__name__  # a record keeps no credential, in any form
     return " ".join(text.split())
 
 

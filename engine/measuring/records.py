@@ -131,7 +131,7 @@ class AttackRecord:
     system_instruction: str | None = None
     """Text sent before every input (``--system_instruction``)."""
     label_scoring: str | None = None
-    """choices mode: exact label log-probs, or the HTTP top-20 approximation (openai_scoring)."""
+    """choices mode: exact label log-probs, or the HTTP top-20 approximation (backends/openai/scoring.py)."""
     samples: int = 0
     metric: str = ""
     seed: int = 0

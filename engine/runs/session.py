@@ -179,21 +179,7 @@ class Session:
         key = f"{spec.name}|{sorted(spec.args.items())}|{spec.backend}"
         sched = self._schedulers.get(key)
         if sched is None:
-            s = settings or self.settings
-            kwargs: dict[str, Any] = {}
-            if s.request_timeout is not None:
-                kwargs["request_timeout"] = s.request_timeout
-            sched = Scheduler(
-                self.backend_factory(spec),
-                cache=self.cache,
-                batch_size=s.batch_size,
-                concurrency=s.concurrency,
-                rpm=s.rpm,
-                tpm=s.tpm,
-                max_wait_ms=s.max_wait_ms,
-                retry_policy=s.retry_policy(),
-                **kwargs,
-            )
+            sched = Scheduler(self.backend_factory(spec), cache=self.cache, settings=settings or self.settings)
             self._schedulers[key] = sched
         await sched.start()
         return sched

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.types import Completion
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ BUSY_SECONDS = 30.0
 LOCK_ATTEMPTS = 4
 
 
-class CacheError(Exception):
+class CacheError(PromptRobustError):
     """The cache file cannot be used (corrupt, unwritable). One line, names the fix."""
 
 

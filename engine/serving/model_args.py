@@ -1,8 +1,9 @@
 """Checks of ``--model-args`` values before a backend is built, so a typo is one line.
 
 Backends keep their own checks; these run first, name the argument, the value
-and what it takes, and cost nothing (no torch import unless ``device=cuda`` is
-asked for).
+and what it takes, and cost nothing. The hf backend's values are judged by its
+options (``backends/hf/options.py``, no torch import unless ``device=cuda`` is
+asked for), the same checks ``HFOptions`` runs.
 """
 
 from __future__ import annotations
@@ -46,38 +47,6 @@ def _urls(v: Any) -> str | None:
     return None
 
 
-def _device(v: Any) -> str | None:
-    text = str(v)
-    if text in ("auto", "cpu", "mps"):
-        return None
-    if text == "cuda" or text.startswith("cuda:"):
-        import torch
-
-        if not torch.cuda.is_available():
-            return "auto or cpu here: this machine has no CUDA GPU"
-        return None
-    return "auto, cpu, cuda, cuda:N or mps"
-
-
-HF: dict[str, Check] = {
-    "device": _device,
-    "dtype": _one_of("auto", "float32", "bfloat16", "float16"),
-    "batch_size": _whole(1),
-    "revision": _text,
-    "trust_remote_code": _boolean,
-    "chat": _boolean,
-    "gguf_file": _text,
-    "share_prefix": _boolean,
-    "linear_kernel": _one_of("auto", "onednn", "default"),
-    "head_kernel": _one_of("auto", "onednn", "default"),
-    "prefix_cache_mb": lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else "a number of MiB >= 0",
-    "length_order": _boolean,
-    "drop_finished": _boolean,
-    "prefix_without_head": _boolean,
-    "short_tail_batches": _boolean,
-    "kv_views": _boolean,
-    "label_logsumexp": _boolean,
-}
 OPENAI: dict[str, Check] = {
     "base_url": _urls,
     "api_key_env": _text,
@@ -88,6 +57,7 @@ OPENAI: dict[str, Check] = {
     "eject_after": _whole(1),
     "cooldown": _positive,
     "max_body_mb": _positive,
+    "max_outage": lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else "a number of seconds >= 0",
 }
 VLLM: dict[str, Check] = {
     "revision": _text,
@@ -99,11 +69,15 @@ VLLM: dict[str, Check] = {
     "seed": _whole(0),
     "chat": _boolean,
 }
-CHECKS = {"hf": HF, "openai": OPENAI, "vllm": VLLM}
+CHECKS = {"openai": OPENAI, "vllm": VLLM}
 
 
 def check_model_args(backend: str, args: Mapping[str, Any]) -> str | None:
     """The first bad value as one line naming the fix, or None."""
+    if backend == "hf":  # the hf backend's options judge their own values (one place)
+        from promptrobust.engine.serving.backends.hf.options import option_problem
+
+        return option_problem(args)
     checks = CHECKS.get(backend, {})
     for key, value in args.items():
         check = checks.get(key)

@@ -120,6 +120,12 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
         if "=" not in part:
             raise ModelArgsError(f"model argument {part!r} is not key=value (example: dtype=bfloat16,batch_size=8)")
         key, value = (s.strip() for s in part.split("=", 1))
+        if key in out:  # the last one silently winning would run against a server the user did not mean
+            from promptrobust.engine.safe_io.redact import redact_text
+
+            raise ModelArgsError(redact_text(
+                f"model argument {key} is given twice ({key}={out[key]!r} and {key}={value!r}); give it once"
+                + (" (several endpoints: base_url=URL1|URL2)" if key == "base_url" else "")))
         out[key] = _typed(value)
     return out
 
@@ -173,19 +179,21 @@ def _random_spec(config: str) -> ModelSpec:
     )
 
 
-_HF_ARGS = {
-    "device", "dtype", "batch_size", "revision", "trust_remote_code", "chat", "gguf_file", "share_prefix",
-    "linear_kernel", "head_kernel", "prefix_cache_mb", "length_order", "drop_finished", "prefix_without_head",
-    "short_tail_batches", "kv_views", "label_logsumexp",
-}
-_RANDOM_ARGS = {
-    "device", "dtype", "batch_size", "chat", "share_prefix", "seed", "tokenizer",
-    "linear_kernel", "head_kernel", "prefix_cache_mb", "length_order", "drop_finished", "prefix_without_head",
-    "short_tail_batches", "kv_views", "label_logsumexp",
-}
+def _hf_args() -> set[str]:
+    """What ``--model-args`` may set for the hf backend: every ``HFOptions`` field."""
+    from promptrobust.engine.serving.backends.hf.options import OPTION_NAMES
+
+    return set(OPTION_NAMES)
+
+
+def _random_args() -> set[str]:
+    """``random:`` models: the hf options but those about loading files, plus the seed and the tokenizer."""
+    return (_hf_args() - {"revision", "gguf_file", "trust_remote_code"}) | {"seed", "tokenizer"}
+
+
 _OPENAI_ARGS = {
     "base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring",
-    "max_body_mb",
+    "max_body_mb", "max_outage",
 }
 _VLLM_ARGS = {
     "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
@@ -248,25 +256,24 @@ def build_backend(spec: ModelSpec) -> Backend:
     if spec.model.startswith("random:"):
         if spec.backend != "hf":
             raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from the model arguments")
+        from promptrobust.engine.serving.backends.hf import HFOptions
         from promptrobust.engine.serving.backends.random_model import RandomHFBackend, RandomModelError
 
+        args = _check_args(spec, _random_args())
+        seed, tokenizer = args.pop("seed", 0), args.pop("tokenizer", None)
         try:
-            return RandomHFBackend(spec.model, **_check_args(spec, _RANDOM_ARGS))
+            return RandomHFBackend(spec.model, HFOptions.from_model_args(args), seed=seed, tokenizer=tokenizer)
         except RandomModelError as exc:
             raise ModelArgsError(str(exc)) from None
     if spec.backend == "hf":
-        from promptrobust.engine.serving.backends.hf import HFBackend
+        from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
 
-        args = _check_args(spec, _HF_ARGS)
+        options = HFOptions.from_model_args(_check_args(spec, _hf_args()))
         if spec.embedded:
-            from promptrobust.engine.serving.model_store import ensure_embedded
-
-            emb = ensure_embedded(spec.model)
-            args.setdefault("chat", emb.is_chat)
-            return HFBackend(str(emb.path), identity_name=spec.name, identity_revision=emb.revision, **args)
-        return HFBackend(spec.model, **args)
+            return embedded_backend(spec.model, options)
+        return HFBackend(spec.model, options)
     if spec.backend == "openai":
-        from promptrobust.engine.serving.backends.openai_backend import OpenAIBackend
+        from promptrobust.engine.serving.backends.openai import OpenAIBackend
 
         args = _check_args(spec, _OPENAI_ARGS)
         base_url = args.pop("base_url", None)

@@ -3,6 +3,10 @@
 Only ``TransientBackendError`` is retried (429, 5xx, timeouts, dropped
 connections, malformed answers); every other exception propagates at once.
 A server's Retry-After hint is a floor for the wait, never shortened by jitter.
+A failure that does not spend an attempt (``spends_attempt=False``: an endpoint
+refusing connections during an outage, which the backend waits out itself) is
+retried without a backoff and without counting, up to ``MAX_FREE_RETRIES``
+times in a row per call (beyond that it counts like any other).
 
 The default waits can be shortened for a whole process with the environment
 variables ``PRE_RETRY_BASE_DELAY`` and ``PRE_RETRY_MAX_DELAY`` (seconds), e.g.
@@ -24,6 +28,10 @@ from typing import TypeVar
 from promptrobust.engine.serving.backends.base import TransientBackendError
 
 T = TypeVar("T")
+
+#: Failures that spend no attempt, in a row, before they count like any other (a safety bound: the
+#: backend's own bound on an outage, ``max_outage``, ends the wait long before).
+MAX_FREE_RETRIES = 10_000
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -85,15 +93,23 @@ async def call_with_retries(
     """Await ``call()``; on ``TransientBackendError`` wait and try again.
 
     ``on_retry(attempt, error, delay)`` is told about each retry before the wait.
-    After ``policy.max_attempts`` failed attempts the last error is re-raised.
+    After ``policy.max_attempts`` failed attempts the last error is re-raised;
+    failures with ``spends_attempt=False`` are retried at once and not counted.
     """
     rng = rng if rng is not None else random.Random()
     attempt = 0
+    free = 0
     while True:
-        attempt += 1
         try:
             return await call()
         except TransientBackendError as err:
+            if not err.spends_attempt and free < MAX_FREE_RETRIES:
+                free += 1
+                if on_retry is not None:
+                    on_retry(attempt, err, 0.0)
+                continue  # the next call waits for the endpoint itself (the backend bounds that wait)
+            free = 0
+            attempt += 1
             if attempt >= policy.max_attempts:
                 raise
             wait = policy.delay(attempt, err.retry_after, rng)

@@ -9,7 +9,9 @@ bounded queue -> a worker -> the backend -> cache write -> every waiter.
   (``arrange_batches``: by input length for less padding, or, for the hf
   backend, by shared prefix when that computes fewer tokens).
 * HTTP-like backends get ``concurrency`` workers, each sending one request at
-  a time through the RPM/TPM limiter and the retry policy. vLLM's AsyncLLM is
+  a time through the RPM/TPM limiter and the retry policy; before each attempt
+  the backend may hold it while its endpoints are down (``wait_until_ready``),
+  which spends neither the attempt nor its ``request_timeout``. vLLM's AsyncLLM is
   in this group too: it batches continuously by itself, it only needs enough
   requests in flight.
 
@@ -24,6 +26,9 @@ Failures stay small and honest:
 * A completion that lacks what its request needs (no text for ``generate``, no
   or misaligned log-probabilities for ``score_choices``) is a transient failure
   too: it is never cached and never handed to a job.
+* A completion with an impossible number (a label log-probability that is NaN,
+  infinite or above 0) is a ``BadAnswerError`` at once: the backend computed
+  it and would again, so it is one line, never retried, cached or scored.
 * A request that still fails after the retry policy's attempts raises one
   ``RequestFailedError`` with a one-line message naming the cause and the fix.
 
@@ -39,18 +44,22 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from promptrobust.engine.serving.backends.base import Backend, BackendError, RequestFailedError, TransientBackendError
+from promptrobust.engine.serving.backends.base import (
+    Backend,
+    BackendError,
+    BadAnswerError,
+    LOGPROB_TOLERANCE,
+    RequestFailedError,
+    TransientBackendError,
+)
 from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.ratelimit import RateLimiter
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
-from promptrobust.engine.serving.types import Completion, Request, request_key
-
-#: A label log-probability may exceed 0 by this much (float rounding); beyond it,
-#: the number is impossible and the answer is malformed (retried, never cached).
-LOGPROB_TOLERANCE = 1e-3
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.engine.serving.types import Completion, ModelIdentity, Request, request_key
 
 
 @dataclass
@@ -118,42 +127,40 @@ class Scheduler:
         backend: Backend,
         *,
         cache: ScoreCache | None = None,
-        batch_size: int | None = None,
-        max_wait_ms: float = 5.0,
-        concurrency: int = 64,
-        rpm: float | None = None,
-        tpm: float | None = None,
+        settings: SchedulerSettings | None = None,
+        owns_backend: bool = True,
+        limiter: RateLimiter | None = None,
         retry_policy: RetryPolicy | None = None,
         max_pending: int = 4096,
         seed: int = 0,
-        sleep: Callable[[float], object] | None = None,
-        limiter: RateLimiter | None = None,
-        owns_backend: bool = True,
-        request_timeout: float | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError("batch size must be at least 1")
-        if request_timeout is not None and not (request_timeout > 0 and request_timeout != float("inf")):
-            raise ValueError(f"request_timeout must be a positive number of seconds (got {request_timeout!r})")
+        """``settings``: the limits, whole (``SchedulerSettings()`` when None). The other keywords are
+        not settings: ``owns_backend`` False when the caller starts and closes the backend (one backend,
+        several schedulers); ``limiter`` a rate limiter shared with others (instead of one built from
+        ``settings.rpm``/``tpm``); ``retry_policy`` replaces ``settings.retry_policy()`` (tests and
+        benchmarks shorten the waits); ``max_pending`` bounds the queue; ``seed`` the retry jitter;
+        ``sleep`` the waits between attempts (tests)."""
+        settings = settings if settings is not None else SchedulerSettings()
+        if not isinstance(settings, SchedulerSettings):
+            raise TypeError(f"settings must be a SchedulerSettings, not {type(settings).__name__}")
+        self.settings = settings
         #: Seconds one call of an HTTP-like backend may take (None: the backend's own).
         #: In-process (batching) backends run in a thread that cannot be cut short,
         #: so a retry would only queue behind it: they are not timed out here.
-        self.request_timeout = request_timeout
+        self.request_timeout = settings.request_timeout
         self.backend = backend
-        #: False when the caller starts and closes the backend (one backend, several schedulers).
         self.owns_backend = owns_backend
         self.cache = cache
-        self.batch_size = batch_size or backend.max_batch_size
-        self.max_wait = max_wait_ms / 1000.0
-        self.concurrency = concurrency
+        self.batch_size = settings.batch_size or backend.max_batch_size
+        self.max_wait = settings.max_wait_ms / 1000.0
+        self.concurrency = settings.concurrency
         self.max_pending = max_pending
         self.stats = SchedulerStats()
-        self._identity = None
+        self._identity: ModelIdentity | None = None
         self._model_tag = ""
-        self._limiter = limiter or (RateLimiter(rpm=rpm, tpm=tpm) if (rpm or tpm) else None)
-        self._retry = retry_policy or RetryPolicy()
+        self._limiter = limiter or (RateLimiter(rpm=settings.rpm, tpm=settings.tpm) if (settings.rpm or settings.tpm) else None)
+        self._retry = retry_policy or settings.retry_policy()
         self._rng = random.Random(seed)
         self._sleep = sleep or asyncio.sleep
         self._queue: asyncio.Queue[_Job] | None = None
@@ -418,6 +425,8 @@ class Scheduler:
             job = await self._queue.get()
 
             async def call(request: Request = job.request) -> list[Completion]:
+                # An endpoint outage is waited out here, before the attempt and outside its timeout.
+                await self.backend.wait_until_ready()
                 # Every attempt, retries included, takes its place under the limits.
                 if self._limiter is not None:
                     await self._limiter.acquire(request.estimated_tokens())
@@ -441,6 +450,10 @@ class Scheduler:
             if len(completions) != len(jobs):
                 raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
             for job, completion in zip(jobs, completions):
+                impossible = _impossible_number(completion)
+                if impossible is not None:
+                    raise BadAnswerError(f"impossible answer from {self._model_tag}: {impossible}; the backend computes "
+                                         "impossible numbers (a retry would get the same): check the model and its dtype")
                 problem = completion_problem(job.request, completion)
                 if problem is not None:
                     raise TransientBackendError(f"malformed answer: {problem}")
@@ -520,7 +533,13 @@ def completion_problem(request: Request, completion: object) -> str | None:
         return "no label log-probabilities for a score_choices request"
     if len(logprobs) != len(request.choices):
         return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
-    for v in logprobs:
+    return _impossible_number(completion)
+
+
+def _impossible_number(completion: object) -> str | None:
+    """What is impossible about a completion's label log-probabilities (one a model cannot give), or None."""
+    logprobs = getattr(completion, "choice_logprobs", None)
+    for v in logprobs or ():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
             return "a label log-probability is not a number"
         if v in (math.inf, -math.inf):

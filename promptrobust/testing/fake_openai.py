@@ -24,7 +24,11 @@ after S seconds); ``drop`` (close the connection without an
 answer); or one of the garbage answers of ``FAULT_KINDS`` (``reset``,
 ``truncated``, ``malformed``, ``html``, ``empty``, ``no_content``,
 ``no_logprobs``, ``no_choices``, ``empty_choices``, and the impossible numbers of
-``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``).
+``NUMBER_FAULTS``: ``positive_logprobs``, ``nan_logprobs``, ``inf_logprobs``; and
+``nested_json``, a 200 answer of ``[`` x 200,000 then ``]`` x 200,000, under the
+client's size limit). ``TRANSIENT_FAULTS`` are those a retry recovers from;
+``BAD_ANSWER_FAULTS`` (the impossible numbers and the nested answer) are what a
+broken server computes and would send again: a client fails them at once.
 
 Random faults: ``faults=FaultPlan({"500": 0.2}, seed=1)`` gives each POST (after
 the script is used up) the named fault with the given probability, from a
@@ -35,6 +39,11 @@ several clients of one server (one URL, so one cache identity) can each see
 their own faults. ``injected`` counts the faults sent per kind. ``lifetime=`` stops the
 server by itself after that many seconds, and every wait inside a handler is
 bounded, so a forgotten server never outlives a test run by much.
+
+``echo_auth=True`` answers every POST with a 401 whose message repeats the
+request's ``Authorization`` header whole and, after it, a piece of its
+credential (as a misconfigured proxy may): what a client must keep out of
+every message and file, in whatever form it arrives.
 
 ``rpm=`` makes the server enforce a requests-per-minute limit of its
 own with 429 + Retry-After, like a real provider; ``latency=`` delays every
@@ -64,21 +73,27 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+__all__ = ["BAD_ANSWER_FAULTS", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TRANSIENT_FAULTS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
 FAULT_KINDS = (
     "429", "500", "503", "timeout", "reset", "truncated", "malformed", "html", "empty",
     "no_content", "no_logprobs", "no_choices", "empty_choices",
-    "positive_logprobs", "nan_logprobs", "inf_logprobs",
+    "positive_logprobs", "nan_logprobs", "inf_logprobs", "nested_json",
 )
 #: Impossible numbers: the answer's log-probabilities made positive (3.5, 7.25, ...),
 #: NaN for the answer's own token, or +infinity (sent as the JSON extensions NaN/Infinity).
 NUMBER_FAULTS = ("positive_logprobs", "nan_logprobs", "inf_logprobs")
+#: Answers a broken server computes and would send again: a client fails them at once, in one line.
+BAD_ANSWER_FAULTS = (*NUMBER_FAULTS, "nested_json")
+#: Faults a retry recovers from (busy or failing servers, damage in transit, answers missing a part).
+TRANSIENT_FAULTS = tuple(k for k in FAULT_KINDS if k not in BAD_ANSWER_FAULTS)
+#: Levels of the ``nested_json`` answer: deep enough to exhaust a recursive parser, 400 KB in all.
+NESTED_LEVELS = 200_000
 #: Faults that change or replace a 200 answer (the rest never reach the answer).
 _BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content", "no_logprobs", "no_choices",
-                          "empty_choices", *NUMBER_FAULTS})
+                          "empty_choices", "nested_json", *NUMBER_FAULTS})
 
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
@@ -188,9 +203,34 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # the default backlog of 5 refuses bursts of concurrent clients
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._live: set[socket.socket] = set()  # open client connections (kept alive between requests)
+        self._live_lock = threading.Lock()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Dropped connections are deliberate here; keep test output clean.
         pass
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._live_lock:
+            self._live.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._live_lock:
+            self._live.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Hang up on every client, as a server that stops does (kept-alive connections included)."""
+        with self._live_lock:
+            live = list(self._live)
+        for conn in live:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class FakeOpenAIServer:
@@ -205,6 +245,7 @@ class FakeOpenAIServer:
         rpm: float | None = None,
         window: float = 60.0,
         api_key: str | None = None,
+        echo_auth: bool = False,
         latency: float = 0.0,
         created: int = 1_700_000_000,
         answer: Callable[[str], str] = sentiment_answer,
@@ -212,13 +253,18 @@ class FakeOpenAIServer:
         faults: FaultPlan | None = None,
         key_faults: Mapping[str, FaultPlan] | None = None,
         lifetime: float | None = 3600.0,
+        port: int = 0,
     ) -> None:
         self.model = model
+        #: The port to listen on (0: any free one); a server started again on a stopped one's port
+        #: plays that server coming back after an outage.
+        self.requested_port = port
         self.logprobs = logprobs
         self.logprobs_error = logprobs_error
         self.rpm = rpm
         self.window = window
         self.api_key = api_key
+        self.echo_auth = echo_auth
         self.latency = latency
         self.created = created
         self.answer = answer
@@ -248,7 +294,7 @@ class FakeOpenAIServer:
         class Handler(_Handler):
             server_state = outer
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", self.requested_port), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         if self.lifetime is not None:
@@ -265,6 +311,7 @@ class FakeOpenAIServer:
             self._timer.cancel()
         if httpd is not None:
             httpd.shutdown()
+            httpd.close_connections()
             httpd.server_close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
@@ -389,6 +436,9 @@ class _Handler(BaseHTTPRequestHandler):
             content_type, length = "text/html", len(raw)
         elif fault == "empty":
             raw, length = b"", 0
+        elif fault == "nested_json":
+            raw = b"[" * NESTED_LEVELS + b"]" * NESTED_LEVELS
+            length = len(raw)
         elif fault == "truncated":
             raw = raw[: len(raw) // 2]  # Content-Length promises the whole body; the connection ends early
         if self.command == "POST":
@@ -428,9 +478,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorised(self) -> bool:
         want = self.server_state.api_key
+        got = self.headers.get("Authorization", "")
+        if self.server_state.echo_auth and self.command == "POST":
+            credential = got.partition(" ")[2]
+            self._error(401, f"unauthorized: raw header {got} key={credential[3:]}")
+            return False
         if want is None:
             return True
-        got = self.headers.get("Authorization", "")
         if got == f"Bearer {want}":
             return True
         token = got.removeprefix("Bearer ")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.analysis.report.tables import Table
+from promptrobust.engine.errors import PromptRobustError
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being below
@@ -38,7 +39,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 
 
-class WordFrequencyError(ValueError):
+class WordFrequencyError(PromptRobustError, ValueError):
     """Too few prompts, or all on one side of the split: nothing to compare."""
 
 

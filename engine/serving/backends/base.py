@@ -14,11 +14,17 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 
-class BackendError(Exception):
-    """A failure that retrying will not fix (bad request, missing model...)."""
+#: A log-probability may exceed 0 by this much (rounding in a softmax); anything larger, NaN or
+#: infinite is an impossible number, which no backend's answer may carry.
+LOGPROB_TOLERANCE = 1e-3
+
+
+class BackendError(PromptRobustError):
+    """A failure that retrying will not fix (bad request, missing model...); one line naming the fix."""
 
 
 class BackendUnavailable(BackendError):
@@ -40,18 +46,30 @@ class RequestFailedError(BackendError):
         self.attempts = attempts
 
 
-class TransientBackendError(Exception):
+class BadAnswerError(BackendError):
+    """An answer the backend could not really give, which a retry would give again: impossible
+    log-probabilities, JSON nested deeper than any real answer. Never scored, never cached, not
+    retried: the request fails at once with one line naming what came and what to check."""
+
+
+class TransientBackendError(PromptRobustError):
     """A failure worth retrying: 429, 5xx, timeouts, dropped connections, and
     answers that lack what the request needs (malformed JSON, no content, no
     log-probs when they were asked for): those are never scored or cached.
 
     ``retry_after`` is the server's own wait hint in seconds, when it gave one.
+    ``spends_attempt`` is False for a failure that says nothing about the request
+    (its endpoint refused the connection during an outage): the retry does not
+    count against the request's attempts; the backend bounds the wait itself
+    (``Backend.wait_until_ready``).
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None,
+                 spends_attempt: bool = True):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+        self.spends_attempt = spends_attempt
 
 
 def cut_into_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -142,6 +160,11 @@ class Backend(ABC):
 
     async def start(self) -> None:
         """Load weights / open clients. Called once before the first request."""
+
+    async def wait_until_ready(self) -> None:
+        """Wait until a call can reach the model (an endpoint outage is over); raise a ``BackendError``
+        when it will not within the backend's bound. The scheduler awaits it before every attempt,
+        outside the attempt's ``request_timeout``; default: ready at once."""
 
     async def close(self) -> None:
         """Release resources."""

@@ -34,8 +34,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.backends.base import BackendUnavailable
-from promptrobust.engine.serving.backends.hf import HFBackend
+from promptrobust.engine.serving.backends.hf import HFBackend, HFObserver, HFOptions
+from promptrobust.engine.serving.backends.hf.loading import LoadedModel, finish
 from promptrobust.engine.serving.types import Completion, Request
 
 PREFIX = "random:"
@@ -45,7 +47,7 @@ TOKENIZER_MODEL = "smollm2-135m-instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
-class RandomModelError(ValueError):
+class RandomModelError(PromptRobustError, ValueError):
     """An unknown ``random:`` configuration or a bad argument for one."""
 
 
@@ -235,33 +237,25 @@ class RandomHFBackend(HFBackend):
     """``HFBackend`` over a randomly initialised model of a published configuration.
 
     Identity: name ``random:CONFIG``, revision from the seed, the configuration
-    and the tokenizer, so cached answers never mix with a real model's.
+    and the tokenizer, so cached answers never mix with a real model's. ``options``
+    as for any hf model (``chat`` unset: plain prompts); there is nothing to load,
+    so ``revision``, ``gguf_file`` and ``trust_remote_code`` do not apply.
     """
 
-    def __init__(
-        self,
-        config: str,
-        *,
-        seed: int = 0,
-        tokenizer: str | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        batch_size: int = 16,
-        chat: bool = False,
-        share_prefix: bool = True,
-        **levers: Any,
-    ) -> None:
-        """``levers``: the hf backend's other options (linear_kernel, head_kernel, prefix_cache_mb, length_order, ...)."""
+    def __init__(self, config: str, options: HFOptions | None = None, *, seed: int = 0, tokenizer: str | None = None,
+                 observer: HFObserver | None = None) -> None:
         self.random_config = random_config(config)
+        name = PREFIX + self.random_config.name
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise RandomModelError(f"random:{self.random_config.name}: seed must be an integer >= 0 (got {seed!r})")
+            raise RandomModelError(f"{name}: seed must be an integer >= 0 (got {seed!r})")
+        options = options if options is not None else HFOptions()
+        if options.revision or options.gguf_file or options.trust_remote_code:
+            raise RandomModelError(f"{name}: revision, gguf_file and trust_remote_code do not apply to random weights")
+        if options.chat is None:
+            options = replace(options, chat=False)
         self.seed = seed
         self.tokenizer_dir = Path(tokenizer).expanduser() if tokenizer else None
-        name = PREFIX + self.random_config.name
-        super().__init__(
-            name, device=device, dtype=dtype, batch_size=batch_size, chat=chat, identity_name=name,
-            share_prefix=share_prefix, **levers,
-        )
+        super().__init__(name, options, identity_name=name, observer=observer)
 
     def _resolve_revision(self) -> str:
         cfg = hashlib.sha256(json.dumps(asdict(self.random_config), sort_keys=True).encode()).hexdigest()[:12]
@@ -274,33 +268,13 @@ class RandomHFBackend(HFBackend):
             self.tokenizer_dir = default_tokenizer_dir()
         return self.tokenizer_dir
 
-    def _load(self) -> None:
-        # Mirrors HFBackend._load after its from_pretrained calls (kernel choice,
-        # the attributes it sets); a hook that builds (config, tokenizer, model)
-        # inside HFBackend._load would let this override go.
-        import inspect
-
-        import torch
-
-        from promptrobust.engine.serving.backends.hf_kernels import choose_kernel, install
-
+    def _load_model(self) -> LoadedModel:
+        """The model built from its configuration with seeded weights, made ready as a loaded one."""
         tok = without_eos(load_tokenizer(self.tokenizer_path()))
         device, dtype_name = self.placement()
         model = build_model(self.random_config, tok, device=device, dtype=dtype_name, seed=self.seed)
-        try:
-            with torch.random.fork_rng(devices=[]):  # its timing probe draws random inputs
-                kernel = choose_kernel(self.linear_kernel_request, model, device, dtype_name, self.head_kernel_request)
-        except ValueError as e:
-            raise BackendUnavailable(str(e)) from None
-        install(model, kernel.kernel, kernel.head)
-        self.kernel = kernel
-        self._encdec = self.random_config.family == "t5"
-        self._has_logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
-        self._max_len = self.random_config.max_positions
-        self._device = torch.device(device)
-        self._dtype_name = dtype_name
-        self._tok = tok
-        self._model = model
+        return finish(model, tok, model_ref=self.model_ref, options=self.options, device=device, dtype_name=dtype_name,
+                      encdec=self.random_config.family == "t5", max_len=self.random_config.max_positions)
 
     @staticmethod
     def _fixed_length(requests: Sequence[Request]) -> list[Request]:
@@ -312,10 +286,6 @@ class RandomHFBackend(HFBackend):
 
     async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         return await super().complete_batch(self._fixed_length(requests))
-
-    def placement(self) -> tuple[str, str]:
-        """(device, dtype) the model is or will be built with: cuda + bf16 when a GPU is there, else cpu + fp32."""
-        return self._pick_device(), self._planned_dtype()
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens (after ``start()``)."""

@@ -1,4 +1,4 @@
-"""Prefix groups and the persistent prefix key/value cache of the hf backend.
+"""Prefix reuse in the hf backend: prefix groups, the window's plan, and the persistent key/value cache.
 
 The requests of one candidate prompt start with the same tokens (chat
 template, instruction, few-shot block) and differ from the sample on. Those
@@ -27,6 +27,8 @@ from typing import Any
 #: A cached prefix this many tokens shorter than the one asked for is used as it is
 #: (the few extra tokens run in each row's tail) instead of storing a near copy.
 PREFIX_SLACK = 8
+#: Shorter common prefixes are not worth a separate forward pass.
+MIN_SHARED_PREFIX = 8
 
 
 @dataclass
@@ -183,10 +185,29 @@ class PrefixCache:
             self.stats.evictions += 1
 
 
+def plan_prefixes(encoded: Sequence[Sequence[int]]) -> tuple[dict[tuple[int, ...], int], list[tuple[int, int]]]:
+    """The prefix each input of a window runs after, and its place in the window's length order.
+
+    Returns (input tokens -> length of its candidate's prefix, for inputs whose
+    group shares at least ``MIN_SHARED_PREFIX`` tokens; and per input the sort key
+    (length after its prefix, group number)).
+    """
+    planned: dict[tuple[int, ...], int] = {}
+    sort_key: list[tuple[int, int]] = [(0, 0)] * len(encoded)
+    for g, (shared, rows) in enumerate(prefix_groups(encoded)):
+        shares = len(rows) >= 2 and shared >= MIN_SHARED_PREFIX
+        for i in rows:
+            if shares:
+                planned[tuple(encoded[i])] = shared
+            sort_key[i] = (len(encoded[i]) - (shared if shares else 0), g)
+    return planned, sort_key
+
+
 def _sliced(entry: PrefixEntry, n: int) -> PrefixEntry:
     """The first ``n`` positions of a cached entry (views, never stored)."""
     layers = [(k[:, :, :n], v[:, :, :n]) for k, v in entry.layers]
     return PrefixEntry(entry.tokens[:n], layers, 0)
 
 
-__all__ = ["PREFIX_SLACK", "PrefixCache", "PrefixEntry", "PrefixStats", "common_prefix_length", "prefix_groups"]
+__all__ = ["MIN_SHARED_PREFIX", "PREFIX_SLACK", "PrefixCache", "PrefixEntry", "PrefixStats", "common_prefix_length",
+           "plan_prefixes", "prefix_groups"]
