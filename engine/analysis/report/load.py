@@ -42,6 +42,7 @@ KNOWN_FIELDS = frozenset((
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
     "substitutions", "final_similarity", "held_out",  # meaning checks, held-out samples
     "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
+    "task_definition",  # a user's own task: its definition hash
 ))
 
 
@@ -141,6 +142,7 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
         "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
         "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
+        "task_definition": row.get("task_definition"),
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
@@ -220,6 +222,7 @@ def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, 
     """Clean scores of a results.json in the one layout (``engine.run_folder``)."""
     results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
     measurement = (data.get("configs") or {}).get("measurement") or {}
+    definitions = {t.get("name"): t.get("definition_hash") for t in data.get("tasks") or [] if isinstance(t, Mapping)}
     out = []
     for r in results.get("clean") or []:
         if not isinstance(r, Mapping) or not isinstance(r.get("score"), (int, float)):
@@ -230,7 +233,7 @@ def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, 
             continue
         base = {"model": str(model), "dataset": str(dataset), "shots": _int_or_none(measurement.get("shots")),
                 "setting": section_setting(measurement, "clean"), "source": str(path.parent),
-                "from": str(results.get("clean_from") or "run")}
+                "from": str(results.get("clean_from") or "run"), "task_definition": definitions.get(str(dataset))}
         out.append(_clean_row(base, r.get("prompt_id"), r["score"], r.get("ci95"), r.get("at_chance"),
                               r.get("chance_rate", data.get("chance_rate"))))
     return out
@@ -252,7 +255,8 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         if r["clean_score"] is None or r["status"] == "failed":
             continue
         base = {"model": r["model"], "dataset": r["dataset"], "shots": r["shots"],
-                "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"]}
+                "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"],
+                "task_definition": r["task_definition"]}
         out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
                               r["at_chance"], r["chance_rate"]))
         if r["clean_scores"]:  # a sweep record lists its whole prompt set
@@ -303,4 +307,18 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
         if k not in seen:
             seen.add(k)
             clean.append(c)
+    name_definitions([*records, *clean])
     return RunData(records, clean, files, dropped)
+
+
+def name_definitions(rows: Sequence[dict[str, Any]]) -> None:
+    """A user's task measured under two definitions (an edited task file) is two tasks: where one
+    name carries several definition hashes, each row's dataset becomes ``NAME@HASH`` (its first 8
+    digits), so no table pools them under one name. Rows of one definition keep the task's name."""
+    hashes: dict[str, set[str]] = {}
+    for r in rows:
+        if r.get("task_definition"):
+            hashes.setdefault(r["dataset"], set()).add(str(r["task_definition"]))
+    for r in rows:
+        if len(hashes.get(r["dataset"], ())) > 1:
+            r["dataset"] = f"{r['dataset']}@{str(r.get('task_definition') or 'unknown')[:8]}"
