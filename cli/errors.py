@@ -25,7 +25,8 @@ EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
 #: Settings whose flag is not the setting's name with dashes.
-FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option", "attacks": "attack", "prompt": "prompt"}
+FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option", "attacks": "attack", "prompt": "prompt",
+           "input_columns": "input-column"}
 
 
 class UserError(PromptRobustError):
