@@ -142,7 +142,6 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "substitutions": row.get("substitutions") if isinstance(row.get("substitutions"), list) else [],
         "final_similarity": row.get("final_similarity") if isinstance(row.get("final_similarity"), Mapping) else {},
         "held_out": row.get("held_out") if isinstance(row.get("held_out"), Mapping) else None,
-        "task_definition": row.get("task_definition"),
     }
     rec["status"] = record_status({**rec, "status": row.get("status")})
     if rec["status"] == "attacked" and rec["pdr"] is None:
@@ -157,6 +156,7 @@ def normalise(row: Mapping[str, Any], source: str) -> dict[str, Any]:
     settings = rec["settings"]
     rec["source_model"] = row.get("source_model") or (settings.get("source_model") if kind in ("transfer", "defense") else None)
     rec["defense"] = row.get("defense") or (settings.get("defense") if kind == "defense" else None)
+    rec["task_definition"] = row.get("task_definition")  # a user's own task (name_definitions)
     rec["setting"] = section_setting(row, kind)
     rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
     if not rec["run_key"]:
@@ -255,14 +255,26 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         if r["clean_score"] is None or r["status"] == "failed":
             continue
         base = {"model": r["model"], "dataset": r["dataset"], "shots": r["shots"],
-                "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"],
-                "task_definition": r["task_definition"]}
+                "setting": r["setting"].for_kind("clean"), "source": r["source"], "from": r["kind"]}
         out.append(_clean_row(base, r["prompt_id"] or r["clean_prompt"], r["clean_score"], r["clean_ci95"],
                               r["at_chance"], r["chance_rate"]))
         if r["clean_scores"]:  # a sweep record lists its whole prompt set
             ranking = {**base, "from": "run"}
             out += [_clean_row(ranking, k, v) for k, v in r["clean_scores"].items() if isinstance(v, (int, float))]
     return out
+
+
+def name_definitions(rows: Sequence[dict[str, Any]]) -> None:
+    """A user's task measured under two definitions (an edited task file) is two tasks: where one
+    name carries several definition hashes, each row's dataset becomes ``NAME@HASH`` (its first 8
+    digits), so no table pools them under one name. Rows of one definition keep the task's name."""
+    hashes: dict[str, set[str]] = {}
+    for r in rows:
+        if r.get("task_definition"):
+            hashes.setdefault(r["dataset"], set()).add(str(r["task_definition"]))
+    for r in rows:
+        if len(hashes.get(r["dataset"], ())) > 1:
+            r["dataset"] = f"{r['dataset']}@{str(r.get('task_definition') or 'unknown')[:8]}"
 
 
 def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -296,6 +308,7 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     for c in summary_clean:
         if c["source"] in by_source:
             c["setting"] = by_source[c["source"]]
+    name_definitions([*records, *summary_clean])  # before the records' own clean scores copy their names
     # A run's summary lists every prompt it scored; its records add the ones it lacks (pre eval pairs).
     def key(c: Mapping[str, Any]) -> tuple[Any, ...]:
         return (c["source"], c["model"], c["dataset"], c["shots"], c["setting"], c["prompt_id"])
@@ -307,18 +320,4 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
         if k not in seen:
             seen.add(k)
             clean.append(c)
-    name_definitions([*records, *clean])
     return RunData(records, clean, files, dropped)
-
-
-def name_definitions(rows: Sequence[dict[str, Any]]) -> None:
-    """A user's task measured under two definitions (an edited task file) is two tasks: where one
-    name carries several definition hashes, each row's dataset becomes ``NAME@HASH`` (its first 8
-    digits), so no table pools them under one name. Rows of one definition keep the task's name."""
-    hashes: dict[str, set[str]] = {}
-    for r in rows:
-        if r.get("task_definition"):
-            hashes.setdefault(r["dataset"], set()).add(str(r["task_definition"]))
-    for r in rows:
-        if len(hashes.get(r["dataset"], ())) > 1:
-            r["dataset"] = f"{r['dataset']}@{str(r.get('task_definition') or 'unknown')[:8]}"
