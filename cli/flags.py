@@ -113,10 +113,13 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("your own task (docs/your-task.md): a task file, or --data-file FILE (or --dataset hf:PATH) "
                              "with its columns")
+    from promptrobust.engine.runs.task_choice import LISTS
+
     add_field(g, TaskChoice, "task", metavar="FILE")
-    add_field(g, TaskChoice, "input_columns", action="append", default=None, metavar="COLUMN")
     for f in fields(TaskChoice):
-        if f.name not in ("task", "input_columns"):
+        if f.name in LISTS:  # repeatable, or comma-separated
+            add_field(g, TaskChoice, f.name, action="append", default=None)
+        elif f.name != "task":
             add_field(g, TaskChoice, f.name)
 
 
@@ -183,7 +186,10 @@ def task_choice(args: argparse.Namespace) -> TaskChoice:
     """``TaskChoice`` from --task and the column flags (none given: the datasets named)."""
     from promptrobust.engine.runs.task_choice import TaskChoice
 
-    result: TaskChoice = settings_from(args, TaskChoice, input_columns=tuple(getattr(args, "input_columns", None) or ()))
+    from promptrobust.engine.runs.task_choice import LISTS
+
+    lists = {name: tuple(getattr(args, name, None) or ()) for name in LISTS}
+    result: TaskChoice = settings_from(args, TaskChoice, **lists)
     return result
 
 

@@ -32,7 +32,8 @@ KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
     # a user's own task (docs/your-task.md): its file, or its data's columns
     ("task", "--task", None), ("input_columns", "--input-column", None), ("label_column", "--label-column", None),
     ("labels", "--labels", None), ("target_column", "--target-column", None), ("metric", "--metric", None),
-    ("template", "--template", None), ("few_shot_file", "--few-shot-file", None), ("id_column", "--id-column", None),
+    ("template", "--template", None), ("few_shot_file", "--few-shot-file", None), ("protected", "--protected", None),
+    ("id_column", "--id-column", None),
     ("task_name", "--task-name", None), ("split", "--split", None), ("dataset_config", "--dataset-config", None),
 )
 

@@ -40,7 +40,7 @@ class TaskChoice:
     task: str | None = None
     """Your own task's file (TOML; docs/your-task.md): its data, columns, answer words and prompts."""
     input_columns: tuple[str, ...] = ()
-    """Your own task without a task file: the input column(s) of data_file (or of dataset hf:PATH), comma-separated or repeated."""
+    """Your own task without a task file: the input column(s) of the data file (or of the hub dataset hf:PATH), comma-separated or repeated."""
     label_column: str | None = None
     """The label column of a task given by its columns."""
     labels: str | None = None
@@ -53,6 +53,8 @@ class TaskChoice:
     """How a sample of a task given by its columns is shown, a {column} slot per input column; default: one "Column: value" line each."""
     few_shot_file: str | None = None
     """Worked examples of a task given by its columns: a file in the data's columns (its first rows are the set)."""
+    protected: tuple[str, ...] = ()
+    """Words no attack may change in a task given by its columns, comma-separated or repeated (its answer words and label values always are)."""
     id_column: str | None = None
     """Sample ids of a task given by its columns: a column of unique ids; default: the row number."""
     task_name: str | None = None
@@ -63,10 +65,10 @@ class TaskChoice:
     """The configuration of a hub dataset given by its columns (load_dataset(PATH, CONFIG))."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.input_columns, tuple):
-            raise SettingsError("input_columns must be a tuple of column names", setting="input_columns")
-        columns = tuple(c.strip() for item in self.input_columns for c in item.split(",") if c.strip())
-        object.__setattr__(self, "input_columns", columns)
+        for name in LISTS:  # each item may hold several, comma-separated
+            if not isinstance(getattr(self, name), tuple):
+                raise SettingsError(f"{name} must be a tuple of names", setting=name)
+            object.__setattr__(self, name, tuple(c.strip() for item in getattr(self, name) for c in item.split(",") if c.strip()))
         if self.task is not None and self.by_columns:
             given = next(f.name for f in fields(self) if f.name in COLUMN_SETTINGS and getattr(self, f.name) not in (None, ()))
             raise SettingsError(f"task {self.task} is a task file and {given} describes a task by its columns: "
@@ -120,5 +122,7 @@ class TaskChoice:
         return task_from_columns(data_file=location, **values)
 
 
+#: The settings given as lists (a repeatable flag, or one comma-separated value).
+LISTS = ("input_columns", "protected")
 #: The settings of a task given by its columns (``tasks.own.task_from_columns``'s parameters).
 COLUMN_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(TaskChoice) if f.name != "task")

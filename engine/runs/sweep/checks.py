@@ -18,7 +18,7 @@ from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.backends.base import BackendError
 from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
-from promptrobust.engine.serving.registry import build_backend, resolve_model
+from promptrobust.engine.serving.registry import build_backend, parse_model_args, resolve_model
 from promptrobust.tasks.registry import get_task
 
 
@@ -36,8 +36,9 @@ class Finding:
 BLOCKED, NETWORK, SUBSTITUTE = "blocked", "needs the network", "substitute"
 
 
-def _model(name: str) -> Finding | None:
-    spec = resolve_model(name)
+def _model(name: str, model_args: str = "") -> Finding | None:
+    """``model_args``: the sweep's ``[models."NAME"]`` arguments (a base_url needs no API key)."""
+    spec = resolve_model(name, parse_model_args(model_args))
     if spec.embedded:
         try:
             EMBEDDED_MODELS[spec.model].parts()
@@ -96,7 +97,7 @@ def findings(cfg: SweepConfig) -> list[Finding]:
     """Every blocker and note for the sweep's models, datasets and attacks."""
     out: list[Finding] = []
     for name in cfg.models:
-        found = _model(name)
+        found = _model(name, str(cfg.model_options.get(name, {}).get("model_args", "")))
         if found:
             out.append(found)
     for name in cfg.datasets:
