@@ -18,7 +18,7 @@ import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +27,9 @@ from promptrobust.engine.measuring.settings import DEFAULT_DATASET, AttackSettin
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.base import Task
+
+if TYPE_CHECKING:  # read when a task is (the command line reads this module for --help)
+    from promptrobust.tasks.own import OwnTask
 
 __all__ = ["Job", "SweepConfig", "SweepConfigError", "SweepTask", "check_tasks_unchanged", "config_dict", "load_config",
            "model_settings", "resume_key"]
@@ -46,7 +49,7 @@ def _fields(kind: type, *, but: Collection[str] = ()) -> set[str]:
 #: [sweep] keys -> which settings value they belong to: every field of each settings value, under
 #: its own name (spelled once, in the settings class), but the grid's own axes and what a sweep
 #: does not take (attack options: a grid of attacks shares one set of settings).
-_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots"})  # grid.datasets, grid.shots
+_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots", "task"})  # grid.datasets, grid.tasks, grid.shots
 
 
 _ATTACK_KEYS = _fields(AttackSettings, but={"attacks", "options"})  # grid.attacks; no per-attack options
@@ -143,20 +146,20 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _read_task(path: str, stamp: tuple[int, int] | None) -> Any:
+def _read_task(path: str, stamp: tuple[int, int] | None) -> OwnTask:
     from promptrobust.tasks.own import load_task_file
 
     return load_task_file(path)
 
 
-def _data_hash(task: Any) -> str:
+def _data_hash(task: OwnTask) -> str:
     """The task's data hash, computed again only when its data file changed (a hub dataset: once)."""
     location = task.definition.data.location
     return _hash_of(task, location, _stamp(location))
 
 
 @functools.lru_cache(maxsize=64)
-def _hash_of(task: Any, location: str, stamp: tuple[int, int] | None) -> str:
+def _hash_of(task: OwnTask, location: str, stamp: tuple[int, int] | None) -> str:
     return str(task.data_hash())
 
 
