@@ -140,15 +140,22 @@ def test_png_and_html_rendering(tmp_path, tok, llama):
         assert "sentimnet</span>" in frag and "<b>adversarial</b>" in frag
 
 
-def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
+def attention_parser(tmp_path, tok, llama):
+    """`pre attention`'s parser, and the tiny model saved where hf: can load it."""
     from promptrobust.cli import attention_cmd
-    from tests.fixtures.analysis.fake_model import REVIEWS
 
     model_dir = tmp_path / "tiny"
     llama.save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
     parser = argparse.ArgumentParser(prog="pre")
     attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
+    return parser, model_dir
+
+
+def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
+    from tests.fixtures.analysis.fake_model import REVIEWS
+
+    parser, model_dir = attention_parser(tmp_path, tok, llama)
     args = parser.parse_args([
         "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--data-file", str(REVIEWS),
         "--sample-index", "1", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
@@ -189,15 +196,9 @@ def test_attention_on_a_users_own_task(tmp_path, tok, llama):
     import shutil
     from pathlib import Path
 
-    from promptrobust.cli import attention_cmd
-
     docs = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tickets"
     shutil.copytree(docs, tmp_path / "tickets")
-    model_dir = tmp_path / "tiny"
-    llama.save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    parser = argparse.ArgumentParser(prog="pre")
-    attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
+    parser, model_dir = attention_parser(tmp_path, tok, llama)
     args = parser.parse_args([
         "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--task", str(tmp_path / "tickets" / "tickets.toml"),
         "--shots", "0", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),

@@ -12,19 +12,10 @@ import pytest
 from promptrobust.cli.main import main
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
-CSV = "ticket_id,body,queue\nT1,charged twice,BIL\nT2,app crashes,TEC\nT3,where is your office,OTH\n"
-TOML = """\
-name = "tickets"
-data = "tickets.csv"
-input = "body"
-label = "queue"
-id = "ticket_id"
-{extra}
-[labels]
-BIL = "billing"
-TEC = "technical"
-OTH = "other"
-"""
+from tests.test_own_task_errors import CSV, TOML as LIBRARY_TOML
+
+#: The library tests' task file, with room for extra keys before its [labels] table.
+TOML = LIBRARY_TOML.replace("\n[labels]", "\n{extra}\n[labels]")
 LABELS = "BIL=billing,TEC=technical,OTH=other"
 
 
