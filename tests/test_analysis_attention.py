@@ -140,22 +140,15 @@ def test_png_and_html_rendering(tmp_path, tok, llama):
         assert "sentimnet</span>" in frag and "<b>adversarial</b>" in frag
 
 
-def attention_parser(tmp_path, tok, llama):
-    """`pre attention`'s parser, and the tiny model saved where hf: can load it."""
+def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
     from promptrobust.cli import attention_cmd
+    from tests.fixtures.analysis.fake_model import REVIEWS
 
     model_dir = tmp_path / "tiny"
     llama.save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
     parser = argparse.ArgumentParser(prog="pre")
     attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
-    return parser, model_dir
-
-
-def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
-    from tests.fixtures.analysis.fake_model import REVIEWS
-
-    parser, model_dir = attention_parser(tmp_path, tok, llama)
     args = parser.parse_args([
         "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--data-file", str(REVIEWS),
         "--sample-index", "1", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
@@ -189,22 +182,3 @@ def test_worst_record_picks_the_largest_pdr_whose_prompt_changed():
     assert r.pdr == 0.5 and r.adversarial_prompt != r.clean_prompt
     with pytest.raises(Exception, match="prompt type 'role'"):
         worst_record(SOURCE_RUN, prompt_type="role")
-
-
-def test_attention_on_a_users_own_task(tmp_path, tok, llama):
-    """`pre attention --task FILE`: the sample and the answer word are the task's own."""
-    import shutil
-    from pathlib import Path
-
-    docs = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tickets"
-    shutil.copytree(docs, tmp_path / "tickets")
-    parser, model_dir = attention_parser(tmp_path, tok, llama)
-    args = parser.parse_args([
-        "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--task", str(tmp_path / "tickets" / "tickets.toml"),
-        "--shots", "0", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
-    ])
-    assert args.handler(args) == 0
-    (out,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
-    data = orjson.loads((out / "attention.json").read_bytes())
-    assert data["dataset"] == "tickets" and data["sample_id"].startswith("tickets:T")
-    assert data["target"] in ("billing", "technical", "other")  # the label's answer word, not its value (BIL, ...)
