@@ -117,6 +117,8 @@ def test_a_data_file_alone_is_never_read_as_another_task(folder: Path, server: F
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     line = refused(folder, server, capsys, "--data-file", str(folder / "tickets.csv"))  # not the default dataset's columns
     has(line, "tickets.csv: no column 'sentence'", "which rotten_tomatoes reads", "'body'", "a task of your own", "(--data-file)")
+    line = refused(folder, server, capsys, "--data-file", str(folder / "tickets.csv"), "--dataset", "sst2")  # named: the same check
+    has(line, "tickets.csv: no column 'sentence'", "which sst2 reads", "a task of your own")
 
 
 def test_the_flags_form_names_its_flags(folder: Path, server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,11 +93,10 @@ class TaskChoice:
             return [load_task_file(self.task)]
         if self.by_columns:
             return [self._from_columns(named, data_file)]
-        if named:
-            return list(named)
-        if data_file:  # read as the default dataset only if it holds that dataset's columns (else: which task?)
-            task_for_data_file(data_file, DEFAULT_DATASET)
-        return [DEFAULT_DATASET]
+        for dataset in named or [DEFAULT_DATASET]:  # a data file must hold the columns of what it is read as
+            if data_file:
+                task_for_data_file(data_file, dataset)
+        return list(named) or [DEFAULT_DATASET]
 
     def _from_columns(self, named: list[str], data_file: str | None) -> Task:
         hub = [d for d in named if d.startswith(HUB_PREFIX)]
