@@ -17,6 +17,7 @@ examples:
                 --adversarial "Determine the sentimnet of this reveiw."
   pre attention --record runs/20250101-120000_gemma3-270m_rotten_tomatoes
   pre attention --model hf:google/flan-t5-large --dataset sst2 --sample-index 3 --clean ... --adversarial ...
+  pre attention --task tickets.toml --clean ... --adversarial ...      # your own task (a record brings its own)
 
 Gradient importance: the norm of the loss gradient at each word's input
 embeddings; deletion importance: how much the loss grows without the word.
@@ -44,6 +45,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     g.add_argument("--output-dir", default="runs", help="folder that receives one run folder per invocation")
     g.add_argument("--output", dest="output_dir", help=argparse.SUPPRESS)  # the old name
     flags.add_no_progress(g)
+    flags.add_task_arguments(p)
     p.set_defaults(handler=handle, dataset=None, seed=None)
 
 
@@ -51,6 +53,11 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.analysis.commands import plan_attention, run_attention
 
     evaluation = {k: getattr(args, k) for k in ("dataset", "limit", "seed", "shots", "data_dir", "data_file")}
+    choice = flags.task_choice(args)
+    if choice.task or choice.by_columns:  # your own task (a record brings its own)
+        (task,) = flags.targets(args)
+        assert not isinstance(task, str)  # a task file or columns always give a task value
+        evaluation.update(dataset=task.name, task=task)
     plan = plan_attention(clean=args.clean, adversarial=args.adversarial, record=args.record, prompt_type=args.prompt_type,
                           model=args.model, model_args=args.model_args, evaluation=evaluation, sample_index=args.sample_index,
                           methods=("gradient", "deletion") if args.method == "both" else (args.method,), device=args.device,

@@ -36,7 +36,8 @@ EXIT_TERMINATED = 143
 EXIT_HANGUP = 129
 
 #: Settings whose flag is not the setting's name with dashes.
-FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option", "attacks": "attack", "prompt": "prompt"}
+FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option", "attacks": "attack", "prompt": "prompt",
+           "input_columns": "input-column"}
 
 
 class UserError(PromptRobustError):

@@ -17,6 +17,7 @@ examples:
   pre eval --prompts pairs.jsonl --dataset sst2            # {"id":..,"clean":..,"adversarial":..}
   pre eval --prompts pairs.csv --model openai:gpt-4o-mini --rpm 500
   pre eval --promptbench-adv ~/src/promptbench --source-model chatgpt --dataset sst2   # the paper's published pairs
+  pre eval --prompts pairs.jsonl --task tickets.toml --mode choices   # your own task (docs/your-task.md)
 
 FILE formats (chosen by extension):
   .jsonl   one JSON object a line: {"prompt": ...} (or "text"), or
@@ -44,6 +45,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
                    help="with --promptbench-adv: only prompts found on this model (chatgpt, t5, ul2, vicuna)")
     p.add_argument("--source-shot", default=None, choices=["zero", "few"], help="with --promptbench-adv: only this shot setting's file")
     flags.add_analysis_arguments(p)
+    flags.add_task_arguments(p)
     p.set_defaults(handler=handle)
 
 
@@ -52,7 +54,7 @@ def handle(args: argparse.Namespace) -> int:
 
     plan = plan_eval(args.prompts, promptbench_adv=args.promptbench_adv, source_model=args.source_model,
                      source_shot=args.source_shot, model=args.model, model_args=args.model_args,
-                     evaluation=flags.evaluation_settings(args), scheduler=flags.scheduler_settings(args),
+                     evaluation=flags.evaluation_settings(args, flags.targets(args)[0]), scheduler=flags.scheduler_settings(args),
                      prompt_type=args.prompt_type, output=flags.output_options(args))
     return output.run_analysis(plan, run_eval, _print)
 

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
-from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
+from promptrobust.engine.measuring.settings import DEFAULT_DATASET, AttackSettings, EvaluationSettings
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
 if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
     from promptrobust.engine.analysis.commands import SourceSettings
-    from promptrobust.engine.runs.plan import OutputOptions
+    from promptrobust.engine.runs.plan import OutputOptions, TaskChoice
+    from promptrobust.tasks.base import Task
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")
 
@@ -97,13 +98,30 @@ def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = DEF
 
 
 def add_data_arguments(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--dataset", default="rotten_tomatoes",
-                   help="dataset name, or several comma-separated (one run folder each; see `pre list datasets`)")
+    g.add_argument("--dataset", default=None,
+                   help="dataset name, or several comma-separated (one run folder each; see `pre list datasets`); "
+                        "a task file; or hf:PATH with --input-column etc. (default: rotten_tomatoes)")
     for name in ("data_dir", "data_file"):
         add_field(g, EvaluationSettings, name)
     add_field(g, EvaluationSettings, "limit", type=limit_value)
     for name in ("shots", "seed", "sample_selection"):
         add_field(g, EvaluationSettings, name)
+
+
+def add_task_arguments(p: argparse.ArgumentParser) -> None:
+    """Your own task (docs/your-task.md): a task file, or a data file's columns (``TaskChoice``)."""
+    from promptrobust.engine.runs.task_choice import TaskChoice  # a settings value: cheap to read for --help
+
+    g = p.add_argument_group("your own task (docs/your-task.md): a task file, or --data-file FILE (or --dataset hf:PATH) "
+                             "with its columns")
+    from promptrobust.engine.runs.task_choice import LISTS
+
+    add_field(g, TaskChoice, "task", metavar="FILE")
+    for f in fields(TaskChoice):
+        if f.name in LISTS:  # repeatable, or comma-separated
+            add_field(g, TaskChoice, f.name, action="append", default=None)
+        elif f.name != "task":
+            add_field(g, TaskChoice, f.name)
 
 
 def add_query_arguments(g: argparse._ArgumentGroup) -> None:
@@ -166,14 +184,32 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def datasets(args: argparse.Namespace) -> list[str]:
-    """``--dataset a,b``: several datasets in one command."""
-    return [d.strip() for d in str(args.dataset).split(",") if d.strip()]
+    """``--dataset a,b``: several datasets in one command (none given: an empty list)."""
+    return [d.strip() for d in str(args.dataset or "").split(",") if d.strip()]
 
 
-def evaluation_settings(args: argparse.Namespace) -> EvaluationSettings:
-    """``EvaluationSettings`` from the data and query flags (and lm-eval's --gen_kwargs, --system_instruction)."""
-    first = (datasets(args) or [""])[0]
-    result: EvaluationSettings = settings_from(args, EvaluationSettings, dataset=first, **generation_fields(args))
+def task_choice(args: argparse.Namespace) -> TaskChoice:
+    """``TaskChoice`` from --task and the column flags (none given: the datasets named)."""
+    from promptrobust.engine.runs.task_choice import TaskChoice
+
+    from promptrobust.engine.runs.task_choice import LISTS
+
+    lists = {name: tuple(getattr(args, name, None) or ()) for name in LISTS}
+    result: TaskChoice = settings_from(args, TaskChoice, **lists)
+    return result
+
+
+def targets(args: argparse.Namespace) -> list[str | Task]:
+    """What the command measures: --task FILE, --data-file (or --dataset hf:PATH) with its columns, or --dataset names."""
+    return task_choice(args).targets(datasets(args), getattr(args, "data_file", None))
+
+
+def evaluation_settings(args: argparse.Namespace, target: str | Task | None = None) -> EvaluationSettings:
+    """``EvaluationSettings`` from the data and query flags (and lm-eval's --gen_kwargs, --system_instruction)
+    for ``target`` (a dataset name, or a user's own task; default: the first --dataset)."""
+    target = target if target is not None else (datasets(args) or [DEFAULT_DATASET])[0]
+    what = {"dataset": target} if isinstance(target, str) else {"dataset": target.name, "task": target}
+    result: EvaluationSettings = settings_from(args, EvaluationSettings, **what, **generation_fields(args))
     return result
 
 

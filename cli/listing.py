@@ -14,10 +14,12 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "list", help=HELP, description=HELP, formatter_class=formatter,
         epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n"
-        "  pre list prompts --dataset sst2 --promptbench ~/src/promptbench --shots 3\n",
+        "  pre list prompts --dataset sst2 --promptbench ~/src/promptbench --shots 3\n"
+        "  pre list prompts --task docs/examples/tickets/tickets.toml   # your own task's prompts (docs/your-task.md)\n",
     )
     p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
     p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
+    p.add_argument("--task", default=None, metavar="FILE", help="your own task's file, whose prompts to list (docs/your-task.md)")
     p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
     p.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="list the paper's own prompts from a promptbench checkout")
     p.add_argument("--shots", type=int, default=0, help="with --promptbench: the few-shot prompt files when > 0 (the paper's layout keeps them apart)")
@@ -40,9 +42,10 @@ def handle(args: argparse.Namespace) -> int:
               "`datasets` package: pip install 'promptrobust[hub]'" + ("" if hub else " (not installed here)")
               + "; or read local files with --data-dir / --data-file.")
     elif args.what == "prompts":
-        if not args.dataset:
-            raise UserError("`pre list prompts` needs --dataset NAME (see `pre list datasets`)")
-        prompts = catalog.prompts(args.dataset, prompt_type=args.type, promptbench=args.promptbench, shots=args.shots)
+        if bool(args.dataset) == bool(args.task):
+            raise UserError("`pre list prompts` needs --dataset NAME (see `pre list datasets`) or --task FILE (your own task)")
+        prompts = catalog.prompts(args.dataset, task_file=args.task, prompt_type=args.type, promptbench=args.promptbench,
+                                  shots=args.shots)
         _table([(p.id, p.type, p.language, p.text) for p in prompts], ("id", "type", "lang", "text"))
     else:
         rows = catalog.attacks()

@@ -30,6 +30,12 @@ KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("shots", "--shots", None), ("seed", "--seed", 0), ("mode", "--mode", "generate"), ("parser", "--parser", "last_word"),
     ("max_new_tokens", "--max-tokens", None), ("prompt_type", "--prompt-type", "task"), ("cache", "--cache", None),
     ("output_dir", "--output-dir", "runs"),
+    # a user's own task (docs/your-task.md): its file, or its data's columns
+    ("task", "--task", None), ("input_columns", "--input-column", None), ("label_column", "--label-column", None),
+    ("labels", "--labels", None), ("target_column", "--target-column", None), ("metric", "--metric", None),
+    ("template", "--template", None), ("few_shot_file", "--few-shot-file", None), ("protected", "--protected", None),
+    ("id_column", "--id-column", None),
+    ("task_name", "--task-name", None), ("split", "--split", None), ("dataset_config", "--dataset-config", None),
 )
 
 #: Below this many samples an interval is wide enough that more samples is the first advice.
@@ -158,8 +164,10 @@ def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[st
         if attr in drop or not hasattr(args, attr):
             continue
         value = getattr(args, attr)
-        if value is None or value == unset:
+        if value is None or value == unset or value == []:
             continue
+        if isinstance(value, list):  # a repeatable flag (--input-column): its values, comma-separated
+            value = ",".join(map(str, value))
         words += [flag, f"{value:g}" if isinstance(value, float) and attr == "limit" else str(value)]
     return words
 

@@ -28,6 +28,8 @@ examples:
   pre run --attack all --top-k 3 --budget 100     # every attack on the 3 best prompts, capped budget
   pre run --model openai:gpt-4o-mini --rpm 500 --tpm 200000 --concurrency 64 --dataset sst2
   pre run --model vllm:meta-llama/Llama-2-13b-chat-hf --dataset mnli --limit 1000
+  pre run --task tickets.toml --mode choices --attack textbugger,checklist --top-k 1   # your own task
+  pre run --data-file tickets.csv --input-column body --label-column queue --labels BIL=billing,TEC=technical,OTH=other
 
 The run folder (under --output-dir) holds config.json (the exact flags),
 results.json (one layout for every command: versions, command, settings, every
@@ -53,6 +55,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     flags.add_scheduler_arguments(g)
     flags.add_output_arguments(p.add_argument_group("where things go"))
     flags.add_attack_arguments(p)
+    flags.add_task_arguments(p)
     p.set_defaults(handler=handle)
 
 
@@ -65,8 +68,9 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
                               top_k=args.top_k, early_stopping=args.early_stopping, chunk_size=args.chunk_size)
     prompts = PromptChoice(ids=tuple(i.strip() for i in (args.prompt or "").split(",") if i.strip()), type=args.prompt_type,
                            text=args.prompt_text, promptbench=args.promptbench)
-    return build_plan(model, flags.datasets(args), model_args=model_args, chat=args.apply_chat_template,
-                      evaluation=flags.evaluation_settings(args), prompts=prompts, attacks=attacks,
+    targets = flags.targets(args)  # dataset names, or a user's own task (--task FILE, or a data file's columns)
+    return build_plan(model, targets, model_args=model_args, chat=args.apply_chat_template,
+                      evaluation=flags.evaluation_settings(args, targets[0]), prompts=prompts, attacks=attacks,
                       scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True))
 
 

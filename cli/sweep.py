@@ -28,6 +28,7 @@ config (TOML):
   [grid]
   models = ["smollm2-135m-instruct", "gemma3-270m"]
   datasets = ["rotten_tomatoes", "math"]
+  tasks = ["tickets.toml"]       # your own task files (docs/your-task.md), beside the datasets
   prompt_types = ["task", "role"]
   shots = [0, 3]                 # default ["auto"]: 0, or 3 for base models
   attacks = "all"                # or a list: ["textbugger", "checklist"]

@@ -133,6 +133,18 @@ class Task(ABC):
         stay those of release 0.1."""
         return ""
 
+    @property
+    def definition_hash(self) -> str | None:
+        """A user's own task: the hash of its definition (what decides a prompt's score on it),
+        carried by every record so two edits of one task name are never one measurement;
+        None for the built-in tasks, which their name identifies."""
+        return None
+
+    def provenance(self) -> dict[str, Any] | None:
+        """What results.json records about a user's own task (its file, definition, data and
+        their hashes); None for the built-in tasks."""
+        return None
+
     def own_prompts(self) -> Sequence[Prompt] | None:
         """The prompt set a task brings with it (a user's own task); None: the stored
         set of its name (``tasks.prompt_sets``)."""

@@ -53,6 +53,7 @@ CLI_SURFACE = frozenset({
     "promptrobust.engine.safe_io",  # terminal-safe streams, redaction, the environment's refusals
     "promptrobust.engine.measuring.settings",  # EvaluationSettings, AttackSettings: flags derive from them
     "promptrobust.engine.serving.scheduler_settings",  # SchedulerSettings: flags derive from it
+    "promptrobust.engine.runs.task_choice",  # TaskChoice: a user's own task; its flags derive from it
     "promptrobust.engine.runs.plan",  # pre run's plan
     "promptrobust.engine.runs.lm_eval_args",  # lm-eval's API model arguments, mapped or refused
     "promptrobust.engine.runs.api",  # running a plan

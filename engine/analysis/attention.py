@@ -439,14 +439,19 @@ class AttentionComparison:
 
 def worst_record(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
     """The attacked record of a run folder with the largest PDR whose prompt changed."""
+    return worst_source(run_dir, prompt_type=prompt_type).record
+
+
+def worst_source(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
+    """``worst_record`` with what its run folder says of it (``SourceRecord``: a user's own task included)."""
     from promptrobust.engine.analysis.sources import load_source_records, select_sources
 
     sources, _ = select_sources(load_source_records([run_dir]), prompt_type=prompt_type)
-    changed = [s.record for s in sources if s.record.adversarial_prompt != s.record.clean_prompt and s.record.pdr is not None]
+    changed = [s for s in sources if s.record.adversarial_prompt != s.record.clean_prompt and s.record.pdr is not None]
     if not changed:
         raise AttentionError(f"no record in {run_dir} changed its prompt; give the clean and the adversarial prompt yourself instead",
                              setting="clean")
-    return max(changed, key=lambda r: r.pdr)
+    return max(changed, key=lambda s: float(s.record.pdr or 0.0))  # every one has a PDR (filtered above)
 
 
 def answer_word(task: Any, sample: Any) -> str:
@@ -505,8 +510,7 @@ def compare_prompts(
     of ``settings`` (an ``EvaluationSettings``; a base model without explicit
     shots gets the paper's 3)."""
     from promptrobust.engine.measuring.settings import EvaluationSettings
-    from promptrobust.engine.measuring.workbench import few_shot, load_samples
-    from promptrobust.tasks.registry import get_task
+    from promptrobust.engine.measuring.workbench import few_shot, load_samples, task_of
 
     settings = settings or EvaluationSettings()
     if sample_index < 0:
@@ -514,7 +518,7 @@ def compare_prompts(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise AttentionError(f"unknown importance method {unknown[0]!r}; use {', '.join(METHODS)}")
-    task = get_task(settings.dataset)
+    task = task_of(settings)  # a built-in dataset, or a user's own task
     samples = load_samples(task, settings)  # a fraction of the dataset too
     if sample_index >= len(samples):
         raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples",

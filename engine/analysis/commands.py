@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from promptrobust.engine import progress as events
-from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_record
+from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_source
 from promptrobust.engine.analysis.defense import DefenseResult, defend
 from promptrobust.engine.analysis.prompt_eval import PromptEvalResult, PromptItem, evaluate_prompts, items_from_rows, pair_row, read_prompt_file
 from promptrobust.engine.analysis.scoring import text_table
@@ -109,7 +109,7 @@ def run_eval(plan: EvalPlan) -> Outcome[PromptEvalResult]:
         result, facts = _in_session(plan.output, plan.scheduler, lambda session: evaluate_prompts(
             session, list(plan.items), model=plan.model, settings=plan.evaluation, prompt_type=plan.prompt_type,
             keep_samples=plan.output.log_samples, progress=_Progress("eval")))
-        configs = {"evaluation": plan.evaluation, "prompts_file": plan.source}
+        configs = {"evaluation": plan.evaluation.config(), "prompts_file": plan.source}
         _write(folder, plan.output, result, result.sample_log, facts, configs)
         folder.write_text("results.md", _eval_markdown(result))
     return Outcome(result, folder.final, tuple(result.notes))
@@ -246,9 +246,10 @@ def plan_attention(*, clean: str | None = None, adversarial: str | None = None, 
     if record:
         if clean or adversarial:
             raise SettingsError("take the prompts from a record or give clean and adversarial prompts, not both", setting="record")
-        found = worst_record(record, prompt_type=prompt_type)
+        source = worst_source(record, prompt_type=prompt_type)
+        found = source.record
         clean, adversarial = found.clean_prompt, found.adversarial_prompt
-        own = {"dataset": found.dataset, "seed": found.seed, "shots": found.shots}
+        own = {"dataset": found.dataset, "task": source.task, "seed": found.seed, "shots": found.shots}
         given = {**{k: v for k, v in own.items() if v is not None}, **given}
     elif not (clean and adversarial):
         raise SettingsError("give a clean and an adversarial prompt, or a record run folder to take them from", setting="clean")
@@ -265,7 +266,7 @@ def run_attention(plan: AttentionPlan) -> Outcome[AttentionComparison]:
                                  settings=plan.evaluation, sample_index=plan.sample_index, device=plan.device,
                                  methods=plan.methods)
         result.write(folder.partial)
-        folder.write_json("config.json", scrub({**plan.output.config, "evaluation": plan.evaluation}))
+        folder.write_json("config.json", scrub({**plan.output.config, "evaluation": plan.evaluation.config()}))
     return Outcome(result, folder.final)
 
 

@@ -35,7 +35,7 @@ from promptrobust.engine.analysis.sources import (
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
-from promptrobust.engine.runs.run_results import identities, records_document
+from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
 
 __all__ = ["DefenseResult", "defend", "defense_row"]
 
@@ -53,6 +53,8 @@ class DefenseResult(RecordFrames):
     wall_seconds: float = 0.0
     models: list[dict[str, Any]] = field(default_factory=list)
     started: str = ""
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """The provenance of each user's own task the records were measured on (results.json's ``tasks``)."""
 
     def __repr__(self) -> str:
         undefended = [r.settings["undefended_pdr"] for r in self.records
@@ -69,7 +71,7 @@ class DefenseResult(RecordFrames):
         return records_document(
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, apdr=self.summary, clean_from="defense", logged=logged,
-            extra_results={"defense": self.defense, "notes": self.notes},
+            extra_results={"defense": self.defense, "notes": self.notes}, tasks=self.tasks,
         )
 
 
@@ -159,6 +161,7 @@ async def defend(
     return DefenseResult(
         defense="spellcheck", records=records, summary=summarize_defense(records), notes=notes, sample_log=log,
         wall_seconds=round(time.monotonic() - started, 3), models=identities([b for b, _, _ in plan]), started=began,
+        tasks=task_provenances([b for b, _, _ in plan]),
     )
 
 

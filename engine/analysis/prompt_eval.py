@@ -34,6 +34,7 @@ from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
+from promptrobust.tasks.base import Task
 
 __all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
 
@@ -246,6 +247,8 @@ class PromptEvalResult(RecordFrames):
     models: list[dict[str, Any]] = field(default_factory=list)
     started: str = ""
     dataset: str | None = None
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """A user's own task: its provenance (``Task.provenance``), for results.json."""
 
     def __repr__(self) -> str:
         mean = f"{self.mean_score:.3f}" if self.clean else "none"
@@ -274,7 +277,7 @@ class PromptEvalResult(RecordFrames):
             wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
             measurement=self.measurement, dataset=self.settings.get("dataset"), chance_rate=self.chance_rate,
             model=self.settings.get("model"),
-            logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes},
+            logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes}, tasks=self.tasks,
         )
 
 
@@ -308,13 +311,13 @@ async def evaluate_prompts(
     """
     import time
 
+    from promptrobust.engine.measuring.workbench import task_of
     from promptrobust.engine.serving.registry import DEFAULT_MODEL
-    from promptrobust.tasks.registry import canonical_name
 
     settings = settings or EvaluationSettings()
     spec = session.resolve(model or DEFAULT_MODEL, model_args)
     items = as_items(prompts)
-    items, notes = _filter(items, canonical_name(settings.dataset), prompt_type)
+    items, notes = _filter(items, task_of(settings), prompt_type)
     bench = await prepare(session, spec, settings)
     if settings.shots is None and bench.shots > 0:
         notes.append(f"{spec.name} is a base model: {bench.shots}-shot, as the paper")
@@ -331,7 +334,7 @@ async def evaluate_prompts(
     result = PromptEvalResult(
         settings=bench.describe(), chance_rate=bench.chance_rate, clean=_clean_scores(items, scores), notes=notes,
         wall_seconds=round(time.monotonic() - started, 3), measurement=bench.measurement().to_dict(),
-        models=identities([bench]), started=began,
+        models=identities([bench]), started=began, tasks=bench.task_provenance(),
     )
     if items[0].is_pair:
         result.records = [
@@ -353,14 +356,15 @@ async def evaluate_prompts(
     return result
 
 
-def _filter(items: list[PromptItem], dataset: str, prompt_type: str) -> tuple[list[PromptItem], list[str]]:
-    """Rows for the evaluated dataset (or for the dataset whose prompts it uses:
-    promptbench's sst2 pairs apply to rotten_tomatoes), of the asked prompt type."""
+def _filter(items: list[PromptItem], task: Task, prompt_type: str) -> tuple[list[PromptItem], list[str]]:
+    """Rows for the evaluated task (or for the dataset whose prompts it uses: promptbench's sst2
+    pairs apply to rotten_tomatoes; a user's own task: rows of its name), of the asked prompt type."""
     from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
     notes: list[str] = []
+    dataset = task.name
     if any(it.dataset for it in items):
-        accepted = {dataset, prompt_dataset(dataset)}
+        accepted = {dataset} if task.definition_hash is not None else {dataset, prompt_dataset(dataset)}
 
         def on_dataset(it: PromptItem) -> bool:
             if it.dataset is None or it.dataset in accepted:

@@ -19,6 +19,8 @@ from promptrobust.engine.analysis.scoring import AnalysisInputError
 from promptrobust.engine.measuring.records import AttackRecord, read_jsonl, results_files
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.errors import SettingsError
+from promptrobust.tasks.base import Task
+from promptrobust.tasks.own import task_from_provenance
 
 __all__ = ["SourceRecord", "SourceSettings", "load_source_records", "select_sources"]
 
@@ -33,6 +35,9 @@ class SourceRecord:
     run_dir: Path
     data_dir: str | None = None
     data_file: str | None = None
+    task: Task | None = None
+    """A user's own task the record was measured on, read back from its run folder's results.json
+    (``tasks.own.task_from_provenance``); None for a built-in dataset, which its name finds."""
 
 
 #: Record kinds whose adversarial prompts a transfer or a defense starts from.
@@ -55,16 +60,49 @@ def load_source_records(paths: Sequence[str | Path]) -> list[SourceRecord]:
             raise AnalysisInputError(f"no results.jsonl under {path}; pass run folders written by `pre run --attack`")
         for f in files:
             data_dir, data_file = _data_source(f.parent / "config.json")
+            tasks = _RecordedTasks(f.parent / "results.json")
             for n, row in enumerate(read_jsonl(f), 1):
                 missing = [k for k in ("model", "dataset", "attack", "clean_prompt") if k not in row]
                 if missing:
                     raise AnalysisInputError(f"{f} line {n} is not an attack record (missing {', '.join(missing)})")
                 record = AttackRecord.from_dict(row)
                 if record.kind in SOURCE_KINDS:
-                    out.append(SourceRecord(record, f.parent, data_dir, data_file))
+                    out.append(SourceRecord(record, f.parent, data_dir, data_file, tasks.of(record)))
     if not out:
         raise AnalysisInputError(f"no attack records in {', '.join(map(str, paths))}; run `pre run --attack ...` first")
     return out
+
+
+class _RecordedTasks:
+    """The users' own tasks a run folder's results.json recorded (its ``tasks``), each read back
+    once, when a record of it is met."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = results
+        self._read: dict[str, Task] = {}
+
+    def of(self, record: AttackRecord) -> Task | None:
+        """The task of ``record``: None for a built-in dataset; a user's task by its definition hash."""
+        wanted = record.task_definition
+        if wanted is None:
+            return None
+        if wanted not in self._read:
+            entry = next((t for t in self._entries() if t.get("name") == record.dataset and t.get("definition_hash") == wanted), None)
+            if entry is None:
+                raise AnalysisInputError(f"{self.results}: no recorded definition of task {record.dataset} ({wanted}), "
+                                         "which its records were measured on; pass the run folder pre wrote whole")
+            self._read[wanted] = task_from_provenance(entry, where=str(self.results))
+        return self._read[wanted]
+
+    def _entries(self) -> list[dict[str, Any]]:
+        if not self.results.is_file():
+            return []
+        try:
+            data = orjson.loads(self.results.read_bytes())
+        except orjson.JSONDecodeError:
+            raise AnalysisInputError(f"{self.results} is not valid JSON; rerun that run") from None
+        tasks = data.get("tasks") if isinstance(data, dict) else None
+        return [t for t in tasks or [] if isinstance(t, dict)]
 
 
 def _data_source(config: Path) -> tuple[str | None, str | None]:
@@ -113,7 +151,6 @@ def select_sources(
 ) -> tuple[list[SourceRecord], list[str]]:
     """The attacked records after the filters, and a note per kind of record
     left out (records that were skipped or failed have no adversarial prompt)."""
-    from promptrobust.tasks.registry import canonical_name
 
     chosen = list(sources)
     notes: list[str] = []
@@ -122,7 +159,7 @@ def select_sources(
         notes.append(f"{len(unusable)} source record(s) left out: not attacked (skipped or failed), no adversarial prompt")
         chosen = [s for s in chosen if s not in unusable]
     if dataset:
-        wanted = canonical_name(dataset)
+        wanted = _canonical(dataset)
         present = sorted({s.record.dataset for s in chosen})
         chosen = [s for s in chosen if _canonical(s.record.dataset) == wanted]
         if not chosen:
@@ -205,16 +242,18 @@ class SourceSettings:
         shots = self.shots if self.shots is not None else r.shots
         if self.shots is None and base_model:
             shots = max(shots or 0, EvaluationSettings().shots_for(True))
+        own = source.task is not None  # a user's task reads the data its definition names
         return EvaluationSettings(
             dataset=r.dataset,
+            task=source.task,
             limit=self.limit if self.limit is not None else (r.samples or None),
             seed=self.seed if self.seed is not None else r.seed,
             shots=shots,
             mode=(self.mode or r.mode or "generate"),  # type: ignore[arg-type]
             parser=(self.parser or r.parser or "last_word"),  # type: ignore[arg-type]
             max_new_tokens=self.max_new_tokens if self.max_new_tokens is not None else r.max_new_tokens,
-            data_dir=self.data_dir or source.data_dir,
-            data_file=self.data_file or source.data_file,
+            data_dir=self.data_dir or (None if own else source.data_dir),
+            data_file=self.data_file or (None if own else source.data_file),
         )
 
 

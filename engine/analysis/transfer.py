@@ -29,7 +29,7 @@ from promptrobust.engine.analysis.sources import (
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
-from promptrobust.engine.runs.run_results import identities, records_document
+from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
 
 __all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
 
@@ -50,6 +50,8 @@ class TransferResult(RecordFrames):
     models: list[dict[str, Any]] = field(default_factory=list)
     """The identity of the target model."""
     started: str = ""
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """The provenance of each user's own task the records were measured on (results.json's ``tasks``)."""
 
     def __repr__(self) -> str:
         sources = sorted({str(r.source_model) for r in self.records})
@@ -64,7 +66,7 @@ class TransferResult(RecordFrames):
         return records_document(
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, apdr=self.apdr, clean_from="transfer", logged=logged,
-            extra_results={"target_model": self.target_model, "notes": self.notes},
+            extra_results={"target_model": self.target_model, "notes": self.notes}, tasks=self.tasks,
         )
 
 
@@ -121,6 +123,7 @@ async def transfer(
     return TransferResult(
         target_model=spec.name, records=records, apdr=transfer_apdr(records), notes=notes, sample_log=log,
         wall_seconds=round(time.monotonic() - started, 3), models=identities(list(benches.values())), started=began,
+        tasks=task_provenances(list(benches.values())),
     )
 
 

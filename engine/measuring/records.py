@@ -178,6 +178,10 @@ class AttackRecord:
     evidence; None when the record has none (pairs, older records): never counted as acceptable."""
     held_out: dict[str, Any] | None = None
     """The clean and adversarial prompts re-scored on samples the search never saw."""
+    task_definition: str | None = None
+    """A user's own task (``tasks.own``): its definition hash, so records of two edits of one
+    task name are two measurements, never reruns of one; None (and not written) for the
+    built-in datasets, which their name identifies."""
 
     def __repr__(self) -> str:
         """One line: what was measured and its numbers (the per-sample scores are in the fields)."""
@@ -208,17 +212,23 @@ class AttackRecord:
     def measurement_key(self) -> str:
         """Same key = a rerun of the same measurement (reports count it once): the
         kind, what was measured (model, dataset, prompts, attack, source, defense)
-        and the ``MeasurementSettings``. The adversarial prompt is part of it when it
-        was given rather than searched for, so two pairs on one clean prompt stay two."""
+        and the ``MeasurementSettings`` (and a user's task's definition hash). The adversarial
+        prompt is part of it when it was given rather than searched for, so two pairs on one
+        clean prompt stay two."""
         parts = [
             self.kind, self.adversarial_prompt if self.kind != "attack" else "",
             self.model, self.backend, self.dataset, self.clean_prompt, self.attack, self.source_model, self.defense,
             self.measurement.to_dict(), sorted((str(k), str(v)) for k, v in self.settings.items()),
         ]
+        if self.task_definition is not None:  # only then, so built-in datasets keep their keys
+            parts.append(self.task_definition)
         return hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        if row["task_definition"] is None:  # built-in datasets: rows as they always were
+            del row["task_definition"]
+        return row
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "AttackRecord":

@@ -15,7 +15,8 @@ and the fix, so the CLI can print it as one line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import os
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
@@ -65,12 +66,19 @@ class EvaluationSettings:
     system_instruction: str | None = None
     """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
     task: Task | None = field(default=None, hash=False)  # a Task need not be hashable; equality still counts
-    """A user's own task (``tasks.own``: from a task file, the flags' form or code), measured
-    instead of a built-in dataset; ``dataset`` then holds its name."""
+    """A user's own task (``tasks.own``: a task file's path, read here, or a task value from
+    ``load_task_file``, ``task_from_columns`` or code), measured instead of a built-in dataset;
+    ``dataset`` then holds its name."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.task, (str, os.PathLike)):  # a task file: read (and checked) once, here
+            from promptrobust.tasks.own import load_task_file
+
+            object.__setattr__(self, "task", load_task_file(self.task))
+        _check(not isinstance(self.dataset, Task),
+               "dataset is a dataset's name; give your own task as task=TASK (a task file or a task value)")
         if self.task is not None:
-            _check(isinstance(self.task, Task), f"task must be a Task (got {type(self.task).__name__})")
+            _check(isinstance(self.task, Task), f"task must be a task file or a Task (got {type(self.task).__name__})")
             _check(self.dataset in (DEFAULT_DATASET, self.task.name),
                    f"dataset {self.dataset!r} and task {self.task.name!r} disagree; give one of them")
             object.__setattr__(self, "dataset", self.task.name)
@@ -109,6 +117,14 @@ class EvaluationSettings:
 
     def with_(self, **changes: Any) -> "EvaluationSettings":
         return replace(self, **changes)
+
+    def config(self) -> dict[str, Any]:
+        """The settings as config files record them: a user's task by its name and definition
+        hash (results.json's ``tasks`` holds its whole provenance)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.task is not None:
+            out["task"] = {"name": self.task.name, "definition_hash": self.task.definition_hash}
+        return out
 
 
 @dataclass(frozen=True)

@@ -203,9 +203,17 @@ class Workbench:
                           "role": role, "prompt": text, **vars(s)} for s in evaluation.records]
         return rows
 
+    def task_provenance(self) -> list[dict[str, Any]]:
+        """results.json's ``tasks``: a user's own task's provenance (its file, definition, data
+        and their hashes); empty for a built-in dataset."""
+        provenance = self.task.provenance()
+        return [provenance] if provenance else []
+
     def describe(self) -> dict[str, Any]:
-        """What was measured and under which settings (written into results and records)."""
+        """What was measured and under which settings (written into results and records); a
+        user's own task adds its definition hash (``task_definition``)."""
         m = self.measurement()
+        own = {"task_definition": self.task.definition_hash} if self.task.definition_hash is not None else {}
         return {
             "model": self.spec.name, "backend": self.spec.backend, "dataset": self.task.name, "metric": m.metric,
             "samples": m.samples, "seed": m.seed, "shots": m.shots, "mode": m.mode, "parser": m.parser,
@@ -213,6 +221,7 @@ class Workbench:
             "label_scoring": self.label_scoring() if m.mode == "choices" else None,
             "stop": list(m.stop) if m.stop is not None else None,
             "system_instruction": m.system_instruction,
+            **own,
         }
 
 

@@ -86,18 +86,26 @@ def datasets() -> list[DatasetRow]:
             for t in task_info()]
 
 
-def prompts(dataset: str, *, prompt_type: str | None = None, promptbench: str | None = None, shots: int = 0) -> list[Prompt]:
-    """A dataset's stored prompts (of one type), or the paper's own from a promptbench checkout
-    (its few-shot files when ``shots`` > 0)."""
+def prompts(dataset: str | Task | None = None, *, task_file: str | None = None, prompt_type: str | None = None,
+            promptbench: str | None = None, shots: int = 0) -> list[Prompt]:
+    """A dataset's stored prompts (of one type), a user's own task's prompts (``task_file``, or a
+    task value as ``dataset``), or the paper's own from a promptbench checkout (its few-shot files
+    when ``shots`` > 0)."""
+    from promptrobust.engine.errors import SettingsError
+    from promptrobust.tasks.own import load_task_file, resolve_task
     from promptrobust.tasks.prompt_sets import load_prompts
     from promptrobust.tasks.promptbench_import import load_promptbench_prompts
-    from promptrobust.tasks.registry import get_task
 
-    task = get_task(dataset)
+    if (dataset is None) == (task_file is None):
+        raise SettingsError("name a dataset or a task file, one of them", setting="dataset")
+    task = load_task_file(task_file) if task_file is not None else resolve_task(dataset)  # type: ignore[arg-type]
     if promptbench:
+        if task.own_prompts() is not None:
+            raise SettingsError(f"promptbench holds the paper's prompts of its datasets, not of your task {task.name}",
+                                setting="promptbench")
         types = [prompt_type] if prompt_type else ["task", "role", "semantic"]
         return list(load_promptbench_prompts(promptbench, task.name, types=types, shot="few" if shots > 0 else "zero"))
-    return load_prompts(task.name, types=[prompt_type] if prompt_type else None)
+    return load_prompts(task, types=[prompt_type] if prompt_type else None)
 
 
 def attacks() -> list[AttackRow]:

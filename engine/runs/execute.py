@@ -111,7 +111,7 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
             on_note(Note(f"limit {limit} is more than {bench.task.name} has: using all {len(bench.samples)} samples",
                          setting="limit"))
         folder.write_json("config.json", scrub(dict(output.config) or plan.describe()))  # no credentials
-        configs = {"evaluation": target.evaluation, "scheduler": plan.scheduler}
+        configs = {"evaluation": target.evaluation.config(), "scheduler": plan.scheduler}
         command = list(output.command) if output.command is not None else None
         evaluation, protocol = None, None
         if plan.attacks is None:
@@ -119,7 +119,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
                                                 keep_records=output.log_samples)
             logged = folder.write_jsonl("samples.jsonl", evaluation.sample_log()) if output.log_samples else 0
             facts = {**session_facts(session), "counters": _since(before, session_facts(session)["counters"])}
-            folder.write_results(clean_document(command, result=evaluation, facts=facts, configs=configs, logged=logged))
+            folder.write_results(clean_document(command, result=evaluation, facts=facts, configs=configs, logged=logged,
+                                                tasks=evaluation.tasks))
         else:
             protocol = await session.attack_top_k(
                 target.evaluation, plan.attacks, model=plan.model, prompts=target.prompts,
@@ -129,7 +130,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
             folder.consolidate()
             logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records)) if output.log_samples else 0
             counters = _since(before, session_facts(session)["counters"])
-            folder.write_results(protocol_document(command, result=protocol, configs=configs, logged=logged, counters=counters))
+            folder.write_results(protocol_document(command, result=protocol, configs=configs, logged=logged, counters=counters,
+                                                   tasks=bench.task_provenance()))
     return TargetOutcome(
         target=target, folder=folder.final, settings=bench.describe(), chance_rate=bench.chance_rate,
         samples=len(bench.samples), counters=_scheduler_counters(before, session, bench),

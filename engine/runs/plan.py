@@ -8,7 +8,7 @@
 ``PromptRobustError`` naming the setting to change: the model and its arguments (values, chat
 input, one batch size), the credential of an API model (its key is read, nothing is sent), the
 datasets (registry names or ``Task`` values; one target each, as lm-evaluation-harness writes one
-result per task), the data paths, then per target the mode (``engine.measuring.mode``, the one
+result per task; a user's own task from ``TaskChoice``), the data paths, then per target the mode (``engine.measuring.mode``, the one
 decision), the shots (the paper's base-model rule, with a note), the prompts and the Semantic
 attack's prompts from a promptbench checkout. ``attack_settings`` turns attack names and options
 into validated ``AttackSettings``, building each attack once so that a bad option is said now.
@@ -33,6 +33,7 @@ from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSet
 from promptrobust.engine.measuring.workbench import SemanticPrompts, with_selection
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
 from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
+from promptrobust.engine.runs.task_choice import COLUMN_SETTINGS, TaskChoice
 from promptrobust.engine.serving.registry import (
     DEFAULT_MODEL,
     ModelSpec,
@@ -49,8 +50,8 @@ from promptrobust.tasks.own import OwnTask, resolve_task
 from promptrobust.tasks.registry import get_task, list_tasks
 
 __all__ = [
-    "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "build_plan", "check_paths",
-    "check_results_file", "model_and_scheduler",
+    "COLUMN_SETTINGS", "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "TaskChoice", "attack_settings",
+    "build_plan", "check_paths", "check_results_file", "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
@@ -167,7 +168,7 @@ class RunPlan:
         """The plan's settings as config.json holds them when no caller options are given."""
         return {
             "model": self.model.name, "backend": self.model.backend, "model_args": dict(self.model.args),
-            "datasets": [t.task.name for t in self.targets], "evaluation": self.targets[0].evaluation,
+            "datasets": [t.task.name for t in self.targets], "evaluation": self.targets[0].evaluation.config(),
             "scheduler": self.scheduler, "attack": self.attacks, "prompts": {t.task.name: [p.id for p in t.prompts] for t in self.targets},
             "output": {"output_dir": self.output.output_dir, "cache": self.output.cache, "use_cache": self.output.use_cache,
                        "log_samples": self.output.log_samples},

@@ -18,6 +18,8 @@ the package)::
     command   argv, secrets redacted
     versions  promptrobust, git commit (null outside a checkout), python, torch,
               transformers, vllm, openai (null when not installed)
+    tasks     (a user's own task only) its provenance: name, task file, definition and its
+              hash, data location and SHA-256, few-shot file and hash, labels, metric
     models    the identity of every model queried (backend, name, revision, extra)
     configs   the settings: "measurement" (MeasurementSettings) and the command's own
     results   "clean" (every prompt's clean score with its interval and flag),
@@ -356,17 +358,22 @@ def results_document(
     chance_rate: float | None = None,
     counters: Mapping[str, Any] | None = None,
     model: str | None = None,
+    tasks: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The one ``results.json`` layout (see the module docstring). ``model``: the model's name as
     the user gave it, the name its records carry (one name per model everywhere); None: the
-    first model identity's name (``models`` keeps every identity as the backend reports it)."""
+    first model identity's name (``models`` keeps every identity as the backend reports it).
+    ``tasks``: the provenance of each user's own task measured (``Task.provenance``), written as
+    ``tasks`` only when there is one."""
     first = models[0] if models else {}
+    own = {"tasks": [dict(t) for t in tasks]} if tasks else {}
     return {
         "format": FORMAT,
         "command": redact_argv(argv),
         "versions": versions(),
         "model": model if model is not None else first.get("name"),
         "dataset": dataset,
+        **own,
         "models": [dict(m) for m in models],
         "configs": {"measurement": dict(measurement) if measurement is not None else None, **dict(configs)},
         "results": {

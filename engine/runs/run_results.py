@@ -50,15 +50,17 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
 
 
 def clean_document(argv: Sequence[str] | None, *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
-                   logged: int = 0) -> dict[str, Any]:
-    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``)."""
-    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"])
+                   logged: int = 0, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``);
+    ``tasks``: a user's own task's provenance (``Task.provenance``)."""
+    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"], tasks=tasks)
 
 
 def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mapping[str, Any] | None = None,
-                      logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      logged: int = 0, counters: Mapping[str, Any] | None = None,
+                      tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
-    of each attack over its records."""
+    of each attack over its records; ``tasks``: a user's own task's provenance."""
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
     return results_document(
@@ -76,7 +78,7 @@ def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mappi
         },
         samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
         wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,
-        counters=dict(counters) if counters is not None else {},
+        counters=dict(counters) if counters is not None else {}, tasks=tasks,
     )
 
 
@@ -112,11 +114,12 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
                      chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None,
-                     model: str | None = None) -> dict[str, Any]:
+                     model: str | None = None, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
 
     ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind);
-    ``model`` to the one model name the records carry."""
+    ``model`` to the one model name the records carry; ``tasks``: the provenance of each user's
+    own task measured."""
     if model is None and records:
         model = _unique([r.model for r in records])
     if measurement is None and records:
@@ -131,8 +134,18 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
         samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
-        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(counters or {}),
+        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(counters or {}), tasks=tasks,
     )
+
+
+def task_provenances(benches: Sequence[Any]) -> list[dict[str, Any]]:
+    """results.json's ``tasks``: the provenance of each distinct user's own task the workbenches
+    measured (``Workbench.task_provenance``); empty when they measured built-in datasets only."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for b in benches:
+        for p in b.task_provenance():
+            out.setdefault((p["definition_hash"], p["data_hash"]), p)
+    return list(out.values())
 
 
 def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
@@ -145,9 +158,11 @@ def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
-                   wall_seconds: float, argv: Sequence[str] | None = None) -> dict[str, Any]:
+                   wall_seconds: float, argv: Sequence[str] | None = None,
+                   tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
-    clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack)."""
+    clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack);
+    ``tasks``: the provenance of the grid's own tasks."""
     import sys
 
     rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
@@ -155,7 +170,7 @@ def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[st
     return records_document(
         list(argv) if argv is not None else ["python", *sys.argv], records=records, models=facts["models"],
         counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
-        apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack",
+        apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack", tasks=tasks,
     )
 
 

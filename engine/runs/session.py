@@ -71,6 +71,8 @@ class EvaluationResult(RecordFrames):
     chance_rate: float | None = None
     model_identity: dict[str, Any] = field(default_factory=dict)
     started: str = ""
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    """A user's own task: its provenance (``Task.provenance``), for results.json; empty for built-in datasets."""
 
     def __repr__(self) -> str:
         mean = f"{sum(c.score for c in self.clean) / len(self.clean):.3f}" if self.clean else "none"
@@ -117,9 +119,11 @@ class EvaluationResult(RecordFrames):
         return "\n".join(lines)
 
     def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                logged: int = 0, counters: Mapping[str, Any] | None = None,
+                tasks: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """This result as ``results.json`` in the one layout every command writes
-        (``engine.run_folder``); ``argv`` defaults to this process's command line."""
+        (``engine.run_folder``); ``argv`` defaults to this process's command line, ``tasks`` to
+        the result's own."""
         import sys
 
         return results_document(
@@ -131,6 +135,7 @@ class EvaluationResult(RecordFrames):
             samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
             wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
             counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
+            tasks=list(tasks) if tasks is not None else self.tasks,
         )
 
 
@@ -238,6 +243,7 @@ class Session:
             chance_rate=bench.chance_rate,
             model_identity=identity_of(bench.scheduler),
             started=began,
+            tasks=bench.task_provenance(),
         )
 
     async def attack(

@@ -9,10 +9,10 @@ and ``build_task(TaskDefinition(...))`` (code) all make an ``OwnTask``;
 
 from promptrobust.tasks.own.definition import DataSource, FewShot, InputColumn, TaskDefinition
 from promptrobust.tasks.own.reading import load_task_file, parse_labels, read_task_file, task_from_columns
-from promptrobust.tasks.own.resolve import resolve_task, task_for_data_file
+from promptrobust.tasks.own.resolve import resolve_task, task_for_data_file, task_from_provenance
 from promptrobust.tasks.own.task import OwnTask, build_task
 
 __all__ = [
     "DataSource", "FewShot", "InputColumn", "OwnTask", "TaskDefinition", "build_task", "load_task_file", "parse_labels",
-    "read_task_file", "resolve_task", "task_for_data_file", "task_from_columns",
+    "read_task_file", "resolve_task", "task_for_data_file", "task_from_columns", "task_from_provenance",
 ]

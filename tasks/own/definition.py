@@ -66,8 +66,12 @@ class Origin:
     """The task file (TOML) it was read from; None for the other forms."""
     parameters: tuple[tuple[str, str], ...] = ()
     """The flags' form: the name of the parameter each key came from (``input`` -> ``input_columns``)."""
+    recorded_in: str | None = None
+    """Read back from a run folder's results.json (this path), not from where it was first given."""
 
     def where(self, key: str) -> str:
+        if self.recorded_in is not None:
+            return f"{self.recorded_in}: the task's key {key!r} (as recorded)"
         if self.task_file is not None:
             return f"{self.task_file}: key {key!r}"
         names = dict(self.parameters)
@@ -77,7 +81,7 @@ class Origin:
 
     def setting(self, key: str) -> str | None:
         """The setting to change (the CLI prints its flag) for the flags' form."""
-        return dict(self.parameters).get(key)
+        return None if self.recorded_in is not None else dict(self.parameters).get(key)
 
     def error(self, key: str, message: str) -> TaskDefinitionError:
         return TaskDefinitionError(f"{self.where(key)}: {message}", setting=self.setting(key))
@@ -375,3 +379,29 @@ class TaskDefinition:
         """16 hex digits of SHA-256 over ``canonical()``: the task's part of the cache key."""
         raw = orjson.dumps(self.canonical(), option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(raw).hexdigest()[:16]
+
+    def to_table(self) -> dict[str, Any]:
+        """The definition as a task file's keys (paths absolute): what results.json keeps, so a
+        run folder's records can be measured again on the same task without the task file
+        (``tasks.own.reading.definition_from_table`` reads it back to an equal definition)."""
+        d = self.data
+        table: dict[str, Any] = {
+            "name": self.name, "description": self.description, "data": d.location,
+            "input": [{"column": c.column, "display": c.display} for c in self.input],
+            "answer_cue": self.answer_cue, "max_tokens": self.max_tokens,
+            "prompts": [{"id": p.id, "type": p.type, "text": p.text, "language": p.language} for p in self.prompts],
+            "protected": list(self.protected),
+        }
+        optional = {"config": d.config, "split": d.split, "label": self.label, "target": self.target,
+                    "metric": self.metric, "template": self.template, "id": self.id_column}
+        table.update({k: v for k, v in optional.items() if v is not None})
+        if self.labels:
+            table["labels"] = dict(self.labels)
+        if self.few_shot is not None:
+            few = self.few_shot
+            table["few_shot"] = {"count": few.count, **({"split": few.split} if few.split else {"file": few.file})}
+        if not table["prompts"]:
+            del table["prompts"]  # the default set, derived from the answer words
+        if not table["description"]:
+            del table["description"]
+        return table

@@ -53,7 +53,7 @@ _PROMPT_KEYS = ("id", "type", "text", "language")
 _FEW_SHOT_KEYS = ("split", "file", "count")
 #: The flags' form: task-file key -> the parameter of ``task_from_columns`` (the CLI's flags).
 FLAG_PARAMETERS: tuple[tuple[str, str], ...] = (
-    ("name", "name"), ("data", "data_file"), ("config", "config"), ("split", "split"), ("input", "input_columns"),
+    ("name", "task_name"), ("data", "data_file"), ("config", "dataset_config"), ("split", "split"), ("input", "input_columns"),
     ("label", "label_column"), ("labels", "labels"), ("target", "target_column"), ("metric", "metric"),
     ("template", "template"), ("few_shot", "few_shot_file"), ("prompts", "prompts"), ("protected", "protected"),
     ("id", "id_column"), ("max_tokens", "max_tokens"), ("answer_cue", "answer_cue"), ("description", "description"),
@@ -102,9 +102,9 @@ def task_from_columns(
     labels: str | Mapping[str, str] | None = None,
     target_column: str | None = None,
     metric: str | None = None,
-    name: str | None = None,
+    task_name: str | None = None,
     split: str | None = None,
-    config: str | None = None,
+    dataset_config: str | None = None,
     template: str | None = None,
     few_shot_file: str | None = None,
     prompts: Sequence[str] = (),
@@ -112,16 +112,17 @@ def task_from_columns(
     id_column: str | None = None,
 ) -> OwnTask:
     """The flags' form of a task (``--data-file F --input-column C --label-column L --labels v=word,...``;
-    ``data_file`` may be ``hf:PATH``): the same definition, and task, as a task file with these keys.
-    ``name`` defaults to the data file's stem (the hub path's last part)."""
+    ``data_file`` may be ``hf:PATH``): the same definition, and task, as a task file with these keys
+    (``FLAG_PARAMETERS``: which parameter is which key). ``task_name`` defaults to the data file's
+    stem (the hub path's last part)."""
     location = str(data_file)
     table: dict[str, Any] = {
-        "name": name if name is not None else default_name(location),
+        "name": task_name if task_name is not None else default_name(location),
         "data": location,
         "input": [input_columns] if isinstance(input_columns, str) else list(input_columns),
     }
     optional = {"label": label_column, "labels": parse_labels(labels) if isinstance(labels, str) else labels,
-                "target": target_column, "metric": metric, "split": split, "config": config, "template": template,
+                "target": target_column, "metric": metric, "split": split, "config": dataset_config, "template": template,
                 "few_shot": few_shot_file, "id": id_column}
     table.update({k: v for k, v in optional.items() if v is not None})
     if prompts:

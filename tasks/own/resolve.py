@@ -5,14 +5,17 @@ data file is never silently read as another task (``task_for_data_file``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from promptrobust.tasks.base import Task
 from promptrobust.tasks.classification import ClassificationTask
 from promptrobust.tasks.datafiles import read_rows
-from promptrobust.tasks.errors import TaskDefinitionError
-from promptrobust.tasks.own.definition import HUB_PREFIX
-from promptrobust.tasks.own.reading import is_task_file, load_task_file
+from promptrobust.tasks.errors import TaskDataError, TaskDefinitionError
+from promptrobust.tasks.own.definition import HUB_PREFIX, Origin
+from promptrobust.tasks.own.reading import definition_from_table, is_task_file, load_task_file
+from promptrobust.tasks.own.task import OwnTask, build_task
 from promptrobust.tasks.registry import get_task
 
 #: The ways to say which task a data file holds (settings, which the CLI prints as its flags).
@@ -66,3 +69,26 @@ def check_columns(task: ClassificationTask, data_file: str | Path) -> None:
                 f"If it is a task of your own, {_BY_COLUMNS} or {_BY_FILE}",
                 setting="data_file",
             )
+
+
+def task_from_provenance(provenance: Mapping[str, Any], *, where: str) -> OwnTask:
+    """The user's task a run folder recorded (an entry of its results.json ``tasks``, written by
+    ``OwnTask.provenance``), to measure its records again (``pre transfer``, ``pre defend``,
+    ``pre attention``): read back from the recorded definition, which must still hash as
+    recorded, on data that must still hash as recorded (else the records' samples are gone).
+    ``where``: the results.json it came from, for messages."""
+    table = provenance.get("definition")
+    name = provenance.get("name", "?")
+    if not isinstance(table, Mapping):
+        raise TaskDefinitionError(f"{where}: task {name} has no recorded definition (written before pre recorded it); "
+                                  "run the task again")
+    origin = Origin(task_file=provenance.get("task_file"), recorded_in=where)
+    task = build_task(definition_from_table(table, origin=origin, base_dir=Path(where).parent))
+    if task.definition_hash != provenance.get("definition_hash"):
+        raise TaskDefinitionError(f"{where}: task {name} reads back with definition {task.definition_hash}, not the "
+                                  f"recorded {provenance.get('definition_hash')}; run the task again")
+    recorded = provenance.get("data_hash")
+    if recorded and task.data_hash() != recorded:
+        raise TaskDataError(f"{where}: the data of task {name} ({task.definition.data.location}) changed since the run "
+                            "(its SHA-256 differs), so its records' samples are gone; restore the data, or run the task again")
+    return task

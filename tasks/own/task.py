@@ -113,8 +113,12 @@ class OwnTask(DatasetTask):
         return _METRICS[str(self.definition.metric)]()
 
     @property
+    def definition_hash(self) -> str:
+        return self.definition.definition_hash()
+
+    @property
     def cache_namespace(self) -> str:
-        return "own-task:" + self.definition.definition_hash()
+        return "own-task:" + self.definition_hash
 
     def own_prompts(self) -> Sequence[Prompt]:
         return self.definition.prompts or default_prompts(self.definition)
@@ -183,18 +187,20 @@ class OwnTask(DatasetTask):
                 raise TaskDataError(
                     f"{d.location}: no {what} file (looked for {tried}; ext one of {', '.join(SUPPORTED_EXTENSIONS)}); "
                     f"add one or name the split in {self.definition.origin.where('split')}",
-                    setting="split",
+                    setting=self.definition.origin.setting("split"),
                 )
             return self._read_local(path, ""), str(path)
         hub = HFSplit(d.hub_path, d.config, split or HUB_EVAL_SPLIT)
         return self._read_hf([hub]), d.location + (f"/{d.config}" if d.config else "") + f":{hub.split}"
 
-    def _check_columns(self, rows: Rows, where: str) -> None:
+    def _check_columns(self, rows: Rows, where: str, key: str = "data") -> None:
         """Every column the definition names is in the data (checked on its first row, so a
-        wrong name fails before anything runs, naming the key to fix)."""
-        if not rows:
-            raise TaskDataError(f"{where}: no rows (a header at most); add rows or name another file", setting="data_file")
+        wrong name fails before anything runs, naming the key to fix); ``key``: the key that
+        names the file (data, or few_shot for a file of examples)."""
         d = self.definition
+        if not rows:
+            raise TaskDataError(f"{where}: no rows (a header at most); add rows, or name another file in {d.origin.where(key)}",
+                                setting=d.origin.setting(key))
         present = list(rows[0][0])
         wanted = [("input", c.column) for c in d.input] + [
             (key, name) for key, name in (("label", d.label), ("target", d.target), ("id", d.id_column)) if name is not None
@@ -204,6 +210,31 @@ class OwnTask(DatasetTask):
                 found = ", ".join(repr(c) for c in present[:12]) + (", ..." if len(present) > 12 else "")
                 raise d.origin.error(key, f"column {name!r} is not in {where} (its columns: {found}); "
                                           f"set {key} to the column that holds it")
+
+    def _read_local(self, path: Path, tag: str) -> Rows:
+        """A data file's rows; a file the reader refuses (empty, not UTF-8, too large) names the
+        setting of this task's form (a task file's key is in the message, the flags' form its flag)."""
+        try:
+            return super()._read_local(path, tag)
+        except TaskDataError as exc:
+            few = self.definition.few_shot
+            key = "few_shot" if few is not None and few.file is not None and Path(few.file) == path else "data"
+            exc.setting = self.definition.origin.setting(key)
+            raise
+
+    def to_samples(self, rows: Rows) -> list[Sample]:
+        """The rows as samples; two rows with one id name the id key and both rows."""
+        samples: list[Sample] = []
+        seen: dict[str, str] = {}
+        for i, (row, origin, tag) in enumerate(rows):
+            sample = self.row_to_sample(row, i, origin, tag)
+            if sample.id in seen:
+                raise self.definition.origin.error(
+                    "id", f"{origin}: duplicate sample id {sample.id.split(':', 1)[1]!r} (also {seen[sample.id]}); "
+                    "ids must be unique: fix the data, or choose a column of unique ids")
+            seen[sample.id] = origin
+            samples.append(sample)
+        return samples
 
     def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
         d = self.definition
@@ -220,8 +251,8 @@ class OwnTask(DatasetTask):
             if value not in self.verbalizers:
                 raise TaskDataError(
                     f"{origin}: label value {value!r} (column {d.label!r}) is not one of the task's labels "
-                    f"({', '.join(self.labels)}); map it to an answer word in labels, or drop the row",
-                    setting="labels",
+                    f"({', '.join(self.labels)}); map it to an answer word ({d.origin.where('labels')}), or drop the row",
+                    setting=d.origin.setting("labels"),
                 )
             return value
         raw = column(row, (str(d.target),), origin)
@@ -255,7 +286,7 @@ class OwnTask(DatasetTask):
         few = d.few_shot
         if few is not None and few.file is not None:
             rows = self._read_local(Path(few.file), "")
-            self._check_columns(rows, few.file)
+            self._check_columns(rows, few.file, "few_shot")
             examples = self.to_samples(rows)
             if len(examples) < few.count:
                 raise TaskDataError(f"{few.file}: {len(examples)} examples, count is {few.count}; add rows or lower count",
@@ -316,6 +347,7 @@ class OwnTask(DatasetTask):
             "metric": d.metric,
             "protected": sorted(d.protected),
             "prompts": "own" if d.prompts else "default",
+            "definition": d.to_table(),
         }
         if few is not None and few.file is not None:
             out["few_shot_file"] = few.file

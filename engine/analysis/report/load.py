@@ -48,6 +48,7 @@ KNOWN_FIELDS = frozenset((
     "kind", "source_model", "defense", "sample_selection", "attack_options", "adversarial_given",
     "substitutions", "final_similarity", "held_out", "meaning",  # meaning checks, held-out samples
     "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
+    "task_definition",  # a user's own task: its definition hash
 ))
 
 
@@ -212,6 +213,7 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
     settings = rec["settings"]
     rec["source_model"] = row.get("source_model") or (settings.get("source_model") if kind in ("transfer", "defense") else None)
     rec["defense"] = row.get("defense") or (settings.get("defense") if kind == "defense" else None)
+    rec["task_definition"] = row.get("task_definition")  # a user's own task (name_definitions)
     rec["setting"] = section_setting(row, kind)
     rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
     rec["meaning"] = row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None  # issue 30: the verdict
@@ -320,6 +322,7 @@ def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, 
     """Clean scores of a results.json in the one layout (``engine.run_folder``)."""
     results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
     measurement = (data.get("configs") or {}).get("measurement") or {}
+    definitions = {t.get("name"): t.get("definition_hash") for t in data.get("tasks") or [] if isinstance(t, Mapping)}
     out = []
     for r in results.get("clean") or []:
         if not isinstance(r, Mapping) or not isinstance(r.get("score"), (int, float)):
@@ -330,7 +333,7 @@ def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, 
             continue
         base = {"model": str(model), "dataset": str(dataset), "shots": _int_or_none(measurement.get("shots")),
                 "setting": section_setting(measurement, "clean"), "source": str(path.parent),
-                "from": str(results.get("clean_from") or "run")}
+                "from": str(results.get("clean_from") or "run"), "task_definition": definitions.get(str(dataset))}
         out.append(_clean_row(base, r.get("prompt_id"), r["score"], r.get("ci95"), r.get("at_chance"),
                               r.get("chance_rate", data.get("chance_rate"))))
     return out
@@ -361,6 +364,19 @@ def _clean_from_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             ranking = {**base, "from": "run"}
             out += [_clean_row(ranking, k, v) for k, v in r["clean_scores"].items() if isinstance(v, (int, float))]
     return out
+
+
+def name_definitions(rows: Sequence[dict[str, Any]]) -> None:
+    """A user's task measured under two definitions (an edited task file) is two tasks: where one
+    name carries several definition hashes, each row's dataset becomes ``NAME@HASH`` (its first 8
+    digits), so no table pools them under one name. Rows of one definition keep the task's name."""
+    hashes: dict[str, set[str]] = {}
+    for r in rows:
+        if r.get("task_definition"):
+            hashes.setdefault(r["dataset"], set()).add(str(r["task_definition"]))
+    for r in rows:
+        if len(hashes.get(r["dataset"], ())) > 1:
+            r["dataset"] = f"{r['dataset']}@{str(r.get('task_definition') or 'unknown')[:8]}"
 
 
 def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -396,6 +412,7 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     for c in summary_clean:
         if c["source"] in by_source:
             c["setting"] = by_source[c["source"]]
+    name_definitions([*records, *summary_clean])  # before the records' own clean scores copy their names
     # A run's summary lists every prompt it scored; its records add the ones it lacks (pre eval pairs).
     def key(c: Mapping[str, Any]) -> tuple[Any, ...]:
         return (c["source"], c["model"], c["dataset"], c["shots"], c["setting"], c["prompt_id"])

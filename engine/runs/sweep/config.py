@@ -1,10 +1,16 @@
-"""A sweep's configuration: the grid (models x datasets x shots x prompt types x attacks),
-the settings of every job, loaded from TOML (``load_config``) or built in Python, and what
-a sweep folder's records depend on (``resume_key``)."""
+"""A sweep's configuration: the grid (models x datasets and users' own tasks x shots x prompt
+types x attacks), the settings of every job, loaded from TOML (``load_config``) or built in
+Python, and what a sweep folder's records depend on (``resume_key``, ``check_tasks_unchanged``).
+
+A user's own task is a grid entry like a dataset (``tasks = ["tickets.toml"]``, paths relative
+to the sweep config): it travels as its task file's path with the hashes it had when the sweep
+was planned (``SweepTask``), every process that runs its jobs (a shard, a Ray worker) reads the
+file again, and a file that changed since is an error, never a silent mix of two definitions."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -12,14 +18,21 @@ import tomllib
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from promptrobust.engine.errors import PromptRobustError, SettingsError
-from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
+from promptrobust.engine.measuring.settings import DEFAULT_DATASET, AttackSettings, EvaluationSettings, parse_budget
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust.tasks.base import Task
 
-__all__ = ["Job", "SweepConfig", "SweepConfigError", "config_dict", "load_config", "model_settings", "resume_key"]
+if TYPE_CHECKING:  # read when a task is (the command line reads this module for --help)
+    from promptrobust.tasks.own import OwnTask
+
+__all__ = ["Job", "SweepConfig", "SweepConfigError", "SweepTask", "check_tasks_unchanged", "config_dict", "load_config",
+           "model_settings", "resume_key"]
 
 
 class SweepConfigError(PromptRobustError, ValueError):
@@ -36,7 +49,7 @@ def _fields(kind: type, *, but: Collection[str] = ()) -> set[str]:
 #: [sweep] keys -> which settings value they belong to: every field of each settings value, under
 #: its own name (spelled once, in the settings class), but the grid's own axes and what a sweep
 #: does not take (attack options: a grid of attacks shares one set of settings).
-_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots"})  # grid.datasets, grid.shots
+_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots", "task"})  # grid.datasets, grid.tasks, grid.shots
 
 
 _ATTACK_KEYS = _fields(AttackSettings, but={"attacks", "options"})  # grid.attacks; no per-attack options
@@ -48,7 +61,7 @@ _SCHEDULER_KEYS = _fields(SchedulerSettings)
 _SWEEP_KEYS = {"name", "output_dir", "cache", "max_jobs"} | _EVALUATION_KEYS | _ATTACK_KEYS | _SCHEDULER_KEYS
 
 
-_GRID_KEYS = {"models", "datasets", "prompt_types", "shots", "attacks"}
+_GRID_KEYS = {"models", "datasets", "tasks", "prompt_types", "shots", "attacks"}
 
 
 #: [models."NAME"] keys: the model's arguments and its scheduler's limits.
@@ -90,6 +103,67 @@ def _shots_text(shots: int | None) -> str:
 
 
 @dataclass(frozen=True)
+class SweepTask:
+    """A user's own task in a sweep's grid: its task file, read by every process that runs its
+    jobs, and the hashes it had when the sweep was planned (a changed file is refused)."""
+
+    path: str
+    """The task file (absolute)."""
+    name: str
+    """The task's name: its jobs' and records' dataset."""
+    definition_hash: str
+    """``TaskDefinition.definition_hash`` when planned."""
+    data_hash: str
+    """The SHA-256 of its evaluation data when planned (``OwnTask.data_hash``)."""
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> "SweepTask":
+        """The grid entry of the task file at ``path``, read now."""
+        where = str(Path(path).resolve())
+        task = _read_task(where, _stamp(where))
+        return cls(where, task.name, str(task.definition_hash), _data_hash(task))
+
+    def load(self) -> Task:
+        """The task, read from its file (again only when the file changed), checked against the planned hashes."""
+        task = _read_task(self.path, _stamp(self.path))
+        for what, planned, now in (("definition", self.definition_hash, task.definition_hash),
+                                   ("data", self.data_hash, _data_hash(task))):
+            if planned != now:
+                raise SweepConfigError(
+                    f"task file {self.path}: its {what} changed since the sweep was planned ({planned[:16]} -> "
+                    f"{str(now)[:16]}); the sweep's processes would measure two versions of task {self.name}: "
+                    "restore the file, or plan the sweep again under another name")
+        return task
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    """A file's modification time and size (None: not a local file): a changed file reads again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=64)
+def _read_task(path: str, stamp: tuple[int, int] | None) -> OwnTask:
+    from promptrobust.tasks.own import load_task_file
+
+    return load_task_file(path)
+
+
+def _data_hash(task: OwnTask) -> str:
+    """The task's data hash, computed again only when its data file changed (a hub dataset: once)."""
+    location = task.definition.data.location
+    return _hash_of(task, location, _stamp(location))
+
+
+@functools.lru_cache(maxsize=64)
+def _hash_of(task: OwnTask, location: str, stamp: tuple[int, int] | None) -> str:
+    return str(task.data_hash())
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """A grid of models x datasets x shots x prompt types x attacks, with the settings of every job.
 
@@ -113,11 +187,18 @@ class SweepConfig:
     max_jobs: int = 8
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""
+    tasks: tuple[SweepTask, ...] = ()
+    """Users' own tasks, beside ``datasets`` in the grid (``grid.tasks``: task files)."""
 
     def __post_init__(self) -> None:
         _expect(bool(_NAME.match(self.name)), f"sweep.name {self.name!r} must be a plain folder name (letters, digits, . _ -), not a path")
-        for key in ("models", "datasets", "attacks", "prompt_types", "shots"):
+        for key in ("models", "attacks", "prompt_types", "shots"):
             _expect(isinstance(getattr(self, key), tuple) and len(getattr(self, key)) > 0, f"grid.{key} must be a non-empty list")
+        _expect(isinstance(self.datasets, tuple) and isinstance(self.tasks, tuple), "grid.datasets and grid.tasks must be lists")
+        _expect(len(self.datasets) + len(self.tasks) > 0, "grid.datasets (and grid.tasks) must name at least one dataset or task file")
+        names = [*self.datasets, *(t.name for t in self.tasks)]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        _expect(twice is None, f"grid: {twice!r} is named twice (datasets and tasks share one namespace); give each task its own name")
         _expect(isinstance(self.max_jobs, int) and self.max_jobs >= 1, "sweep.max_jobs must be a whole number >= 1")
 
     @property
@@ -131,14 +212,32 @@ class SweepConfig:
         return [
             Job(m, d, s, t, a)
             for m in self.models
-            for d in self.datasets
+            for d in (*self.datasets, *(task.name for task in self.tasks))
             for s in self.shots
             for t in self.prompt_types
             for a in self.attacks
         ]
 
+    def own_task(self, name: str) -> Task | None:
+        """The user's own task of that name in the grid (read and checked), None for a dataset."""
+        entry = next((t for t in self.tasks if t.name == name), None)
+        return entry.load() if entry is not None else None
+
+    def task_of(self, name: str) -> Task:
+        """The task a job of ``name`` measures: a user's own task, or the built-in dataset."""
+        from promptrobust.tasks.registry import get_task
+
+        own = self.own_task(name)
+        return own if own is not None else get_task(name)
+
     def job_evaluation(self, job: Job) -> EvaluationSettings:
-        return self.evaluation.with_(dataset=job.dataset, shots=job.shots)
+        own = self.own_task(job.dataset)
+        extra = {"task": own} if own is not None else {}
+        return self.evaluation.with_(dataset=job.dataset, shots=job.shots, **extra)
+
+    def task_provenances(self) -> list[dict[str, Any]]:
+        """results.json's ``tasks``: the provenance of each user's own task of the grid."""
+        return [dict(t.load().provenance() or {}) for t in self.tasks]
 
     def job_attack(self, job: Job) -> AttackSettings:
         return self.attack.with_(attacks=(job.attack,))
@@ -204,10 +303,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     grid = data.get("grid")
     _expect(isinstance(sweep, dict), f"{p}: [sweep] must be a table")
     _expect(isinstance(grid, dict), f"{p}: missing [grid] section with models, datasets and attacks")
+    assert isinstance(grid, dict)  # said above, in one line, when it is not
     for section, allowed, table in (("sweep", _SWEEP_KEYS, sweep), ("grid", _GRID_KEYS, grid)):
         _reject_unknown(table, allowed, f"{p}: unknown key ", f"{section}.")
-    for key in ("models", "datasets", "attacks"):
+    for key in ("models", "attacks"):
         _expect(key in grid, f"{p}: grid.{key} is missing")
+    _expect("datasets" in grid or "tasks" in grid, f"{p}: grid.datasets is missing (or grid.tasks: your own task files)")
 
     from promptrobust.engine.serving.registry import resolve_model
 
@@ -220,13 +321,19 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
 
     from promptrobust.tasks.registry import get_task
 
-    datasets = _names(grid["datasets"], "grid.datasets")
+    datasets = _names(grid["datasets"], "grid.datasets") if "datasets" in grid else []
     canonical = []
     for d in datasets:
         try:
             canonical.append(get_task(d).name)
         except ValueError as exc:
             raise SweepConfigError(f"grid.datasets: {exc}") from None
+    tasks = []
+    for path in _names(grid["tasks"], "grid.tasks") if "tasks" in grid else []:
+        try:  # relative to the sweep config's folder, as a task file's own paths are to its folder
+            tasks.append(SweepTask.of(Path(path) if Path(path).is_absolute() else p.resolve().parent / path))
+        except PromptRobustError as exc:
+            raise SweepConfigError(f"grid.tasks: {exc}") from None
 
     from promptrobust.attacks.registry import list_attacks
 
@@ -272,10 +379,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
         output_dir=Path(sweep.get("output_dir", "runs/sweeps")),
         models=tuple(models),
         datasets=tuple(canonical),
+        tasks=tuple(tasks),
         prompt_types=tuple(prompt_types),
         shots=shots_values,
         attacks=tuple(attacks),
-        evaluation=_settings(EvaluationSettings, {"dataset": canonical[0], **pick(_EVALUATION_KEYS)}, "sweep"),
+        evaluation=_settings(EvaluationSettings, {"dataset": canonical[0] if canonical else DEFAULT_DATASET,
+                                                  **pick(_EVALUATION_KEYS)}, "sweep"),
         attack=_settings(AttackSettings, {"attacks": tuple(attacks), **attack_values}, "sweep"),
         scheduler=_settings(SchedulerSettings, pick(_SCHEDULER_KEYS), "sweep"),
         cache=sweep.get("cache"),
@@ -298,6 +407,25 @@ def resume_key(config: Mapping[str, Any]) -> dict[str, Any]:
     evaluation = {f"evaluation.{k}": v for k, v in dict(config.get("evaluation") or {}).items() if k != "dataset"}
     attack = dict(config.get("attack") or {})
     return {**evaluation, **{f"attack.{k}": attack.get(k) for k in ("top_k", "budget", "options")}}
+
+
+def check_tasks_unchanged(folder: Path, cfg: SweepConfig) -> None:
+    """A sweep folder resumed with a user's task whose file (definition or data) changed since its
+    records were made is refused: a rerun would skip their prompts as done and mix two versions of
+    one task. New tasks in the grid are fine, as new datasets are."""
+    config, results = folder / "config.json", folder / "results.jsonl"
+    if not (config.is_file() and results.is_file() and results.stat().st_size):
+        return
+    try:
+        old = {t["name"]: t for t in orjson.loads(config.read_bytes()).get("tasks") or []}
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+        return  # resume_key's own check says what is wrong with the file
+    for task in cfg.tasks:
+        before = old.get(task.name)
+        if before is not None and (before.get("definition_hash"), before.get("data_hash")) != (task.definition_hash, task.data_hash):
+            raise SweepConfigError(
+                f"{folder} holds records of task {task.name} made from another version of {task.path} (its definition or "
+                "data changed); resuming would mix them: give the sweep another name or output folder, or restore the file")
 
 
 def config_dict(cfg: SweepConfig) -> dict[str, Any]:

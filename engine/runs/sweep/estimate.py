@@ -23,6 +23,7 @@ from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+from promptrobust.tasks.base import Task
 
 #: Characters per token, as ``Request.estimated_tokens`` counts them.
 CHARS_PER_TOKEN = 4
@@ -108,18 +109,33 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
     return out
 
 
+def tokens_per_request(dataset: str | Task, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
+    """(input, output) tokens of one request of a job, measured on the task's shipped examples
+    (a user's own task: on its own examples, else on its first samples)."""
+    if isinstance(dataset, str):
+        return _dataset_tokens(dataset, prompt_type, shots, mode)
+    return _tokens(dataset, prompt_type, shots, mode)
+
+
 @functools.cache
-def tokens_per_request(dataset: str, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
-    """(input, output) tokens of one request of a job, measured on the task's shipped examples."""
-    from promptrobust.engine.measuring.settings import BASE_MODEL_SHOTS
-    from promptrobust.tasks.fewshot import few_shot_examples
-    from promptrobust.tasks.prompt_sets import load_prompts
+def _dataset_tokens(dataset: str, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
     from promptrobust.tasks.registry import get_task
 
-    task = get_task(dataset)
-    stand_ins = few_shot_examples(task, 0, k=BASE_MODEL_SHOTS)
+    return _tokens(get_task(dataset), prompt_type, shots, mode)
+
+
+def _tokens(task: Task, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
+    from promptrobust.engine.measuring.settings import BASE_MODEL_SHOTS
+    from promptrobust.tasks.errors import TaskError
+    from promptrobust.tasks.fewshot import few_shot_examples
+    from promptrobust.tasks.prompt_sets import load_prompts
+
+    try:
+        stand_ins = few_shot_examples(task, 0, k=BASE_MODEL_SHOTS)
+    except TaskError:  # a user's task without a few-shot source: its first samples stand in
+        stand_ins = task.load(limit=BASE_MODEL_SHOTS)
     examples = stand_ins[:shots]
-    prompts = [p.text for p in load_prompts(task.name, types=[prompt_type])]
+    prompts = [p.text for p in load_prompts(task, types=[prompt_type])] or [""]
     lengths = [len(task.render(p, s, examples)) for p in prompts for s in stand_ins]
     input_tokens = max(1, round(sum(lengths) / len(lengths) / CHARS_PER_TOKEN))
     output_tokens = task.max_tokens if mode == "generate" or not task.supports_choices else 1
@@ -136,7 +152,7 @@ def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[
     for row in plan:
         job = row["job"]
         shots = job.shots if job.shots is not None else (BASE_MODEL_SHOTS if base_models.get(job.model) else 0)
-        tin, tout = tokens_per_request(job.dataset, job.prompt_type, shots, mode)
+        tin, tout = tokens_per_request(row.get("task") or job.dataset, job.prompt_type, shots, mode)
         t = totals.setdefault(job.model, {"jobs": 0, "clean": 0, "attack": 0, "in": 0, "out": 0})
         t["jobs"] += 1
         clean = 0
@@ -224,31 +240,30 @@ def clean_requests(cfg: SweepConfig, jobs: Sequence[Job]) -> int:
     """Requests that ranking every cell of ``jobs`` takes (prompts x samples, once per cell; a
     dataset whose size is not known ahead counts 0 until it is loaded)."""
     from promptrobust.tasks.prompt_sets import load_prompts
-    from promptrobust.tasks.registry import get_task
 
     total = 0
     for model, dataset, shots, prompt_type in dict.fromkeys(j.cell for j in jobs):
-        task = get_task(dataset)
-        total += _samples(cfg, task) * len(load_prompts(task.name, types=[prompt_type]))
+        task = cfg.task_of(dataset)
+        total += _samples(cfg, task) * len(load_prompts(task, types=[prompt_type]))
     return total
 
 
 def describe_plan(cfg: SweepConfig) -> list[dict[str, Any]]:
     """The job list with request estimates (``pre sweep --dry-run``)."""
     from promptrobust.tasks.prompt_sets import load_prompts
-    from promptrobust.tasks.registry import get_task
 
     out = []
     done = completed_keys(cfg.folder / "results.jsonl")
     for job in cfg.jobs():
-        task = get_task(job.dataset)
+        task = cfg.task_of(job.dataset)
         samples = _samples(cfg, task)
-        texts = [p.text for p in load_prompts(task.name, types=[job.prompt_type])]
+        texts = [p.text for p in load_prompts(task, types=[job.prompt_type])]
         prompts = len(texts)
         words = sum(len(t.split()) for t in texts) / max(1, prompts)
         est = estimate_requests(cfg, int(samples), prompts, words=words, attack_name=job.attack)
         finished = sum(1 for k in done if k[0] == job.id)
-        out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est})
+        own = {"task": task} if task.definition_hash is not None else {}  # a user's task: its tokens are its own
+        out.append({"job": job, "samples": samples, "prompts": prompts, "finished_prompts": finished, **est, **own})
     return out
 
 
@@ -258,4 +273,6 @@ def _samples(cfg: SweepConfig, task: Any) -> int:
     size = getattr(task, "sample_size", None)
     if size:
         return cfg.evaluation.limit_for(size)
+    if task.definition_hash is not None:  # a user's own task: all its rows, counted from its data
+        return cfg.evaluation.limit_for(len(task.load()))
     return cfg.evaluation.limit if isinstance(cfg.evaluation.limit, int) else 0

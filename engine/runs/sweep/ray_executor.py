@@ -49,7 +49,7 @@ from promptrobust.engine.serving.cache import default_cache_path, merge_caches
 from promptrobust.engine.runs.run_folder import SweepFolder
 from promptrobust.engine.runs.run_results import sweep_document
 from promptrobust.engine.runs.sweep.sharding import stable_hash
-from promptrobust.engine.runs.sweep.config import Job, SweepConfig, config_dict, resume_key
+from promptrobust.engine.runs.sweep.config import Job, SweepConfig, check_tasks_unchanged, config_dict, resume_key
 from promptrobust.engine.runs.sweep.runner import JobRunner, SweepProgress
 from promptrobust.engine.runs.run_folder import completed_keys, repair_torn_tail
 from promptrobust.engine.runs.sweep.ray_options import RayExecutorError, RayOptions
@@ -417,6 +417,7 @@ def run_sweep_ray(
     ray = _import_ray()
     options = options or RayOptions()
     out = SweepFolder(cfg.folder)
+    check_tasks_unchanged(cfg.folder, cfg)
     out.write_config(config_dict(cfg), resume_key=resume_key)
     owns_ray = not ray.is_initialized()
     if owns_ray:
@@ -427,7 +428,8 @@ def run_sweep_ray(
         began = time.monotonic()
         progress = driver.run(after_submit)
         out.write_results(sweep_document(out, facts=_driver_facts(cfg), configs={"sweep": config_dict(cfg)},
-                                         started=out.started, wall_seconds=time.monotonic() - began))
+                                         started=out.started, wall_seconds=time.monotonic() - began,
+                                         tasks=cfg.task_provenances()))
         return progress
     finally:
         if owns_ray:

@@ -24,7 +24,7 @@ from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.runs.run_folder import SweepFolder, completed_keys, repair_torn_tail
 from promptrobust.engine.runs.run_results import session_facts, sweep_document
-from promptrobust.engine.runs.sweep.config import Job, SweepConfig, config_dict, model_settings, resume_key
+from promptrobust.engine.runs.sweep.config import Job, SweepConfig, check_tasks_unchanged, config_dict, model_settings, resume_key
 from promptrobust.engine.runs.sweep.estimate import clean_requests
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.folder_lock import folder_lock
@@ -151,6 +151,7 @@ async def _run_sweep_locked(
     from promptrobust.engine.runs.session import Session
 
     out = SweepFolder(folder)
+    check_tasks_unchanged(folder, cfg)
     out.write_config(config_dict(cfg), resume_key=resume_key)
     results = out.results
     repair_torn_tail(results)
@@ -206,7 +207,8 @@ async def _run_sweep_locked(
         with progress_events.reserve_pool("ranking", clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
             await asyncio.gather(*(guarded(j) for j in jobs))
         out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
-                                         started=out.started, wall_seconds=time.monotonic() - began))
+                                         started=out.started, wall_seconds=time.monotonic() - began,
+                                         tasks=cfg.task_provenances()))
     except atomic_io.OutputWriteError:
         if own_session:
             await session.close()
