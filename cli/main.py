@@ -113,9 +113,11 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
     from promptrobust.cli.progress import reporter_for
     from promptrobust.engine.progress import reporting
 
-    with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
+    with terminate_as_interrupt() as signals:
         try:
-            return int(args.handler(args) or 0)
+            # The reporter stops (its line erased) before anything below is printed.
+            with reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
+                return int(args.handler(args) or 0)
         except errors as exc:
             return fail(one_line(exc))
         except KeyboardInterrupt as exc:
