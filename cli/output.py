@@ -54,13 +54,15 @@ def say_note(note: Note | str) -> None:
 
 
 def run_analysis(plan: Any, run: Callable[[Any], Any], show: Callable[[Any], None]) -> int:
-    """An analysis command after its plan: what planning said, the run, what it said, its result
-    (``show``) and where its run folder is."""
+    """An analysis command after its plan: what planning said (before anything runs), the run,
+    what it said that planning had not, its result (``show``) and where its run folder is."""
     for note in plan.notes:
         say_note(note)
+    said = {note if isinstance(note, str) else note.text for note in plan.notes}
     outcome = run(plan)
     for note in outcome.notes:
-        say_note(note)
+        if (note if isinstance(note, str) else note.text) not in said:
+            say_note(note)
     show(outcome.result)
     say(f"results in {outcome.folder}")
     return 0

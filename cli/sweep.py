@@ -105,8 +105,10 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # main() prints what was kept and how to resume
         resume = ["pre", "sweep", *(["--preset", args.preset] if args.preset else [args.config])]
         resume += [*(["--output-dir", args.output_dir] if args.output_dir else []), *(["--shard", args.shard] if args.shard else [])]
-        exc.pre_message = (f"{sweeps.kept_records(plan)} finished records are kept in {plan.config.folder / 'results.jsonl'} "  # type: ignore[attr-defined]
-                           f"and every answer is in the cache; resume with: {shlex.join(resume)}")
+        kept = sweeps.kept_records(plan)
+        where = (f"{kept} finished records are kept in {plan.config.folder / 'results.jsonl'} and every answer is in the cache"
+                 if kept else "no record was finished yet; every answer so far is in the cache")
+        exc.pre_message = f"{where}; resume with: {shlex.join(resume)}"  # type: ignore[attr-defined]
         raise
     ray = sweeps.ray_progress(progress)
     if ray is not None:

@@ -36,6 +36,7 @@ def test_render_replays_what_is_drawn_in_place() -> None:
     raw = b"pre: phase\r\n\r\x1b[2Krequests 1/4\r\x1b[2Krequests 2/4\r\x1b[2Ktable\r\nlast\r\n\r\x1b[2Krequests 4/4\r\x1b[2K"
     assert render(raw) == ["pre: phase", "table", "last"]
     assert render(b"abcdef\rxy\x1b[K\n\x1b[1mbold\x1b[0m") == ["xy", "bold"]
+    assert render(b"0123456789ab\r\x1b[2Kz", columns=10) == ["0123456789", "z"]  # wraps; \r returns on its row
 
 
 @pytest.fixture()
@@ -95,7 +96,7 @@ def test_the_readme_first_command_in_a_terminal_shows_no_warning_and_ends_with_t
 def test_the_committed_recording_of_the_readme_first_command() -> None:
     raw = (FIXTURES / "first-command.raw").read_bytes()
     shown = (FIXTURES / "first-command.txt").read_text().splitlines()
-    assert render(raw) == shown  # the text is the screen the bytes leave
+    assert render(raw, columns=120) == shown  # the text is the screen the bytes leave (120 columns)
     assert shown[0].startswith("$ pre run --limit 100 --mode choices --attack stresstest --top-k 1")
     assert not _warning_text(shown)
     assert shown[-1].startswith("pre: results in runs/")

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from promptrobust.engine.progress import library_warnings
 from promptrobust.engine.progress.events import (
     Event,
     Fallback,
@@ -26,6 +25,7 @@ from promptrobust.engine.progress.events import (
     said_as,
     use,
 )
+from promptrobust.engine.progress.library_warnings import capture as capture_library_warnings
 from promptrobust.engine.progress.recording import Recorder
 from promptrobust.engine.progress.state import ProgressState, Status, WorkStatus
 
@@ -207,7 +207,7 @@ def reporting(reporter: Reporter) -> Iterator[Reporter]:
     if start is not None:
         start()
     try:
-        with use(reporter), library_warnings.capture():
+        with use(reporter), capture_library_warnings():
             yield reporter
     finally:
         stop = getattr(reporter, "stop", None)

@@ -45,8 +45,8 @@ from promptrobust.tasks.own import OwnTask, resolve_task
 from promptrobust.tasks.registry import get_task, list_tasks
 
 __all__ = [
-    "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "build_plan", "check_paths",
-    "model_and_scheduler",
+    "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "attack_settings", "base_model_note", "build_plan",
+    "check_paths", "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
@@ -268,13 +268,21 @@ def build_plan(
     tasks = _tasks(datasets)
     check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench=prompts.promptbench)
     shots = evaluation.shots_for(spec.base_model)
-    notes: tuple[Note, ...] = ()
-    if evaluation.shots is None and shots:
-        notes = (Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
-                      "set shots to 0 for zero-shot", setting="shots"),)
+    note = base_model_note(spec, evaluation)
+    notes: tuple[Note, ...] = (note,) if note is not None else ()
     targets = tuple(_target(task, evaluation, prompts, attacks, shots) for task in tasks)
     return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output or OutputOptions(),
                    notes=notes)
+
+
+def base_model_note(spec: ModelSpec, evaluation: EvaluationSettings) -> Note | None:
+    """What the paper's base-model rule did (``EvaluationSettings.shots_for``: no shots given, a
+    base model: 3-shot), said before anything is scored; None when it did nothing."""
+    shots = evaluation.shots_for(spec.base_model)
+    if evaluation.shots is not None or not shots:
+        return None
+    return Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
+                "set shots to 0 for zero-shot", setting="shots")
 
 
 def _tasks(datasets: Sequence[str | Task] | str) -> list[Task]:

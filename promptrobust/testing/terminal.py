@@ -27,8 +27,8 @@ _CSI = re.compile(r"\x1b\[([0-9;?]*)([@-~])")
 
 
 def render(raw: bytes | str, *, columns: int = 10_000) -> list[str]:
-    """The lines a terminal shows after receiving ``raw`` (trailing spaces and the empty lines
-    after the last text dropped). Lines longer than ``columns`` are cut, not wrapped."""
+    """The lines a terminal ``columns`` wide shows after receiving ``raw`` (trailing spaces and
+    the empty lines after the last text dropped); longer text wraps onto the next line."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     screen: list[list[str]] = [[]]
     row = col = 0
@@ -59,7 +59,11 @@ def render(raw: bytes | str, *, columns: int = 10_000) -> list[str]:
             col = max(0, col - 1)
         elif ch == "\t":
             col = (col // 8 + 1) * 8
-        elif ch >= " " and col < columns:
+        elif ch >= " ":
+            if col >= columns:  # autowrap: the character after the last column starts a new line
+                row, col = row + 1, 0
+                if row == len(screen):
+                    screen.append([])
             line = screen[row]
             line.extend(" " * (col - len(line)))
             if col < len(line):
