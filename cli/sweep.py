@@ -87,7 +87,7 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.runs.sweep import plan as sweeps
 
     if args.config == "merge":
-        return _merge(args.more)
+        return _merge(args.more, args.argv)
     if args.more:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
     plan = sweeps.plan_sweep(args.config, preset=args.preset, output_dir=args.output_dir, shard=args.shard,
@@ -147,13 +147,13 @@ def _print_dry_run(estimate: Any, plan: Any) -> None:
     print(f"config: {cfg.source}")
 
 
-def _merge(paths: list[str]) -> int:
-    """`pre sweep merge OUT SHARD_DIR...`: the shards' records in OUT, and which caches to merge too."""
+def _merge(paths: list[str], argv: list[str]) -> int:
+    """`pre sweep merge OUT SHARD_DIR...`: the shards' records and a results.json in OUT, and which caches to merge too."""
     from promptrobust.engine.runs.sweep.plan import merge_shards
 
     if len(paths) < 2:
         raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")
-    result, caches, target = merge_shards(paths[0], paths[1:])
+    result, caches, target = merge_shards(paths[0], paths[1:], argv=argv)
     for folder, added in result.per_shard.items():
         print(f"{folder}: {added} new records")
     print(f"{paths[0]}: {result.added} added, {result.already} already there, {result.total} records in total")
