@@ -15,12 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.cli.errors import with_flag
+from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
     from promptrobust.engine.runs.execute import TargetOutcome
     from promptrobust.engine.runs.plan import Note
+    from promptrobust.tasks.base import Task
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
@@ -131,11 +133,13 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
     """One target of `pre run`: its table(s), the next step, and where the run folder is."""
     print_clean(outcome.settings, outcome.clean, chance=outcome.chance_rate)
     protocol, s = outcome.protocol, outcome.counters
+    task = outcome.target.task
+    args = for_target(args, task.name)
     if protocol is None:
         mean = sum(c.score for c in outcome.clean) / len(outcome.clean)
         print(f"mean {mean:.4f} | {outcome.wall_seconds:.1f}s | requests {s['submitted']} "
               f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})")
-        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples)}", file=sys.stderr)
+        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples, task=task)}", file=sys.stderr)
     else:
         for row in protocol.held_out_clean or []:  # the ranking's top prompts on samples it never saw
             ci = row["held_out_ci95"]
@@ -143,7 +147,7 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
                   f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
         print_records(protocol.records)
         attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
-        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir)}", file=sys.stderr)
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir, task=task)}", file=sys.stderr)
         if protocol.failures:
             say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
     say(f"results in {outcome.folder}")
@@ -165,25 +169,36 @@ def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[st
     return words
 
 
+def for_target(args: argparse.Namespace, dataset: str) -> argparse.Namespace:
+    """The flags as a follow-up of one target sees them: ``--dataset a,b`` names this target's
+    dataset alone (a hint that fits one dataset may not fit the other)."""
+    if len([d for d in str(getattr(args, "dataset", "") or "").split(",") if d.strip()]) <= 1:
+        return args
+    return argparse.Namespace(**{**vars(args), "dataset": dataset})
+
+
 def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> str:
     """The suggested command, keeping the user's flags but never a credential from a base URL."""
     return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 
 
-def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int) -> str:
+def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int, *, task: Task | None = None) -> str:
     """What to run after clean scores: attack the best prompt, unless every prompt is at chance."""
     usable = [c for c in clean if not c.at_chance and c.score > 0]
     if usable:
         best = max(usable, key=lambda c: c.score)
         return f"{command(args, '--attack', 'stresstest', '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
-    return at_chance_advice(args, samples)
+    return at_chance_advice(args, samples, task=task)
 
 
 def at_chance_advice(args: argparse.Namespace, samples: int,
-                     lead: str = "every prompt scores at chance, so an attack would measure noise") -> str:
-    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score."""
+                     lead: str = "every prompt scores at chance, so an attack would measure noise", *,
+                     task: Task | None = None) -> str:
+    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score;
+    label scoring only where the task's answers are labels (``decide_mode``: never for free text)."""
     options = []
-    if getattr(args, "mode", "generate") == "generate":
+    labels = task is None or decide_mode("choices", task) == "choices"
+    if getattr(args, "mode", "generate") == "generate" and labels:
         options.append(f"{command(args, drop=('mode',))} --mode choices  (label scoring: no answer parsing)")
     if samples < FEW_SAMPLES and getattr(args, "limit", None) is not None:
         options.append(f"{command(args, drop=('limit',))} --limit {max(FEW_SAMPLES, 2 * samples)}  (more samples: a narrower interval)")
@@ -191,13 +206,15 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
     return f"{lead}; try\n  " + "\n  ".join(options)
 
 
-def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str) -> str:
+def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str, *,
+                 task: Task | None = None) -> str:
     """What to run after an attack: the report of the runs, and other attacks on the same setting."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
     attacked = [r for r in records if r.status == "attacked"]
     if attacked and all(r.at_chance for r in attacked):
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
-        return f"{report}\n  {at_chance_advice(args, samples, 'the attacked prompts score at chance, so their PDR is noise')}"
+        advice = at_chance_advice(args, samples, "the attacked prompts score at chance, so their PDR is noise", task=task)
+        return f"{report}\n  {advice}"
     others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks][:2]
     if not others:
         return report
