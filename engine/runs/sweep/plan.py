@@ -135,6 +135,22 @@ class DryRun:
     prices: str | None = None
     """The price table read; None: the shipped one."""
 
+    def by_axis(self) -> dict[str, list[tuple[str, int, int]]]:
+        """The jobs summed along each axis of the grid (model, dataset, prompt set, attack): per
+        value, in grid order, (value, jobs, attack requests at most before cache and early stopping).
+        A cell's clean scoring is shared by its attacks, so it is counted in ``totals`` only."""
+        axes: dict[str, dict[str, list[int]]] = {"model": {}, "dataset": {}, "prompt set": {}, "attack": {}}
+        for row in self.rows:
+            job = row["job"]
+            requests = row["attack_max"]
+            for axis, value in (("model", job.model), ("dataset", job.dataset),
+                                ("prompt set", f"{job.shots}-shot {job.prompt_type}"), ("attack", job.attack)):
+                count = axes[axis].setdefault(value, [0, 0])
+                count[0] += 1
+                count[1] += requests
+        return {axis: [(value, jobs, requests) for value, (jobs, requests) in values.items()]
+                for axis, values in axes.items()}
+
 
 def dry_run(plan: SweepPlan, prices: str | None = None) -> DryRun:
     """The plan's jobs with their request estimates; API costs from ``prices`` (default: the shipped table)."""
