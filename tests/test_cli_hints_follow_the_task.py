@@ -5,7 +5,6 @@ a hint proposes builds a run plan, i.e. it would start instead of failing."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,12 @@ import pytest
 from promptrobust.cli.main import build_parser, main
 from promptrobust.cli.run import plan_from_args
 from promptrobust.testing.fake_openai import FakeOpenAIServer
+from tests.test_cli_hints import _commands  # every `pre run ...` command of a hint
 
 
 def _hints(err: str) -> list[str]:
     """Each target's `next:` hint (up to its `pre: results in` line)."""
     return [part.split("\npre: results in", 1)[0] for part in err.split("\nnext: ")[1:]]
-
-
-def _commands(hint: str) -> list[list[str]]:
-    out = []
-    for chunk in hint.replace("|", "\n").splitlines():
-        chunk = chunk.strip()
-        if chunk.startswith("pre run"):
-            out.append(shlex.split(chunk.split("  (", 1)[0]))
-    return out
 
 
 @pytest.mark.parametrize("attack", [[], ["--attack", "stresstest", "--top-k", "1"]])
