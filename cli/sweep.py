@@ -146,10 +146,10 @@ def _print_dry_run(estimate: Any, plan: Any, *, verbose: bool = False) -> None:
             print(f"  {job.id}  {job.label():<70} samples {row['samples']:>5}  prompts {row['prompts']:>3}  "
                   f"requests <= {row['clean'] + row['attack_max']}{done}")
     if len(estimate.rows) > JOB_LINES:
-        done = sum(1 for row in estimate.rows if row["finished_prompts"])
+        begun = sum(1 for row in estimate.rows if row["finished_prompts"])
         print(f"jobs per axis of the grid (attack requests before cache and early stopping, at most; clean scoring, "
               f"shared by a cell's attacks, is in the totals below)"
-              f"{f'; {done} jobs have finished prompts already' if done else ''}"
+              f"{f'; {begun} jobs have finished prompts already' if begun else ''}"
               f"{'' if verbose else '; a line per job: --verbose'}:")
         for axis, values in estimate.by_axis().items():
             width = max(len(value) for value, _, _ in values)
