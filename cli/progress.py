@@ -119,12 +119,13 @@ class TerminalReporter:
         self.inner.start()
 
     def stop(self) -> None:
-        """Stop drawing and take the status line away: the command's own last line (where its
-        results are) stays the last thing on the screen. Before ``main`` prints an error or the
-        interrupt message."""
+        """Stop drawing and, on a terminal, take the status line away: the command's own last line
+        (where its results are) stays the last thing on the screen. ``main`` stops it before it
+        prints an error or the interrupt message."""
         with self._lock:
             self._stopped = True
-        self.inner.stop(final_line=False)  # the command printed its own summary
+        # A log keeps its last status line (the run's counts); a terminal's last line is the command's.
+        self.inner.stop(final_line=self.mode != "tty")
         if self._saved is not None:
             sys.stdout, sys.stderr = self._saved  # type: ignore[assignment]
             self._saved = None
