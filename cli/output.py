@@ -15,14 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.cli.errors import with_flag
-from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
     from promptrobust.engine.runs.execute import TargetOutcome
     from promptrobust.engine.runs.plan import Note
-    from promptrobust.tasks.base import Task
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
@@ -133,13 +131,13 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
     """One target of `pre run`: its table(s), the next step, and where the run folder is."""
     print_clean(outcome.settings, outcome.clean, chance=outcome.chance_rate)
     protocol, s = outcome.protocol, outcome.counters
-    task = outcome.target.task
-    args = for_target(args, task.name)
+    target = outcome.target
+    args, labels = for_target(args, target.task.name), target.label_scoring
     if protocol is None:
         mean = sum(c.score for c in outcome.clean) / len(outcome.clean)
         print(f"mean {mean:.4f} | {outcome.wall_seconds:.1f}s | requests {s['submitted']} "
               f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})")
-        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples, task=task)}", file=sys.stderr)
+        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples, labels=labels)}", file=sys.stderr)
     else:
         for row in protocol.held_out_clean or []:  # the ranking's top prompts on samples it never saw
             ci = row["held_out_ci95"]
@@ -147,7 +145,7 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
                   f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
         print_records(protocol.records)
         attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
-        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir, task=task)}", file=sys.stderr)
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, args.output_dir, labels=labels)}", file=sys.stderr)
         if protocol.failures:
             say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
     say(f"results in {outcome.folder}")
@@ -182,22 +180,21 @@ def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> 
     return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 
 
-def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int, *, task: Task | None = None) -> str:
+def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int, *, labels: bool = True) -> str:
     """What to run after clean scores: attack the best prompt, unless every prompt is at chance."""
     usable = [c for c in clean if not c.at_chance and c.score > 0]
     if usable:
         best = max(usable, key=lambda c: c.score)
         return f"{command(args, '--attack', 'stresstest', '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
-    return at_chance_advice(args, samples, task=task)
+    return at_chance_advice(args, samples, labels=labels)
 
 
 def at_chance_advice(args: argparse.Namespace, samples: int,
                      lead: str = "every prompt scores at chance, so an attack would measure noise", *,
-                     task: Task | None = None) -> str:
+                     labels: bool = True) -> str:
     """Prompts at chance: an attack would measure noise. Offer what can lift the clean score;
-    label scoring only where the task's answers are labels (``decide_mode``: never for free text)."""
+    label scoring only where ``labels`` (``RunTarget.label_scoring``: never for free-text answers)."""
     options = []
-    labels = task is None or decide_mode("choices", task) == "choices"
     if getattr(args, "mode", "generate") == "generate" and labels:
         options.append(f"{command(args, drop=('mode',))} --mode choices  (label scoring: no answer parsing)")
     if samples < FEW_SAMPLES and getattr(args, "limit", None) is not None:
@@ -207,13 +204,13 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
 
 
 def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str, *,
-                 task: Task | None = None) -> str:
+                 labels: bool = True) -> str:
     """What to run after an attack: the report of the runs, and other attacks on the same setting."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
     attacked = [r for r in records if r.status == "attacked"]
     if attacked and all(r.at_chance for r in attacked):
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
-        advice = at_chance_advice(args, samples, "the attacked prompts score at chance, so their PDR is noise", task=task)
+        advice = at_chance_advice(args, samples, "the attacked prompts score at chance, so their PDR is noise", labels=labels)
         return f"{report}\n  {advice}"
     others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks][:2]
     if not others:

@@ -130,6 +130,12 @@ class RunTarget:
         if not self.prompts:
             raise SettingsError(f"no prompts to score on {self.task.name}", setting="prompt_type")
 
+    @property
+    def label_scoring(self) -> bool:
+        """Whether mode choices (label log-probs) can score this target: the one mode decision asked
+        for it (a task with free-text answers cannot)."""
+        return decide_mode("choices", self.task) == "choices"
+
 
 @dataclass(frozen=True)
 class RunPlan:
