@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from promptrobust.cli.errors import EXIT_USAGE, fail, one_line, quiet_asyncio_teardown, terminate_as_interrupt, user_error_types
 
@@ -60,12 +61,20 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes (a bad value, a missing or unknown flag) are one line
+    like every other bad input, not the usage block and then the line; subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"pre: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from promptrobust.cli import listing, run
 
     from promptrobust import __version__
 
-    parser = argparse.ArgumentParser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
+    parser = _Parser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"pre (promptrobust) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub, _Formatter)
@@ -87,9 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
     except SystemExit as exc:  # argparse already printed its one line
         return int(exc.code or 0) and EXIT_USAGE
+    if unknown:  # said by the command whose flags they are not
+        where = " ".join(["pre", *([args.command] if getattr(args, "command", None) else [])])
+        return fail(f"unrecognized arguments: {' '.join(unknown)} (see `{where} --help`)")
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
@@ -113,9 +125,11 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
     from promptrobust.cli.progress import reporter_for
     from promptrobust.engine.progress import reporting
 
-    with terminate_as_interrupt() as signals, reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
+    with terminate_as_interrupt() as signals:
         try:
-            return int(args.handler(args) or 0)
+            # The reporter stops (its line erased) before anything below is printed.
+            with reporting(reporter_for(bool(getattr(args, "no_progress", False)))):
+                return int(args.handler(args) or 0)
         except errors as exc:
             return fail(one_line(exc))
         except KeyboardInterrupt as exc:

@@ -61,13 +61,15 @@ def say_note(note: Note | str) -> None:
 
 
 def run_analysis(plan: Any, run: Callable[[Any], Any], show: Callable[[Any], None]) -> int:
-    """An analysis command after its plan: what planning said, the run, what it said, its result
-    (``show``) and where its run folder is."""
+    """An analysis command after its plan: what planning said (before anything runs), the run,
+    what it said that planning had not, its result (``show``) and where its run folder is."""
     for note in plan.notes:
         say_note(note)
+    said = {note if isinstance(note, str) else note.text for note in plan.notes}
     outcome = run(plan)
     for note in outcome.notes:
-        say_note(note)
+        if (note if isinstance(note, str) else note.text) not in said:
+            say_note(note)
     show(outcome.result)
     say(f"results in {outcome.folder}")
     return 0
@@ -136,11 +138,13 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
     """One target of `pre run`: its table(s), the next step, and where the run folder is."""
     print_clean(outcome.settings, outcome.clean, chance=outcome.chance_rate)
     protocol, s = outcome.protocol, outcome.counters
+    target = outcome.target
+    args, labels = for_target(args, target.task.name), target.label_scoring
     if protocol is None:
         mean = sum(c.score for c in outcome.clean) / len(outcome.clean)
         print(f"mean {mean:.4f} | {outcome.wall_seconds:.1f}s | requests {s['submitted']} "
               f"(sent {s['backend_requests']}, cache hits {s['cache_hits']}, deduplicated {s['deduplicated']})")
-        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples)}", file=sys.stderr)
+        print(f"\nnext: {after_clean(args, outcome.clean, outcome.samples, labels=labels)}", file=sys.stderr)
     else:
         for row in protocol.held_out_clean or []:  # the ranking's top prompts on samples it never saw
             ci = row["held_out_ci95"]
@@ -148,7 +152,7 @@ def print_target(args: argparse.Namespace, outcome: TargetOutcome) -> None:
                   f"held-out {row['held_out_score']:.4f} [{ci[0]:.3f}, {ci[1]:.3f}] on {row['held_out_samples']} samples")
         print_records(protocol.records)
         attacks = protocol.attack_settings.attacks if protocol.attack_settings else ()
-        print(f"\nnext: {after_attack(args, protocol.records, attacks, str(outcome.folder.parent))}", file=sys.stderr)
+        print(f"\nnext: {after_attack(args, protocol.records, attacks, str(outcome.folder.parent), labels=labels)}", file=sys.stderr)
         if protocol.failures:
             say(f"{len(protocol.failures)} attack runs failed; the other results are in the run folder")
     say(f"results in {outcome.folder}")
@@ -172,25 +176,35 @@ def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[st
     return words
 
 
+def for_target(args: argparse.Namespace, dataset: str) -> argparse.Namespace:
+    """The flags as a follow-up of one target sees them: ``--dataset a,b`` names this target's
+    dataset alone (a hint that fits one dataset may not fit the other)."""
+    if len([d for d in str(getattr(args, "dataset", "") or "").split(",") if d.strip()]) <= 1:
+        return args
+    return argparse.Namespace(**{**vars(args), "dataset": dataset})
+
+
 def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> str:
     """The suggested command, keeping the user's flags but never a credential from a base URL."""
     return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 
 
-def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int) -> str:
+def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int, *, labels: bool = True) -> str:
     """What to run after clean scores: attack the best prompt, unless every prompt is at chance."""
     usable = [c for c in clean if not c.at_chance and c.score > 0]
     if usable:
         best = max(usable, key=lambda c: c.score)
         return f"{command(args, '--attack', 'stresstest', '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
-    return at_chance_advice(args, samples)
+    return at_chance_advice(args, samples, labels=labels)
 
 
 def at_chance_advice(args: argparse.Namespace, samples: int,
-                     lead: str = "every prompt scores at chance, so an attack would measure noise") -> str:
-    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score."""
+                     lead: str = "every prompt scores at chance, so an attack would measure noise", *,
+                     labels: bool = True) -> str:
+    """Prompts at chance: an attack would measure noise. Offer what can lift the clean score;
+    label scoring only where ``labels`` (``RunTarget.label_scoring``: never for free-text answers)."""
     options = []
-    if getattr(args, "mode", "generate") == "generate":
+    if getattr(args, "mode", "generate") == "generate" and labels:
         options.append(f"{command(args, drop=('mode',))} --mode choices  (label scoring: no answer parsing)")
     if samples < FEW_SAMPLES and getattr(args, "limit", None) is not None:
         options.append(f"{command(args, drop=('limit',))} --limit {max(FEW_SAMPLES, 2 * samples)}  (more samples: a narrower interval)")
@@ -198,13 +212,15 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
     return f"{lead}; try\n  " + "\n  ".join(options)
 
 
-def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str) -> str:
+def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str, *,
+                 labels: bool = True) -> str:
     """What to run after an attack: the report of the runs, and other attacks on the same setting."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
     attacked = [r for r in records if r.status == "attacked"]
     if attacked and all(r.at_chance for r in attacked):
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
-        return f"{report}\n  {at_chance_advice(args, samples, 'the attacked prompts score at chance, so their PDR is noise')}"
+        advice = at_chance_advice(args, samples, "the attacked prompts score at chance, so their PDR is noise", labels=labels)
+        return f"{report}\n  {advice}"
     others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks and attack_runs_here(a)][:2]
     if not others:
         return report

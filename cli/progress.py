@@ -4,7 +4,9 @@ The engine emits events (phases, planned requests, search steps, jobs, fallbacks
 knows nothing of terminals; this module picks the mode from the flags, the environment and
 whether stderr is a terminal, and renders: on a terminal one status line redrawn 4 times a
 second with phase lines printed above it; otherwise plain lines (``StreamReporter``).
-``cli/main.py`` installs one reporter around every command.
+``cli/main.py`` installs one reporter around every command and stops it before it prints an
+error or the interrupt message; a stopped reporter erases its line, so the command's last
+line (``pre: results in ...``) is the last one on the screen.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class TerminalReporter:
         else:
             self.inner = StreamReporter(every=0, phases=False)
         self._drawn = False
+        self._stopped = False
+        self._events = 0  # events heard: progress moved
+        self._quiet_at: tuple[int, int] | None = None  # (events, requests done) when the command last printed
 
     def _above(self, text: str) -> None:
         with self._lock:
@@ -71,26 +76,38 @@ class TerminalReporter:
             self._drawn = False
             self._term.flush()
 
+    def _mark(self) -> tuple[int, int]:
+        return self._events, self.inner.state.counts()[0]
+
     def _redraw(self) -> None:
-        if self.inner.state.phase or self.inner.state.counts()[0]:
-            with self._lock:
-                self._term.write("\r\x1b[2K" + self.inner.status_line()[: _width()])
+        """The status line, redrawn in place; not after the command printed its own lines until
+        progress moves again (an event, an answer), so the command's last line stays the last one."""
+        line = self.inner.status_line()  # looked at every tick: the rate's observations go on
+        with self._lock:
+            if self._stopped or (self._quiet_at is not None and self._quiet_at == self._mark()):
+                return
+            self._quiet_at = None
+            if self.inner.state.phase or self.inner.state.counts()[0]:
+                self._term.write("\r\x1b[2K" + line[: _width()])
                 self._drawn = True
                 self._term.flush()
 
     def _clear(self) -> None:
-        """Before anyone else writes to the terminal: take the status line away (it is redrawn)."""
+        """Before the command writes to the terminal: take the status line away; it comes back
+        when progress moves."""
         with self._lock:
             if self._drawn:
                 self._term.write("\r\x1b[2K")
                 self._term.flush()
                 self._drawn = False
+            self._quiet_at = self._mark()
 
     def emit(self, event: object) -> None:
-        from promptrobust.engine.progress import Fallback
+        from promptrobust.engine.progress import Fallback, LibraryWarning
 
-        if self.mode == "off" and not isinstance(event, Fallback):  # a fallback is always said
+        if self.mode == "off" and not isinstance(event, (Fallback, LibraryWarning)):  # these are always said
             return
+        self._events += 1
         self.inner.emit(event)  # type: ignore[arg-type]
 
     def start(self) -> None:
@@ -102,13 +119,21 @@ class TerminalReporter:
         self.inner.start()
 
     def stop(self) -> None:
-        self.inner.stop()  # draws the last status once more
+        """Stop drawing and, on a terminal, take the status line away: the command's own last line
+        (where its results are) stays the last thing on the screen. ``main`` stops it before it
+        prints an error or the interrupt message."""
+        with self._lock:
+            self._stopped = True
+        # A log keeps its last status line (the run's counts); a terminal's last line is the command's.
+        self.inner.stop(final_line=self.mode != "tty")
         if self._saved is not None:
             sys.stdout, sys.stderr = self._saved  # type: ignore[assignment]
             self._saved = None
-        if self.mode == "tty" and self._drawn:
-            self._term.write("\n")  # it stays, as the run's summary line
-            self._term.flush()
+        with self._lock:
+            if self.mode == "tty" and self._drawn:
+                self._term.write("\r\x1b[2K")
+                self._term.flush()
+                self._drawn = False
 
 
 class _ClearingStream:

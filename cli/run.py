@@ -33,8 +33,9 @@ examples:
 
 The run folder (under --output-dir) holds config.json (the exact flags),
 results.json (one layout for every command: versions, command, settings, every
-prompt's score with its 95% interval, APDR, counters), results.jsonl (one record
-per attacked prompt, kind "attack") and, with --log-samples, samples.jsonl (one
+prompt's score with its 95% interval, APDR, counters), results.jsonl and
+results.parquet (one record per attacked prompt, kind "attack"; without --attack
+one row per prompt, kind "clean") and, with --log-samples, samples.jsonl (one
 line per prompt x sample; with --attack, the clean and the final adversarial
 prompt of every record).
 """

@@ -55,6 +55,9 @@ beyond one machine (docs/scale.md):
   pre sweep grid.toml --executor ray --address HEAD:6379 --num-gpus 1   # needs promptrobust[ray]
 """
 
+#: A dry run lists its jobs one a line up to this many; beyond, it sums them per axis (--verbose: every line).
+JOB_LINES = 50
+
 #: RayOptions fields that are flags of `pre sweep` (each: its docstring, its default).
 RAY_FLAGS = ("address", "num_cpus", "num_gpus", "workers_per_model", "max_in_flight", "unit_timeout", "worker_cache_dir")
 
@@ -70,7 +73,10 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--prices", default=None, metavar="FILE",
                    help="API prices (USD per million tokens) for the --dry-run cost estimate (default: the shipped table)")
     p.add_argument("more", nargs="*", metavar="SHARD_DIR", help=argparse.SUPPRESS)  # `pre sweep merge OUT DIR...`
-    p.add_argument("--dry-run", action="store_true", help="print the job list and request estimates, run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help=f"print the jobs (summed per model, dataset, prompt set and attack beyond {JOB_LINES} jobs) "
+                        "and request estimates, run nothing")
+    p.add_argument("--verbose", action="store_true", help="with --dry-run: a line for every job, however many")
     p.add_argument("--output-dir", default=None, help="override sweep.output_dir")
     p.add_argument("--quiet", action="store_true", help="no line per finished record")
     flags.add_no_progress(p)
@@ -89,14 +95,14 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.runs.sweep import plan as sweeps
 
     if args.config == "merge":
-        return _merge(args.more)
+        return _merge(args.more, args.argv)
     if args.more:
         raise UserError(f"unexpected argument {args.more[0]!r}: pre sweep takes one CONFIG (or: pre sweep merge OUT SHARD_DIR...)")
     plan = sweeps.plan_sweep(args.config, preset=args.preset, output_dir=args.output_dir, shard=args.shard,
                              executor=args.executor, ray_options={k: getattr(args, k) for k in RAY_FLAGS if hasattr(args, k)})
     findings = sweeps.finding_lines(plan)  # what cannot run here, and why
     if args.dry_run:
-        _print_dry_run(sweeps.dry_run(plan, args.prices), plan)
+        _print_dry_run(sweeps.dry_run(plan, args.prices), plan, verbose=args.verbose)
         for line in findings:
             print(line)
         return 0
@@ -107,8 +113,10 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # main() prints what was kept and how to resume
         resume = ["pre", "sweep", *(["--preset", args.preset] if args.preset else [args.config])]
         resume += [*(["--output-dir", args.output_dir] if args.output_dir else []), *(["--shard", args.shard] if args.shard else [])]
-        exc.pre_message = (f"{sweeps.kept_records(plan)} finished records are kept in {plan.config.folder / 'results.jsonl'} "  # type: ignore[attr-defined]
-                           f"and every answer is in the cache; resume with: {shlex.join(resume)}")
+        kept = sweeps.kept_records(plan)
+        where = (f"{kept} finished records are kept in {plan.config.folder / 'results.jsonl'} and every answer is in the cache"
+                 if kept else "no record was finished yet; every answer so far is in the cache")
+        exc.pre_message = f"{where}; resume with: {shlex.join(resume)}"  # type: ignore[attr-defined]
         raise
     ray = sweeps.ray_progress(progress)
     if ray is not None:
@@ -126,17 +134,30 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_dry_run(estimate: Any, plan: Any) -> None:
-    """The job list, request and token estimates and, per model, an API cost; runs nothing."""
+def _print_dry_run(estimate: Any, plan: Any, *, verbose: bool = False) -> None:
+    """The jobs (each on a line, or summed per axis beyond ``JOB_LINES``), request and token
+    estimates and, per model, an API cost; runs nothing."""
     from promptrobust.engine.runs.sweep.plan import format_estimates
 
     cfg = plan.config
     print(f"sweep {cfg.name}: {len(estimate.rows)} jobs -> {cfg.folder}")
-    for row in estimate.rows:
-        job = row["job"]
-        done = f" ({row['finished_prompts']} prompts already done)" if row["finished_prompts"] else ""
-        print(f"  {job.id}  {job.label():<70} samples {row['samples']:>5}  prompts {row['prompts']:>3}  "
-              f"requests <= {row['clean'] + row['attack_max']}{done}")
+    if verbose or len(estimate.rows) <= JOB_LINES:
+        for row in estimate.rows:
+            job = row["job"]
+            done = f" ({row['finished_prompts']} prompts already done)" if row["finished_prompts"] else ""
+            print(f"  {job.id}  {job.label():<70} samples {row['samples']:>5}  prompts {row['prompts']:>3}  "
+                  f"requests <= {row['clean'] + row['attack_max']}{done}")
+    if len(estimate.rows) > JOB_LINES:
+        begun = sum(1 for row in estimate.rows if row["finished_prompts"])
+        print(f"jobs per axis of the grid (attack requests before cache and early stopping, at most; clean scoring, "
+              f"shared by a cell's attacks, is in the totals below)"
+              f"{f'; {begun} jobs have finished prompts already' if begun else ''}"
+              f"{'' if verbose else '; a line per job: --verbose'}:")
+        for axis, values in estimate.by_axis().items():
+            width = max(len(value) for value, _, _ in values)
+            print(f"  by {axis}:")
+            for value, jobs, requests in values:
+                print(f"    {value:<{width}}  {jobs:>5} jobs  attack requests <= {requests:>15,}")
     t = estimate.totals
     print(f"estimated model requests before cache and early stopping: clean {t.clean} "
           f"({t.cells} cells, shared by their attacks), attacks <= {t.attack_max}")
@@ -147,13 +168,13 @@ def _print_dry_run(estimate: Any, plan: Any) -> None:
     print(f"config: {cfg.source}")
 
 
-def _merge(paths: list[str]) -> int:
-    """`pre sweep merge OUT SHARD_DIR...`: the shards' records in OUT, and which caches to merge too."""
+def _merge(paths: list[str], argv: list[str]) -> int:
+    """`pre sweep merge OUT SHARD_DIR...`: the shards' records and a results.json in OUT, and which caches to merge too."""
     from promptrobust.engine.runs.sweep.plan import merge_shards
 
     if len(paths) < 2:
         raise UserError("pre sweep merge needs OUT and at least one SHARD_DIR, e.g. pre sweep merge runs/sweeps/grid runs/sweeps/grid.shard-*")
-    result, caches, target = merge_shards(paths[0], paths[1:])
+    result, caches, target = merge_shards(paths[0], paths[1:], argv=argv)
     for folder, added in result.per_shard.items():
         print(f"{folder}: {added} new records")
     print(f"{paths[0]}: {result.added} added, {result.already} already there, {result.total} records in total")

@@ -211,3 +211,27 @@ def test_pre_eval_bad_input_is_one_line(tmp_path):
         eval_cmd.handle(parse(["--prompts", "x.txt", "--limit", "0"]))
     with pytest.raises(PromptRobustError, match="does not exist"):
         eval_cmd.handle(parse(["--prompts", str(tmp_path / "missing.txt")]))
+
+
+def test_pre_eval_says_the_base_models_shots_once_before_scoring(tmp_path, monkeypatch, capsys):
+    from promptrobust.cli import output
+    from promptrobust.cli.main import main
+    from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+    prompts = tmp_path / "p.txt"
+    prompts.write_text(CLEAN + "\n")
+    said: list[tuple[str, int]] = []
+    real_say = output.say
+    with FakeOpenAIServer() as srv:
+        monkeypatch.setattr(output, "say", lambda message: (said.append((message, len(srv.bodies))), real_say(message)))
+        code = main(["eval", "--prompts", str(prompts), "--model", "openai:fake-model", "--model-args",
+                     f"base_url={srv.url},api=completions,base_model=true", "--limit", "4", "--mode", "choices",
+                     "--no-progress", "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "out")])
+    assert code == 0
+    notes = [(m, sent) for m, sent in said if "is a base model: 3-shot" in m]
+    assert len(notes) == 1, said  # said once (not again after scoring)
+    message, sent = notes[0]
+    assert sent == 0 and message.endswith("set shots to 0 for zero-shot (--shots)")  # before any request
+    assert "is a base model" not in capsys.readouterr().out
+    results = orjson.loads((only_run(tmp_path / "out") / "results.json").read_bytes())
+    assert any("is a base model: 3-shot" in n for n in results["results"]["notes"])  # and recorded

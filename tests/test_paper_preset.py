@@ -58,7 +58,7 @@ def test_an_edited_price_table_changes_the_cost(tmp_path: Path, capsys: pytest.C
     def gpt4_cost(extra: list[str]) -> str:
         assert main(["sweep", "--preset", "paper", "--dry-run", *extra]) == 0
         out = capsys.readouterr().out
-        return next(line for line in out.splitlines() if line.strip().startswith("gpt-4 ")).split()[-1]
+        return next(line for line in out.splitlines() if line.startswith("  gpt-4 ")).split()[-1]  # the per-model table
 
     shipped = gpt4_cost([])
     prices = tmp_path / "prices.toml"
@@ -96,3 +96,44 @@ def test_preset_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path
     assert "shipped presets: paper" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "x.toml"), "--preset", "paper"]) == 2
     assert "either a sweep config or a preset, not both (--preset)" in capsys.readouterr().err
+
+
+def test_the_paper_dry_run_sums_its_jobs_per_axis_and_verbose_lists_each(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    assert main(["sweep", "--preset", "paper", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 100  # not 3,276 job lines
+    assert not re.search(r"^  [0-9a-f]{12}  ", out, re.M) and "a line per job: --verbose" in out
+    axes: dict[str, list[tuple[str, int, int]]] = {}
+    axis = ""
+    for line in out.splitlines():
+        if line.startswith("  by "):
+            axis = line.strip()[3:-1]
+            axes[axis] = []
+        elif axis and line.startswith("    ") and " jobs  attack requests <= " in line:
+            value, rest = line.strip().split("  ", 1)
+            jobs, requests = rest.split(" jobs  attack requests <= ")
+            axes[axis].append((value.strip(), int(jobs), int(requests.replace(",", ""))))
+        elif not line.startswith("    "):
+            axis = ""
+    assert {a: len(v) for a, v in axes.items()} == {"model": 9, "dataset": 13, "prompt set": 4, "attack": 7}
+    assert all(sum(jobs for _, jobs, _ in values) == 3276 for values in axes.values())
+    attack_total = int(re.search(r"attacks <= (\d+)", out).group(1))  # the totals line below
+    assert all(sum(requests for _, _, requests in values) == attack_total for values in axes.values())
+    assert dict((v, j) for v, j, _ in axes["dataset"])["sst2"] == 9 * 4 * 7
+
+    assert main(["sweep", "--preset", "paper", "--dry-run", "--verbose"]) == 0
+    verbose = capsys.readouterr().out
+    assert len(re.findall(r"^  [0-9a-f]{12}  ", verbose, re.M)) == 3276
+
+
+def test_a_small_dry_run_lists_every_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    config = tmp_path / "g.toml"
+    config.write_text(f'[sweep]\nname = "g"\noutput_dir = "{tmp_path}"\nlimit = 4\n\n[grid]\nmodels = ["gemma3-270m"]\n'
+                      'datasets = ["rotten_tomatoes"]\nattacks = ["checklist", "stresstest"]\n')
+    assert main(["sweep", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^  [0-9a-f]{12}  ", out, re.M)) == 2 and "by model:" not in out

@@ -529,4 +529,7 @@ def test_on_a_terminal_the_status_line_is_redrawn_and_never_mixed_with_other_out
     assert "pre: ranking 10 prompts on 4 samples" in shown
     assert any(line.startswith("pre: results in ") for line in shown)  # printed on a line of its own
     assert not any("req/s" in line and ("pre: results in" in line or "prompt  " in line) for line in shown)
-    assert any("req/s" in line and "ETA" in line for line in shown)  # the last status line stays as a summary
+    assert re.search(r"\x1b\[2Krequests [^\r\n]* req/s \| ETA", text)  # the status line was drawn
+    from promptrobust.testing import render
+
+    assert render(out)[-1].startswith("pre: results in ")  # and erased at the end: the results path stays last

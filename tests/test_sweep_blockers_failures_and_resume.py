@@ -86,6 +86,22 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path: Path, offline_hub
     assert f"resume with: pre sweep {config} --output-dir {tmp_path / 'elsewhere'}" in line
 
 
+def test_ctrl_c_before_any_record_names_no_results_file(tmp_path: Path, offline_hub, capsys, monkeypatch) -> None:  # noqa: ANN001
+    import promptrobust.engine.runs.sweep.runner as sweep_module
+
+    async def interrupted_at_once(cfg, **kw):  # noqa: ANN001, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "run_sweep", interrupted_at_once)
+    config = _config(tmp_path, '["openai:fake-model"]', '["rotten_tomatoes"]', '["checklist"]',
+                     '\n[models."openai:fake-model"]\nmodel_args = "base_url=http://127.0.0.1:9/v1"\n')
+    assert main(["sweep", str(config)]) == 130
+    line = [x for x in capsys.readouterr().err.splitlines() if x.startswith("pre: interrupted")][0]
+    assert "results.jsonl" not in line and "kept in" not in line
+    assert "no record was finished yet" in line and f"resume with: pre sweep {config}" in line
+    assert not (tmp_path / "sweeps" / "g" / "results.jsonl").exists()
+
+
 def test_a_sweep_sets_batch_size_in_one_place(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     config = _config(tmp_path, '["hf:org/model"]', '["rotten_tomatoes"]', '["checklist"]',
                      '\n[models."hf:org/model"]\nmodel_args = "batch_size=8"\nbatch_size = 4\n')

@@ -23,7 +23,7 @@ from promptrobust.engine.analysis.transfer import TransferResult, transfer
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
-from promptrobust.engine.runs.plan import OutputOptions, check_paths, model_and_scheduler
+from promptrobust.engine.runs.plan import Note, OutputOptions, base_model_note, check_paths, model_and_scheduler
 from promptrobust.engine.runs.run_folder import RunFolder
 from promptrobust.engine.runs.run_results import session_facts
 from promptrobust.engine.runs.session import Session
@@ -72,8 +72,9 @@ class EvalPlan:
     prompt_type: str = "all"
     """Only items of this prompt type (all: every one)."""
     output: OutputOptions = field(default_factory=OutputOptions)
-    notes: tuple[str, ...] = ()
-    """What reading the prompts said (a promptbench block incomplete or relabelled)."""
+    notes: tuple[str | Note, ...] = ()
+    """What planning said: reading the prompts (a promptbench block incomplete or relabelled) and the
+    base-model rule (3-shot), before anything is scored."""
 
 
 def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None, source_model: str | None = None,
@@ -86,7 +87,7 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     evaluation = evaluation or EvaluationSettings()
     check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench_adv=promptbench_adv)
     spec, scheduler = model_and_scheduler(model, model_args, scheduler)
-    notes: list[str] = []
+    notes: list[str | Note] = []
     if promptbench_adv:
         pairs = load_adversarial_prompts(promptbench_adv, model=source_model, dataset=evaluation.dataset, shot=source_shot)  # type: ignore[arg-type]
         notes = [*pairs.skipped, *pairs.relabelled]
@@ -99,8 +100,9 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     else:
         raise SettingsError("give a prompts file or a promptbench checkout", setting="prompts")
     check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
+    shots = base_model_note(spec, evaluation)  # said before scoring, not after
     return EvalPlan(tuple(items), str(prompts or promptbench_adv), spec, evaluation, scheduler, prompt_type,
-                    output or OutputOptions(), tuple(notes))
+                    output or OutputOptions(), (*notes, *([shots] if shots is not None else [])))
 
 
 def run_eval(plan: EvalPlan) -> Outcome[PromptEvalResult]:

@@ -31,6 +31,7 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
+from promptrobust.engine.runs.plan import base_model_note
 from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
@@ -319,8 +320,9 @@ async def evaluate_prompts(
     items = as_items(prompts)
     items, notes = _filter(items, task_of(settings), prompt_type)
     bench = await prepare(session, spec, settings)
-    if settings.shots is None and bench.shots > 0:
-        notes.append(f"{spec.name} is a base model: {bench.shots}-shot, as the paper")
+    shots_note = base_model_note(spec, settings)
+    if shots_note is not None:
+        notes.append(shots_note.text)
     texts = [t for it in items for t in ((it.clean, it.adversarial) if it.is_pair else (it.prompt,))]
     distinct = list(dict.fromkeys(t for t in texts if t is not None))
     if progress is not None:

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from promptrobust.engine.analysis.scoring import AnalysisInputError
-from promptrobust.engine.measuring.records import AttackRecord, read_jsonl, results_files
+from promptrobust.engine.measuring.records import AttackRecord, is_record_row, read_jsonl, results_files
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Task
@@ -62,6 +62,8 @@ def load_source_records(paths: Sequence[str | Path]) -> list[SourceRecord]:
             data_dir, data_file = _data_source(f.parent / "config.json")
             tasks = _RecordedTasks(f.parent / "results.json")
             for n, row in enumerate(read_jsonl(f), 1):
+                if not is_record_row(row):  # a clean-only run's clean scores: no prompt to transfer or defend
+                    continue
                 missing = [k for k in ("model", "dataset", "attack", "clean_prompt") if k not in row]
                 if missing:
                     raise AnalysisInputError(f"{f} line {n} is not an attack record (missing {', '.join(missing)})")

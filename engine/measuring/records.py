@@ -46,6 +46,14 @@ from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, Mea
 Status = Literal["attacked", "skipped_clean_zero", "failed"]
 Kind = Literal["attack", "pair", "transfer", "defense"]
 KINDS: tuple[str, ...] = ("attack", "pair", "transfer", "defense")
+#: The kind of a ``results.jsonl`` row that is a clean score, not a record: a clean-only ``pre run``
+#: writes one per prompt (``EvaluationResult.rows``). Readers of records pass over it (``is_record_row``).
+CLEAN_KIND = "clean"
+
+
+def is_record_row(row: Mapping[str, Any]) -> bool:
+    """Whether a ``results.jsonl`` row is a record (of any kind), not a clean score."""
+    return row.get("kind") != CLEAN_KIND
 
 
 def now() -> str:

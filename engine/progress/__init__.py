@@ -19,7 +19,9 @@ threads each see the reporter of the call that started them):
 - ``watch(stats)``: a scheduler whose counters (answered, cache hits, sent) are
   polled for requests done;
 - ``fallback(key, message)``: a substitute resource was used (said once per
-  reporter, i.e. once per run).
+  reporter, i.e. once per run); ``library_warning(key, message)`` likewise for a
+  third-party warning that may matter (``library_warnings`` routes Python's
+  warnings while a reporter is installed: said in our words, noted, or silent).
 
 ``state.ProgressState`` folds the events and counters into a ``Status``:
 requests done of the expected total (``total``: planned, corrected by early
@@ -61,6 +63,7 @@ from promptrobust.engine.progress.events import (
     Jobs,
     JobShape,
     JobStarted,
+    LibraryWarning,
     NullReporter,
     Phase,
     PhaseDone,
@@ -77,6 +80,7 @@ from promptrobust.engine.progress.events import (
     install_fallback_forwarding,
     job,
     jobs,
+    library_warning,
     phase,
     phase_done,
     planned,
@@ -95,9 +99,9 @@ install_fallback_forwarding()
 
 __all__ = [
     "EVERY_ENV", "FALLBACK_LOGGER", "HEARTBEAT_SECONDS", "RECORD_ENV", "Counters", "Event", "Fallback", "JobEnded",
-    "JobShape", "JobStarted", "Jobs", "NullReporter", "Phase", "PhaseDone", "PhaseEnd", "Planned", "ProgressState",
+    "JobShape", "JobStarted", "Jobs", "LibraryWarning", "NullReporter", "Phase", "PhaseDone", "PhaseEnd", "Planned", "ProgressState",
     "Recorder", "Reporter", "SearchStep", "Status", "StreamReporter", "Watch", "Work", "WorkStatus", "active",
     "api_reporter", "current", "during", "fallback", "format_duration", "format_status", "format_step",
-    "format_work", "heartbeat_seconds", "install_fallback_forwarding", "job", "jobs", "phase", "phase_done",
+    "format_work", "heartbeat_seconds", "install_fallback_forwarding", "job", "jobs", "library_warning", "phase", "phase_done",
     "planned", "replay", "reporting", "reserve", "reserve_pool", "scope", "search_step", "use", "watch", "work",
 ]

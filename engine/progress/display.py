@@ -13,7 +13,19 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from promptrobust.engine.progress.events import Event, Fallback, Jobs, NullReporter, Phase, Reporter, SearchStep, use
+from promptrobust.engine.progress.events import (
+    Event,
+    Fallback,
+    Jobs,
+    LibraryWarning,
+    NullReporter,
+    Phase,
+    Reporter,
+    SearchStep,
+    said_as,
+    use,
+)
+from promptrobust.engine.progress.library_warnings import capture as capture_library_warnings
 from promptrobust.engine.progress.recording import Recorder
 from promptrobust.engine.progress.state import ProgressState, Status, WorkStatus
 
@@ -129,9 +141,9 @@ class StreamReporter:
 
     def emit(self, event: Event) -> None:
         notable = self.state.apply(event)
-        if isinstance(event, Fallback):
+        if isinstance(event, (Fallback, LibraryWarning)):
             if notable:
-                self.write_line(f"pre: fallback: {event.message}")
+                self.write_line(f"pre: {said_as(event)}")
         elif isinstance(event, Phase):
             if self.phases:
                 self.write_line(f"pre: {self.state.phase}")
@@ -167,13 +179,14 @@ class StreamReporter:
             self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop the heartbeat; a run that asked for requests ends with one last status line."""
+    def stop(self, *, final_line: bool = True) -> None:
+        """Stop the heartbeat; a run that asked for requests ends with one last status line
+        (``final_line`` False: not that one, when the caller's own last line must stay the last)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-            if self.phases and self.state.counts()[0]:
+            if final_line and self.phases and self.state.counts()[0]:
                 self.heartbeat()
         if self.recorder is not None:
             self.state.status()  # the last counters
@@ -188,12 +201,13 @@ class StreamReporter:
 
 @contextlib.contextmanager
 def reporting(reporter: Reporter) -> Iterator[Reporter]:
-    """Install ``reporter`` for the work inside, starting and stopping its heartbeat."""
+    """Install ``reporter`` for the work inside, starting and stopping its heartbeat; third-party
+    warnings go through ``library_warnings`` meanwhile (said in a line of ours, or only noted)."""
     start = getattr(reporter, "start", None)
     if start is not None:
         start()
     try:
-        with use(reporter):
+        with use(reporter), capture_library_warnings():
             yield reporter
     finally:
         stop = getattr(reporter, "stop", None)

@@ -141,7 +141,17 @@ class Fallback:
     message: str
 
 
-Event = Phase | PhaseEnd | PhaseDone | Planned | SearchStep | Jobs | JobStarted | JobEnded | Work | Watch | Fallback
+@dataclass(frozen=True)
+class LibraryWarning:
+    """A third-party library warned something that may matter (``library_warnings``): said once,
+    in one line, like a fallback."""
+
+    key: str
+    message: str
+
+
+Event = (Phase | PhaseEnd | PhaseDone | Planned | SearchStep | Jobs | JobStarted | JobEnded | Work | Watch | Fallback
+         | LibraryWarning)
 
 
 class Reporter(Protocol):
@@ -149,15 +159,20 @@ class Reporter(Protocol):
 
 
 class NullReporter:
-    """Hears nothing (the default outside the API and the CLI), except fallbacks: a substitute
-    resource is always said, once per process, on stderr."""
+    """Hears nothing (the default outside the API and the CLI), except fallbacks and library
+    warnings: a substitute resource is always said, once per process, on stderr."""
 
     said: set[str] = set()
 
     def emit(self, event: Event) -> None:
-        if isinstance(event, Fallback) and event.key not in NullReporter.said:
+        if isinstance(event, (Fallback, LibraryWarning)) and event.key not in NullReporter.said:
             NullReporter.said.add(event.key)
-            print(f"pre: fallback: {event.message}", file=sys.stderr)
+            print(f"pre: {said_as(event)}", file=sys.stderr)
+
+
+def said_as(event: Fallback | LibraryWarning) -> str:
+    """The line a fallback or a library warning is said in (after ``pre: ``)."""
+    return f"fallback: {event.message}" if isinstance(event, Fallback) else f"warning: {event.message}"
 
 
 _current: contextvars.ContextVar[Reporter] = contextvars.ContextVar("promptrobust_progress", default=NullReporter())
@@ -354,6 +369,11 @@ def watch(stats: object) -> None:
 
 def fallback(key: str, message: str) -> None:
     _emit(Fallback(key, message))
+
+
+def library_warning(key: str, message: str) -> None:
+    """A third-party warning worth a line (``library_warnings`` decides which)."""
+    _emit(LibraryWarning(key, message))
 
 
 class _FallbackHandler(logging.Handler):

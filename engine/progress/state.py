@@ -21,6 +21,7 @@ from promptrobust.engine.progress.events import (
     Fallback,
     JobEnded,
     Jobs,
+    LibraryWarning,
     Phase,
     PhaseDone,
     PhaseEnd,
@@ -148,7 +149,7 @@ class ProgressState:
         elif isinstance(event, Watch):
             if all(s is not event.stats for s, _ in self._stats):
                 self._stats.append((event.stats, _counts(event.stats)))
-        elif isinstance(event, Fallback):
+        elif isinstance(event, (Fallback, LibraryWarning)):
             if event.key not in self.fallbacks:
                 self.fallbacks[event.key] = event.message
                 return True

@@ -117,6 +117,7 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
         if plan.attacks is None:
             evaluation = await session.evaluate(target.evaluation, model=plan.model, prompts=target.prompts,
                                                 keep_records=output.log_samples)
+            folder.write_records(evaluation.rows())  # results.jsonl + .parquet: every run has them
             logged = folder.write_jsonl("samples.jsonl", evaluation.sample_log()) if output.log_samples else 0
             facts = {**session_facts(session), "counters": _since(before, session_facts(session)["counters"])}
             folder.write_results(clean_document(command, result=evaluation, facts=facts, configs=configs, logged=logged,

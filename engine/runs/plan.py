@@ -51,7 +51,7 @@ from promptrobust.tasks.registry import get_task, list_tasks
 
 __all__ = [
     "COLUMN_SETTINGS", "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "TaskChoice", "attack_settings",
-    "build_plan", "check_paths", "check_results_file", "model_and_scheduler",
+    "base_model_note", "build_plan", "check_paths", "check_results_file", "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
@@ -139,6 +139,12 @@ class RunTarget:
             raise SettingsError(f"dataset {self.evaluation.dataset!r} is not the target's task {self.task.name!r}")
         if not self.prompts:
             raise SettingsError(f"no prompts to score on {self.task.name}", setting="prompt_type")
+
+    @property
+    def label_scoring(self) -> bool:
+        """Whether mode choices (label log-probs) can score this target: the one mode decision asked
+        for it (a task with free-text answers cannot)."""
+        return decide_mode("choices", self.task) == "choices"
 
 
 @dataclass(frozen=True)
@@ -281,12 +287,20 @@ def build_plan(
     if output.results_file:
         check_results_file(output.results_file)
     shots = evaluation.shots_for(spec.base_model)
-    notes: tuple[Note, ...] = ()
-    if evaluation.shots is None and shots:
-        notes = (Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
-                      "set shots to 0 for zero-shot", setting="shots"),)
+    note = base_model_note(spec, evaluation)
+    notes: tuple[Note, ...] = (note,) if note is not None else ()
     targets = tuple(_target(task, evaluation, prompts, attacks, shots) for task in tasks)
     return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output, notes=notes)
+
+
+def base_model_note(spec: ModelSpec, evaluation: EvaluationSettings) -> Note | None:
+    """What the paper's base-model rule did (``EvaluationSettings.shots_for``: no shots given, a
+    base model: 3-shot), said before anything is scored; None when it did nothing."""
+    shots = evaluation.shots_for(spec.base_model)
+    if evaluation.shots is not None or not shots:
+        return None
+    return Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
+                "set shots to 0 for zero-shot", setting="shots")
 
 
 def _tasks(datasets: Sequence[str | Task] | str) -> list[Task]:

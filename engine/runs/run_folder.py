@@ -27,6 +27,9 @@ the package)::
               and what the command adds
     samples   sample counts ("evaluated" per prompt, "logged" when --log-samples)
     date      "started", "finished" (UTC, ISO 8601); wall_seconds
+    library_warnings  third-party warnings this process saw (a deprecation in transformers
+              that promptrobust must follow, ...), in our words and theirs
+              (``engine.progress.library_warnings``); usually empty
 
 Every file goes through ``engine.atomic_io`` (temp file, fsync, rename), the one
 place to point at a shared atomic writer.
@@ -48,6 +51,7 @@ from typing import Any
 
 import orjson
 
+from promptrobust.engine.progress import library_warnings
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.records import append_jsonl, consolidate_parquet, now, read_jsonl
@@ -387,6 +391,7 @@ def results_document(
         "date": {"started": started, "finished": now()},
         "wall_seconds": round(float(wall_seconds), 3),
         "counters": dict(counters or {}),
+        "library_warnings": library_warnings.noted(),
     }
 
 

@@ -8,6 +8,8 @@ library returns, so the CLI (and any API caller) only hands them over.
   (``pre eval``, ``pre transfer``, ``pre defend``);
 - ``results_file_document``: lm-eval's ``--output_path FILE.json``: every target's results.json
   in one file, keyed by dataset, with the run folder each came from.
+- ``sweep_document`` and ``merged_sweep_document``: a sweep folder's records (``pre sweep``,
+  ``pre sweep merge``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.runs.run_folder import redact_argv, results_document
 from promptrobust.engine.measuring.settings import AttackSettings
 
-__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "protocol_document", "records_document", "results_file_document",
-           "session_facts"]
+__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "merged_sweep_document", "protocol_document", "records_document",
+           "results_file_document", "session_facts", "sweep_document"]
 
 #: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
 RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
@@ -155,6 +157,30 @@ def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
         ident = identity_of(b.scheduler)
         out.setdefault(repr(sorted(ident.items(), key=str)), ident)
     return list(out.values())
+
+
+def merged_sweep_document(folder: Any, shards: Sequence[str | Path], *, started: str, wall_seconds: float,
+                          argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """``pre sweep merge``'s results.json: the merged folder's records as an unsharded sweep's
+    (``sweep_document``), its config.json as the sweep's config, and where the records came from:
+    per shard folder its own command, versions and models (from its results.json, when it has one)."""
+    import orjson
+
+    sources, models = [], []
+    for shard in map(Path, shards):
+        summary = shard / "results.json"
+        try:
+            data = orjson.loads(summary.read_bytes()) if summary.is_file() else {}
+        except orjson.JSONDecodeError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        sources.append({"folder": str(shard), "command": data.get("command"), "versions": data.get("versions"),
+                        "date": data.get("date")})
+        models += [m for m in data.get("models") or [] if isinstance(m, dict) and m not in models]
+    config_path = Path(folder.path) / "config.json"
+    config = orjson.loads(config_path.read_bytes()) if config_path.is_file() else {}
+    return sweep_document(folder, facts={"models": models, "counters": {}}, configs={"sweep": config, "merged_from": sources},
+                          started=started, wall_seconds=wall_seconds, argv=argv)
 
 
 def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,

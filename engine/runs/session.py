@@ -39,7 +39,7 @@ from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome, run_plan
 from promptrobust.engine.runs.plan import Note, RunPlan
 
 from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
-from promptrobust.engine.measuring.records import AttackRecord, RecordFrames
+from promptrobust.engine.measuring.records import CLEAN_KIND, AttackRecord, RecordFrames
 from promptrobust.engine.runs.prompt_choice import prompt_set
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, parse_model_args, resolve_model
 from promptrobust.engine.serving.scheduler import Scheduler
@@ -108,6 +108,14 @@ class EvaluationResult(RecordFrames):
         for c, ev in zip(self.clean, self.evaluations):
             for rec in ev.records:
                 yield {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """``results.jsonl`` of a clean-only run: one row per prompt, kind ``clean`` (``CLEAN_KIND``):
+        its entry of results.json's ``results.clean``, with what a row read alone needs: the model,
+        the dataset, the settings it was measured under, the majority-class rate and its per-sample scores."""
+        base = {"kind": CLEAN_KIND, "model": self.model, "dataset": self.dataset, **self.measurement,
+                "chance_rate": self.chance_rate}
+        return [{**base, **c.to_dict(), "sample_scores": list(c.sample_scores)} for c in self.clean]
 
     def table(self) -> str:
         """A plain-text table: prompt, score, 95% interval, at-chance flag."""

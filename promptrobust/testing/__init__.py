@@ -5,6 +5,7 @@
 - ``SyntheticScorer``: a real PromptScorer over made-up data, for attack tests.
 - ``FakeOpenAIServer``: a real OpenAI-compatible HTTP server on 127.0.0.1 with
   scriptable faults (429, 5xx, slow, dropped, malformed answers).
+- ``run_in_terminal`` / ``render``: a command in a pseudo-terminal, and the screen it leaves.
 
 Nothing here is imported by the product's own modules.
 """
@@ -24,6 +25,9 @@ _EXPORTS = {
     "build_tiny_masked_lm": "promptrobust.testing.synthetic",
     "FakeOpenAIServer": "promptrobust.testing.fake_openai",
     "sentiment_answer": "promptrobust.testing.fake_openai",
+    "TerminalRecording": "promptrobust.testing.terminal",
+    "render": "promptrobust.testing.terminal",
+    "run_in_terminal": "promptrobust.testing.terminal",
 }
 
 __all__ = sorted(_EXPORTS)

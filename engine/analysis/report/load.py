@@ -28,7 +28,7 @@ import promptrobust.engine.analysis.report.checks as checks
 from promptrobust.engine.analysis.report.checks import INVALID, ReadProblems
 from promptrobust.engine.measuring.statistics import is_at_chance, record_status
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.measuring.records import KINDS, infer_kind
+from promptrobust.engine.measuring.records import KINDS, infer_kind, is_record_row
 from promptrobust.engine.runs.run_folder import FORMAT as RESULTS_FORMAT
 from promptrobust.engine.measuring.settings import MeasurementSettings, int_or_none as _int_or_none
 
@@ -278,8 +278,8 @@ def legacy_run_key(rec: Mapping[str, Any]) -> str:
 def _record_rows(path: Path, has_jsonl: set[Path]) -> list[dict[str, Any]]:
     from promptrobust.engine.measuring.records import read_jsonl  # warns on a torn last line
 
-    if path.name == "results.jsonl":
-        return read_jsonl(path, non_finite=True)  # a NaN is judged here (checks), not skipped as a bad line
+    if path.name == "results.jsonl":  # a clean-only run's rows are its results.json's clean scores, read there
+        return [r for r in read_jsonl(path, non_finite=True) if is_record_row(r)]  # a NaN is judged here (checks)
     if path.parent / "results.jsonl" in has_jsonl:
         return []
     data = _read_json(path) or {}

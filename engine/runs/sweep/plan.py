@@ -135,6 +135,22 @@ class DryRun:
     prices: str | None = None
     """The price table read; None: the shipped one."""
 
+    def by_axis(self) -> dict[str, list[tuple[str, int, int]]]:
+        """The jobs summed along each axis of the grid (model, dataset, prompt set, attack): per
+        value, in grid order, (value, jobs, attack requests at most before cache and early stopping).
+        A cell's clean scoring is shared by its attacks, so it is counted in ``totals`` only."""
+        axes: dict[str, dict[str, list[int]]] = {"model": {}, "dataset": {}, "prompt set": {}, "attack": {}}
+        for row in self.rows:
+            job = row["job"]
+            requests = row["attack_max"]
+            for axis, value in (("model", job.model), ("dataset", job.dataset),
+                                ("prompt set", f"{job.shots}-shot {job.prompt_type}"), ("attack", job.attack)):
+                count = axes[axis].setdefault(value, [0, 0])
+                count[0] += 1
+                count[1] += requests
+        return {axis: [(value, jobs, requests) for value, (jobs, requests) in values.items()]
+                for axis, values in axes.items()}
+
 
 def dry_run(plan: SweepPlan, prices: str | None = None) -> DryRun:
     """The plan's jobs with their request estimates; API costs from ``prices`` (default: the shipped table)."""
@@ -152,15 +168,25 @@ def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
     return estimate.format_estimates(rows)
 
 
-def merge_shards(out: str, shards: Sequence[str]) -> tuple[MergeResult, list[str], str]:
-    """Every shard's records in ``out``, exactly once each; also the caches the shards recorded
-    and the cache ``out`` names (to merge them into: ``merge_caches``), "CACHE" when it names none."""
+def merge_shards(out: str, shards: Sequence[str], *, argv: Sequence[str] | None = None) -> tuple[MergeResult, list[str], str]:
+    """Every shard's records in ``out``, exactly once each, and ``out``'s results.json (as an
+    unsharded sweep writes it, with each shard's command and versions: ``argv`` is the merge's
+    own command); also the caches the shards recorded and the cache ``out`` names (to merge them
+    into: ``merge_caches``), "CACHE" when it names none."""
+    import time
+
     import orjson
 
-    from promptrobust.engine.runs.run_folder import recorded_cache
+    from promptrobust.engine.measuring.records import now
+    from promptrobust.engine.runs.run_folder import SweepFolder, recorded_cache
+    from promptrobust.engine.runs.run_results import merged_sweep_document
     from promptrobust.engine.runs.sweep.sharding import merge_runs
 
+    started, began = now(), time.monotonic()
     result = merge_runs(out, shards)
+    folder = SweepFolder(out)
+    folder.write_results(merged_sweep_document(folder, shards, started=started, wall_seconds=time.monotonic() - began,
+                                               argv=argv))
     caches = [cache for cache in map(recorded_cache, shards) if cache]
     merged = Path(out) / "config.json"
     target = (orjson.loads(merged.read_bytes()).get("cache") if merged.is_file() else None) or "CACHE"
