@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes ove
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
-    ("model", "--model", DEFAULT_MODEL), ("model_args", "--model-args", ""), ("dataset", "--dataset", "rotten_tomatoes"),
+    ("model", "--model", DEFAULT_MODEL), ("model_args", "--model-args", ""), ("dataset", "--dataset", None),
     ("data_dir", "--data-dir", None), ("data_file", "--data-file", None), ("limit", "--limit", None),
     ("shots", "--shots", None), ("seed", "--seed", 0), ("mode", "--mode", "generate"), ("parser", "--parser", "last_word"),
     ("max_new_tokens", "--max-tokens", None), ("prompt_type", "--prompt-type", "task"), ("cache", "--cache", None),

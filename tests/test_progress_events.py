@@ -260,6 +260,7 @@ def test_early_stopping_takes_a_candidates_unasked_samples_out_of_the_total_at_o
 
     from promptrobust.engine.measuring.evaluator import Evaluator
     from promptrobust.engine.serving.scheduler import Scheduler
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
     from promptrobust.testing.backends import CountingBackend, TableTask, table_answer
 
     n = 24
@@ -270,7 +271,7 @@ def test_early_stopping_takes_a_candidates_unasked_samples_out_of_the_total_at_o
         collect = Collect()
         task = TableTask(n=n, table=table)
         backend = CountingBackend(batching=True, max_batch_size=8, answer=table_answer(table))
-        async with Scheduler(backend, max_wait_ms=0) as sched:
+        async with Scheduler(backend, settings=SchedulerSettings(max_wait_ms=0)) as sched:
             ev = Evaluator(sched, task, task.load(), mode="generate", chunk_size=4, early_stopping=True)
             with progress.use(collect):
                 await ev(prompts, to_beat=0.5)

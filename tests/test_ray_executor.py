@@ -150,19 +150,21 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
     events: list[str] = []
 
     def remove_a_node(state: dict[str, Any]) -> None:
-        if removed or state["progress"].records < 1:
+        # fake-b holds its first answers for 4 s each (scripted below): once its server has a request,
+        # fake-b's unit is surely still working, so its node goes mid-unit on any machine load.
+        slow = server["openai:fake-b"]
+        if removed or slow.count("/v1/chat/completions") + slow.count("/v1/completions") < 1:
             return
-        busy = {ray.get(s.actor.where.remote())["node"] for s in state["slots"].values() if s.actor is not None and s.in_flight}
+        busy = {ray.get(s.actor.where.remote())["node"] for s in state["slots"].values()
+                if s.actor is not None and s.in_flight and s.model == "openai:fake-b"}
         for node in nodes:
             if node.node_id in busy:
-                # The busy node's unit must still be working when its node goes, also on a loaded machine
-                # where it could otherwise finish in between: its next answers take a while.
-                for srv in server.values():
-                    srv.script(*["slow:1"] * 24)
                 removed.append(node.node_id)
                 local.remove_node(node, allow_graceful=False)
                 return
 
+    server["openai:fake-b"].reset_counts()
+    server["openai:fake-b"].script(*["slow:4"] * 6)
     cfg = _config(tmp_path, "nodes", server)
     started = time.monotonic()
     progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=60),

@@ -247,6 +247,10 @@ def _get(record: Any, key: str, default: Any = None) -> Any:
     return getattr(record, key, default)
 
 
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def record_status(record: Any) -> str:
     """A record's status; older records without one are inferred: an error
     means "failed", a clean score of 0 "skipped_clean_zero", else "attacked"."""
@@ -301,7 +305,8 @@ def summarize_pdrs(
     Records are mappings (or objects with the same attributes); their order
     does not matter. Reruns are not merged here: pass each measurement once.
     """
-    attacked = [r for r in records if record_status(r) == "attacked"]
+    # A record without a finite PDR (hand-made, damaged) has nothing to average; reports list it as invalid.
+    attacked = [r for r in records if record_status(r) == "attacked" and _finite_number(_get(r, "pdr"))]
     n = len(attacked)
     prompts = {_get(r, "clean_prompt") or _get(r, "prompt_id") for r in attacked}
     if n == 0:
