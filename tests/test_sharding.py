@@ -271,6 +271,7 @@ limit = 4
 top_k = 1
 budget = 4
 concurrency = 2
+max_jobs = 1  # one job at a time: once a record is written, the next one needs answers the test holds
 
 [grid]
 models = ["openai:fake-a", "openai:fake-b"]
@@ -292,6 +293,7 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
     from promptrobust.cli.main import main
@@ -301,8 +303,20 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    with FakeOpenAIServer(model="fake-a", answer=hashed_text_answer, latency=0.03) as a, \
-            FakeOpenAIServer(model="fake-b", answer=hashed_text_answer, latency=0.03) as b:
+    shard1 = tmp_path / "runs" / "cli.shard-1-of-2"
+    # Once shard 1 has written a record, the servers hold every answer until the shard is
+    # killed: the kill then surely lands mid-run, however slowly a loaded machine polls.
+    proc_started, holding, released = threading.Event(), threading.Event(), threading.Event()
+
+    def gated_answer(text: str) -> str:
+        if proc_started.is_set() and (holding.is_set() or (
+                (shard1 / "results.jsonl").exists() and (shard1 / "results.jsonl").read_bytes().count(b"\n") >= 1)):
+            holding.set()
+            released.wait(timeout=120)
+        return hashed_text_answer(text)
+
+    with FakeOpenAIServer(model="fake-a", answer=gated_answer, latency=0.03) as a, \
+            FakeOpenAIServer(model="fake-b", answer=gated_answer, latency=0.03) as b:
         config = tmp_path / "cli.toml"
         config.write_text(_TOML.format(out=tmp_path / "runs", cache=tmp_path / "scores.sqlite", url_a=a.url, url_b=b.url))
         cfg = load_config(config)
@@ -320,7 +334,7 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
         asyncio.run(go())
 
         command = [sys.executable, "-m", "promptrobust.cli.main", "sweep", str(config), "--quiet", "--shard"]
-        shard1 = tmp_path / "runs" / "cli.shard-1-of-2"
+        proc_started.set()
         proc = subprocess.Popen([*command, "1/2"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None:
@@ -331,6 +345,8 @@ def test_cli_shard_killed_mid_run_is_resumed_and_merges_to_the_unsharded_sweep(t
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         killed_with = len(records(shard1))
+        proc_started.clear()
+        released.set()
         for part in ("1/2", "2/2"):  # resume shard 1, run shard 2
             done = subprocess.run([*command, part], cwd=root, env=env, capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr
