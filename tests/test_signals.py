@@ -36,8 +36,16 @@ def _posts(srv: FakeOpenAIServer) -> int:
     return srv.count("/v1/chat/completions") + srv.count("/v1/completions")
 
 
+def _terminal_dispositions() -> None:
+    """A terminal's defaults, whatever the test runner inherited (under `nohup pytest` HUP is
+    ignored, and an ignored hang-up rightly stays ignored in `pre`)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ignore_sigint() -> None:
     """What a shell does to `cmd &` in a script, and what nohup and some schedulers do."""
+    _terminal_dispositions()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -53,7 +61,7 @@ def test_signal_mid_run_leaves_one_line_no_folder_and_a_resumable_cache(tmp_path
     total = 10 * 30  # ten task prompts x 30 samples
     with FakeOpenAIServer(latency=0.02) as srv:
         proc = subprocess.Popen(_cmd(srv, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=_ignore_sigint if sigint_ignored else None)
+                                preexec_fn=_ignore_sigint if sigint_ignored else _terminal_dispositions)
         deadline = time.monotonic() + 60
         while _posts(srv) < 40 and time.monotonic() < deadline:
             time.sleep(0.05)
