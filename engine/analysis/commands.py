@@ -284,7 +284,7 @@ def _in_session(output: OutputOptions, scheduler: SchedulerSettings, call: Calla
             result = await call(session)
             return result, session_facts(session)
 
-    return run_sync(go)  # type: ignore[no-any-return]
+    return run_sync(go)
 
 
 def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Sequence[Mapping[str, Any]],

@@ -107,7 +107,7 @@ async def defend(
     chosen, notes = settings.select(loaded)
     by_model: dict[str, list[SourceRecord]] = {}
     for s in chosen:
-        by_model.setdefault(model if model is not None else s.record.model, []).append(s)  # type: ignore[arg-type]
+        by_model.setdefault(model if model is not None else s.record.model, []).append(s)
 
     plan = []  # (bench, members, defense)
     for name, members in by_model.items():

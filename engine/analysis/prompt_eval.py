@@ -142,7 +142,7 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
     if not isinstance(row, dict):
         raise PromptFileError(f"{where} must be a prompt string or an object with 'prompt' or 'clean'/'adversarial'")
     rid = str(row.get("id") if row.get("id") not in (None, "") else f"p{n}")
-    common = {
+    common: dict[str, Any] = {  # the keywords both kinds of item share
         "id": rid,
         "attack": str(row.get("attack") or "given"),
         "prompt_type": str(row.get("prompt_type") or "given"),

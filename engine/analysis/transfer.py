@@ -140,4 +140,4 @@ def _texts(members: Sequence[SourceRecord]) -> list[str]:
 def _as_sources(sources: Sequence[SourceRecord | str | Path]) -> list[SourceRecord]:
     paths = [s for s in sources if not isinstance(s, SourceRecord)]
     records = [s for s in sources if isinstance(s, SourceRecord)]
-    return records + (load_source_records(paths) if paths else [])  # type: ignore[arg-type]
+    return records + (load_source_records(paths) if paths else [])

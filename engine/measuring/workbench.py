@@ -34,9 +34,12 @@ from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
-from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
+from promptrobust.engine.measuring.settings import (
+    DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings, SampleSelection,
+)
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.common import DatasetTask
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
@@ -232,16 +235,16 @@ def task_of(evaluation: EvaluationSettings) -> Task:
     return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
 
 
-def with_selection(task: Task, selection: str) -> Task:
+def with_selection(task: Task, selection: SampleSelection) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
         return task
-    if not hasattr(task, "selection"):
+    if not isinstance(task, DatasetTask):  # the only tasks with rows to select from
         raise SettingsError(
             f"sample_selection {selection!r}: {task.name} generates its samples, it has no rows to take first",
             setting="sample_selection",
         )
-    return dataclasses.replace(task, selection=selection)  # type: ignore[type-var]
+    return dataclasses.replace(task, selection=selection)
 
 
 def label_scoring(backend: Any) -> str:
@@ -362,7 +365,7 @@ def clean_score(bench: Workbench, prompt: Prompt, evaluation: PromptEvaluation) 
         prompt=prompt,
         score=evaluation.score,
         ci95=(float(ci[0]), float(ci[1])),
-        at_chance=is_at_chance(ci, bench.chance_rate),  # type: ignore[arg-type]
+        at_chance=is_at_chance(ci, bench.chance_rate),
         sample_scores=scores,
         unparseable=evaluation.unparseable,
     )
@@ -461,7 +464,8 @@ async def attack_one(
     attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
     semantic_source = OWN_SEMANTIC_SET if semantic_prompts is None else "given"
     if isinstance(semantic_prompts, SemanticPrompts):
-        semantic_prompts, semantic_source = semantic_prompts.prompts, semantic_prompts.source
+        semantic_source = semantic_prompts.source
+        semantic_prompts = semantic_prompts.prompts
     outcome = await attack.run(
         prompt.text,
         evaluator,
