@@ -20,7 +20,7 @@ from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
-    from promptrobust.engine.runs.execute import TargetOutcome
+    from promptrobust.engine.runs.api import TargetOutcome
     from promptrobust.engine.runs.plan import Note
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
@@ -110,7 +110,7 @@ def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float
 
 
 def print_records(records: Sequence[Any]) -> None:
-    from promptrobust.engine.analysis.report.meaning import meaning_text
+    from promptrobust.engine.analysis.report import meaning_text
 
     attacked = [r for r in records if r.status == "attacked"]
     if attacked:
