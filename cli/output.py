@@ -20,6 +20,7 @@ from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
+    from promptrobust import AttackRecord
     from promptrobust.engine.runs.api import TargetOutcome
     from promptrobust.engine.runs.plan import Note
 
@@ -109,7 +110,7 @@ def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float
         print(f"note: prompts marked 'at chance' score no better than the majority class{rate}: their PDR is not meaningful")
 
 
-def print_records(records: Sequence[Any]) -> None:
+def print_records(records: Sequence[AttackRecord]) -> None:
     from promptrobust.engine.analysis.report import meaning_text
 
     attacked = [r for r in records if r.status == "attacked"]
@@ -212,7 +213,7 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
     return f"{lead}; try\n  " + "\n  ".join(options)
 
 
-def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str, *,
+def after_attack(args: argparse.Namespace, records: Sequence[AttackRecord], attacks: Sequence[str], report_dir: str, *,
                  labels: bool = True) -> str:
     """What to run after an attack: the report of the runs, and other attacks on the same setting."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"

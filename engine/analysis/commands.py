@@ -181,10 +181,11 @@ def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args
 def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
     """Transfer records, transfer.md/.csv (APDR per source -> target and attack), records.csv, results.json."""
     assert plan.model is not None, "plan_transfer gives every transfer plan its target model"
+    target = plan.model
     datasets = sorted({s.record.dataset for s in plan.sources})[:2]
     with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
         result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
-            session, list(plan.sources), model=plan.model, settings=plan.settings, keep_samples=plan.output.log_samples,
+            session, list(plan.sources), model=target, settings=plan.settings, keep_samples=plan.output.log_samples,
             progress=_Progress("transfer")))
         _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
         columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]

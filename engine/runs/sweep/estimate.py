@@ -211,7 +211,7 @@ def plan_totals(plan: Sequence[Mapping[str, Any]]) -> PlanTotals:
     return PlanTotals(clean=clean, attack_max=attack, cells=len(cells))
 
 
-def model_estimates(cfg: Any, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
+def model_estimates(cfg: SweepConfig, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
     """``estimate`` for a sweep config: each model resolved with its ``[models."NAME"]`` model_args."""
     specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
     return estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
