@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "EvaluationSettings": "promptrobust.engine.measuring.settings",
     "AttackSettings": "promptrobust.engine.measuring.settings",
     "EvaluationResult": "promptrobust.engine.runs.session",
+    "CleanScore": "promptrobust.engine.measuring.workbench",
     "MeasurementSettings": "promptrobust.engine.measuring.settings",
     "AttackRecord": "promptrobust.engine.measuring.records",
     "ProtocolResult": "promptrobust.engine.measuring.protocol",
@@ -61,10 +62,10 @@ _EXPORTS: dict[str, str] = {
 
 # Written out (not derived from _EXPORTS) so static tools read it; tests/test_architecture.py checks they agree.
 __all__ = [
-    "__version__", "AttackRecord", "AttackSettings", "DefenseResult", "EvaluationResult", "EvaluationSettings",
-    "MeasurementSettings", "PromptEvalResult", "ProtocolResult", "Report", "SchedulerSettings", "Session",
-    "SweepProgress", "TransferResult", "Workbench", "attack", "attack_top_k", "evaluate", "report", "run_sync",
-    "sweep",
+    "__version__", "AttackRecord", "AttackSettings", "CleanScore", "DefenseResult", "EvaluationResult",
+    "EvaluationSettings", "MeasurementSettings", "PromptEvalResult", "ProtocolResult", "Report", "SchedulerSettings",
+    "Session", "SweepProgress", "TransferResult", "Workbench", "attack", "attack_top_k", "evaluate", "report",
+    "run_sync", "sweep",
 ]
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs (``__getattr__`` loads them at run time)
@@ -75,7 +76,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (``__getattr__``
     from promptrobust.engine.measuring.protocol import ProtocolResult
     from promptrobust.engine.measuring.records import AttackRecord
     from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, MeasurementSettings
-    from promptrobust.engine.measuring.workbench import Workbench
+    from promptrobust.engine.measuring.workbench import CleanScore, Workbench
     from promptrobust.engine.runs.api import attack, attack_top_k, evaluate, sweep
     from promptrobust.engine.runs.session import EvaluationResult, Session
     from promptrobust.engine.runs.sweep.runner import SweepProgress
