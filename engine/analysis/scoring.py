@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from promptrobust.engine.measuring.workbench import Workbench
     from promptrobust.engine.runs.session import Session
     from promptrobust.engine.serving.registry import ModelSpec
+    from promptrobust.engine.serving.scheduler import Scheduler
 
 __all__ = [
     "AnalysisInputError",
@@ -112,7 +113,7 @@ def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, nam
     )
 
 
-def summed_counters(schedulers: Sequence[Any]) -> Callable[[], dict[str, float]]:
+def summed_counters(schedulers: Sequence[Scheduler]) -> Callable[[], dict[str, float]]:
     """Live counters of several schedulers added up (for one progress line)."""
 
     def counters() -> dict[str, float]:
