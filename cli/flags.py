@@ -17,7 +17,7 @@ import textwrap
 import types
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
@@ -30,6 +30,13 @@ if TYPE_CHECKING:  # the plans load what they plan with: read when a command run
     from promptrobust.engine.runs.task_choice import Target
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")
+
+
+class Subcommands(Protocol):
+    """The subcommand table ``pre``'s parser hands each command's ``add_parser`` (argparse's
+    ``add_subparsers()`` value, whose class is private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 #: What a flag adds to its field's docstring (the command line's own ways of setting it).
 EXTRA_HELP = {
