@@ -332,8 +332,8 @@ def versions() -> dict[str, Any]:
     return dict(_VERSIONS)
 
 
-def _record_counts(records: Sequence[Any]) -> dict[str, Any]:
-    def get(r: Any, key: str) -> Any:
+def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[str, Any]:
+    def get(r: AttackRecord | Mapping[str, Any], key: str) -> Any:
         return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
 
     by_kind: dict[str, int] = {}
@@ -352,7 +352,7 @@ def results_document(
     measurement: Mapping[str, Any] | None,
     configs: Mapping[str, Any],
     clean: Sequence[Mapping[str, Any]] = (),
-    records: Sequence[Any] = (),
+    records: Sequence[AttackRecord | Mapping[str, Any]] = (),
     apdr: Sequence[Mapping[str, Any]] = (),
     extra_results: Mapping[str, Any] | None = None,
     samples: int | None = None,
