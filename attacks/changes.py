@@ -41,7 +41,7 @@ class Change:
 
 def _span(tokens: Sequence[str], offsets: Sequence[int], lo: int, hi: int) -> tuple[str, int, int]:
     """The text of tokens [lo, hi) with its start and end, surrounding whitespace trimmed."""
-    start, end = offsets[lo], offsets[hi]
+    start = offsets[lo]
     text = "".join(tokens[lo:hi])
     stripped = text.strip()
     lead = len(text) - len(text.lstrip())

@@ -252,7 +252,7 @@ class _WordListUnpickler(pickle.Unpickler):
         ("numpy._core.multiarray", "scalar"),
     }
 
-    def find_class(self, module: str, name: str):  # type: ignore[override]
+    def find_class(self, module: str, name: str) -> type:
         if (module, name) in self._ALLOWED:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"wordlist.pickle may hold only words and rows, found {module}.{name}")

@@ -57,9 +57,9 @@ REFERENCE_PAIRS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+def spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation (average ranks for ties)."""
-    def ranks(x: Sequence[float]) -> np.ndarray:
+    def ranks(x: Sequence[float] | np.ndarray) -> np.ndarray:
         arr = np.asarray(x, dtype=float)
         order = arr.argsort(kind="stable")
         r = np.empty(len(arr))

@@ -22,11 +22,16 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from promptrobust.attacks.base import WordSite
 from promptrobust.attacks.embeddings import is_antonym
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.words import has_letter, match_case, tokenize
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 #: One import of torch/transformers at a time (a sweep loads masked LMs from worker threads).
 _IMPORT_LOCK = threading.Lock()
@@ -45,14 +50,20 @@ class MaskedLM:
         self.model_id = model
         self.device = device
         self.max_length = max_length
-        self._tok = None
-        self._model = None
-        self._last = None
+        self._tok: PreTrainedTokenizerBase | None = None
+        self._model: PreTrainedModel | None = None
+        self._last: tuple[str, torch.Tensor] | None = None
 
     def ensure_loaded(self) -> None:
         """Load now (not at the first replacement), so a missing model fails
         before any budget is spent, never silently after it."""
         self._load()
+
+    def _loaded(self) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+        """The tokenizer and model, loaded on first use."""
+        self._load()
+        assert self._tok is not None and self._model is not None  # _load set both or raised
+        return self._tok, self._model
 
     def _load(self) -> None:
         if self._model is not None:
@@ -66,7 +77,7 @@ class MaskedLM:
             )
         try:
             with _IMPORT_LOCK:  # concurrent sweep jobs importing transformers at once can see a half-made module
-                import torch  # noqa: F401
+                importlib.import_module("torch")  # before transformers, under the same lock
                 from transformers import AutoModelForMaskedLM, AutoTokenizer
         except ImportError as exc:  # installed, but importing failed: say the real cause
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -105,78 +116,77 @@ class MaskedLM:
     def as_word(self, token: str) -> str | None:
         """The word a vocabulary token stands for, or None for word pieces
         that continue a word (WordPiece "##ing") and special tokens."""
-        self._load()
-        if token.startswith("##") or token in self._tok.all_special_tokens:  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        if token.startswith("##") or token in tok.all_special_tokens:
             return None
-        text = self._tok.convert_tokens_to_string([token]).strip()  # type: ignore[union-attr]
+        text = tok.convert_tokens_to_string([token]).strip()
         return text if text.isalpha() else None
 
     def piece_count(self, word: str) -> int:
         """How many tokens the word becomes on its own."""
-        self._load()
-        return len(self._tok.encode(word, add_special_tokens=False))  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        return len(tok.encode(word, add_special_tokens=False))
 
     def is_special(self, token: str) -> bool:
-        self._load()
-        return token in self._tok.all_special_tokens  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        return token in tok.all_special_tokens
 
     def join_pieces(self, tokens: Sequence[str]) -> str:
         """The text a run of vocabulary tokens spells ("play", "##ing" -> "playing")."""
-        self._load()
-        text = self._tok.convert_tokens_to_string(list(tokens))  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        text = tok.convert_tokens_to_string(list(tokens))
         return text.replace("##", "").replace(" ", "").strip()
 
     def mask_position(self, masked_text: str) -> int | None:
         """Token index of the (first) mask token in ``masked_text``; None when
         truncation cut it off."""
-        self._load()
-        ids = self._tok(masked_text, truncation=True, max_length=self.max_length)["input_ids"]  # type: ignore[misc]
+        tok, _ = self._loaded()
+        ids = tok(masked_text, truncation=True, max_length=self.max_length)["input_ids"]
         try:
-            return ids.index(self._tok.mask_token_id)  # type: ignore[union-attr]
+            return ids.index(tok.mask_token_id)
         except ValueError:
             return None
 
-    def position_log_probs(self, text: str):
+    def position_log_probs(self, text: str) -> torch.Tensor:
         """Log-probabilities over the vocabulary at every token position of
         ``text`` (unmasked), as a [positions, vocab] tensor. The last text's
         result is kept: the greedy search asks for every word of one prompt."""
-        self._load()
+        tok, model = self._loaded()
         if self._last is not None and self._last[0] == text:
             return self._last[1]
         import torch
 
-        batch = self._tok(text, return_tensors="pt", truncation=True, max_length=self.max_length)  # type: ignore[misc]
-        batch = {name: t.to(self.device) for name, t in batch.items()}
+        encoded = tok(text, return_tensors="pt", truncation=True, max_length=self.max_length)
+        batch = {name: t.to(self.device) for name, t in encoded.items()}
         with torch.inference_mode():
-            logits = self._model(**batch).logits[0]  # type: ignore[misc]
+            logits = model(**batch).logits[0]
         out = torch.log_softmax(logits.float(), dim=-1).cpu()
         self._last = (text, out)
         return out
 
     def token(self, token_id: int) -> str:
-        self._load()
-        return self._tok.convert_ids_to_tokens(int(token_id))  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        return tok.convert_ids_to_tokens([int(token_id)])[0]
 
     @property
     def mask_token(self) -> str:
-        self._load()
-        return self._tok.mask_token  # type: ignore[union-attr]
+        tok, _ = self._loaded()
+        return tok.mask_token
 
     def top_tokens(self, masked_texts: Sequence[str], k: int) -> list[list[str]]:
         """For each text (with exactly one mask token), the ``k`` most likely
         tokens at the mask, best first, as vocabulary strings."""
-        self._load()
+        tok, model = self._loaded()
         import torch
 
-        tok, model = self._tok, self._model
-        batch = tok(
+        encoded = tok(
             list(masked_texts),
             return_tensors="pt",
             padding=True,
             truncation=True,
             max_length=self.max_length,
         )
-        batch = {name: t.to(self.device) for name, t in batch.items()}
+        batch = {name: t.to(self.device) for name, t in encoded.items()}
         with torch.inference_mode():
             logits = model(**batch).logits
         out: list[list[str]] = []
@@ -189,7 +199,7 @@ class MaskedLM:
             top = torch.topk(
                 logits[row, where[0]], min(k, logits.shape[-1])
             ).indices.tolist()
-            out.append(tok.convert_ids_to_tokens(top))
+            out.append(list(tok.convert_ids_to_tokens(top)))
         return out
 
 

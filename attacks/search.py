@@ -391,7 +391,7 @@ async def prompt_set_search(
         note = f"worst of {len(todo)} semantic prompts{skipped}; other scores not computed (every_score=false)"
         return SearchResult(best.prompt, best.score, notes={"result": note})
     scores = dict(zip(todo, await tracker.score_exact(todo)))
-    language = {}
+    language: dict[str, str] = {}
     for lang, text in prompts:
         language.setdefault(text, lang)
     table = tuple((language[t], t, scores[t]) for t in todo)

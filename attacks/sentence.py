@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, overload
 
 import numpy as np
 
@@ -36,6 +36,10 @@ class SentenceEncoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@overload
+def angular_similarity(cosine: float) -> float: ...
+@overload
+def angular_similarity(cosine: np.ndarray) -> np.ndarray: ...
 def angular_similarity(cosine: float | np.ndarray) -> float | np.ndarray:
     """1 - arccos(cos) / pi: 1 for the same direction, 0.5 for orthogonal, 0 opposite."""
     return 1.0 - np.arccos(np.clip(cosine, -1.0, 1.0)) / np.pi

@@ -422,8 +422,10 @@ async def main() -> None:
     if extrapolated:
         sampler = CallSampler(backend, task, examples, extrapolated, args.baseline_calls, 1 + len(attacks), args.max_tokens)
 
-        async def between(cs: list[Contender]) -> None:
+        async def sample_between(cs: list[Contender]) -> None:
             await sampler.slice({c.name: c.recorder for c in cs if c.recorder is not None})
+
+        between = sample_between
 
     margins = GreedyMargins()
     greedy_margins = margins.margins

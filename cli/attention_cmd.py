@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from promptrobust.cli import flags, output
 
@@ -28,7 +27,7 @@ attention.html (a fragment for reports) and attention.json (every score).
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     g = p.add_argument_group("model and data (default: the record's, else gemma3-270m on rotten_tomatoes)")
     flags.add_model_arguments(g, default=None)

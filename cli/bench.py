@@ -12,10 +12,13 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import promptrobust.cli as cli_package
 from promptrobust.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from promptrobust.cli.flags import Subcommands
 
 #: The repository's bench/ folder (absent when the package is installed without the checkout).
 REPO_BENCH_DIR = Path(cli_package.__file__).resolve().parents[1] / "bench"
@@ -38,7 +41,7 @@ and prints a Markdown table with the command and settings that produced it.
 
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     """Register `pre bench` and its benchmarks."""
     bench = sub.add_parser("bench", help="benchmarks: API rate limits, attack cost, engine overhead, ceiling, scaling, gpu",
                            description=DESCRIPTION, formatter_class=formatter)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from promptrobust.cli.flags import Subcommands
 
 HELP = "merge score caches (of sweep shards, Ray workers or other machines) into one file"
 
@@ -20,7 +23,7 @@ examples:
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("cache", help="score cache tools (merge)", description=HELP, formatter_class=formatter)
     actions = p.add_subparsers(dest="cache_command", metavar="ACTION")
     m = actions.add_parser("merge", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)

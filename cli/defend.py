@@ -28,7 +28,7 @@ records.csv. Needs the pyspellchecker package (offline dictionary).
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     flags.add_source_arguments(p)
     p.add_argument("--distance", type=int, default=2, choices=[1, 2], help="largest edit distance of a spelling correction")

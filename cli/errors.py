@@ -45,13 +45,9 @@ class UserError(PromptRobustError):
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
-    """Every exception type that means 'bad input or environment', not a bug."""
-    # Until the serving core's errors subclass PromptRobustError (being moved under it), they
-    # are named here too; once they do, these two lines are redundant and can go.
-    from promptrobust.engine.serving.backends.base import BackendError
-    from promptrobust.engine.serving.cache import CacheError
-
-    return PromptRobustError, FileNotFoundError, PermissionError, BackendError, CacheError
+    """Every exception type that means 'bad input or environment', not a bug (the serving
+    core's backend and cache errors included: they subclass ``PromptRobustError``)."""
+    return PromptRobustError, FileNotFoundError, PermissionError
 
 
 def flag_for(setting: str) -> str:
@@ -83,8 +79,7 @@ def _leading_setting(text: str) -> str | None:
     """The settings field a settings check names first ("limit must be ...")."""
     from dataclasses import fields
 
-    from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
-    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+    from promptrobust import AttackSettings, EvaluationSettings, SchedulerSettings
 
     first = text.split(" ", 1)[0]
     known = {f.name for kind in (EvaluationSettings, AttackSettings, SchedulerSettings) for f in fields(kind)}

@@ -35,7 +35,7 @@ works; a column named like a record field, e.g. shots, is kept as source_shots) 
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompts", metavar="FILE", help="prompts file (.jsonl, .json, .csv, .tsv or text)")

@@ -17,20 +17,26 @@ import textwrap
 import types
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
-from promptrobust.engine.measuring.settings import DEFAULT_DATASET, AttackSettings, EvaluationSettings
-from promptrobust.engine.runs.catalog import DEFAULT_MODEL
-from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust import AttackSettings, EvaluationSettings, SchedulerSettings
+from promptrobust.engine.runs.catalog import DEFAULT_DATASET, DEFAULT_MODEL
 
 if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
     from promptrobust.engine.analysis.commands import SourceSettings
     from promptrobust.engine.runs.plan import OutputOptions, TaskChoice
-    from promptrobust.tasks.base import Task
+    from promptrobust.engine.runs.task_choice import Target
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")
+
+
+class Subcommands(Protocol):
+    """The subcommand table ``pre``'s parser hands each command's ``add_parser`` (argparse's
+    ``add_subparsers()`` value, whose class is private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
 
 #: What a flag adds to its field's docstring (the command line's own ways of setting it).
 EXTRA_HELP = {
@@ -199,12 +205,12 @@ def task_choice(args: argparse.Namespace) -> TaskChoice:
     return result
 
 
-def targets(args: argparse.Namespace) -> list[str | Task]:
+def targets(args: argparse.Namespace) -> list[Target]:
     """What the command measures: --task FILE, --data-file (or --dataset hf:PATH) with its columns, or --dataset names."""
     return task_choice(args).targets(datasets(args), getattr(args, "data_file", None))
 
 
-def evaluation_settings(args: argparse.Namespace, target: str | Task | None = None) -> EvaluationSettings:
+def evaluation_settings(args: argparse.Namespace, target: Target | None = None) -> EvaluationSettings:
     """``EvaluationSettings`` from the data and query flags (and lm-eval's --gen_kwargs, --system_instruction)
     for ``target`` (a dataset name, or a user's own task; default: the first --dataset)."""
     target = target if target is not None else (datasets(args) or [DEFAULT_DATASET])[0]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from promptrobust.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from promptrobust.cli.flags import Subcommands
 
 HELP = "list models, datasets, prompts or attacks"
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "list", help=HELP, description=HELP, formatter_class=formatter,
         epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n"

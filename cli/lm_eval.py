@@ -23,12 +23,10 @@ import argparse
 import ast
 from dataclasses import fields
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from promptrobust.cli.errors import UserError, flag_for
-from promptrobust.engine.measuring.settings import EvaluationSettings
-from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+from promptrobust import EvaluationSettings, SchedulerSettings
 
 #: lm-evaluation-harness spelling -> pre's flag.
 ALIASES: dict[str, str] = {

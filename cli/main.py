@@ -58,7 +58,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         hidden = default is None or default is False or default == "" or default is argparse.SUPPRESS or default == []
         if hidden or "%(default)" in (action.help or "") or "default:" in (action.help or ""):  # said already
             return action.help or ""
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or ""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,7 +143,8 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
         except BrokenPipeError:
             # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
             # The interpreter flushes stdout at exit: point its descriptor at /dev/null first.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+            if sys.__stdout__ is not None:  # None when Python runs without a console (pythonw)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
             return 0
         except Exception as exc:  # noqa: BLE001 - only the environment's refusals are caught; the rest re-raised
             # A full disk, a read-only folder: the environment, not a bug (exit 1, one line, no traceback).

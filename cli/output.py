@@ -13,15 +13,28 @@ import argparse
 import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from promptrobust.cli.errors import with_flag
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
-    from promptrobust.engine.runs.execute import TargetOutcome
+    from promptrobust import AttackRecord, CleanScore
+    from promptrobust.engine.analysis.commands import Outcome
+    from promptrobust.engine.runs.api import TargetOutcome
     from promptrobust.engine.runs.plan import Note
+
+
+class AnalysisPlan(Protocol):
+    """What ``run_analysis`` reads of an analysis' plan (``engine.analysis.commands``)."""
+
+    @property
+    def notes(self) -> Sequence[str | Note]: ...
+
+
+PlanT = TypeVar("PlanT", bound=AnalysisPlan)
+ResultT = TypeVar("ResultT")
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
@@ -60,7 +73,7 @@ def say_note(note: Note | str) -> None:
     say(note if isinstance(note, str) else with_flag(note.text, note.setting))
 
 
-def run_analysis(plan: Any, run: Callable[[Any], Any], show: Callable[[Any], None]) -> int:
+def run_analysis(plan: PlanT, run: Callable[[PlanT], Outcome[ResultT]], show: Callable[[ResultT], None]) -> int:
     """An analysis command after its plan: what planning said (before anything runs), the run,
     what it said that planning had not, its result (``show``) and where its run folder is."""
     for note in plan.notes:
@@ -96,7 +109,7 @@ def settings_line(settings: dict[str, Any]) -> str:
             f"{settings['input_format']} input, {how}, metric {settings['metric']}, seed {settings['seed']}")
 
 
-def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float | None = None) -> None:
+def print_clean(settings: dict[str, Any], clean: Iterable[CleanScore], *, chance: float | None = None) -> None:
     clean = list(clean)
     print(settings_line(settings))
     width = max([len(c.prompt.id) for c in clean] + [6])
@@ -109,8 +122,8 @@ def print_clean(settings: dict[str, Any], clean: Iterable[Any], *, chance: float
         print(f"note: prompts marked 'at chance' score no better than the majority class{rate}: their PDR is not meaningful")
 
 
-def print_records(records: Sequence[Any]) -> None:
-    from promptrobust.engine.analysis.report.meaning import meaning_text
+def print_records(records: Sequence[AttackRecord]) -> None:
+    from promptrobust.engine.analysis.report import meaning_text
 
     attacked = [r for r in records if r.status == "attacked"]
     if attacked:
@@ -189,7 +202,7 @@ def command(args: argparse.Namespace, *extra: str, drop: Sequence[str] = ()) -> 
     return redact_text(shlex.join(["pre", "run", *kept_flags(args, drop=drop), *extra]))
 
 
-def after_clean(args: argparse.Namespace, clean: Sequence[Any], samples: int, *, labels: bool = True) -> str:
+def after_clean(args: argparse.Namespace, clean: Sequence[CleanScore], samples: int, *, labels: bool = True) -> str:
     """What to run after clean scores: attack the best prompt, unless every prompt is at chance."""
     usable = [c for c in clean if not c.at_chance and c.score > 0]
     if usable:
@@ -212,7 +225,7 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
     return f"{lead}; try\n  " + "\n  ".join(options)
 
 
-def after_attack(args: argparse.Namespace, records: Sequence[Any], attacks: Sequence[str], report_dir: str, *,
+def after_attack(args: argparse.Namespace, records: Sequence[AttackRecord], attacks: Sequence[str], report_dir: str, *,
                  labels: bool = True) -> str:
     """What to run after an attack: the report of the runs, and other attacks on the same setting."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"

@@ -12,6 +12,8 @@ line (``pre: results in ...``) is the last one on the screen.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TextIO
 
 
 # -- the run's reporter: engine progress events drawn on the terminal -------------------------
@@ -114,8 +116,8 @@ class TerminalReporter:
         if self.mode == "tty":  # prints of the command go above the status line, not into it
             self._term = sys.stderr
             self._saved = (sys.stdout, sys.stderr)
-            sys.stdout = _ClearingStream(sys.stdout, self._clear)  # type: ignore[assignment]
-            sys.stderr = _ClearingStream(sys.stderr, self._clear)  # type: ignore[assignment]
+            sys.stdout = _ClearingStream(sys.stdout, self._clear)
+            sys.stderr = _ClearingStream(sys.stderr, self._clear)
         self.inner.start()
 
     def stop(self) -> None:
@@ -127,7 +129,7 @@ class TerminalReporter:
         # A log keeps its last status line (the run's counts); a terminal's last line is the command's.
         self.inner.stop(final_line=self.mode != "tty")
         if self._saved is not None:
-            sys.stdout, sys.stderr = self._saved  # type: ignore[assignment]
+            sys.stdout, sys.stderr = self._saved
             self._saved = None
         with self._lock:
             if self.mode == "tty" and self._drawn:
@@ -139,14 +141,14 @@ class TerminalReporter:
 class _ClearingStream:
     """A text stream that clears the status line before each write (then passes everything on)."""
 
-    def __init__(self, stream: object, clear: object) -> None:
+    def __init__(self, stream: TextIO, clear: Callable[[], None]) -> None:
         self._stream = stream
         self._clear = clear
 
     def write(self, text: str) -> int:
         if text:
-            self._clear()  # type: ignore[operator]
-        return self._stream.write(text)  # type: ignore[attr-defined, no-any-return]
+            self._clear()
+        return self._stream.write(text)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)

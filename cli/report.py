@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from promptrobust.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from promptrobust.cli.flags import Subcommands
 
 HELP = "tables, plots and an HTML page (clean scores, APDR with intervals, cost, word frequency) from finished runs"
 
@@ -46,7 +49,7 @@ are listed, not averaged.
 FORMATS = ("md", "csv", "png", "svg", "pdf", "html", "latex")
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("report", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders, sweep folders or results files (searched recursively)")
     p.add_argument("--output-dir", default=None, metavar="DIR",

@@ -7,7 +7,7 @@ run (``engine.runs.api.run_plan``: one run folder per dataset, written as it goe
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from promptrobust.cli import flags, lm_eval, output
 
@@ -41,7 +41,7 @@ prompt of every record).
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser("run", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     g = p.add_argument_group("what to evaluate")
     flags.add_model_arguments(g)

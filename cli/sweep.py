@@ -62,7 +62,7 @@ JOB_LINES = 50
 RAY_FLAGS = ("address", "num_cpus", "num_gpus", "workers_per_model", "max_in_flight", "unit_timeout", "worker_cache_dir")
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     from promptrobust.engine.runs.sweep.plan import RayOptions
 
     p = sub.add_parser("sweep", help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)

@@ -31,7 +31,7 @@ sample std and its 95% interval) and records.csv.
 """
 
 
-def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     flags.add_source_arguments(p)
     flags.add_analysis_arguments(p, from_records=True)

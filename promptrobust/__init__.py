@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 from importlib import metadata as _metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:  # one source of the version: pyproject.toml, read back from the installed metadata
     __version__ = _metadata.version("promptrobust")
@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "EvaluationSettings": "promptrobust.engine.measuring.settings",
     "AttackSettings": "promptrobust.engine.measuring.settings",
     "EvaluationResult": "promptrobust.engine.runs.session",
+    "CleanScore": "promptrobust.engine.measuring.workbench",
     "MeasurementSettings": "promptrobust.engine.measuring.settings",
     "AttackRecord": "promptrobust.engine.measuring.records",
     "ProtocolResult": "promptrobust.engine.measuring.protocol",
@@ -59,7 +60,28 @@ _EXPORTS: dict[str, str] = {
     "run_sync": "promptrobust.engine.runs.sync",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+# Written out (not derived from _EXPORTS) so static tools read it; tests/test_architecture.py checks they agree.
+__all__ = [
+    "__version__", "AttackRecord", "AttackSettings", "CleanScore", "DefenseResult", "EvaluationResult",
+    "EvaluationSettings", "MeasurementSettings", "PromptEvalResult", "ProtocolResult", "Report", "SchedulerSettings",
+    "Session", "SweepProgress", "TransferResult", "Workbench", "attack", "attack_top_k", "evaluate", "report",
+    "run_sync", "sweep",
+]
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs (``__getattr__`` loads them at run time)
+    from promptrobust.engine.analysis.defense import DefenseResult
+    from promptrobust.engine.analysis.prompt_eval import PromptEvalResult
+    from promptrobust.engine.analysis.report import Report, build_report as report
+    from promptrobust.engine.analysis.transfer import TransferResult
+    from promptrobust.engine.measuring.protocol import ProtocolResult
+    from promptrobust.engine.measuring.records import AttackRecord
+    from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, MeasurementSettings
+    from promptrobust.engine.measuring.workbench import CleanScore, Workbench
+    from promptrobust.engine.runs.api import attack, attack_top_k, evaluate, sweep
+    from promptrobust.engine.runs.session import EvaluationResult, Session
+    from promptrobust.engine.runs.sweep.runner import SweepProgress
+    from promptrobust.engine.runs.sync import run_sync
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
 
 def __getattr__(name: str) -> Any:

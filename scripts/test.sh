@@ -21,4 +21,8 @@ for name in ("gemma3-270m", "smollm2-135m-instruct"):  # the default, and the on
     print(f"{name} converted from its GGUF into {store_root()} in {time.monotonic() - started:.1f} s", flush=True)
 PY
 fi
+# Static checks first (about a minute): types (pyproject's [tool.mypy]: every error fails the run, a
+# stale `# type: ignore` too) and pyflakes (unused imports and locals, undefined names).
+python -m mypy
+python -m pyflakes engine cli attacks tasks promptrobust bench
 python -m pytest -q "$@"

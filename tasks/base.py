@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-PromptType = Literal["task", "role", "semantic"]
+# "given": a prompt a caller passed in to be scored (pre eval, score_prompts), from no prompt set.
+PromptType = Literal["task", "role", "semantic", "given"]
 Shot = Literal["zero", "few"]
 ParserName = Literal["last_word", "robust"]
 

@@ -144,7 +144,7 @@ def _import_package() -> Any:
     dio_mod = importlib.import_module("sympy.solvers.diophantine.diophantine")
     added = False
     if not hasattr(dio_pkg, "base_solution_linear"):
-        dio_pkg.base_solution_linear = dio_mod.base_solution_linear
+        setattr(dio_pkg, "base_solution_linear", dio_mod.base_solution_linear)
         added = True
     try:
         try:
@@ -161,12 +161,12 @@ def _import_package() -> Any:
         if added:
             del dio_pkg.base_solution_linear
     # Always proxied: probing ``numpy.object`` itself warns on numpy 2.
-    poly_sample.np = _NumpyCompat(numpy)
-    composition._ALLOWED_SYMBOLS = _SortedIterSet(composition._ALLOWED_SYMBOLS)
+    setattr(poly_sample, "np", _NumpyCompat(numpy))
+    setattr(composition, "_ALLOWED_SYMBOLS", _SortedIterSet(getattr(composition, "_ALLOWED_SYMBOLS")))
     for name in ("numbers", "arithmetic", "comparison", "measurement", "polynomials", "algebra", "calculus"):
         mod = importlib.import_module(f"mathematics_dataset.modules.{name}")
         if getattr(mod, "random", None) is random:
-            mod.random = _RandomCompat()
+            setattr(mod, "random", _RandomCompat())
     return modules
 
 

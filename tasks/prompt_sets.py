@@ -17,8 +17,9 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
-from promptrobust.tasks.base import Prompt, Task
+from promptrobust.tasks.base import Prompt, PromptType, Task
 from promptrobust.tasks.errors import PromptFileError, UnknownPromptError
 from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
@@ -34,7 +35,7 @@ def builtin_files(dataset: str) -> dict[str, Path]:
 
 
 @lru_cache(maxsize=128)
-def _parse_file(path: str, mtime_ns: int) -> tuple[tuple[str, str, str, str], ...]:
+def _parse_file(path: str, mtime_ns: int) -> tuple[tuple[str, PromptType, str, str], ...]:
     """(id, type, language, text) per [[prompt]] table, validated."""
     p = Path(path)
     try:
@@ -46,7 +47,7 @@ def _parse_file(path: str, mtime_ns: int) -> tuple[tuple[str, str, str, str], ..
     tables = data.get("prompt")
     if not isinstance(tables, list) or not tables:
         raise PromptFileError(f"{p}: no [[prompt]] tables; add at least one [[prompt]] with id, type and text")
-    out = []
+    out: list[tuple[str, PromptType, str, str]] = []
     for n, t in enumerate(tables, 1):
         where = f"{p}: prompt #{n}"
         if not isinstance(t, dict):
@@ -64,7 +65,7 @@ def _parse_file(path: str, mtime_ns: int) -> tuple[tuple[str, str, str, str], ..
         lang = t.get("language", "en")
         if not isinstance(lang, str) or not lang.strip():
             raise PromptFileError(f"{where} ({t['id']}): field 'language' must be a non-empty string")
-        out.append((t["id"], t["type"], lang, t["text"]))
+        out.append((t["id"], cast(PromptType, t["type"]), lang, t["text"]))  # checked against PROMPT_TYPES above
     return tuple(out)
 
 

@@ -444,9 +444,9 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
             tag = f"{model}-{shot}shot" if shot else model
             clean_text, adv_text = "\n".join(clean).strip(), adversarial.strip()
             shown = classify_pair(clean_text, adv_text)
-            relabel = shown is not None and shown != attack
-            if relabel:
-                moved[(dataset, attack, shown)] = moved.get((dataset, attack, shown), 0) + 1
+            relabel = shown if shown is not None and shown != attack else None
+            if relabel is not None:
+                moved[(dataset, attack, relabel)] = moved.get((dataset, attack, relabel), 0) + 1
             elif shown is None and attack in ("checklist", "stresstest"):
                 # a sentence-level block whose pair changes words: some word attack's, which one is unknown
                 moved[(dataset, attack, "")] = moved.get((dataset, attack, ""), 0) + 1
@@ -454,8 +454,8 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
                 continue
             out.append(AdversarialPair(
                 id=f"pb-{tag}-{dataset}-{attack}-{counts[key]:02d}", model=model, shot=shot, dataset=dataset,
-                attack=shown if relabel else attack, clean=clean_text, adversarial=adv_text, clean_score=c,  # type: ignore[arg-type]
-                attacked_score=a, dropped=d, source=p.name, labelled_attack=attack if relabel else "",
+                attack=relabel if relabel is not None else attack, clean=clean_text, adversarial=adv_text, clean_score=c,
+                attacked_score=a, dropped=d, source=p.name, labelled_attack=attack if relabel is not None else "",
             ))
             clean, adversarial = None, None
         elif clean is not None and adversarial is None and line.strip():

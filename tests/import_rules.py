@@ -42,34 +42,24 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 #: (importer, imported) pairs allowed for a stated reason.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
-#: The library surface the CLI may import (issue 29): a command is arguments -> settings -> plan ->
-#: run -> write -> print, so it needs the settings values, the plans and what runs them, the error
-#: base, the catalog of what exists, the progress events and safe terminal output. Anything else
-#: it needs belongs behind one of these.
+#: The library surface the CLI may import (issue 29: at most 12 modules): a command is arguments ->
+#: settings -> plan -> run -> write -> print, so it needs the settings values, the plans and what
+#: runs them, the error base (every library error a user can fix subclasses it), the catalog of what
+#: exists, the progress events and safe terminal output. Anything else it needs belongs behind one of these.
 CLI_SURFACE = frozenset({
-    "promptrobust",  # the package front: the version
+    "promptrobust",  # the public API: the version and the settings values its flags derive from
     "promptrobust.engine.errors",  # the error base and SettingsError
     "promptrobust.engine.progress",  # progress events, drawn on the terminal
     "promptrobust.engine.safe_io",  # terminal-safe streams, redaction, the environment's refusals
-    "promptrobust.engine.measuring.settings",  # EvaluationSettings, AttackSettings: flags derive from them
-    "promptrobust.engine.serving.scheduler_settings",  # SchedulerSettings: flags derive from it
     "promptrobust.engine.runs.task_choice",  # TaskChoice: a user's own task; its flags derive from it
     "promptrobust.engine.runs.plan",  # pre run's plan
     "promptrobust.engine.runs.lm_eval_args",  # lm-eval's API model arguments, mapped or refused
     "promptrobust.engine.runs.api",  # running a plan
-    "promptrobust.engine.runs.catalog",  # models, datasets, prompts, attacks (pre list), the default model
+    "promptrobust.engine.runs.catalog",  # models, datasets, prompts, attacks (pre list), the defaults
     "promptrobust.engine.runs.sweep.plan",  # pre sweep's plan, its dry run and merges (records and caches)
     "promptrobust.engine.analysis.commands",  # pre eval, transfer, defend, attention: plan and run
-    "promptrobust.engine.analysis.report",  # pre report
-    "promptrobust.engine.analysis.report.meaning",  # one line on what an adversarial prompt changed
+    "promptrobust.engine.analysis.report",  # pre report, and the one line on what an adversarial prompt changed
 })
-
-#: CLI imports allowed until a stated change lands: (importing module, imported module).
-CLI_TRANSITIONAL: set[tuple[str, str]] = {
-    # the serving core's errors, until they subclass PromptRobustError (in progress on the serving side)
-    ("promptrobust.cli.errors", "promptrobust.engine.serving.backends.base"),
-    ("promptrobust.cli.errors", "promptrobust.engine.serving.cache"),
-}
 
 
 @dataclass(frozen=True)
@@ -192,10 +182,10 @@ def cli_library_imports(root: Path) -> dict[str, set[str]]:
 
 
 def cli_surface_violations(root: Path) -> list[str]:
-    """CLI imports outside ``CLI_SURFACE`` (and the transitional ones), one line each."""
+    """CLI imports outside ``CLI_SURFACE``, one line each."""
     found = []
     for e in imported_modules(root, "cli"):
-        if _under(e.imported, "promptrobust.cli") or e.imported in CLI_SURFACE or (e.importer, e.imported) in CLI_TRANSITIONAL:
+        if _under(e.imported, "promptrobust.cli") or e.imported in CLI_SURFACE:
             continue
         found.append(f"{e.path}:{e.line}: {e.importer} imports {e.imported}, which is not the CLI's library surface")
     return sorted(set(found))

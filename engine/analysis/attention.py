@@ -87,7 +87,7 @@ def load_model(ref: str | Path, *, device: str = "cpu") -> tuple[Any, Any]:
     except (OSError, ValueError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AttentionError(f"cannot load model {str(ref)!r} with transformers: {first}") from None
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # transformers wraps .to in functools.wraps, whose typing drops the bound self
     model.eval()
     return model, tok
 

@@ -153,7 +153,7 @@ class SourcePlan:
             raise SettingsError(f"distance must be 1 or 2 (got {self.distance!r})", setting="distance")
 
 
-def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | None, model_args: Any,
+def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | None, model_args: str | Mapping[str, Any] | None,
                   scheduler: SchedulerSettings | None, output: OutputOptions | None, distance: int = 2) -> SourcePlan:
     check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
@@ -163,7 +163,8 @@ def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | N
                       distance, tuple(notes))
 
 
-def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: Any = None, settings: SourceSettings | None = None,
+def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str | Mapping[str, Any] | None = None,
+                  settings: SourceSettings | None = None,
                   scheduler: SchedulerSettings | None = None, output: OutputOptions | None = None) -> SourcePlan:
     """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
     if not model:
@@ -171,7 +172,8 @@ def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: Any 
     return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output)
 
 
-def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: Any = None, distance: int = 2,
+def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
+                 distance: int = 2,
                  settings: SourceSettings | None = None, scheduler: SchedulerSettings | None = None,
                  output: OutputOptions | None = None) -> SourcePlan:
     """The adversarial prompts of ``sources``, spell-corrected and scored on ``model`` (None: each record's own)."""
@@ -181,10 +183,11 @@ def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args
 def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
     """Transfer records, transfer.md/.csv (APDR per source -> target and attack), records.csv, results.json."""
     assert plan.model is not None, "plan_transfer gives every transfer plan its target model"
+    target = plan.model
     datasets = sorted({s.record.dataset for s in plan.sources})[:2]
     with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
         result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
-            session, list(plan.sources), model=plan.model, settings=plan.settings, keep_samples=plan.output.log_samples,
+            session, list(plan.sources), model=target, settings=plan.settings, keep_samples=plan.output.log_samples,
             progress=_Progress("transfer")))
         _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
         columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
@@ -284,7 +287,7 @@ def _in_session(output: OutputOptions, scheduler: SchedulerSettings, call: Calla
             result = await call(session)
             return result, session_facts(session)
 
-    return run_sync(go)  # type: ignore[no-any-return]
+    return run_sync(go)
 
 
 def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Sequence[Mapping[str, Any]],

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.scoring import (
     ProgressSink,
@@ -36,6 +36,9 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.session import Session
 
 __all__ = ["DefenseResult", "defend", "defense_row"]
 
@@ -86,10 +89,10 @@ def defense_row(r: AttackRecord) -> dict[str, Any]:
 
 
 async def defend(
-    session: Any,
+    session: Session,
     sources: Sequence[SourceRecord | str | Path],
     *,
-    model: Any = None,
+    model: str | None = None,
     model_args: Mapping[str, Any] | None = None,
     settings: SourceSettings | None = None,
     distance: int = 2,
@@ -107,7 +110,7 @@ async def defend(
     chosen, notes = settings.select(loaded)
     by_model: dict[str, list[SourceRecord]] = {}
     for s in chosen:
-        by_model.setdefault(model if model is not None else s.record.model, []).append(s)  # type: ignore[arg-type]
+        by_model.setdefault(model if model is not None else s.record.model, []).append(s)
 
     plan = []  # (bench, members, defense)
     for name, members in by_model.items():

@@ -16,7 +16,7 @@ import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -36,6 +36,10 @@ from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
 from promptrobust.tasks.base import Task
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.serving.registry import ModelSpec
 
 __all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
 
@@ -142,7 +146,7 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
     if not isinstance(row, dict):
         raise PromptFileError(f"{where} must be a prompt string or an object with 'prompt' or 'clean'/'adversarial'")
     rid = str(row.get("id") if row.get("id") not in (None, "") else f"p{n}")
-    common = {
+    common: dict[str, Any] = {  # the keywords both kinds of item share
         "id": rid,
         "attack": str(row.get("attack") or "given"),
         "prompt_type": str(row.get("prompt_type") or "given"),
@@ -293,10 +297,10 @@ def pair_row(r: AttackRecord) -> dict[str, Any]:
 
 
 async def evaluate_prompts(
-    session: Any,
+    session: Session,
     prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]],
     *,
-    model: Any = None,
+    model: str | ModelSpec | None = None,
     model_args: Mapping[str, Any] | None = None,
     settings: EvaluationSettings | None = None,
     prompt_type: str = "all",

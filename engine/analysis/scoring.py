@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 
 from promptrobust.engine.errors import PromptRobustError
@@ -20,6 +20,12 @@ from promptrobust.engine.analysis.report.tables import Table
 from promptrobust.engine.measuring.records import Cost
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.base import Prompt
+
+if TYPE_CHECKING:
+    from promptrobust.engine.measuring.workbench import Workbench
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.serving.registry import ModelSpec
+    from promptrobust.engine.serving.scheduler import Scheduler
 
 __all__ = [
     "AnalysisInputError",
@@ -47,7 +53,7 @@ class ProgressSink(Protocol):
         """The work is over (also called on errors)."""
 
 
-async def prepare(session: Any, spec: Any, settings: EvaluationSettings) -> Any:
+async def prepare(session: Session, spec: ModelSpec, settings: EvaluationSettings) -> Workbench:
     """The evaluation resolved for one model (``Session.workbench``: prepared once per
     session): task, samples, few-shot examples (a base model without explicit shots
     gets the paper's 3), the mode, the chance rate and the shared scheduler."""
@@ -74,7 +80,7 @@ class PromptScore:
     """Every input, answer and score (only when asked for, for ``--log-samples``)."""
 
 
-async def score_prompts(bench: Any, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
+async def score_prompts(bench: Workbench, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
     """Exact scores of the distinct ``prompts`` through ``Workbench.score_prompts``
     (the one loop: no early stopping, all submitted at once, each prompt's cost its own)."""
     distinct = list(dict.fromkeys(prompts))
@@ -107,7 +113,7 @@ def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, nam
     )
 
 
-def summed_counters(schedulers: Sequence[Any]) -> Callable[[], dict[str, float]]:
+def summed_counters(schedulers: Sequence[Scheduler]) -> Callable[[], dict[str, float]]:
     """Live counters of several schedulers added up (for one progress line)."""
 
     def counters() -> dict[str, float]:

@@ -117,7 +117,7 @@ def _data_source(config: Path) -> tuple[str | None, str | None]:
         return None, None
     if not isinstance(data, dict):
         return None, None
-    nested = data.get("evaluation") if isinstance(data.get("evaluation"), dict) else {}
+    nested = given if isinstance(given := data.get("evaluation"), dict) else {}
     pick = lambda k: data.get(k) or nested.get(k)  # noqa: E731
     return pick("data_dir"), pick("data_file")
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.scoring import ProgressSink, prepare, score_prompts
 from promptrobust.engine.measuring.statistics import apdr_rows
@@ -30,6 +30,10 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.session import Session
+    from promptrobust.engine.serving.registry import ModelSpec
 
 __all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
 
@@ -80,10 +84,10 @@ def transfer_row(r: AttackRecord) -> dict[str, Any]:
 
 
 async def transfer(
-    session: Any,
+    session: Session,
     sources: Sequence[SourceRecord | str | Path],
     *,
-    model: Any,
+    model: str | ModelSpec,
     model_args: Mapping[str, Any] | None = None,
     settings: SourceSettings | None = None,
     keep_samples: bool = False,
@@ -140,4 +144,4 @@ def _texts(members: Sequence[SourceRecord]) -> list[str]:
 def _as_sources(sources: Sequence[SourceRecord | str | Path]) -> list[SourceRecord]:
     paths = [s for s in sources if not isinstance(s, SourceRecord)]
     records = [s for s in sources if isinstance(s, SourceRecord)]
-    return records + (load_source_records(paths) if paths else [])  # type: ignore[arg-type]
+    return records + (load_source_records(paths) if paths else [])

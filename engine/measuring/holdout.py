@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Sample
+
+if TYPE_CHECKING:  # workbench imports this module's users; the names are for annotations
+    from promptrobust.engine.measuring.workbench import CleanScore, Workbench
 
 SPLIT_RULE = "last round(n * fraction) samples of the seeded sample order held out; the rest searched"
 
@@ -40,7 +43,7 @@ def split_samples(samples: Sequence[Sample], fraction: float) -> tuple[list[Samp
     return list(samples[: len(samples) - held]), list(samples[len(samples) - held :])
 
 
-def split_workbench(bench: Any, fraction: float) -> tuple[Any, Any]:
+def split_workbench(bench: Workbench, fraction: float) -> tuple[Workbench, Workbench]:
     """(search workbench, held-out workbench): the same model, task, examples
     and settings on the two parts of the samples."""
     from promptrobust.engine.measuring.workbench import _chance_rate
@@ -52,7 +55,7 @@ def split_workbench(bench: Any, fraction: float) -> tuple[Any, Any]:
     )
 
 
-async def held_out_pair(held: Any, clean_prompt: str, adversarial_prompt: str, fraction: float) -> dict[str, Any]:
+async def held_out_pair(held: Workbench, clean_prompt: str, adversarial_prompt: str, fraction: float) -> dict[str, Any]:
     """The clean and adversarial prompt on the held-out samples: scores, PDR,
     intervals and McNemar p (the same statistics as the in-sample record)."""
     from promptrobust.attacks.result import performance_drop_rate
@@ -73,7 +76,7 @@ async def held_out_pair(held: Any, clean_prompt: str, adversarial_prompt: str, f
     }
 
 
-async def held_out_ranking(held: Any, ranked: Sequence[Any], top_k: int) -> list[dict[str, Any]]:
+async def held_out_ranking(held: Workbench, ranked: Sequence[CleanScore], top_k: int) -> list[dict[str, Any]]:
     """In-sample and held-out clean score of the top-k prompts of a ranking
     (the in-sample ranking chose them; the held-out score is not selected on)."""
     from promptrobust.engine.measuring.statistics import score_interval
@@ -94,6 +97,6 @@ async def held_out_ranking(held: Any, ranked: Sequence[Any], top_k: int) -> list
     return out
 
 
-def in_sample_mean(ranked: Sequence[Any]) -> float | None:
+def in_sample_mean(ranked: Sequence[CleanScore]) -> float | None:
     """Mean in-sample clean score of the whole prompt set (what the top score is the best of)."""
     return sum(c.score for c in ranked) / len(ranked) if ranked else None

@@ -164,7 +164,7 @@ async def run_protocol(
                     record = failed_record(bench, clean.prompt, name, settings, clean, one_line(exc))
                     on_event(f"FAILED {name} on {clean.prompt.id}: {record.error}")
                 progress.phase_done()  # progress: the search's projection ends with the attack
-                if held is not None and record.status == "attacked":
+                if held is not None and settings.holdout and record.status == "attacked":
                     from promptrobust.engine.measuring.holdout import held_out_pair
 
                     record.held_out = await held_out_pair(held, record.clean_prompt, record.adversarial_prompt, settings.holdout)

@@ -66,7 +66,7 @@ def infer_kind(row: Mapping[str, Any]) -> str:
     kind = row.get("kind")
     if kind in KINDS:
         return str(kind)
-    settings = row.get("settings") if isinstance(row.get("settings"), Mapping) else {}
+    settings = given if isinstance(given := row.get("settings"), Mapping) else {}
     analysis = settings.get("analysis")
     if analysis in ("transfer", "defense"):
         return str(analysis)

@@ -16,7 +16,7 @@ and the fix, so the CLI can print it as one line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
@@ -267,7 +267,12 @@ class MeasurementSettings:
 
     def without(self, names: tuple[str, ...] = TABLE_DIMENSIONS) -> "MeasurementSettings":
         """The value with ``names`` blanked (a report section's key: see ``TABLE_DIMENSIONS``)."""
-        blank = {f: MeasurementSettings.__dataclass_fields__[f].default for f in names}
+        blank: dict[str, Any] = {}
+        for name in names:
+            default = MeasurementSettings.__dataclass_fields__[name].default
+            if default is MISSING:  # a programming error: only fields with a default can be blanked
+                raise ValueError(f"MeasurementSettings.{name} has no default to blank it to")
+            blank[name] = default
         return replace(self, **blank)
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,11 +42,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from promptrobust.engine.errors import PromptRobustError
+
+if TYPE_CHECKING:  # records imports this module
+    from promptrobust.engine.measuring.records import AttackRecord
+
+#: A record as the statistics read it: an ``AttackRecord``, or its row as read from a results file.
+RecordLike: TypeAlias = "AttackRecord | Mapping[str, Any]"
 
 __all__ = [
     "AT_CHANCE_NOTE",
@@ -241,7 +247,7 @@ class PDRSummary:
     """Number of distinct clean prompts among them."""
 
 
-def _get(record: Any, key: str, default: Any = None) -> Any:
+def _get(record: RecordLike, key: str, default: Any = None) -> Any:
     if isinstance(record, Mapping):
         return record.get(key, default)
     return getattr(record, key, default)
@@ -251,7 +257,7 @@ def _finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def record_status(record: Any) -> str:
+def record_status(record: RecordLike) -> str:
     """A record's status; older records without one are inferred: an error
     means "failed", a clean score of 0 "skipped_clean_zero", else "attacked"."""
     status = _get(record, "status")
@@ -297,7 +303,7 @@ def _canonical_order(record: Any) -> tuple[Any, ...]:
 
 
 def summarize_pdrs(
-    records: Iterable[Any], *, n_boot: int = _N_BOOT, seed: int = 0
+    records: Iterable[RecordLike], *, n_boot: int = _N_BOOT, seed: int = 0
 ) -> PDRSummary:
     """APDR (mean PDR), its sample std (ddof=1) and a hierarchical bootstrap
     95% interval over the records whose status is "attacked".
@@ -337,7 +343,7 @@ def summarize_pdrs(
 # -- APDR rows over records (results.json, pre eval/transfer tables, reports) -------------
 
 
-def field_of(record: Any, key: str) -> Any:
+def field_of(record: RecordLike, key: str) -> Any:
     """A record's value for a grouping key: a field, else its ``extra`` or ``settings`` entry."""
     if hasattr(record, key):
         return getattr(record, key)
@@ -348,7 +354,7 @@ def field_of(record: Any, key: str) -> Any:
     return None
 
 
-def apdr_rows(records: Sequence[Any], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
+def apdr_rows(records: Sequence[RecordLike], by: Sequence[str], *, get: Callable[[Any, str], Any] = field_of) -> list[dict[str, Any]]:
     """APDR per group (first-seen order): ``statistics.summarize_pdrs`` of each
     group's records, so the numbers equal what ``pre report`` prints."""
     groups: dict[tuple[Any, ...], list[Any]] = {}

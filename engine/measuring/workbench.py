@@ -26,7 +26,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
@@ -34,9 +34,16 @@ from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
-from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
+from promptrobust.engine.measuring.settings import (
+    DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings, SampleSelection,
+)
 from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.serving.backends.base import Backend
+from promptrobust.engine.serving.registry import ModelSpec
+from promptrobust.engine.serving.scheduler import Scheduler
+from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.base import Prompt, Sample, Task
+from promptrobust.tasks.common import DatasetTask
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
@@ -46,14 +53,14 @@ from promptrobust.tasks.prompt_sets import load_prompts
 class Workbench:
     """Everything one (model, dataset, settings) evaluation needs, built once."""
 
-    spec: Any  # engine.registry.ModelSpec
+    spec: ModelSpec
     task: Task
     samples: list[Sample]
     examples: list[Sample]
     evaluation: EvaluationSettings
     shots: int
     mode: str
-    scheduler: Any  # engine.scheduler.Scheduler
+    scheduler: Scheduler
     chance_rate: float | None
 
     def evaluator(self, *, chunk_size: int = 32, early_stopping: bool = True) -> Evaluator:
@@ -232,19 +239,19 @@ def task_of(evaluation: EvaluationSettings) -> Task:
     return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
 
 
-def with_selection(task: Task, selection: str) -> Task:
+def with_selection(task: Task, selection: SampleSelection) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
         return task
-    if not hasattr(task, "selection"):
+    if not isinstance(task, DatasetTask):  # the only tasks with rows to select from
         raise SettingsError(
             f"sample_selection {selection!r}: {task.name} generates its samples, it has no rows to take first",
             setting="sample_selection",
         )
-    return dataclasses.replace(task, selection=selection)  # type: ignore[type-var]
+    return dataclasses.replace(task, selection=selection)
 
 
-def label_scoring(backend: Any) -> str:
+def label_scoring(backend: Backend) -> str:
     """How a backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
     return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
 
@@ -258,7 +265,14 @@ def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
     return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)
 
 
-async def prepare(session: Any, spec: Any, evaluation: EvaluationSettings, *, scheduler_settings: Any = None) -> Workbench:
+class SchedulerSource(Protocol):
+    """Where a workbench gets its model's shared scheduler (``runs.session.Session`` is one)."""
+
+    async def scheduler(self, model: ModelSpec, *, settings: SchedulerSettings | None = None) -> Scheduler: ...
+
+
+async def prepare(session: SchedulerSource, spec: ModelSpec, evaluation: EvaluationSettings, *,
+                  scheduler_settings: SchedulerSettings | None = None) -> Workbench:
     """Load the task's samples and examples and start the model's shared scheduler."""
     task = task_of(evaluation)
     samples = load_samples(task, evaluation)
@@ -362,7 +376,7 @@ def clean_score(bench: Workbench, prompt: Prompt, evaluation: PromptEvaluation) 
         prompt=prompt,
         score=evaluation.score,
         ci95=(float(ci[0]), float(ci[1])),
-        at_chance=is_at_chance(ci, bench.chance_rate),  # type: ignore[arg-type]
+        at_chance=is_at_chance(ci, bench.chance_rate),
         sample_scores=scores,
         unparseable=evaluation.unparseable,
     )
@@ -439,7 +453,7 @@ async def attack_one(
     settings: AttackSettings,
     *,
     clean: CleanScore | None = None,
-    semantic_prompts: Sequence[Any] | SemanticPrompts | None = None,
+    semantic_prompts: Sequence[str | tuple[str, str] | Prompt] | SemanticPrompts | None = None,
 ) -> AttackRecord:
     """Attack one prompt; the record carries both scores, their intervals and the PDR.
     ``semantic_prompts``: the Semantic attack's candidates (default: our own set), recorded
@@ -461,7 +475,8 @@ async def attack_one(
     attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
     semantic_source = OWN_SEMANTIC_SET if semantic_prompts is None else "given"
     if isinstance(semantic_prompts, SemanticPrompts):
-        semantic_prompts, semantic_source = semantic_prompts.prompts, semantic_prompts.source
+        semantic_source = semantic_prompts.source
+        semantic_prompts = semantic_prompts.prompts
     outcome = await attack.run(
         prompt.text,
         evaluator,

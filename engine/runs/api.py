@@ -14,6 +14,7 @@ runs one library coroutine and closes it. Inside a running event loop
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,20 +29,28 @@ if TYPE_CHECKING:
     from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome
     from promptrobust.engine.runs.plan import Note, RunPlan
     from promptrobust.engine.measuring.records import AttackRecord
-    from promptrobust.engine.runs.session import EvaluationResult, ModelArgs
+    from promptrobust.engine.progress import Reporter
+    from promptrobust.engine.runs.session import BackendFactory, EvaluationResult, ModelArgs, Session
+    from promptrobust.engine.runs.sweep.config import SweepConfig
+    from promptrobust.tasks.base import Prompt
+
+    #: ``progress``: True = phase lines and a status line on stderr, False = none, None = whatever
+    #: reporter already listens (the CLI's), a reporter = that one.
+    Progress = bool | Reporter | None
     from promptrobust.engine.runs.sweep.runner import SweepProgress
 
 __all__ = ["attack", "attack_top_k", "evaluate", "run_plan", "sweep"]
 
 
-def _session(cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any) -> Any:
+def _session(cache: str | Path | None, scheduler: SchedulerSettings | None, use_cache: bool,
+             backend_factory: BackendFactory | None) -> Session:
     from promptrobust.engine.runs.session import Session
 
     return Session(cache=cache, settings=scheduler, use_cache=use_cache, backend_factory=backend_factory)
 
 
-def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_cache: bool, backend_factory: Any,
-                progress: Any = True) -> Any:
+def _in_session(call: Any, cache: str | Path | None, scheduler: SchedulerSettings | None, use_cache: bool,
+                backend_factory: BackendFactory | None, progress: Progress = True) -> Any:
     """``await call(session)`` on a fresh Session that is closed afterwards, from sync code.
     ``progress``: True = phase lines and a status line on stderr (``engine.progress``), False = none,
     None = whatever reporter already listens (the CLI's), a reporter = that one."""
@@ -58,7 +67,7 @@ def _in_session(call: Any, cache: Any, scheduler: SchedulerSettings | None, use_
     return run_sync(go)
 
 
-def run_plan(plan: RunPlan, *, backend_factory: Any = None, progress: Any = True,
+def run_plan(plan: RunPlan, *, backend_factory: BackendFactory | None = None, progress: Progress = True,
              on_event: Callable[[str], None] | None = None, on_note: Callable[[Note], None] | None = None,
              on_target: Callable[[TargetOutcome], None] | None = None) -> RunOutcome:
     """Run a ``RunPlan`` (``engine.runs.plan.build_plan``) on a Session of its own, with the plan's
@@ -74,13 +83,13 @@ def evaluate(
     *,
     model: str = DEFAULT_MODEL,
     model_args: ModelArgs = None,
-    prompts: Sequence[Any] | None = None,
+    prompts: Sequence[Prompt] | None = None,
     prompt_type: str = "task",
     cache: str | Path | None = None,
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
-    backend_factory: Any = None,
-    progress: Any = True,
+    backend_factory: BackendFactory | None = None,
+    progress: Progress = True,
     **evaluation_fields: Any,
 ) -> EvaluationResult:
     """Clean scores (with 95% intervals) of a prompt set; see ``Session.evaluate``."""
@@ -103,8 +112,8 @@ def attack(
     cache: str | Path | None = None,
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
-    backend_factory: Any = None,
-    progress: Any = True,
+    backend_factory: BackendFactory | None = None,
+    progress: Progress = True,
     **evaluation_fields: Any,
 ) -> AttackRecord:
     """Attack one prompt; returns its ``AttackRecord`` (``.pdr``, ``.pdr_ci95``, ``.adversarial_prompt``)."""
@@ -124,8 +133,8 @@ def attack_top_k(
     cache: str | Path | None = None,
     use_cache: bool = True,
     scheduler: SchedulerSettings | None = None,
-    backend_factory: Any = None,
-    progress: Any = True,
+    backend_factory: BackendFactory | None = None,
+    progress: Progress = True,
     **evaluation_fields: Any,
 ) -> ProtocolResult:
     """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
@@ -137,7 +146,8 @@ def attack_top_k(
     )
 
 
-def sweep(config: Any, *, backend_factory: Any = None, progress: Any = True) -> SweepProgress:
+def sweep(config: SweepConfig | str | os.PathLike[str], *, backend_factory: BackendFactory | None = None,
+          progress: Progress = True) -> SweepProgress:
     """Run or resume a sweep from a ``SweepConfig`` or a TOML path (``engine.sweep.SweepProgress``)."""
     from promptrobust.engine.runs.sweep.config import SweepConfig, load_config
     from promptrobust.engine.runs.sweep.runner import run_sweep

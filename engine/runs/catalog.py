@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
 
+from promptrobust.engine.measuring.settings import DEFAULT_DATASET
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
 
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
-__all__ = ["DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets", "have_hub",
+__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets", "have_hub",
            "is_offline", "models", "prompts"]
 
 

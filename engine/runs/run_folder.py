@@ -54,7 +54,7 @@ import orjson
 from promptrobust.engine.progress import library_warnings
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.measuring.records import append_jsonl, consolidate_parquet, now, read_jsonl
+from promptrobust.engine.measuring.records import AttackRecord, append_jsonl, consolidate_parquet, now, read_jsonl
 
 __all__ = [
     "FORMAT",
@@ -152,11 +152,11 @@ class RunFolder:
             raise ValueError("results.json must be built by results_document()")
         return self.write_json("results.json", document)
 
-    def append_records(self, records: Iterable[Any]) -> None:
+    def append_records(self, records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
         """Append records to ``results.jsonl`` the moment they exist (one flushed, fsynced line each)."""
         append_jsonl(self.path("results.jsonl"), records)
 
-    def write_records(self, records: Sequence[Any]) -> None:
+    def write_records(self, records: Sequence[AttackRecord | Mapping[str, Any]]) -> None:
         """All records at once: ``results.jsonl`` and ``results.parquet``."""
         if records:
             self.append_records(records)
@@ -236,7 +236,7 @@ class SweepFolder:
                     "resuming would mix them: give the sweep another name or output folder", setting="output_dir")
         return atomic_io.write_json(old_path, config)
 
-    def append_records(self, records: Iterable[Any]) -> None:
+    def append_records(self, records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
         append_jsonl(self.results, records)
 
     def record_error(self, job_id: str, row: Mapping[str, Any] | None) -> None:
@@ -332,8 +332,8 @@ def versions() -> dict[str, Any]:
     return dict(_VERSIONS)
 
 
-def _record_counts(records: Sequence[Any]) -> dict[str, Any]:
-    def get(r: Any, key: str) -> Any:
+def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[str, Any]:
+    def get(r: AttackRecord | Mapping[str, Any], key: str) -> Any:
         return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
 
     by_kind: dict[str, int] = {}
@@ -352,7 +352,7 @@ def results_document(
     measurement: Mapping[str, Any] | None,
     configs: Mapping[str, Any],
     clean: Sequence[Mapping[str, Any]] = (),
-    records: Sequence[Any] = (),
+    records: Sequence[AttackRecord | Mapping[str, Any]] = (),
     apdr: Sequence[Mapping[str, Any]] = (),
     extra_results: Mapping[str, Any] | None = None,
     samples: int | None = None,

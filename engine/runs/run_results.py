@@ -16,14 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now
-from promptrobust.engine.runs.run_folder import redact_argv, results_document
+from promptrobust.engine.runs.run_folder import SweepFolder, redact_argv, results_document
+
+if TYPE_CHECKING:
+    from promptrobust.engine.measuring.protocol import ProtocolResult
+    from promptrobust.engine.measuring.workbench import Workbench
+    from promptrobust.engine.runs.session import EvaluationResult, Session
 from promptrobust.engine.measuring.settings import AttackSettings
 
 __all__ = ["RESULTS_FILE_FORMAT", "clean_document", "merged_sweep_document", "protocol_document", "records_document",
@@ -33,14 +38,14 @@ __all__ = ["RESULTS_FILE_FORMAT", "clean_document", "merged_sweep_document", "pr
 RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
 
 
-def session_facts(session: Any) -> dict[str, Any]:
+def session_facts(session: Session) -> dict[str, Any]:
     """Identity of every model the session queried and its counters (read before it closes)."""
     schedulers = list(getattr(session, "_schedulers", {}).values())
     return {
         "models": [identity_of(s) for s in schedulers],
         "counters": {
             "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
-            "cache": session.cache.summary() if getattr(session, "cache", None) is not None else None,
+            "cache": session.cache.summary() if session.cache is not None else None,
         },
     }
 
@@ -51,14 +56,14 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def clean_document(argv: Sequence[str] | None, *, result: Any, facts: Mapping[str, Any], configs: Mapping[str, Any],
+def clean_document(argv: Sequence[str] | None, *, result: EvaluationResult, facts: Mapping[str, Any], configs: Mapping[str, Any],
                    logged: int = 0, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``);
     ``tasks``: a user's own task's provenance (``Task.provenance``)."""
     return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"], tasks=tasks)
 
 
-def protocol_document(argv: Sequence[str] | None, *, result: Any, configs: Mapping[str, Any] | None = None,
+def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, configs: Mapping[str, Any] | None = None,
                       logged: int = 0, counters: Mapping[str, Any] | None = None,
                       tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
@@ -140,7 +145,7 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
     )
 
 
-def task_provenances(benches: Sequence[Any]) -> list[dict[str, Any]]:
+def task_provenances(benches: Sequence[Workbench]) -> list[dict[str, Any]]:
     """results.json's ``tasks``: the provenance of each distinct user's own task the workbenches
     measured (``Workbench.task_provenance``); empty when they measured built-in datasets only."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -150,7 +155,7 @@ def task_provenances(benches: Sequence[Any]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
+def identities(benches: Sequence[Workbench]) -> list[dict[str, Any]]:
     """The identity of each distinct model the workbenches queried."""
     out: dict[str, dict[str, Any]] = {}
     for b in benches:
@@ -159,7 +164,7 @@ def identities(benches: Sequence[Any]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def merged_sweep_document(folder: Any, shards: Sequence[str | Path], *, started: str, wall_seconds: float,
+def merged_sweep_document(folder: SweepFolder, shards: Sequence[str | Path], *, started: str, wall_seconds: float,
                           argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``pre sweep merge``'s results.json: the merged folder's records as an unsharded sweep's
     (``sweep_document``), its config.json as the sweep's config, and where the records came from:
@@ -183,7 +188,7 @@ def merged_sweep_document(folder: Any, shards: Sequence[str | Path], *, started:
                           started=started, wall_seconds=wall_seconds, argv=argv)
 
 
-def sweep_document(folder: Any, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
+def sweep_document(folder: SweepFolder, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
                    wall_seconds: float, argv: Sequence[str] | None = None,
                    tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A sweep folder's results.json: every record it holds (a resumed sweep's too), the

@@ -29,16 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.engine import progress as progress_events
+from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.runs.run_folder import results_document
 from promptrobust.engine.measuring.records import now as now_iso
-from promptrobust.engine.measuring.workbench import SemanticPrompts, Workbench, few_shot, prepare
+from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, prepare
 from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome, run_plan
 from promptrobust.engine.runs.plan import Note, RunPlan
 
-from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
+from promptrobust.engine.measuring.protocol import ProtocolResult, RecordSink, run_protocol
 from promptrobust.engine.measuring.records import CLEAN_KIND, AttackRecord, RecordFrames
 from promptrobust.engine.runs.prompt_choice import prompt_set
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, build_backend, parse_model_args, resolve_model
@@ -50,7 +51,7 @@ from promptrobust.tasks.base import Prompt
 
 __all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "prompt_set", "use_uvloop"]
 
-BackendFactory = Callable[[ModelSpec], Any]
+BackendFactory = Callable[[ModelSpec], Backend]
 #: A model's arguments: a mapping, or lm-eval's string form "key=value,..." (``parse_model_args``).
 ModelArgs = Mapping[str, Any] | str | None
 
@@ -62,7 +63,7 @@ class EvaluationResult(RecordFrames):
     model: str
     dataset: str
     settings: dict[str, Any]
-    clean: list[Any]  # engine.protocol.CleanScore, in the order the prompts were given
+    clean: list[CleanScore]  # in the order the prompts were given
     evaluations: list[PromptEvaluation]
     scheduler: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
@@ -222,7 +223,7 @@ class Session:
         prompts: Sequence[Prompt] | None = None,
         prompt_type: str = "task",
         keep_records: bool = False,
-        on_prompt_done: Callable[[Any], None] | None = None,
+        on_prompt_done: Callable[[CleanScore], None] | None = None,
         **evaluation_fields: Any,
     ) -> EvaluationResult:
         """Clean scores of prompts (default: the dataset's ``prompt_type`` set).
@@ -282,7 +283,7 @@ class Session:
         model_args: ModelArgs = None,
         prompts: Sequence[Prompt] | None = None,
         prompt_type: str = "task",
-        on_record: Any = None,
+        on_record: RecordSink | None = None,
         on_event: Callable[[str], None] = lambda message: None,
         fail_fast: tuple[type[BaseException], ...] = (),
         semantic_prompts: SemanticPrompts | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import DEFAULT_DATASET
@@ -26,7 +26,10 @@ from promptrobust.engine.measuring.settings import DEFAULT_DATASET
 if TYPE_CHECKING:  # the command line reads this module for its flags; what reads tasks loads when called
     from promptrobust.tasks.base import Task
 
-__all__ = ["COLUMN_SETTINGS", "TaskChoice"]
+__all__ = ["COLUMN_SETTINGS", "Target", "TaskChoice"]
+
+#: What one command measures: a built-in dataset's name, or a task value (a task file's, or of columns).
+Target: TypeAlias = "str | Task"
 
 #: The prefix of a Hugging Face dataset given as ``dataset`` (``tasks.own``'s ``hf:PATH``).
 HUB_PREFIX = "hf:"
@@ -79,7 +82,7 @@ class TaskChoice:
         """A task given by its columns (any column setting given)."""
         return any(getattr(self, name) not in (None, ()) for name in COLUMN_SETTINGS)
 
-    def targets(self, datasets: Sequence[str] | None, data_file: str | None = None) -> list[str | Task]:
+    def targets(self, datasets: Sequence[str] | None, data_file: str | None = None) -> list[Target]:
         """What to measure: the task file's task, the task of these columns, else the ``datasets``
         named (None or empty: the default dataset; a data file given alone must hold its columns).
         ``data_file``: ``EvaluationSettings.data_file``."""

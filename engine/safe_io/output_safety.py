@@ -28,7 +28,10 @@ import html
 import io
 import math
 import re
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 __all__ = ["PLOT_RC", "SafeStream", "csv_cell", "html_text", "latex_text", "markdown_text", "terminal_text",
            "visible_controls"]
@@ -157,7 +160,7 @@ class SafeStream(io.TextIOBase):
             return _CONTROL.sub(lambda m: m.group(0) if m.group(0) in _OWN_SEQUENCES else "", text)
         return _CONTROL.sub("", text)
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         self.inner.write(self._clean(text))
         return len(text)
 
@@ -182,4 +185,4 @@ class SafeStream(io.TextIOBase):
 
 
 #: matplotlib settings for every report and attention plot: no TeX, no mathtext.
-PLOT_RC = {"text.usetex": False, "text.parse_math": False}
+PLOT_RC: dict[RcKeyType, bool] = {"text.usetex": False, "text.parse_math": False}

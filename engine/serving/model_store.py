@@ -329,7 +329,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
     # save_pretrained, and a quantization_config that would make config.json
     # claim GGUF weights. The weights are plain float32 tensors by now: drop both.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers declares no hf_quantizer; nn.Module.__getattr__ types it Tensor | Module
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     weights = sum(p.numel() * p.element_size() for p in model.parameters())

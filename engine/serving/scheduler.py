@@ -482,7 +482,7 @@ class Scheduler:
         self.stats.backend_requests += counted
         if self.cache is not None:
             try:
-                self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))  # type: ignore[call-overload]
+                self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))
             except Exception as exc:  # noqa: BLE001 - a cache failure must reach the caller, not kill the worker
                 for job in jobs:
                     self._finish(job, exc=exc)

@@ -121,7 +121,8 @@ class HFCompletionsServer:
             return self._complete(text, body, index)
 
     def _complete(self, text: str, body: dict[str, Any], index: int) -> dict[str, Any]:
-        max_tokens = int(body.get("max_tokens") if body.get("max_tokens") is not None else 16)
+        asked = body.get("max_tokens")
+        max_tokens = int(asked) if asked is not None else 16
         top_n = body.get("logprobs")
         ids = self._encode(text)
         n_prompt = len(ids)
@@ -148,19 +149,21 @@ class HFCompletionsServer:
         if body.get("echo"):
             out["text"] = text + gen_text
         if top_n is not None:
-            tokens, values, tops = [], [], []
+            tokens: list[str] = []
+            token_logprobs: list[float | None] = []
+            tops: list[dict[str, float] | None] = []
             if body.get("echo"):
                 tokens += pieces
-                values += [None] + [float(prompt_logp[i - 1, ids[i]]) for i in range(1, n_prompt)]
+                token_logprobs += [None] + [float(prompt_logp[i - 1, ids[i]]) for i in range(1, n_prompt)]
                 tops += [None] * n_prompt
             tokens += [self.tokenizer.decode([g[0]]) for g in generated]
-            values += [g[1] for g in generated]
+            token_logprobs += [g[1] for g in generated]
             tops += [dict(g[2]) for g in generated]
             offsets, at = [], 0
             for tok in tokens:
                 offsets.append(at)
                 at += len(tok)
-            out["logprobs"] = {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": tops}
+            out["logprobs"] = {"tokens": tokens, "token_logprobs": token_logprobs, "text_offset": offsets, "top_logprobs": tops}
         if body.get("prompt_logprobs") is not None:
             out["prompt_logprobs"] = [None] + [
                 {str(ids[i]): {"logprob": float(prompt_logp[i - 1, ids[i]]), "rank": 1, "decoded_token": pieces[i]}}

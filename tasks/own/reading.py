@@ -314,6 +314,6 @@ def _prompts(value: Any, name: str, origin: Origin, base_dir: Path) -> tuple[Pro
         fields = {k: item.get(k) for k in _PROMPT_KEYS}
         if not all(isinstance(v, str) for v in fields.values() if v is not None):
             raise origin.error("prompts", f"prompt #{n}: id, type, text and language must be text")
-        out.append(Prompt(id=str(fields["id"]).strip(), dataset=name, type=fields["type"] or "task",  # type: ignore[arg-type]
+        out.append(Prompt(id=str(fields["id"]).strip(), dataset=name, type=fields["type"] or "task",
                           text=str(fields["text"]), language=fields["language"] or "en"))
     return tuple(out)

@@ -158,7 +158,7 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
     if missing:
         raise ReportInputError(f"{source}: a record lacks {missing[0]!r}; is this a `pre run --attack` results file?")
     row = readable_settings(row, problems)
-    nested = row.get("cost") if isinstance(row.get("cost"), Mapping) else {}
+    nested = given if isinstance(given := row.get("cost"), Mapping) else {}
     cost = {k: _measured(nested.get(k, row.get(k)), problems, high=1e15, low=0.0) for k in COST_FIELDS}
     clean_samples, adversarial_samples, dropped = checks.sample_scores(row.get("clean_sample_scores"),
                                                                        row.get("adversarial_sample_scores"))
@@ -320,7 +320,7 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
 
 def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Clean scores of a results.json in the one layout (``engine.run_folder``)."""
-    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    results = given if isinstance(given := data.get("results"), Mapping) else {}
     measurement = (data.get("configs") or {}).get("measurement") or {}
     definitions = {t.get("name"): t.get("definition_hash") for t in data.get("tasks") or [] if isinstance(t, Mapping)}
     out = []

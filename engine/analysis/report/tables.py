@@ -209,7 +209,8 @@ def grid_table(
     numeric: dict[str, list[float | None]] = {}
     own: dict[tuple[str, str], tuple[float, float]] = {}
     for rv in rows:
-        line, means = [rv], []
+        line: list[str] = [rv]
+        means: list[float | None] = []
         for cv in cols:
             members = cells.get((rv, cv))
             if not members:

@@ -349,7 +349,7 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     shots = grid.get("shots", ["auto"])
     shots = [shots] if isinstance(shots, (int, str)) else shots
     _expect(
-        isinstance(shots, list) and shots and all((isinstance(s, int) and s >= 0) or s == "auto" for s in shots),
+        isinstance(shots, list) and bool(shots) and all((isinstance(s, int) and s >= 0) or s == "auto" for s in shots),
         'grid.shots must be a non-empty list of numbers of examples or "auto", e.g. [0, 3]',
     )
     shots_values = tuple(dict.fromkeys(None if s == "auto" else s for s in shots))

@@ -211,7 +211,7 @@ def plan_totals(plan: Sequence[Mapping[str, Any]]) -> PlanTotals:
     return PlanTotals(clean=clean, attack_max=attack, cells=len(cells))
 
 
-def model_estimates(cfg: Any, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
+def model_estimates(cfg: SweepConfig, plan: Sequence[Mapping[str, Any]], prices: Mapping[str, Price]) -> list[ModelEstimate]:
     """``estimate`` for a sweep config: each model resolved with its ``[models."NAME"]`` model_args."""
     specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", "")))) for m in cfg.models}
     return estimate(plan, mode=cfg.evaluation.mode, backends={m: s.backend for m, s in specs.items()},
@@ -221,7 +221,7 @@ def model_estimates(cfg: Any, plan: Sequence[Mapping[str, Any]], prices: Mapping
 # -- requests of a grid's jobs (pre sweep --dry-run, the progress total) ----------------
 
 
-def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int = 30,
+def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: float = 30,
                       attack_name: str | None = None) -> dict[str, int | None]:
     """Upper bounds on model requests for a job, before cache and early stopping.
     With an unlimited budget a word attack tries about ``words`` candidates per
@@ -231,7 +231,7 @@ def estimate_requests(cfg: SweepConfig, samples: int, prompts: int, words: int =
     if attack_name is not None:
         budget = attack_candidates(attack_name, words, cfg.attack.budget)
     else:
-        budget = cfg.attack.budget if cfg.attack.budget is not None else words * 20
+        budget = cfg.attack.budget if cfg.attack.budget is not None else round(words * 20)
     attack = cfg.attack.top_k * (budget + 1) * samples
     return {"clean": clean, "attack_max": attack}
 

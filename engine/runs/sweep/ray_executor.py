@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from promptrobust.engine.serving.cache import default_cache_path, merge_caches
@@ -53,6 +53,9 @@ from promptrobust.engine.runs.sweep.config import Job, SweepConfig, check_tasks_
 from promptrobust.engine.runs.sweep.runner import JobRunner, SweepProgress
 from promptrobust.engine.runs.run_folder import completed_keys, repair_torn_tail
 from promptrobust.engine.runs.sweep.ray_options import RayExecutorError, RayOptions
+
+if TYPE_CHECKING:
+    from promptrobust.engine.runs.session import BackendFactory
 
 __all__ = ["RayExecutorError", "RayOptions", "RaySweepProgress", "SweepWorker", "run_sweep_ray"]
 
@@ -79,7 +82,7 @@ class SweepWorker:
     Created as a Ray actor by ``run_sweep_ray``; plain Python otherwise (tests call it directly)."""
 
     def __init__(self, cfg: SweepConfig, model: str, cache_name: str, cache_dir: str | None = None,
-                 backend_factory: Callable[[Any], Any] | None = None) -> None:
+                 backend_factory: BackendFactory | None = None) -> None:
         from promptrobust.engine.runs.session import Session
 
         folder = _worker_cache_folder(RayOptions(worker_cache_dir=cache_dir), cfg)
@@ -202,7 +205,7 @@ class _Driver:
     """The Ray executor's driver loop: routes units to worker slots, writes records, replaces lost workers."""
 
     def __init__(self, ray: Any, cfg: SweepConfig, options: RayOptions, jobs: Sequence[Job],
-                 on_event: Callable[[str], None], backend_factory: Callable[[Any], Any] | None) -> None:
+                 on_event: Callable[[str], None], backend_factory: BackendFactory | None) -> None:
         self.ray, self.cfg, self.options, self.on_event = ray, cfg, options, on_event
         self.backend_factory = backend_factory
         self.folder = cfg.folder
@@ -405,7 +408,7 @@ def run_sweep_ray(
     *,
     jobs: Sequence[Job] | None = None,
     on_event: Callable[[str], None] = lambda message: None,
-    backend_factory: Callable[[Any], Any] | None = None,
+    backend_factory: BackendFactory | None = None,
     after_submit: Callable[[dict[str, Any]], None] | None = None,
 ) -> RaySweepProgress:
     """Run (or resume) a sweep's jobs on Ray model workers; the driver writes every record.

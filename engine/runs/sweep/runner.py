@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
@@ -29,6 +29,9 @@ from promptrobust.engine.runs.sweep.estimate import clean_requests
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.folder_lock import folder_lock
 from promptrobust.engine.safe_io.redact import redact_text
+
+if TYPE_CHECKING:  # session imports the sweep runner
+    from promptrobust.engine.runs.session import Session
 
 __all__ = ["JobRunner", "SweepProgress", "run_sweep"]
 
@@ -125,7 +128,7 @@ async def run_sweep(
     cfg: SweepConfig,
     *,
     on_event: Callable[[str], None] = lambda message: None,
-    session: Any = None,
+    session: Session | None = None,
     jobs: Sequence[Job] | None = None,
     lock_wait: float = LOCK_WAIT,
 ) -> SweepProgress:

@@ -133,7 +133,7 @@ def hf_config(cfg: RandomConfig, tokenizer: Any) -> Any:
             num_key_value_heads=cfg.num_kv_heads or cfg.num_heads,
             max_position_embeddings=cfg.max_positions,
             rms_norm_eps=cfg.rms_norm_eps,
-            rope_theta=cfg.rope_theta,
+            rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
             tie_word_embeddings=cfg.tie_word_embeddings,
             bos_token_id=tokenizer.bos_token_id,
             eos_token_id=None,
@@ -141,7 +141,7 @@ def hf_config(cfg: RandomConfig, tokenizer: Any) -> Any:
         )
     from transformers import T5Config
 
-    return T5Config(
+    config = T5Config(
         vocab_size=vocab,
         d_model=cfg.hidden_size,
         d_kv=cfg.head_dim or cfg.hidden_size // cfg.num_heads,
@@ -151,12 +151,16 @@ def hf_config(cfg: RandomConfig, tokenizer: Any) -> Any:
         num_heads=cfg.num_heads,
         feed_forward_proj=cfg.feed_forward_proj,
         layer_norm_epsilon=cfg.rms_norm_eps,
-        tie_word_embeddings=cfg.tie_word_embeddings,
-        n_positions=cfg.max_positions,
         pad_token_id=pad,
-        decoder_start_token_id=pad,
         eos_token_id=None,
     )
+    # tie_word_embeddings is not passed: T5Config (transformers 5) drops it and ties the LM head,
+    # as it did when it was passed. Setting it false afterwards unties the encoder's and decoder's
+    # embeddings too (848.9M parameters for flan-t5-large, not the published 783.2M): left tied.
+    # Not in T5Config's typed signature; kept as plain config attributes, as **kwargs would.
+    config.n_positions = cfg.max_positions
+    config.decoder_start_token_id = pad
+    return config
 
 
 def build_model(cfg: RandomConfig, tokenizer: Any, *, device: str, dtype: str, seed: int) -> Any:

@@ -157,7 +157,7 @@ def load(model_ref: str, options: HFOptions) -> LoadedModel:
         model = cls.from_pretrained(ref, dtype=getattr(torch, dtype_name), **kw)
     except (OSError, ValueError, KeyError, ImportError) as e:
         raise BackendUnavailable(f"hf backend: cannot load model {model_ref!r}: {_first_line(e)}") from None
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # transformers wraps .to in functools.wraps, whose typing drops the bound self
     model.eval()
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     return finish(model, tok, model_ref=model_ref, options=options, device=device, dtype_name=dtype_name,

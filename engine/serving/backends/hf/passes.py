@@ -152,7 +152,7 @@ class ForwardPasses:
             return DynamicCache(ddp_cache_data=layers)
         cache = DynamicCache(ddp_cache_data=[(k[..., :0, :], v[..., :0, :]) for k, v in layers])
         for layer, (k, v) in zip(cache.layers, layers):
-            layer.keys, layer.values = k, v
+            layer.keys, layer.values = k, v  # type: ignore[union-attr]  # transformers types layers as any cache layer; one built from (keys, values) pairs holds key/value layers
         return cache
 
     @staticmethod
@@ -241,7 +241,7 @@ class ForwardPasses:
             kw: dict[str, Any] = {"logits_to_keep": 1} if m.has_logits_to_keep else {}
             m.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
         self.positions += len(tokens) - done
-        return PrefixEntry.of(tokens, [(layer.keys, layer.values) for layer in cache.layers])
+        return PrefixEntry.of(tokens, [(layer.keys, layer.values) for layer in cache.layers])  # type: ignore[union-attr]  # transformers types layers as any cache layer; one built from (keys, values) pairs holds key/value layers
 
     def compute_prefixes(self, todo: list[tuple[tuple[int, ...], PrefixEntry | None]]) -> dict[tuple[int, ...], PrefixEntry]:
         """Compute the prefixes ``todo`` (tokens, cached start), several per forward pass, and cache them.

@@ -58,7 +58,7 @@ def body_limit_hook(http: Any, max_bytes: int) -> Any:
     """An HTTP client response hook that refuses bodies over ``max_bytes``: at once when the
     Content-Length says so, else while reading (never more than ``max_bytes`` plus one chunk held)."""
 
-    class Limited(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+    class Limited(http.AsyncByteStream):
         def __init__(self, inner: Any, where: str) -> None:
             self.inner, self.where = inner, where
 

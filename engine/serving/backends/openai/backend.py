@@ -313,7 +313,7 @@ class OpenAIBackend(Backend):
         unless none can be reached.
         """
         try:
-            import openai  # noqa: F401
+            importlib.import_module("openai")  # present, and importable
         except ImportError:
             raise BackendUnavailable("the openai backend needs the openai package: pip install openai") from None
         self._ensure_clients()

@@ -19,7 +19,6 @@ of 8 or more characters of one.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from promptrobust.engine.safe_io.redact import redact_text
 from promptrobust.engine.serving.backends.base import BackendError, TransientBackendError
@@ -55,7 +54,7 @@ class Redactor:
         return self(f"{type(exc).__name__}: {exc}")
 
 
-def detail(exc: Any) -> str:
+def detail(exc: BaseException) -> str:
     """The server's own message in an error answer (its ``error.message``), else the exception's text."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
