@@ -39,11 +39,17 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.serving.backends.base import Backend, BackendError, BackendUnavailable
+from promptrobust.engine.serving.backends.label_tokens import (  # noqa: F401 - re-exported
+    TokenIds,
+    continuation_ids,
+    sum_choice_logprobs,
+    trie_queries,
+)
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 MISSING_VLLM = (
@@ -56,43 +62,11 @@ MAX_IDS_PER_REQUEST = 128
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
-TokenIds = tuple[int, ...]
 
 
 # --------------------------------------------------------------------------
 # Pure helpers (no vLLM needed; unit-tested on plain data)
 # --------------------------------------------------------------------------
-
-
-def continuation_ids(
-    context_ids: Sequence[int], full_ids: Sequence[int], isolated_ids: Sequence[int]
-) -> TokenIds:
-    """Token ids of a choice as a continuation of the context.
-
-    ``full_ids`` is the tokenisation of context+choice. When the context's own
-    tokens are a prefix of it, the rest is the choice exactly as the model
-    would see it in running text (this handles SentencePiece's word-start
-    markers). When the boundary merged (e.g. the context ends in a space that
-    the tokenizer glues to the next word), the context tokens are fixed (they
-    are what the model conditions on, and what the prefix cache holds), so the
-    choice's own tokenisation ``isolated_ids`` is appended instead.
-    """
-    n = len(context_ids)
-    if len(full_ids) >= n and list(full_ids[:n]) == list(context_ids):
-        return tuple(full_ids[n:])
-    return tuple(isolated_ids)
-
-
-def trie_queries(choices: Sequence[TokenIds]) -> dict[TokenIds, tuple[int, ...]]:
-    """For each inner trie node (a choice prefix), the sorted next-token ids to read there.
-
-    The empty prefix is the prompt itself; a single-token choice only needs it.
-    """
-    nodes: dict[TokenIds, set[int]] = {}
-    for ids in choices:
-        for i, tok in enumerate(ids):
-            nodes.setdefault(tuple(ids[:i]), set()).add(tok)
-    return {prefix: tuple(sorted(toks)) for prefix, toks in nodes.items()}
 
 
 def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, float]:
@@ -116,18 +90,6 @@ def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, floa
         entry = position[tok]
         out[tok] = float(getattr(entry, "logprob", entry))
     return out
-
-
-def sum_choice_logprobs(
-    choices: Sequence[TokenIds], node_logprobs: Mapping[TokenIds, Mapping[int, float]]
-) -> tuple[float, ...]:
-    """Each choice's log-probability: the sum over its tokens of log p(token | prompt, earlier tokens)."""
-    totals = []
-    for ids in choices:
-        totals.append(
-            sum(node_logprobs[tuple(ids[:i])][tok] for i, tok in enumerate(ids))
-        )
-    return tuple(float(t) for t in totals)
 
 
 def weights_digest(model_dir: str | os.PathLike[str]) -> str:

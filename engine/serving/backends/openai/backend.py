@@ -53,6 +53,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promptrobust.engine.safe_io.redact import redact_url, register_secret, register_url_credentials
+from promptrobust.engine.serving.backends.label_tokens import (
+    TokenIds,
+    continuation_ids,
+    sum_choice_logprobs,
+    trie_queries,
+)
 from promptrobust.engine.serving.backends.base import (
     Backend,
     BackendError,
@@ -62,6 +68,7 @@ from promptrobust.engine.serving.backends.base import (
 )
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
+import promptrobust.engine.serving.backends.openai.token_ids as token_ids
 from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
 from promptrobust.engine.serving.backends.openai.endpoints import (
     COOLDOWN,
@@ -248,7 +255,7 @@ class OpenAIBackend(Backend):
     def label_scoring(self) -> str:
         """How labels are scored, as the results record it (decided at ``start()``)."""
         route = scoring.exact_route(self._scoring_path)
-        if route is not None and route.chat and self.is_chat:
+        if route is not None and route.chat and not route.by_token_ids and self.is_chat:
             return scoring.CHAT_DESCRIPTION
         return scoring.DESCRIPTIONS[self._scoring_path or scoring.TOP_PATH]
 
@@ -379,6 +386,7 @@ class OpenAIBackend(Backend):
                 f"model {self.model!r} is not served at {ep.shown} (it serves: {shown}): pass one of those names"
             )
         entry = entries[ids.index(self.model)]
+        ep.vllm = entry.get("owned_by") == "vllm"
         if _is_official(ep.url):
             created = entry.get("created")
             return f"created={created}" if created else ""
@@ -504,6 +512,9 @@ class OpenAIBackend(Backend):
     # -- label scoring (scoring.py holds the routes) ----------------------------------------------------
     async def _score(self, ep: Endpoint, request: Request) -> Completion:
         route = scoring.exact_route(self._scoring_path)
+        if route is not None and route.by_token_ids:
+            self._use_chat(request)  # the same checks as every request (chat messages on api=completions)
+            return await self._score_token_ids(ep, request)
         if route is not None:
             if not self._use_chat(request):
                 return await self._score_exact(ep, request, route)
@@ -555,7 +566,18 @@ class OpenAIBackend(Backend):
         """Once, at start: the exact route the server allows for plain prompts, else the top-20 approximation."""
         import openai
 
-        if self.api != "completions" or self.logprobs is False:
+        if self.logprobs is False:
+            return scoring.TOP_PATH
+        if ep.vllm:
+            # A vLLM server (its /models says so): ask for the route that keeps its prefix cache first, on
+            # chat too. Other servers are not asked (a refused request at every start); vLLM before 0.26
+            # ignores the field, which the probe's answer shows.
+            try:
+                if await self._probe_token_ids(ep):
+                    return scoring.TokenIdsRoute.name
+            except (openai.APIError, BackendError):
+                pass  # refused or unreadable: the next route
+        if self.api != "completions":
             # Chat requests: only a vLLM server can score a label inside the model's own template, and
             # asking others costs a refused request at every start, so that route is opted into
             # (scoring=prompt_logprobs); the settings line and the records say "approximate".
@@ -602,6 +624,82 @@ class OpenAIBackend(Backend):
 
         found = await asyncio.gather(*(one(label) for label in request.choices))
         return Completion(choice_logprobs=tuple(v for v, _ in found), prompt_tokens=max(t for _, t in found), completion_tokens=0)
+
+    # -- the logprob_token_ids route (token_ids.py holds its requests and answers) ----------------------
+    async def _post_json(self, ep: Endpoint, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``url`` (absolute: vLLM's /tokenize sits outside /v1) with this client's key and
+        limits; the answer's JSON object, read as every other answer is."""
+        async with self._deadline(ep):
+            response = await ep.client.post(url, cast_to=_http_module().Response, body=body)
+            return answers.json_body(response, ep.shown)
+
+    async def _tokenize(self, ep: Endpoint, body: dict[str, Any]) -> list[int]:
+        data = await self._post_json(ep, token_ids.tokenize_url(ep.url), body)
+        try:
+            return token_ids.read_tokens(data)
+        except scoring.ScoringAnswerError as exc:
+            raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+
+    async def _label_ids(self, ep: Endpoint, request: Request) -> tuple[list[int], list[TokenIds]]:
+        """The input's token ids and each label's ids after it, as the server's tokenizer gives them."""
+        chat = request.messages is not None
+        messages = self._messages(request) if chat else None
+        prompt = request.prompt or ""
+
+        def body(label: str | None) -> dict[str, Any]:
+            if messages is not None:
+                turns = messages if label is None else [*messages, {"role": "assistant", "content": label}]
+                return token_ids.tokenize_body(self.model, messages=turns, continue_final=label is not None)
+            return token_ids.tokenize_body(self.model, prompt=prompt + (label or ""))
+
+        context, *found = await asyncio.gather(
+            self._tokenize(ep, body(None)),
+            *(self._tokenize(ep, body(label)) for label in request.choices),
+            *(self._tokenize(ep, token_ids.tokenize_body(self.model, prompt=label, special=False))
+              for label in request.choices),
+        )
+        n = len(request.choices)
+        return context, [continuation_ids(context, full, alone) if label else ()
+                         for label, full, alone in zip(request.choices, found[:n], found[n:])]
+
+    async def _read_token_ids(self, ep: Endpoint, context: list[int],
+                              nodes: dict[TokenIds, tuple[int, ...]]) -> dict[TokenIds, dict[int, float]]:
+        """The log-prob of each node's ids at the position after context + node prefix (one request when
+        the label set's ids fit one)."""
+        read: dict[TokenIds, dict[int, float]] = {p: {} for p in nodes}
+        for prefixes, ids in token_ids.chunks(nodes):
+            body = token_ids.node_body(self.model, [context + list(p) for p in prefixes], ids)
+            data = await self._post_completions(ep, body)
+            keep = set(ids)
+            wanted = [[t for t in nodes[p] if t in keep] for p in prefixes]
+            try:
+                values = token_ids.read_nodes(data, wanted)
+            except scoring.ImpossibleLogprob as exc:
+                raise answers.impossible(ep.shown, "a label token", str(exc)) from None
+            except scoring.ScoringAnswerError as exc:
+                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+            for prefix, value in zip(prefixes, values):
+                read[prefix].update(value)
+        return read
+
+    async def _score_token_ids(self, ep: Endpoint, request: Request) -> Completion:
+        context, labels = await self._label_ids(ep, request)
+        nodes = trie_queries(labels)
+        read = await self._read_token_ids(ep, context, nodes) if nodes else {}
+        return Completion(choice_logprobs=sum_choice_logprobs(labels, read), prompt_tokens=len(context),
+                          completion_tokens=0)
+
+    async def _probe_token_ids(self, ep: Endpoint) -> bool:
+        """Whether ``ep`` scores given token ids (every one the probe asks for comes back)."""
+        probe = Request("score_choices", prompt=token_ids.PROBE_INPUT, choices=token_ids.PROBE_LABELS)
+        try:
+            context, labels = await self._label_ids(ep, probe)
+            if not all(labels):
+                return False
+            await self._read_token_ids(ep, context, trie_queries(labels))
+        except (TransientBackendError, BadAnswerError):
+            return False
+        return True
 
     def _decide_no_logprobs(self, ep: Endpoint, why: str) -> None:
         self._server_logprobs = False

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CHAT_DESCRIPTION", "DESCRIPTIONS", "EXACT_PATHS", "MISSING_CHOICE_MARGIN", "ROUTES", "SCORING_ARGS",
-           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath", "accepts",
+           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath", "TokenIdsRoute", "accepts",
            "body", "chat_body", "choice_logprobs_from_top", "exact_route", "probe_bodies", "read", "read_chat"]
 
 #: A route's name: one of ``EXACT_PATHS``, or ``TOP_PATH``.
@@ -81,6 +81,9 @@ class ExactRoute:
     description: str = ""
     #: Whether the chat endpoint takes it too (one request per label: a conversation cannot be a list).
     chat: bool = False
+    #: Whether it scores token ids the server's tokenizer gave (``token_ids``: several requests,
+    #: driven by the backend) rather than one text ``body``.
+    by_token_ids: bool = False
 
     def body(self, model: str, prompt: str, choices: Sequence[str]) -> dict[str, Any]:
         """The completions body that scores every label of ``choices`` after ``prompt`` in one request."""
@@ -145,8 +148,22 @@ class PromptLogprobsRoute(ExactRoute):
         return _prompt_tokens(answer)
 
 
-#: The exact routes, in the order start-up tries them.
-ROUTES: tuple[ExactRoute, ...] = (EchoRoute(), PromptLogprobsRoute())
+class TokenIdsRoute(ExactRoute):
+    """``logprob_token_ids``: several requests per label set (tokenize, then read), so the backend drives it
+    (``by_token_ids``) instead of sending one ``body``."""
+
+    name = "logprob_token_ids"
+    description = ("exact: label tokens scored by vLLM's logprob_token_ids at generated positions "
+                   "(the server's tokenizer; prefix cache kept)")
+    chat = True
+    by_token_ids = True
+
+    def extra_body(self) -> dict[str, Any]:
+        raise TypeError("the logprob_token_ids route sends token-id prompts: see openai.token_ids.node_body")
+
+
+#: The exact routes, in the order start-up tries them: the one that keeps vLLM's prefix cache first.
+ROUTES: tuple[ExactRoute, ...] = (TokenIdsRoute(), EchoRoute(), PromptLogprobsRoute())
 #: Paths that give each label's exact log-probability, tried in this order at start-up.
 EXACT_PATHS: tuple[str, ...] = tuple(r.name for r in ROUTES)
 #: What the ``scoring`` model argument accepts.
@@ -196,7 +213,7 @@ def read_chat(data: Any, label: str) -> float:
 
 def probe_bodies(model: str) -> list[tuple[ScoringPath, dict[str, Any]]]:
     """(path, body) for the start-up check, most common path first."""
-    return [(route.name, route.body(model, _PROBE_INPUT, _PROBE_LABELS)) for route in ROUTES]
+    return [(route.name, route.body(model, _PROBE_INPUT, _PROBE_LABELS)) for route in ROUTES if not route.by_token_ids]
 
 
 def accepts(path: ScoringPath, data: Any) -> bool:
