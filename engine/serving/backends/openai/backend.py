@@ -214,6 +214,8 @@ class OpenAIBackend(Backend):
         self._pool = EndpointPool(urls, eject_after=eject_after, cooldown=cooldown)
         self._http: Any = None
         self._revision = ""
+        #: Each label's token ids on its own, as the server's tokenizer gives them (labels repeat in every request).
+        self._label_alone: dict[str, list[int]] = {}
         #: Whether the server returns log-probs: None until decided (see the module docstring).
         self._server_logprobs: bool | None = logprobs
 
@@ -652,15 +654,20 @@ class OpenAIBackend(Backend):
                 return token_ids.tokenize_body(self.model, messages=turns, continue_final=label is not None)
             return token_ids.tokenize_body(self.model, prompt=prompt + (label or ""))
 
+        async def alone(label: str) -> list[int]:
+            if label not in self._label_alone:
+                self._label_alone[label] = await self._tokenize(
+                    ep, token_ids.tokenize_body(self.model, prompt=label, special=False))
+            return self._label_alone[label]
+
         context, *found = await asyncio.gather(
             self._tokenize(ep, body(None)),
             *(self._tokenize(ep, body(label)) for label in request.choices),
-            *(self._tokenize(ep, token_ids.tokenize_body(self.model, prompt=label, special=False))
-              for label in request.choices),
+            *(alone(label) for label in request.choices),
         )
         n = len(request.choices)
-        return context, [continuation_ids(context, full, alone) if label else ()
-                         for label, full, alone in zip(request.choices, found[:n], found[n:])]
+        return context, [continuation_ids(context, full, own) if label else ()
+                         for label, full, own in zip(request.choices, found[:n], found[n:])]
 
     async def _read_token_ids(self, ep: Endpoint, context: list[int],
                               nodes: dict[TokenIds, tuple[int, ...]]) -> dict[TokenIds, dict[int, float]]:
