@@ -19,8 +19,10 @@ label-scoring routes) and ``errors`` (the SDK's errors mapped, secrets out of
 every message). All endpoints count as one model: the identity is the model
 name plus the first URL.
 
-Label scoring (``score_choices``) is exact where the server allows it: with
-``api=completions`` the start-up checks once which exact route the completions
+Label scoring (``score_choices``) is exact where the server allows it: on a
+vLLM server (its ``/models`` says so) start-up first checks vLLM 0.26+'s
+``logprob_token_ids`` (``token_ids``: plain prompts and chat, prefix cache
+kept); then, with ``api=completions``, which exact route the completions
 endpoint allows (``scoring.ROUTES``: ``echo`` + ``logprobs``, or vLLM's
 ``prompt_logprobs``), and each label's tokens are then scored as the
 in-process backends score them. Otherwise (chat requests, or a server that
@@ -48,7 +50,7 @@ import importlib
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -597,12 +599,8 @@ class OpenAIBackend(Backend):
 
     async def _score_exact(self, ep: Endpoint, request: Request, route: scoring.ExactRoute) -> Completion:
         data = await self._post_completions(ep, route.body(self.model, request.prompt or "", request.choices))
-        try:
+        with _readable(ep):
             values = route.read(data, request.prompt or "", request.choices)
-        except scoring.ImpossibleLogprob as exc:
-            raise answers.impossible(ep.shown, "a label token", str(exc)) from None
-        except scoring.ScoringAnswerError as exc:
-            raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
         prompt_tokens, _ = answers.usage(data)
         return Completion(choice_logprobs=values, prompt_tokens=prompt_tokens, completion_tokens=0)
 
@@ -616,12 +614,8 @@ class OpenAIBackend(Backend):
             raw = await ep.client.chat.completions.with_raw_response.create(
                 model=body["model"], messages=body["messages"], max_tokens=1, temperature=0.0, extra_body=extra)
             data = answers.json_body(raw.http_response, ep.shown)
-            try:
+            with _readable(ep):
                 value = scoring.read_chat(data, label)
-            except scoring.ImpossibleLogprob as exc:
-                raise answers.impossible(ep.shown, "a label token", str(exc)) from None
-            except scoring.ScoringAnswerError as exc:
-                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
             return value, answers.usage(data)[0]
 
         found = await asyncio.gather(*(one(label) for label in request.choices))
@@ -637,10 +631,8 @@ class OpenAIBackend(Backend):
 
     async def _tokenize(self, ep: Endpoint, body: dict[str, Any]) -> list[int]:
         data = await self._post_json(ep, token_ids.tokenize_url(ep.url), body)
-        try:
+        with _readable(ep):
             return token_ids.read_tokens(data)
-        except scoring.ScoringAnswerError as exc:
-            raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
 
     async def _label_ids(self, ep: Endpoint, request: Request) -> tuple[list[int], list[TokenIds]]:
         """The input's token ids and each label's ids after it, as the server's tokenizer gives them."""
@@ -679,12 +671,8 @@ class OpenAIBackend(Backend):
             data = await self._post_completions(ep, body)
             keep = set(ids)
             wanted = [[t for t in nodes[p] if t in keep] for p in prefixes]
-            try:
+            with _readable(ep):
                 values = token_ids.read_nodes(data, wanted)
-            except scoring.ImpossibleLogprob as exc:
-                raise answers.impossible(ep.shown, "a label token", str(exc)) from None
-            except scoring.ScoringAnswerError as exc:
-                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
             for prefix, value in zip(prefixes, values):
                 read[prefix].update(value)
         return read
@@ -712,6 +700,18 @@ class OpenAIBackend(Backend):
         self._server_logprobs = False
         log.warning("%s at %s returns no log-probabilities (%s): label scoring is off, answers are generated; "
                     "pass logprobs=false to skip this check", self.model, ep.shown, why)
+
+
+@contextlib.contextmanager
+def _readable(ep: Endpoint) -> Iterator[None]:
+    """Reading a label-scoring answer: impossible numbers fail at once (a broken server sends them again),
+    an answer without what the route needs is a malformed one (retried); neither is ever scored."""
+    try:
+        yield
+    except scoring.ImpossibleLogprob as exc:
+        raise answers.impossible(ep.shown, "a label token", str(exc)) from None
+    except scoring.ScoringAnswerError as exc:
+        raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
 
 
 def _scoring_arg(path: str, api: str, logprobs: bool | None) -> scoring.ScoringPath | None:

@@ -11,6 +11,11 @@ way is an ``ExactRoute`` in ``ROUTES`` (tried in that order at start-up):
 * ``prompt_logprobs``: vLLM's own ``prompt_logprobs=0`` (the log-probability
   of each prompt token, nothing else).
 
+Before them, on a vLLM server, ``logprob_token_ids`` (``TokenIdsRoute``, vLLM
+0.26+): the labels' token ids read at generated positions, which keeps the
+prefix cache; its requests are several per label set, so the backend drives
+it (``token_ids.py``) rather than sending one ``body``.
+
 One request per label set: ``prompt`` is the list ``[input + label, ...]``, one
 completion each. Chat requests (instruction-tuned models) are scored exactly by
 vLLM's chat endpoint, opted into with ``scoring=prompt_logprobs``: the label
@@ -38,8 +43,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CHAT_DESCRIPTION", "DESCRIPTIONS", "EXACT_PATHS", "MISSING_CHOICE_MARGIN", "ROUTES", "SCORING_ARGS",
-           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath", "TokenIdsRoute", "accepts",
-           "body", "chat_body", "choice_logprobs_from_top", "exact_route", "probe_bodies", "read", "read_chat"]
+           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath",
+           "TokenIdsRoute", "accepts", "body", "chat_body", "choice_logprobs_from_top", "completions_in_order",
+           "exact_route", "probe_bodies", "read", "read_chat"]
 
 #: A route's name: one of ``EXACT_PATHS``, or ``TOP_PATH``.
 ScoringPath = str
@@ -101,13 +107,7 @@ class ExactRoute:
 
     def read(self, data: Any, prompt: str, choices: Sequence[str]) -> tuple[float, ...]:
         """Each label's log-probability (the sum over its tokens) from a ``body`` answer."""
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-            raise ScoringAnswerError("no choices in the answer")
-        answers = [c for c in data["choices"] if isinstance(c, dict)]
-        if len(answers) != len(choices):
-            raise ScoringAnswerError(f"{len(answers)} completions for {len(choices)} labels")
-        if all(isinstance(c.get("index"), int) for c in answers):
-            answers = sorted(answers, key=lambda c: c["index"])
+        answers = completions_in_order(data, len(choices), "labels")
         out = []
         for answer, label in zip(answers, choices):
             if not label:
@@ -170,6 +170,18 @@ EXACT_PATHS: tuple[str, ...] = tuple(r.name for r in ROUTES)
 SCORING_ARGS = ("auto", *EXACT_PATHS, TOP_PATH)
 #: How each path is recorded in results (``label_scoring``).
 DESCRIPTIONS: dict[str, str] = {**{r.name: r.description for r in ROUTES}, TOP_PATH: _TOP_DESCRIPTION}
+
+
+def completions_in_order(data: Any, expected: int, of_what: str) -> list[dict[str, Any]]:
+    """The completions of an answer to a list of prompts, in the prompts' order (``index``), one per prompt."""
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+        raise ScoringAnswerError("no choices in the answer")
+    answers = [c for c in data["choices"] if isinstance(c, dict)]
+    if len(answers) != expected:
+        raise ScoringAnswerError(f"{len(answers)} completions for {expected} {of_what}")
+    if all(isinstance(c.get("index"), int) for c in answers):
+        answers = sorted(answers, key=lambda c: c["index"])
+    return answers
 
 
 def exact_route(path: str | None) -> ExactRoute | None:

@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from promptrobust.engine.serving.backends.label_tokens import TokenIds
-from promptrobust.engine.serving.backends.openai.scoring import ImpossibleLogprob, ScoringAnswerError
+from promptrobust.engine.serving.backends.openai.scoring import ImpossibleLogprob, ScoringAnswerError, completions_in_order
 
 __all__ = ["MAX_IDS_PER_REQUEST", "PROBE_INPUT", "PROBE_LABELS", "chunks", "node_body", "read_nodes",
            "read_tokens", "tokenize_body", "tokenize_url"]
@@ -90,13 +90,7 @@ def read_nodes(data: Any, wanted: Sequence[Sequence[int]]) -> list[dict[int, flo
     An id the answer lacks means the server ignored ``logprob_token_ids`` (vLLM before 0.26 does, as
     does any server that does not know it): the answer is unusable, never approximated.
     """
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-        raise ScoringAnswerError("no choices in the answer")
-    answers = [c for c in data["choices"] if isinstance(c, dict)]
-    if len(answers) != len(wanted):
-        raise ScoringAnswerError(f"{len(answers)} completions for {len(wanted)} token-id prompts")
-    if all(isinstance(c.get("index"), int) for c in answers):
-        answers = sorted(answers, key=lambda c: c["index"])
+    answers = completions_in_order(data, len(wanted), "token-id prompts")
     out = []
     for answer, ids in zip(answers, wanted):
         lp = answer.get("logprobs")
