@@ -55,18 +55,18 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promptrobust.engine.safe_io.redact import redact_url, register_secret, register_url_credentials
-from promptrobust.engine.serving.backends.label_tokens import (
-    TokenIds,
-    continuation_ids,
-    sum_choice_logprobs,
-    trie_queries,
-)
 from promptrobust.engine.serving.backends.base import (
     Backend,
     BackendError,
     BackendUnavailable,
     BadAnswerError,
     TransientBackendError,
+)
+from promptrobust.engine.serving.backends.label_tokens import (
+    TokenIds,
+    continuation_ids,
+    sum_choice_logprobs,
+    trie_queries,
 )
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
