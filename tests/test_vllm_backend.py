@@ -125,6 +125,7 @@ def test_memory_share_keeps_what_the_user_set_and_vllms_default_on_gpus(monkeypa
     assert VLLMBackend("m", gpu_memory_utilization=0.3)._memory_share(on_cpu=True) == 0.3
     assert VLLMBackend("m", engine_kwargs={"gpu_memory_utilization": 0.2})._memory_share(on_cpu=True) == 0.2
     assert VLLMBackend("m")._memory_share(on_cpu=False) == 0.9
+    assert VLLMBackend("m", engine_kwargs={"kv_cache_memory_bytes": 1 << 30})._memory_share(on_cpu=True) == 0.9
     backend = VLLMBackend("m")
     monkeypatch.setattr("promptrobust.engine.serving.backends.vllm_backend.host_memory",
                         lambda: (24 * 2**30, 20 * 2**30))

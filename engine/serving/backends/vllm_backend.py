@@ -324,8 +324,8 @@ class VLLMBackend(Backend):
             return self.gpu_memory_utilization
         if "gpu_memory_utilization" in self.engine_kwargs:
             return float(self.engine_kwargs["gpu_memory_utilization"])
-        if not on_cpu:
-            return GPU_MEMORY_SHARE
+        if not on_cpu or "kv_cache_memory_bytes" in self.engine_kwargs:
+            return GPU_MEMORY_SHARE  # a fixed KV cache: vLLM on CPU then checks that instead of the share
         total, available = host_memory()
         share = cpu_memory_share(total, available)
         self.engine_settings["gpu_memory_utilization"] = (
