@@ -101,6 +101,17 @@ def test_openai_exact_scoring_matches_hf_per_label(smol: HFBackend, server_args:
     assert all(len(b["prompt"]) == len(LABELS) for b in scoring_bodies)
 
 
+def test_token_ids_route_equals_the_prompt_token_routes_on_one_server(smol: HFBackend) -> None:
+    """The same server, each route named: the label scores agree across routes within 1e-4."""
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME) as srv:
+        by_route = {path: asyncio.run(_openai_scores(srv.url, scoring=path))[1]
+                    for path in ("logprob_token_ids", "echo", "prompt_logprobs")}
+    for other in ("echo", "prompt_logprobs"):
+        for a, b in zip(by_route["logprob_token_ids"], by_route[other]):
+            assert a is not None and b is not None
+            assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4, (other, a, b)
+
+
 def test_a_server_without_exact_scoring_falls_back_to_top20_and_says_so(smol: HFBackend) -> None:
     hf = asyncio.run(smol.complete_batch(_requests()))
     with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME, echo=False, prompt_logprobs=False,
