@@ -4,7 +4,9 @@ The embedded SmolLM2 serves an OpenAI-compatible completions endpoint from this
 process (promptrobust.testing.hf_server: one real forward pass per prompt, so
 its log-probs are the model's own); the ``openai:`` backend detects at start-up
 which exact path the server allows and must give every label the log-probability
-the ``hf:`` backend gives it, within 1e-4.
+the ``hf:`` backend gives it, within 1e-4. The server plays vLLM: it serves
+``logprob_token_ids`` (vLLM 0.26+, tried first) and ``/tokenize`` unless told to
+refuse them, so the fall-back order is tested route by route.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ async def _openai_scores(url: str, **kwargs) -> tuple[str, list[tuple[float, ...
 
 
 @pytest.mark.parametrize(("server_args", "path"), [
-    ({}, "echo"),
-    ({"echo": False}, "prompt_logprobs"),
+    ({}, "logprob_token_ids"),
+    ({"logprob_token_ids": False}, "echo"),
+    ({"logprob_token_ids": False, "echo": False}, "prompt_logprobs"),
 ])
 def test_openai_exact_scoring_matches_hf_per_label(smol: HFBackend, server_args: dict, path: str) -> None:
     hf = asyncio.run(smol.complete_batch(_requests()))
@@ -83,15 +86,36 @@ def test_openai_exact_scoring_matches_hf_per_label(smol: HFBackend, server_args:
             assert abs(a - b) < 1e-4, (label, a, b)
     # The rare label really is far down (the case the approximation cannot score).
     assert all(s[3] < -10 for s in scores)
+    if path == "logprob_token_ids":
+        # One request per sample reads every label's tokens at generated positions (the prompt and each
+        # inner node of the label trie: " mixed feelings" is two tokens), never the prompt's own log-probs.
+        reads = [b for b in bodies if b.get("logprob_token_ids")]
+        assert len(reads) == len(REVIEWS) + 1  # + the start-up probe
+        assert not any(b.get("echo") or b.get("prompt_logprobs") is not None for b in bodies)
+        assert all(isinstance(p, list) and all(isinstance(t, int) for t in p) for b in reads for p in b["prompt"])
+        assert all(len(b["prompt"]) == 2 for b in reads[1:])
+        return
     # One request scores every label of a sample: the labels go as a list of prompts.
     scoring_bodies = [b for b in bodies if isinstance(b.get("prompt"), list) and "Review:" in b["prompt"][0]]
     assert len(scoring_bodies) == len(REVIEWS)
     assert all(len(b["prompt"]) == len(LABELS) for b in scoring_bodies)
 
 
+def test_token_ids_route_equals_the_prompt_token_routes_on_one_server(smol: HFBackend) -> None:
+    """The same server, each route named: the label scores agree across routes within 1e-4."""
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME) as srv:
+        by_route = {path: asyncio.run(_openai_scores(srv.url, scoring=path))[1]
+                    for path in ("logprob_token_ids", "echo", "prompt_logprobs")}
+    for other in ("echo", "prompt_logprobs"):
+        for a, b in zip(by_route["logprob_token_ids"], by_route[other]):
+            assert a is not None and b is not None
+            assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4, (other, a, b)
+
+
 def test_a_server_without_exact_scoring_falls_back_to_top20_and_says_so(smol: HFBackend) -> None:
     hf = asyncio.run(smol.complete_batch(_requests()))
-    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME, echo=False, prompt_logprobs=False) as srv:
+    with HFCompletionsServer(smol.model, smol.tokenizer, name=NAME, echo=False, prompt_logprobs=False,
+                             logprob_token_ids=False) as srv:
         label_scoring, scores, extra = asyncio.run(_openai_scores(srv.url))
     assert label_scoring == openai_scoring.DESCRIPTIONS["top_logprobs"]
     assert label_scoring.startswith("approximate")
@@ -128,6 +152,54 @@ def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) 
             assert abs(a - b) < 1e-4, (a, b)
 
 
+def test_chat_requests_on_vllm_are_scored_exactly_by_token_ids(smol: HFBackend) -> None:
+    """api=auto, chat messages: the server renders the conversation (/tokenize), the labels are read at
+    generated positions, and the scores equal the in-process chat scores."""
+    from promptrobust.engine.serving.types import ChatMessage
+
+    chat_hf = embedded_backend("smollm2-135m-instruct", HFOptions(batch_size=8, chat=True))
+    asyncio.run(chat_hf.start())
+    requests = [Request("score_choices", messages=(ChatMessage("user", f"Review: {t}\nIs it positive or negative?"),),
+                        choices=("positive", "negative", "mixed feelings")) for t in REVIEWS]
+    want = asyncio.run(chat_hf.complete_batch(requests))
+
+    async def over_http(url: str) -> tuple[str, list, tuple]:
+        backend = OpenAIBackend(NAME, base_urls=[url])
+        await backend.start()
+        try:
+            return backend.label_scoring, [await backend.complete(r) for r in requests], backend.identity.extra
+        finally:
+            await backend.close()
+
+    with HFCompletionsServer(chat_hf.model, chat_hf.tokenizer, name=NAME) as srv:
+        label_scoring, got, extra = asyncio.run(over_http(srv.url))
+        chat_calls = [b for b in srv.bodies if "messages" in b and "add_special_tokens" not in b]
+    assert label_scoring == openai_scoring.DESCRIPTIONS["logprob_token_ids"]
+    assert ("label_scoring", "logprob_token_ids") in extra
+    assert not chat_calls  # scored through token ids, not the chat route's prompt log-probs
+    for w, g in zip(want, got):
+        for a, b in zip(w.choice_logprobs, g.choice_logprobs):
+            assert abs(a - b) < 1e-4, (a, b)
+
+
+def test_a_server_that_ignores_logprob_token_ids_is_not_trusted() -> None:
+    """vLLM before 0.26 drops the unknown field and answers with the sampled token only: unusable, never
+    read as a score."""
+    from promptrobust.engine.serving.backends.openai import token_ids
+
+    ignored = {"choices": [{"index": 0, "logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-0.1],
+                                                     "top_logprobs": [{"token_id:7": -0.1}]}}]}
+    with pytest.raises(openai_scoring.ScoringAnswerError, match="ignored logprob_token_ids"):
+        token_ids.read_nodes(ignored, [[7, 9]])
+    served = {"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"token_id:7": -0.1, "token_id:9": -2.5}]}}]}
+    assert token_ids.read_nodes(served, [[7, 9]]) == [{7: -0.1, 9: -2.5}]
+    served["choices"][0]["logprobs"]["top_logprobs"][0]["token_id:9"] = 0.5
+    with pytest.raises(openai_scoring.ImpossibleLogprob):
+        token_ids.read_nodes(served, [[7, 9]])
+    assert token_ids.tokenize_url("http://h:8000/v1") == "http://h:8000/tokenize"
+    assert token_ids.tokenize_url("http://h:8000/proxy/v1/") == "http://h:8000/proxy/tokenize"
+
+
 def test_scoring_argument_is_checked() -> None:
     with pytest.raises(ValueError, match="api=completions"):
         OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="echo")
@@ -151,7 +223,7 @@ def test_a_run_records_which_scoring_path_it_used(smol: HFBackend, tmp_path: Pat
     (folder,) = (tmp_path / "runs").iterdir()
     results = orjson.loads((folder / "results.json").read_bytes())
     measurement = results["configs"]["measurement"]
-    assert measurement["label_scoring"] == openai_scoring.DESCRIPTIONS["echo"]
+    assert measurement["label_scoring"] == openai_scoring.DESCRIPTIONS["logprob_token_ids"]
     assert measurement["input_format"] == "completion"
 
 

@@ -14,7 +14,9 @@ from promptrobust.engine.serving.backends.base import BackendError, BackendUnava
 from promptrobust.engine.serving.backends.vllm_backend import (
     MISSING_VLLM,
     VLLMBackend,
+    check_vllm_version,
     continuation_ids,
+    cpu_memory_share,
     position_logprobs,
     sum_choice_logprobs,
     trie_queries,
@@ -91,6 +93,85 @@ def test_unknown_engine_kwarg_is_reported_as_bad_input() -> None:
     )
     with pytest.raises(ValueError, match="engine_kwargs"):
         VLLMBackend("m", engine_kwargs={"no_such_option": 1})._engine_args(Args)
+
+
+# ------------------------------------------------- floor, CPU defaults, errors
+
+
+def test_a_vllm_older_than_the_floor_is_refused_in_one_line() -> None:
+    for old in ("0.8.5", "0.12.0", "0.19.1"):
+        with pytest.raises(BackendUnavailable) as info:
+            check_vllm_version(old)
+        assert "0.20.0" in str(info.value) and "logprob_token_ids" in str(info.value)
+        assert "\n" not in str(info.value)
+    for ok in ("0.20.0", "0.32.0+cpu", "1.0.0rc1", "0.33.0.dev12+g1234"):
+        check_vllm_version(ok)
+
+
+def test_cpu_memory_share_leaves_room_on_a_small_machine() -> None:
+    gib = 2**30
+    # The machine of the issue: 23.54 GiB, 21.32 free. vLLM's 0.9 asks 21.2 GiB and fails; half of the
+    # free RAM is 10.66 GiB, a share of 0.45, which vLLM's check (share x total <= free) passes.
+    share = cpu_memory_share(int(23.54 * gib), int(21.32 * gib))
+    assert share == 0.45 and share * 23.54 <= 21.32
+    assert cpu_memory_share(100 * gib, 100 * gib) == 0.5  # half of the free RAM, never more
+    with pytest.raises(BackendUnavailable, match="gpu_memory_utilization="):
+        cpu_memory_share(24 * gib, gib // 2)
+    with pytest.raises(BackendUnavailable, match="memory size"):
+        cpu_memory_share(0, 0)
+
+
+def test_memory_share_keeps_what_the_user_set_and_vllms_default_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert VLLMBackend("m", gpu_memory_utilization=0.3)._memory_share(on_cpu=True) == 0.3
+    assert VLLMBackend("m", engine_kwargs={"gpu_memory_utilization": 0.2})._memory_share(on_cpu=True) == 0.2
+    assert VLLMBackend("m")._memory_share(on_cpu=False) == 0.9
+    assert VLLMBackend("m", engine_kwargs={"kv_cache_memory_bytes": 1 << 30})._memory_share(on_cpu=True) == 0.9
+    backend = VLLMBackend("m")
+    monkeypatch.setattr("promptrobust.engine.serving.backends.vllm_backend.host_memory",
+                        lambda: (24 * 2**30, 20 * 2**30))
+    assert backend._memory_share(on_cpu=True) == 0.41
+    assert "0.41" in backend.engine_settings["gpu_memory_utilization"]
+
+
+def test_cpu_threads_use_every_core_unless_the_user_set_the_reservation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    backend = VLLMBackend("m")
+    backend._cpu_threads()
+    import os
+
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert backend.engine_settings["reserved_cpus"].startswith("0 of")
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
+    backend = VLLMBackend("m")
+    backend._cpu_threads()
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert "set by" in backend.engine_settings["reserved_cpus"]
+
+
+def test_sampling_params_that_vllm_refuses_become_one_backend_error() -> None:
+    class Kind:
+        FINAL_ONLY = "final"
+
+    def old_sampling_params(**kwargs: object) -> object:  # vLLM before 0.20: no such field
+        if "logprob_token_ids" in kwargs:
+            raise TypeError("SamplingParams.__init__() got an unexpected keyword argument 'logprob_token_ids'\nmore")
+        return kwargs
+
+    backend = VLLMBackend("m")
+    backend._vllm = (old_sampling_params, Kind)
+    assert backend._params(temperature=0.0) == {"temperature": 0.0, "output_kind": "final"}
+    with pytest.raises(BackendError) as info:
+        backend._params(logprob_token_ids=[1])
+    assert "logprob_token_ids" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_engine_arguments_vllm_rejects_become_one_line() -> None:
+    def strict_args(**kwargs: object) -> object:
+        raise RuntimeError("max_model_len 99999 exceeds the model's 8192\ntraceback...")
+
+    with pytest.raises(BackendUnavailable) as info:
+        VLLMBackend("m", gpu_memory_utilization=0.5)._engine_args(strict_args)
+    assert "exceeds" in str(info.value) and "\n" not in str(info.value)
 
 
 # ----------------------------------------------------------------- identity

@@ -50,6 +50,18 @@ own with 429 + Retry-After, like a real provider; ``latency=`` delays every
 answer (for throughput benchmarks); ``logprobs=False`` omits log-probabilities
 from answers and ``logprobs_error=500`` refuses requests that ask for them.
 
+``vllm=True`` plays a vLLM 0.26+ server: ``/v1/models`` says ``owned_by: vllm``,
+``POST /tokenize`` (at the root, as vLLM's) tokenises a prompt or a
+conversation with a toy tokenizer (one token per word with its leading
+whitespace; ids from a checksum of the text), and a completions request with
+``logprob_token_ids`` (its prompt a list of token ids, or a list of them) is
+answered with the exact log-probability of each listed id at the generated
+position, under the same next-token distribution the top-20 route shows: the
+answer 0.70, with a space 0.10, capitalised 0.05, then the vocabulary words
+halving from 0.04, and the rest spread evenly over ``FAKE_VOCAB_SIZE`` other
+tokens (``token_logprob`` computes it). ``refuse=("logprob_token_ids",)``
+answers such requests with HTTP 400, as a server that does not offer them.
+
 Every answered POST is logged in ``outcomes`` as (time on
 ``time.monotonic()``, HTTP status), so a benchmark can count what the server
 saw per time window: requests sent, 429s, and accepted requests. The time is
@@ -63,7 +75,9 @@ import email.utils
 import json
 import math
 import random
+import re
 import socket
+import zlib
 import struct
 import threading
 import time
@@ -73,7 +87,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["BAD_ANSWER_FAULTS", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TRANSIENT_FAULTS", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer"]
+__all__ = ["BAD_ANSWER_FAULTS", "FAKE_VOCAB_SIZE", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TRANSIENT_FAULTS",
+           "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer", "toy_tokens"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
@@ -98,6 +113,28 @@ _BODY_FAULTS = frozenset({"truncated", "malformed", "html", "empty", "no_content
 POSITIVE_WORDS = frozenset(
     ["good", "great", "love", "loved", "excellent", "wonderful", "best", "fun", "delightful", "enjoyable", "amazing", "brilliant"]
 )
+
+
+#: Tokens outside the answer table share the rest of the probability evenly, as if the vocabulary had this many.
+FAKE_VOCAB_SIZE = 50_000
+_BOS_ID = 1
+_PIECE = re.compile(r"\s*\S+|\s+")
+
+
+def toy_tokens(text: str) -> list[str]:
+    """The toy tokenizer of ``vllm=True``: each word with the whitespace before it ("a b " -> a, " b", " ")."""
+    return _PIECE.findall(text)
+
+
+def _toy_id(piece: str) -> int:
+    return 1000 + zlib.crc32(piece.encode()) % (1 << 24)
+
+
+def _toy_chat(messages: list[dict[str, Any]], *, generation_prompt: bool, continue_final: bool) -> str:
+    """The toy chat template: ``<|role|>`` then the content on its own line."""
+    turns = [f"<|{m.get('role', 'user')}|>\n{m.get('content') or ''}" for m in messages]
+    text = "\n".join(turns) + ("" if continue_final else "\n")
+    return text + ("<|assistant|>\n" if generation_prompt and not continue_final else "")
 
 
 def sentiment_answer(text: str) -> str:
@@ -254,6 +291,8 @@ class FakeOpenAIServer:
         key_faults: Mapping[str, FaultPlan] | None = None,
         lifetime: float | None = 3600.0,
         port: int = 0,
+        vllm: bool = False,
+        refuse: Iterable[str] = (),
     ) -> None:
         self.model = model
         #: The port to listen on (0: any free one); a server started again on a stopped one's port
@@ -272,6 +311,12 @@ class FakeOpenAIServer:
         self.faults = faults
         self.key_faults: dict[str, FaultPlan] = dict(key_faults or {})
         self.lifetime = lifetime
+        self.vllm = vllm
+        self.refuse = frozenset(refuse)
+        #: Token id -> text for every piece the toy tokenizer gave, and what each tokenised input asks
+        #: the answer function (a prompt's text; a conversation's last user message).
+        self._pieces: dict[int, str] = {}
+        self._inputs: dict[tuple[int, ...], str] = {}
         self.injected: Counter[str] = Counter()
         self.injected_by_key: dict[str, Counter[str]] = {}
         self._rng = random.Random(faults.seed if faults is not None else 0)
@@ -286,6 +331,49 @@ class FakeOpenAIServer:
         self.stopping = threading.Event()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    # -- the toy tokenizer and next-token distribution of vllm=True ----------------------------------------
+    def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``/tokenize`` answer for a prompt or a conversation (remembered for ``input_of``)."""
+        if body.get("messages") is not None:
+            messages = list(body["messages"])
+            text = _toy_chat(messages, generation_prompt=bool(body.get("add_generation_prompt", True)),
+                             continue_final=bool(body.get("continue_final_message", False)))
+            users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+            asked = users[-1] if users else ""
+            special = bool(body.get("add_special_tokens", False))
+        else:
+            text = asked = str(body.get("prompt", ""))
+            special = bool(body.get("add_special_tokens", True))
+        pieces = toy_tokens(text)
+        ids = ([_BOS_ID] if special else []) + [_toy_id(p) for p in pieces]
+        with self._lock:
+            self._pieces.update(zip(ids[1:] if special else ids, pieces))
+            self._inputs[tuple(ids)] = asked
+        return {"count": len(ids), "max_model_len": 8192, "tokens": ids, "token_strs": None}
+
+    def piece(self, token_id: int) -> str:
+        with self._lock:
+            return self._pieces.get(token_id, f"<{token_id}>")
+
+    def input_of(self, ids: list[int]) -> str:
+        """What the answer function reads for a token-id prompt: that of the longest tokenised input it starts
+        with (the prompt itself, or the prompt plus a label prefix)."""
+        with self._lock:
+            for end in range(len(ids), 0, -1):
+                found = self._inputs.get(tuple(ids[:end]))
+                if found is not None:
+                    return found
+            return "".join(self._pieces.get(t, "") for t in ids)
+
+    def token_logprob(self, answer: str, token_id: int) -> float:
+        """The exact log-probability of ``token_id`` next: the top-20 route's table (``_top``), else an even
+        share of the rest over ``FAKE_VOCAB_SIZE`` tokens."""
+        table = _answer_table(answer, self.vocab)
+        text = self.piece(token_id)
+        if text in table and _toy_id(text) == token_id:
+            return math.log(table[text])
+        return math.log((1.0 - sum(table.values())) / FAKE_VOCAB_SIZE)
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
@@ -502,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path.rstrip("/") == "/v1/models":
             self._send_json(200, {"object": "list", "data": [
-                {"id": st.model, "object": "model", "created": st.created, "owned_by": "tests"}
+                {"id": st.model, "object": "model", "created": st.created, "owned_by": "vllm" if st.vllm else "tests"}
             ]})
             return
         self._error(404, f"no route {path}")
@@ -550,6 +638,16 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("model") != st.model:
             self._error(404, f"The model `{body.get('model')}` does not exist")
             return
+        refused = sorted(k for k in st.refuse if body.get(k) not in (None, False, []))
+        if refused:
+            self._error(400, f"Unrecognized request argument supplied: {refused[0]}")
+            return
+        if st.vllm and path == "/tokenize":
+            self._send_json(200, st.tokenize(body))
+            return
+        if st.vllm and path == "/v1/completions" and body.get("logprob_token_ids"):
+            self._token_ids(body)
+            return
         if path == "/v1/chat/completions":
             self._chat(body)
         elif path == "/v1/completions":
@@ -571,13 +669,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _top(self, first: str, n: int) -> list[tuple[str, float]]:
         """Top-n next tokens: the answer, its spaced and capitalised variants, then the vocabulary."""
-        probs = [(first, 0.70), (" " + first, 0.10), (first.capitalize(), 0.05)]
-        p = 0.04
-        for word in self.server_state.vocab:
-            if word.lower() != first.lower():
-                probs.append((word, p))
-                p /= 2
+        probs = _answer_list(first, self.server_state.vocab)
         return [(tok, math.log(pr)) for tok, pr in probs[: max(0, n)]]
+
+    def _token_ids(self, body: dict[str, Any]) -> None:
+        """vLLM's ``logprob_token_ids``: per token-id prompt, the listed ids' log-probs at the generated position."""
+        st = self.server_state
+        prompt = body.get("prompt")
+        prompts = [prompt] if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else prompt
+        if not isinstance(prompts, list) or not all(isinstance(p, list) for p in prompts):
+            self._error(400, "logprob_token_ids needs token-id prompts in this server")
+            return
+        if body.get("logprobs") is None:
+            self._error(400, "when using `logprob_token_ids`, `logprobs` must be set.")
+            return
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        listed = [int(t) for t in body["logprob_token_ids"]]
+        choices = []
+        for i, ids in enumerate(prompts):
+            answer = st.answer(st.input_of(ids)).split()[0]
+            sampled = _toy_id(answer)
+            top = {(f"token_id:{t}" if as_ids else st.piece(t)): st.token_logprob(answer, t) for t in [sampled, *listed]}
+            first = f"token_id:{sampled}" if as_ids else answer
+            choices.append({"index": i, "text": answer, "finish_reason": "length", "logprobs": {
+                "tokens": [first], "token_logprobs": [st.token_logprob(answer, sampled)], "top_logprobs": [top],
+                "text_offset": [0]}})
+        n = sum(len(p) for p in prompts)
+        self._send_json(200, {"id": f"cmpl-{st.count()}", "object": "text_completion", "created": int(time.time()),
+                              "model": st.model, "choices": choices,
+                              "usage": {"prompt_tokens": n, "completion_tokens": len(prompts), "total_tokens": n + len(prompts)}})
 
     def _usage(self, text: str, completion_tokens: int) -> dict[str, int]:
         prompt_tokens = max(1, len(text.split()))
@@ -622,6 +742,26 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "text": out, "logprobs": logprobs, "finish_reason": "stop"}],
             "usage": self._usage(text, len(tokens)),
         })
+
+
+def _answer_list(first: str, vocab: Iterable[str]) -> list[tuple[str, float]]:
+    """The next tokens the server shows, most likely first: the answer, its spaced and capitalised variants,
+    then the vocabulary halving from 0.04 (a text may repeat: "7" capitalised is "7")."""
+    probs = [(first, 0.70), (" " + first, 0.10), (first.capitalize(), 0.05)]
+    p = 0.04
+    for word in vocab:
+        if word.lower() != first.lower():
+            probs.append((word, p))
+            p /= 2
+    return probs
+
+
+def _answer_table(first: str, vocab: Iterable[str]) -> dict[str, float]:
+    """``_answer_list`` as one probability per token text (a repeated text's shares added)."""
+    table: dict[str, float] = {}
+    for text, p in _answer_list(first, vocab):
+        table[text] = table.get(text, 0.0) + p
+    return table
 
 
 def _spoil(payload: dict[str, Any], fault: str) -> dict[str, Any]:

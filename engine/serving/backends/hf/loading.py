@@ -43,6 +43,9 @@ class LoadedModel:
     """An encoder-decoder model (T5): no prefix sharing, ``generate`` for generation."""
     has_logits_to_keep: bool
     """Its forward takes ``logits_to_keep`` (the output layer runs on the last positions only)."""
+    cache_keyword: str
+    """The keyword its forward takes the key/value cache by: ``cache`` (transformers 5.24 on; the old name
+    warns there and is gone in 5.40) or ``past_key_values`` (before)."""
     max_len: int | None
     """The longest input it takes (its position embeddings), when the configuration says."""
     kernel: KernelChoice
@@ -189,5 +192,10 @@ def finish(model: Any, tokenizer: Any, *, model_ref: str, options: HFOptions, de
     return LoadedModel(
         model=model, tokenizer=tokenizer, device=torch.device(device), dtype_name=dtype_name, encdec=encdec,
         has_logits_to_keep="logits_to_keep" in inspect.signature(model.forward).parameters, max_len=max_len,
-        kernel=kernel,
+        kernel=kernel, cache_keyword=cache_keyword(model),
     )
+
+
+def cache_keyword(model: Any) -> str:
+    """``cache`` where the model's forward names its key/value cache so, else ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

@@ -96,7 +96,7 @@ class ForwardPasses:
         self.observer.forward_pass(kind, int(ids.shape[0]), int(ids.shape[1]), keep)
         kw: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": cache is not None}
         if cache is not None:
-            kw["past_key_values"] = cache
+            kw[m.cache_keyword] = cache
         if keep == 0:
             self.headless()(**kw)
             return None
@@ -235,11 +235,13 @@ class ForwardPasses:
         pos = torch.arange(done, len(tokens), device=m.device).unsqueeze(0)
         headless = self.headless()
         self.observer.forward_pass("prefix", 1, len(tokens) - done, 0 if headless is not None else 1)
+        kw: dict[str, Any] = {m.cache_keyword: cache}
         if headless is not None:  # keys and values are all a prefix is for
-            headless(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True)
+            headless(input_ids=ids, position_ids=pos, use_cache=True, **kw)
         else:
-            kw: dict[str, Any] = {"logits_to_keep": 1} if m.has_logits_to_keep else {}
-            m.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, **kw)
+            if m.has_logits_to_keep:
+                kw["logits_to_keep"] = 1
+            m.model(input_ids=ids, position_ids=pos, use_cache=True, **kw)
         self.positions += len(tokens) - done
         return PrefixEntry.of(tokens, [(layer.keys, layer.values) for layer in cache.layers])  # type: ignore[union-attr]  # transformers types layers as any cache layer; one built from (keys, values) pairs holds key/value layers
 

@@ -5,6 +5,8 @@
   JSON's parts, impossible numbers);
 * ``scoring``: the label-scoring routes (exact ones in ``scoring.ROUTES``, the
   top-20 approximation);
+* ``token_ids``: the requests and answers of the exact route by token ids
+  (vLLM 0.26+'s ``logprob_token_ids``, with its ``/tokenize``);
 * ``errors``: the SDK's errors mapped to ours, secrets out of every message;
 * ``backend``: the ``OpenAIBackend`` that composes them.
 """

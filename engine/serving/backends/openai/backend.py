@@ -19,8 +19,10 @@ label-scoring routes) and ``errors`` (the SDK's errors mapped, secrets out of
 every message). All endpoints count as one model: the identity is the model
 name plus the first URL.
 
-Label scoring (``score_choices``) is exact where the server allows it: with
-``api=completions`` the start-up checks once which exact route the completions
+Label scoring (``score_choices``) is exact where the server allows it: on a
+vLLM server (its ``/models`` says so) start-up first checks vLLM 0.26+'s
+``logprob_token_ids`` (``token_ids``: plain prompts and chat, prefix cache
+kept); then, with ``api=completions``, which exact route the completions
 endpoint allows (``scoring.ROUTES``: ``echo`` + ``logprobs``, or vLLM's
 ``prompt_logprobs``), and each label's tokens are then scored as the
 in-process backends score them. Otherwise (chat requests, or a server that
@@ -48,7 +50,7 @@ import importlib
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -60,8 +62,15 @@ from promptrobust.engine.serving.backends.base import (
     BadAnswerError,
     TransientBackendError,
 )
+from promptrobust.engine.serving.backends.label_tokens import (
+    TokenIds,
+    continuation_ids,
+    sum_choice_logprobs,
+    trie_queries,
+)
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
+import promptrobust.engine.serving.backends.openai.token_ids as token_ids
 from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
 from promptrobust.engine.serving.backends.openai.endpoints import (
     COOLDOWN,
@@ -207,6 +216,8 @@ class OpenAIBackend(Backend):
         self._pool = EndpointPool(urls, eject_after=eject_after, cooldown=cooldown)
         self._http: Any = None
         self._revision = ""
+        #: Each label's token ids on its own, as the server's tokenizer gives them (labels repeat in every request).
+        self._label_alone: dict[str, list[int]] = {}
         #: Whether the server returns log-probs: None until decided (see the module docstring).
         self._server_logprobs: bool | None = logprobs
 
@@ -248,7 +259,7 @@ class OpenAIBackend(Backend):
     def label_scoring(self) -> str:
         """How labels are scored, as the results record it (decided at ``start()``)."""
         route = scoring.exact_route(self._scoring_path)
-        if route is not None and route.chat and self.is_chat:
+        if route is not None and route.chat and not route.by_token_ids and self.is_chat:
             return scoring.CHAT_DESCRIPTION
         return scoring.DESCRIPTIONS[self._scoring_path or scoring.TOP_PATH]
 
@@ -379,6 +390,7 @@ class OpenAIBackend(Backend):
                 f"model {self.model!r} is not served at {ep.shown} (it serves: {shown}): pass one of those names"
             )
         entry = entries[ids.index(self.model)]
+        ep.vllm = entry.get("owned_by") == "vllm"
         if _is_official(ep.url):
             created = entry.get("created")
             return f"created={created}" if created else ""
@@ -504,6 +516,9 @@ class OpenAIBackend(Backend):
     # -- label scoring (scoring.py holds the routes) ----------------------------------------------------
     async def _score(self, ep: Endpoint, request: Request) -> Completion:
         route = scoring.exact_route(self._scoring_path)
+        if route is not None and route.by_token_ids:
+            self._use_chat(request)  # the same checks as every request (chat messages on api=completions)
+            return await self._score_token_ids(ep, request)
         if route is not None:
             if not self._use_chat(request):
                 return await self._score_exact(ep, request, route)
@@ -555,7 +570,18 @@ class OpenAIBackend(Backend):
         """Once, at start: the exact route the server allows for plain prompts, else the top-20 approximation."""
         import openai
 
-        if self.api != "completions" or self.logprobs is False:
+        if self.logprobs is False:
+            return scoring.TOP_PATH
+        if ep.vllm:
+            # A vLLM server (its /models says so): ask for the route that keeps its prefix cache first, on
+            # chat too. Other servers are not asked (a refused request at every start); vLLM before 0.26
+            # ignores the field, which the probe's answer shows.
+            try:
+                if await self._probe_token_ids(ep):
+                    return scoring.TokenIdsRoute.name
+            except (openai.APIError, BackendError):
+                pass  # refused or unreadable: the next route
+        if self.api != "completions":
             # Chat requests: only a vLLM server can score a label inside the model's own template, and
             # asking others costs a refused request at every start, so that route is opted into
             # (scoring=prompt_logprobs); the settings line and the records say "approximate".
@@ -573,12 +599,8 @@ class OpenAIBackend(Backend):
 
     async def _score_exact(self, ep: Endpoint, request: Request, route: scoring.ExactRoute) -> Completion:
         data = await self._post_completions(ep, route.body(self.model, request.prompt or "", request.choices))
-        try:
+        with _readable(ep):
             values = route.read(data, request.prompt or "", request.choices)
-        except scoring.ImpossibleLogprob as exc:
-            raise answers.impossible(ep.shown, "a label token", str(exc)) from None
-        except scoring.ScoringAnswerError as exc:
-            raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
         prompt_tokens, _ = answers.usage(data)
         return Completion(choice_logprobs=values, prompt_tokens=prompt_tokens, completion_tokens=0)
 
@@ -592,21 +614,104 @@ class OpenAIBackend(Backend):
             raw = await ep.client.chat.completions.with_raw_response.create(
                 model=body["model"], messages=body["messages"], max_tokens=1, temperature=0.0, extra_body=extra)
             data = answers.json_body(raw.http_response, ep.shown)
-            try:
+            with _readable(ep):
                 value = scoring.read_chat(data, label)
-            except scoring.ImpossibleLogprob as exc:
-                raise answers.impossible(ep.shown, "a label token", str(exc)) from None
-            except scoring.ScoringAnswerError as exc:
-                raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
             return value, answers.usage(data)[0]
 
         found = await asyncio.gather(*(one(label) for label in request.choices))
         return Completion(choice_logprobs=tuple(v for v, _ in found), prompt_tokens=max(t for _, t in found), completion_tokens=0)
 
+    # -- the logprob_token_ids route (token_ids.py holds its requests and answers) ----------------------
+    async def _post_json(self, ep: Endpoint, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``url`` (absolute: vLLM's /tokenize sits outside /v1) with this client's key and
+        limits; the answer's JSON object, read as every other answer is."""
+        async with self._deadline(ep):
+            response = await ep.client.post(url, cast_to=_http_module().Response, body=body)
+            return answers.json_body(response, ep.shown)
+
+    async def _tokenize(self, ep: Endpoint, body: dict[str, Any]) -> list[int]:
+        data = await self._post_json(ep, token_ids.tokenize_url(ep.url), body)
+        with _readable(ep):
+            return token_ids.read_tokens(data)
+
+    async def _label_ids(self, ep: Endpoint, request: Request) -> tuple[list[int], list[TokenIds]]:
+        """The input's token ids and each label's ids after it, as the server's tokenizer gives them."""
+        chat = request.messages is not None
+        messages = self._messages(request) if chat else None
+        prompt = request.prompt or ""
+
+        def body(label: str | None) -> dict[str, Any]:
+            if messages is not None:
+                turns = messages if label is None else [*messages, {"role": "assistant", "content": label}]
+                return token_ids.tokenize_body(self.model, messages=turns, continue_final=label is not None)
+            return token_ids.tokenize_body(self.model, prompt=prompt + (label or ""))
+
+        async def alone(label: str) -> list[int]:
+            if label not in self._label_alone:
+                self._label_alone[label] = await self._tokenize(
+                    ep, token_ids.tokenize_body(self.model, prompt=label, special=False))
+            return self._label_alone[label]
+
+        context, *found = await asyncio.gather(
+            self._tokenize(ep, body(None)),
+            *(self._tokenize(ep, body(label)) for label in request.choices),
+            *(alone(label) for label in request.choices),
+        )
+        n = len(request.choices)
+        return context, [continuation_ids(context, full, own) if label else ()
+                         for label, full, own in zip(request.choices, found[:n], found[n:])]
+
+    async def _read_token_ids(self, ep: Endpoint, context: list[int],
+                              nodes: dict[TokenIds, tuple[int, ...]]) -> dict[TokenIds, dict[int, float]]:
+        """The log-prob of each node's ids at the position after context + node prefix (one request when
+        the label set's ids fit one)."""
+        read: dict[TokenIds, dict[int, float]] = {p: {} for p in nodes}
+        for prefixes, ids in token_ids.chunks(nodes):
+            body = token_ids.node_body(self.model, [context + list(p) for p in prefixes], ids)
+            data = await self._post_completions(ep, body)
+            keep = set(ids)
+            wanted = [[t for t in nodes[p] if t in keep] for p in prefixes]
+            with _readable(ep):
+                values = token_ids.read_nodes(data, wanted)
+            for prefix, value in zip(prefixes, values):
+                read[prefix].update(value)
+        return read
+
+    async def _score_token_ids(self, ep: Endpoint, request: Request) -> Completion:
+        context, labels = await self._label_ids(ep, request)
+        nodes = trie_queries(labels)
+        read = await self._read_token_ids(ep, context, nodes) if nodes else {}
+        return Completion(choice_logprobs=sum_choice_logprobs(labels, read), prompt_tokens=len(context),
+                          completion_tokens=0)
+
+    async def _probe_token_ids(self, ep: Endpoint) -> bool:
+        """Whether ``ep`` scores given token ids (every one the probe asks for comes back)."""
+        probe = Request("score_choices", prompt=token_ids.PROBE_INPUT, choices=token_ids.PROBE_LABELS)
+        try:
+            context, labels = await self._label_ids(ep, probe)
+            if not all(labels):
+                return False
+            await self._read_token_ids(ep, context, trie_queries(labels))
+        except (TransientBackendError, BadAnswerError):
+            return False
+        return True
+
     def _decide_no_logprobs(self, ep: Endpoint, why: str) -> None:
         self._server_logprobs = False
         log.warning("%s at %s returns no log-probabilities (%s): label scoring is off, answers are generated; "
                     "pass logprobs=false to skip this check", self.model, ep.shown, why)
+
+
+@contextlib.contextmanager
+def _readable(ep: Endpoint) -> Iterator[None]:
+    """Reading a label-scoring answer: impossible numbers fail at once (a broken server sends them again),
+    an answer without what the route needs is a malformed one (retried); neither is ever scored."""
+    try:
+        yield
+    except scoring.ImpossibleLogprob as exc:
+        raise answers.impossible(ep.shown, "a label token", str(exc)) from None
+    except scoring.ScoringAnswerError as exc:
+        raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
 
 
 def _scoring_arg(path: str, api: str, logprobs: bool | None) -> scoring.ScoringPath | None:

@@ -73,6 +73,7 @@ class Endpoint:
     ejections: int = 0  # ejections since it last answered well
     probing: bool = False  # a request is testing it after its cool-down
     down_since: float | None = None  # monotonic time it began to refuse connections (None: it connects)
+    vllm: bool = False  # its /models entry says vLLM serves it (owned_by "vllm")
     last_error: str = field(default="", repr=False)
 
 

@@ -11,6 +11,11 @@ way is an ``ExactRoute`` in ``ROUTES`` (tried in that order at start-up):
 * ``prompt_logprobs``: vLLM's own ``prompt_logprobs=0`` (the log-probability
   of each prompt token, nothing else).
 
+Before them, on a vLLM server, ``logprob_token_ids`` (``TokenIdsRoute``, vLLM
+0.26+): the labels' token ids read at generated positions, which keeps the
+prefix cache; its requests are several per label set, so the backend drives
+it (``token_ids.py``) rather than sending one ``body``.
+
 One request per label set: ``prompt`` is the list ``[input + label, ...]``, one
 completion each. Chat requests (instruction-tuned models) are scored exactly by
 vLLM's chat endpoint, opted into with ``scoring=prompt_logprobs``: the label
@@ -38,8 +43,9 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CHAT_DESCRIPTION", "DESCRIPTIONS", "EXACT_PATHS", "MISSING_CHOICE_MARGIN", "ROUTES", "SCORING_ARGS",
-           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath", "accepts",
-           "body", "chat_body", "choice_logprobs_from_top", "exact_route", "probe_bodies", "read", "read_chat"]
+           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath",
+           "TokenIdsRoute", "accepts", "body", "chat_body", "choice_logprobs_from_top", "completions_in_order",
+           "exact_route", "probe_bodies", "read", "read_chat"]
 
 #: A route's name: one of ``EXACT_PATHS``, or ``TOP_PATH``.
 ScoringPath = str
@@ -81,6 +87,9 @@ class ExactRoute:
     description: str = ""
     #: Whether the chat endpoint takes it too (one request per label: a conversation cannot be a list).
     chat: bool = False
+    #: Whether it scores token ids the server's tokenizer gave (``token_ids``: several requests,
+    #: driven by the backend) rather than one text ``body``.
+    by_token_ids: bool = False
 
     def body(self, model: str, prompt: str, choices: Sequence[str]) -> dict[str, Any]:
         """The completions body that scores every label of ``choices`` after ``prompt`` in one request."""
@@ -98,13 +107,7 @@ class ExactRoute:
 
     def read(self, data: Any, prompt: str, choices: Sequence[str]) -> tuple[float, ...]:
         """Each label's log-probability (the sum over its tokens) from a ``body`` answer."""
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-            raise ScoringAnswerError("no choices in the answer")
-        answers = [c for c in data["choices"] if isinstance(c, dict)]
-        if len(answers) != len(choices):
-            raise ScoringAnswerError(f"{len(answers)} completions for {len(choices)} labels")
-        if all(isinstance(c.get("index"), int) for c in answers):
-            answers = sorted(answers, key=lambda c: c["index"])
+        answers = completions_in_order(data, len(choices), "labels")
         out = []
         for answer, label in zip(answers, choices):
             if not label:
@@ -145,14 +148,40 @@ class PromptLogprobsRoute(ExactRoute):
         return _prompt_tokens(answer)
 
 
-#: The exact routes, in the order start-up tries them.
-ROUTES: tuple[ExactRoute, ...] = (EchoRoute(), PromptLogprobsRoute())
+class TokenIdsRoute(ExactRoute):
+    """``logprob_token_ids``: several requests per label set (tokenize, then read), so the backend drives it
+    (``by_token_ids``) instead of sending one ``body``."""
+
+    name = "logprob_token_ids"
+    description = ("exact: label tokens scored by vLLM's logprob_token_ids at generated positions "
+                   "(the server's tokenizer; prefix cache kept)")
+    chat = True
+    by_token_ids = True
+
+    def extra_body(self) -> dict[str, Any]:
+        raise TypeError("the logprob_token_ids route sends token-id prompts: see openai.token_ids.node_body")
+
+
+#: The exact routes, in the order start-up tries them: the one that keeps vLLM's prefix cache first.
+ROUTES: tuple[ExactRoute, ...] = (TokenIdsRoute(), EchoRoute(), PromptLogprobsRoute())
 #: Paths that give each label's exact log-probability, tried in this order at start-up.
 EXACT_PATHS: tuple[str, ...] = tuple(r.name for r in ROUTES)
 #: What the ``scoring`` model argument accepts.
 SCORING_ARGS = ("auto", *EXACT_PATHS, TOP_PATH)
 #: How each path is recorded in results (``label_scoring``).
 DESCRIPTIONS: dict[str, str] = {**{r.name: r.description for r in ROUTES}, TOP_PATH: _TOP_DESCRIPTION}
+
+
+def completions_in_order(data: Any, expected: int, of_what: str) -> list[dict[str, Any]]:
+    """The completions of an answer to a list of prompts, in the prompts' order (``index``), one per prompt."""
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+        raise ScoringAnswerError("no choices in the answer")
+    answers = [c for c in data["choices"] if isinstance(c, dict)]
+    if len(answers) != expected:
+        raise ScoringAnswerError(f"{len(answers)} completions for {expected} {of_what}")
+    if all(isinstance(c.get("index"), int) for c in answers):
+        answers = sorted(answers, key=lambda c: c["index"])
+    return answers
 
 
 def exact_route(path: str | None) -> ExactRoute | None:
@@ -196,7 +225,7 @@ def read_chat(data: Any, label: str) -> float:
 
 def probe_bodies(model: str) -> list[tuple[ScoringPath, dict[str, Any]]]:
     """(path, body) for the start-up check, most common path first."""
-    return [(route.name, route.body(model, _PROBE_INPUT, _PROBE_LABELS)) for route in ROUTES]
+    return [(route.name, route.body(model, _PROBE_INPUT, _PROBE_LABELS)) for route in ROUTES if not route.by_token_ids]
 
 
 def accepts(path: ScoringPath, data: Any) -> bool:
