@@ -64,7 +64,8 @@ _TOKEN_PREFIX_CHARS = " \t\n\u0120\u2581"
 CHAT_DESCRIPTION = ("exact: label tokens scored by the chat endpoint as the start of the answer "
                     "(vLLM prompt_logprobs + continue_final_message)")
 _TOP_DESCRIPTION = ("approximate: labels read from the first token's top-20 log-probs (a label outside them gets a floor); "
-                    "exact with api=completions on a server that echoes prompt log-probs, or scoring=prompt_logprobs on vLLM")
+                    "exact on vLLM 0.26+ (logprob_token_ids, found at start-up), with api=completions on a server that echoes "
+                    "prompt log-probs, or scoring=prompt_logprobs on an older vLLM")
 
 _PROBE_INPUT = "Question: is the sky blue? Answer:"
 _PROBE_LABELS = (" yes", " no")
