@@ -6,6 +6,7 @@ promptbench's formats)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
@@ -140,3 +141,32 @@ def test_content_placeholder_is_refused_in_one_line(tmp_path, capsys) -> None:  
     assert main(["eval", "--prompts", str(prompts), "--output-dir", str(tmp_path / "e")]) == 2
     assert "holds promptbench's {content} placeholder" in capsys.readouterr().err
     assert not (tmp_path / "r").exists() and not (tmp_path / "e").exists()
+
+
+def test_checklist_inserts_the_checkouts_own_strings(tmp_path, server) -> None:  # noqa: ANN001
+    """`--promptbench` switches CheckList to the checkout's fixed strings (the fixture's 3, written for
+    promptrobust in promptbench's shape), in both layouts; without a checkout our seeded 50 run."""
+    own = ("Qm4TzR8wLe", "p0XvB2nHsK", "Jd7YcW5aGu")
+    for checkout in (PAPER, PACKAGE):
+        code, folder = _run(tmp_path / checkout.name, server, "--promptbench", str(checkout), "--attack", "checklist",
+                            "--top-k", "1")
+        assert code == 0
+        (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+        assert rec["settings"]["strings"] == f"promptbench's fixed list of 3 ({checkout})"
+        assert rec["cost"]["candidate_evaluations"] == 3
+        assert any(s in rec["adversarial_prompt"] for s in own)
+    code, folder = _run(tmp_path / "ours", server, "--prompt", "sst2-task-01", "--attack", "checklist")
+    assert code == 0
+    (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert rec["settings"]["strings"].startswith("drawn with seed 2306")
+    assert not any(s in rec["adversarial_prompt"] for s in own)
+
+
+def test_a_checkout_without_checklist_strings_is_refused_in_one_line(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    bare = tmp_path / "bare"
+    (bare / "promptbench").mkdir(parents=True)
+    shutil.copytree(PACKAGE / "promptbench" / "prompts", bare / "promptbench" / "prompts")
+    code, _ = _run(tmp_path, server, "--promptbench", str(bare), "--attack", "checklist", "--top-k", "1")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "CheckList strings" in err and "promptbench checkout" in err

@@ -451,7 +451,9 @@ async def attack_one(
         clean = clean_score(bench, prompt, await bench.evaluator().evaluate(prompt.text))
     base = _record_base(bench, prompt, attack_name, settings)
     if clean.score == 0:
-        # promptbench skips prompts whose clean score is 0: there is nothing to drop.
+        # A clean score of 0 leaves no PDR (it would divide by 0), so the prompt is not attacked. This is
+        # our deviation: promptbench attacks it (its goal function skips only `acc < 0`, which never holds);
+        # docs/fidelity.md, "clean score 0".
         return AttackRecord(
             **base, clean_score=0.0, status="skipped_clean_zero", clean_ci95=list(clean.ci95),
             at_chance=clean.at_chance, clean_sample_scores=list(clean.sample_scores),
