@@ -170,3 +170,37 @@ def test_a_checkout_without_checklist_strings_is_refused_in_one_line(tmp_path, s
     assert code == 2
     err = capsys.readouterr().err
     assert "CheckList strings" in err and "promptbench checkout" in err
+
+
+def test_eval_prompts_relabels_a_pairs_file_as_the_archive_reader_does(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    """`pre eval --prompts` checks each pair's label against its content as `--promptbench-adv` does: an
+    archive file given as --prompts, and a JSONL of rows exported from a mislabelled block."""
+    code, folder = _run(tmp_path / "md", server, "--prompts", str(MISLABELLED / "othermodel_fewshot.md"), command="eval")
+    assert code == 0
+    recs = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert sorted(r["attack"] for r in recs) == ["checklist", "checklist", "stresstest", "stresstest"]
+    assert sum(r["extra"].get("labelled_attack") == "bertattack" for r in recs) == 2
+    rows = [
+        {"id": "a", "attack": "bertattack", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Say if the review is 'positive' or 'negative' aB3dE5gH7j."},
+        {"id": "b", "attack": "checklist", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Tell if the review is 'positive' or 'negative'."},
+        {"id": "c", "attack": "textfooler", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "State if the review is 'positive' or 'negative'."},
+        {"id": "d", "attack": "my-own", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Say if the review is 'positive' or 'negative' Zz9Yy8Xx7W."},
+    ]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    capsys.readouterr()
+    code, folder = _run(tmp_path / "jsonl", server, "--prompts", str(pairs), command="eval")
+    assert code == 0
+    recs = {r["prompt_id"]: r for r in (orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines())}
+    assert set(recs) == {"a", "c", "d"}  # b changes words under a CheckList label: left out, with a note
+    assert recs["a"]["attack"] == "checklist" and recs["a"]["extra"]["labelled_attack"] == "bertattack"
+    assert recs["c"]["attack"] == "textfooler" and "labelled_attack" not in recs["c"]["extra"]
+    assert recs["d"]["attack"] == "my-own"  # not one of the paper's attacks: the file's own name stays
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "1 pair(s) labelled bertattack hold checklist prompts" in text
+    assert "1 pair(s) labelled checklist change words" in text and "left out" in text
