@@ -32,6 +32,7 @@ from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
+from promptrobust.engine.measuring.holdout import split_samples
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
@@ -188,10 +189,13 @@ class Workbench:
             kind=kind, source_model=source_model, defense=defense,
         )
 
-    async def sample_log(self, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    async def sample_log(self, records: Sequence[AttackRecord], *, holdout: float | None = None) -> list[dict[str, Any]]:
         """Per-sample answers of each record's clean and final adversarial prompt
         (``--log-samples``). Both prompts were scored when the record was made, so
-        this reads the cache (or joins requests in flight) rather than querying again."""
+        this reads the cache (or joins requests in flight) rather than querying again.
+        ``holdout``: the run's held-out fraction; each row then says ``held_out`` (True: a sample
+        the ranking and the search never saw, ``engine/measuring/holdout.py``)."""
+        held_ids = {s.id for s in split_samples(self.samples, holdout)[1]} if holdout else None
         rows: list[dict[str, Any]] = []
         for r in records:
             if r.status == "failed":
@@ -200,7 +204,9 @@ class Workbench:
             for role, text in roles:
                 evaluation = await self.evaluator(early_stopping=False).evaluate(text, keep_records=True)
                 rows += [{"run_key": r.run_key, "kind": r.kind, "attack": r.attack, "prompt_id": r.prompt_id,
-                          "role": role, "prompt": text, **vars(s)} for s in evaluation.records]
+                          "role": role, "prompt": text, **vars(s),
+                          **({"held_out": s.sample_id in held_ids} if held_ids is not None else {})}
+                         for s in evaluation.records]
         return rows
 
     def task_provenance(self) -> list[dict[str, Any]]:

@@ -129,7 +129,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
                 fail_fast=(KeyboardInterrupt,), semantic_prompts=target.semantic_prompts,
             )
             folder.consolidate()
-            logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records)) if output.log_samples else 0
+            logged = (folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records, holdout=plan.attacks.holdout))
+                      if output.log_samples else 0)
             counters = _since(before, session_facts(session)["counters"])
             folder.write_results(protocol_document(command, result=protocol, configs=configs, logged=logged, counters=counters,
                                                    tasks=bench.task_provenance()))
