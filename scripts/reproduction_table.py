@@ -5,11 +5,14 @@
 Per attack: in-sample PDR with its interval and McNemar p, the held-out PDR
 likewise, candidates, seconds, the meaning checks of the adversarial prompt,
 the prompt itself, and the paper's SST-2 PDR (promptbench leaderboard); then
-the Spearman rank correlation of the two orderings over the attacks measured.
+the Spearman rank correlation of the two orderings over the attacks measured, with its exact
+permutation p-value (every ordering of the attacks, 6! = 720 for six: the share whose |rho| is at
+least the observed one).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -26,6 +29,14 @@ LABELS = frozenset({"positive", "negative"})
 
 def _ci(ci: list[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"
+
+
+def permutation_p(values: list[float], paper: list[float]) -> float:
+    """Exact two-sided permutation p of Spearman's rho between ``values`` and ``paper``: the share of
+    all orderings of ``values`` whose |rho| reaches the observed |rho| (ties within 1e-12 count)."""
+    observed = abs(spearman(values, paper))
+    rhos = [abs(spearman(list(p), paper)) for p in itertools.permutations(values)]
+    return sum(r >= observed - 1e-12 for r in rhos) / len(rhos)
 
 
 def meaning_checks(rec: dict) -> tuple[bool, str]:
@@ -72,7 +83,7 @@ def main(argv: list[str]) -> int:
         def rho(values: list) -> str:
             if any(v is None for v in values) or len(set(values)) < 2:
                 return "undefined (all tied)"
-            return f"{spearman(values, paper):.3f}"
+            return f"{spearman(values, paper):.3f} (exact permutation p {permutation_p(values, paper):.3f})"
 
         print(f"\nSpearman rank correlation with the paper's SST-2 row over {len(measured)} attacks: "
               f"in-sample {rho(ours)}, held-out {rho(held)}")
