@@ -30,9 +30,17 @@ from typing import Any
 
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
+from promptrobust.engine.measuring.statistics import (
+    is_at_chance,
+    majority_rate,
+    mcnemar_p,
+    pdr_interval,
+    prompt_set_pdr,
+    score_interval,
+)
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
 from promptrobust.engine.measuring.holdout import split_samples
+from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
@@ -492,6 +500,7 @@ async def attack_one(
     # Per-sample scores of the winner for the paired statistics: a separate evaluator
     # (its requests are cache hits or in flight, and do not count as the attack's cost).
     adversarial = await bench.evaluator().evaluate(outcome.adversarial_prompt)
+    set_pdr = await _prompt_set_pdr(bench, clean, getattr(outcome, "prompt_scores", ())) if attack_name == "semantic" else None
     stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
     return AttackRecord(
         **{**base, "chance_rate": stats.pop("chance_rate")},
@@ -510,7 +519,19 @@ async def attack_one(
         substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
         final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
         meaning=dict(outcome.meaning) if outcome.meaning else None,
+        prompt_set_pdr=set_pdr,
     )
+
+
+async def _prompt_set_pdr(bench: Workbench, clean: CleanScore,
+                          prompt_scores: Sequence[tuple[str, str, float]]) -> dict[str, Any] | None:
+    """Semantic's statistic over its whole set (``statistics.prompt_set_pdr``). Every prompt of the set
+    was scored exactly by the search, so its per-sample scores come from the cache."""
+    rows = []
+    for _, text, score in prompt_scores:
+        evaluation = await bench.evaluator().evaluate(text)
+        rows.append((text, score, performance_drop_rate(clean.score, score), evaluation.sample_scores))
+    return prompt_set_pdr(clean.score, clean.sample_scores, rows, seed=bench.evaluation.seed)
 
 
 def failed_record(bench: Workbench, prompt: Prompt, attack_name: str, settings: AttackSettings,

@@ -105,6 +105,11 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
 
     left_out = not_acceptable_table(attacked, suffix, title_suffix)  # issue 30: acceptable-only APDR
     section.tables += [acceptable_table(attacked, suffix, title_suffix), *([left_out] if left_out else [])]
+    from promptrobust.engine.analysis.report.semantic import semantic_table
+
+    semantic = semantic_table(attacked, suffix, title_suffix)  # issue 30: the worst of the set beside its mean
+    if semantic is not None:
+        section.tables.append(semantic)
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:
