@@ -27,7 +27,7 @@ from promptrobust.engine.analysis.prompt_eval import (
 )
 from promptrobust.engine.analysis.scoring import text_table
 from promptrobust.engine.analysis.sources import SourceRecord, SourceSettings, load_source_records
-from promptrobust.engine.analysis.transfer import TransferResult, transfer
+from promptrobust.engine.analysis.transfer import TransferResult, transfer, transfer_settings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
@@ -192,7 +192,7 @@ def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: Any 
     """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
     if not model:
         raise SettingsError("a transfer needs a target model: the model the adversarial prompts are moved to", setting="model")
-    return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output)
+    return _plan_sources(sources, transfer_settings(settings), model, model_args, scheduler, output)
 
 
 def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: Any = None, distance: int = 2,
@@ -209,7 +209,7 @@ def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
     with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
         result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
             session, list(plan.sources), model=plan.model, settings=plan.settings, keep_samples=plan.output.log_samples,
-            progress=_Progress("transfer")))
+            progress=_Progress("transfer"), selected=True))
         _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
         columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
         _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),

@@ -39,7 +39,6 @@ from promptrobust.engine.measuring.statistics import (
     score_interval,
 )
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
-from promptrobust.engine.measuring.holdout import split_samples
 from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
@@ -197,13 +196,13 @@ class Workbench:
             kind=kind, source_model=source_model, defense=defense,
         )
 
-    async def sample_log(self, records: Sequence[AttackRecord], *, holdout: float | None = None) -> list[dict[str, Any]]:
+    async def sample_log(self, records: Sequence[AttackRecord], *,
+                         held_out_ids: set[str] | None = None) -> list[dict[str, Any]]:
         """Per-sample answers of each record's clean and final adversarial prompt
         (``--log-samples``). Both prompts were scored when the record was made, so
         this reads the cache (or joins requests in flight) rather than querying again.
-        ``holdout``: the run's held-out fraction; each row then says ``held_out`` (True: a sample
-        the ranking and the search never saw, ``engine/measuring/holdout.py``)."""
-        held_ids = {s.id for s in split_samples(self.samples, holdout)[1]} if holdout else None
+        ``held_out_ids``: the samples a run held out (``engine/measuring/holdout.py``); each row then
+        says ``held_out`` (True: a sample the ranking and the search never saw)."""
         rows: list[dict[str, Any]] = []
         for r in records:
             if r.status == "failed":
@@ -213,7 +212,7 @@ class Workbench:
                 evaluation = await self.evaluator(early_stopping=False).evaluate(text, keep_records=True)
                 rows += [{"run_key": r.run_key, "kind": r.kind, "attack": r.attack, "prompt_id": r.prompt_id,
                           "role": role, "prompt": text, **vars(s),
-                          **({"held_out": s.sample_id in held_ids} if held_ids is not None else {})}
+                          **({"held_out": s.sample_id in held_out_ids} if held_out_ids is not None else {})}
                          for s in evaluation.records]
         return rows
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from promptrobust.engine.measuring.holdout import split_samples
 from promptrobust.engine.measuring.protocol import ProtocolResult
 from promptrobust.engine.measuring.workbench import CleanScore, Workbench
 from promptrobust.engine.runs.plan import Note, RunPlan, RunTarget
@@ -129,7 +130,9 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
                 fail_fast=(KeyboardInterrupt,), semantic_prompts=target.semantic_prompts,
             )
             folder.consolidate()
-            logged = (folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records, holdout=plan.attacks.holdout))
+            held = plan.attacks.holdout
+            held_ids = {s.id for s in split_samples(bench.samples, held)[1]} if held else None
+            logged = (folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records, held_out_ids=held_ids))
                       if output.log_samples else 0)
             counters = _since(before, session_facts(session)["counters"])
             folder.write_results(protocol_document(command, result=protocol, configs=configs, logged=logged, counters=counters,
