@@ -334,6 +334,34 @@ def summarize_pdrs(
     return PDRSummary(mean, std, (float(lo), float(hi)), n, len(prompts))
 
 
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean of ``b - a`` over matched pairs, with a 95% percentile bootstrap interval over the pairs."""
+
+    mean: float | None
+    ci95: tuple[float, float] | None
+    """None with fewer than 2 pairs."""
+    n: int
+    """Matched pairs."""
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, n_boot: int = _N_BOOT, seed: int = 0) -> PairedDifference:
+    """``b - a`` averaged over pairs (``a[i]`` and ``b[i]`` measured on the same unit, e.g. the APDR of one
+    dataset, attack and prompt type on two models), its interval from resampling the pairs (seeded)."""
+    if len(a) != len(b):
+        raise StatisticsError(f"paired values need the same length ({len(a)} and {len(b)})")
+    if not a:
+        return PairedDifference(None, None, 0)
+    diffs = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    mean = float(diffs.mean())
+    if len(diffs) < 2:
+        return PairedDifference(mean, None, 1)
+    rng = np.random.default_rng(seed)
+    boot = diffs[rng.integers(0, len(diffs), size=(n_boot, len(diffs)))].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return PairedDifference(mean, (float(lo), float(hi)), len(diffs))
+
+
 def prompt_set_pdr(clean_score: float, clean_sample_scores: Sequence[float],
                    prompts: Sequence[tuple[str, float, float, Sequence[float]]], *, seed: int = 0) -> dict[str, Any] | None:
     """The statistic over a whole prompt set (Semantic): ``prompts`` holds (text, score, PDR against

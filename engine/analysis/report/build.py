@@ -108,8 +108,10 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
     from promptrobust.engine.analysis.report.semantic import semantic_table
 
     semantic = semantic_table(attacked, suffix, title_suffix)  # issue 30: the worst of the set beside its mean
-    if semantic is not None:
-        section.tables.append(semantic)
+    from promptrobust.engine.analysis.report.studies import size_table, tuning_table
+
+    studies = (size_table(attacked, suffix, title_suffix), tuning_table(attacked, suffix, title_suffix))  # issue 30
+    section.tables += [t for t in (semantic, *studies) if t is not None]
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:
