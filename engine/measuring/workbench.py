@@ -44,11 +44,14 @@ from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.errors import SettingsError
+from promptrobust.tasks.adversarial_samples import load_adversarial_samples
+from promptrobust.tasks.adversarial_samples import source_name as adversarial_source_name
 from promptrobust.tasks.base import Prompt, Sample, Task
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.tasks.sampling import seeded_subset
 
 @dataclass
 class Workbench:
@@ -94,7 +97,7 @@ class Workbench:
             parser=self.evaluation.parser if generate else None,
             max_new_tokens=(self.evaluation.max_new_tokens or self.task.max_tokens) if generate else None,
             samples=len(self.samples),
-            sample_selection=self.evaluation.sample_selection,
+            sample_selection=sample_selection_of(self.evaluation),
             shots=self.shots,
             input_format="chat" if self.scheduler.backend.is_chat else "completion",
             metric=self.task.metric.name,
@@ -245,6 +248,14 @@ def task_of(evaluation: EvaluationSettings) -> Task:
     return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
 
 
+def sample_selection_of(evaluation: EvaluationSettings) -> str:
+    """How the samples were chosen, as records say it: the selection rule, and for the joint attack on
+    adversarial samples their source (so reports never pool them with the dataset's own samples)."""
+    if evaluation.adversarial_samples:
+        return f"{evaluation.sample_selection}, adversarial samples {adversarial_source_name(evaluation.adversarial_samples)}"
+    return evaluation.sample_selection
+
+
 def with_selection(task: Task, selection: str) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
@@ -266,6 +277,10 @@ def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
     """The evaluation samples: the first ``limit`` of the task's draw, or a fraction of it
     (lm-eval's ``--limit 0.1``), resolved here where the data is loaded, once."""
     fraction = isinstance(evaluation.limit, float)
+    if evaluation.adversarial_samples:  # the joint attack: the adversarial samples, in the seeded order
+        pool = load_adversarial_samples(task, evaluation.adversarial_samples)
+        drawn = seeded_subset(pool, None, evaluation.seed, first=evaluation.sample_selection == "first")
+        return list(drawn[: evaluation.limit_for(len(drawn))])
     samples = task.load(limit=None if fraction else evaluation.limit, seed=evaluation.seed,  # type: ignore[arg-type]
                         data_dir=evaluation.data_dir, data_file=evaluation.data_file)
     return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)

@@ -111,7 +111,10 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
     from promptrobust.engine.analysis.report.studies import size_table, tuning_table
 
     studies = (size_table(attacked, suffix, title_suffix), tuning_table(attacked, suffix, title_suffix))  # issue 30
-    section.tables += [t for t in (semantic, *studies) if t is not None]
+    from promptrobust.engine.analysis.report.joint import joint_table
+
+    joint = joint_table(attacked, suffix, title_suffix)  # issue 30: the AdvGLUE table
+    section.tables += [t for t in (semantic, *studies, joint) if t is not None]
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:
