@@ -146,8 +146,8 @@ def test_content_placeholder_is_refused_in_one_line(tmp_path, capsys) -> None:  
 def test_checklist_inserts_the_checkouts_own_strings(tmp_path, server) -> None:  # noqa: ANN001
     """`--promptbench` switches CheckList to the checkout's fixed strings (the fixture's 3, written for
     promptrobust in promptbench's shape), in both layouts; without a checkout our seeded 50 run."""
-    own = ("Qm4TzR8wLe", "p0XvB2nHsK", "Jd7YcW5aGu")
-    for checkout in (PAPER, PACKAGE):
+    strings = {PACKAGE: ("Qm4TzR8wLe", "p0XvB2nHsK", "Jd7YcW5aGu"), PAPER: ("Tv8cLq2WxN", "g5HmR0ePsY", "Zb3KuJ7dAo")}
+    for checkout, own in strings.items():
         code, folder = _run(tmp_path / checkout.name, server, "--promptbench", str(checkout), "--attack", "checklist",
                             "--top-k", "1")
         assert code == 0
@@ -159,7 +159,7 @@ def test_checklist_inserts_the_checkouts_own_strings(tmp_path, server) -> None: 
     assert code == 0
     (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
     assert rec["settings"]["strings"].startswith("drawn with seed 2306")
-    assert not any(s in rec["adversarial_prompt"] for s in own)
+    assert not any(s in rec["adversarial_prompt"] for own in strings.values() for s in own)
 
 
 def test_a_checkout_without_checklist_strings_is_refused_in_one_line(tmp_path, server, capsys) -> None:  # noqa: ANN001
