@@ -35,7 +35,8 @@ def joint_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_s
                   key=lambda r: (r["model"], r["dataset"], r["attack"], r["prompt_id"]))
     if not rows:
         return None
-    display, long = [], []
+    display: list[list[str]] = []
+    long: list[dict[str, Any]] = []
     for r in rows:
         clean = r["clean_samples"]
         base = clean.get("score")

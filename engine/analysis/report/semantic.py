@@ -43,7 +43,8 @@ def semantic_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", titl
                   key=lambda r: (r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None
-    display, long = [], []
+    display: list[list[str]] = []
+    long: list[dict[str, Any]] = []
     for r in rows:
         stat = set_statistic(r)
         ci = r.get("pdr_ci95")

@@ -104,14 +104,16 @@ def size_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_su
     groups: dict[tuple[str, bool], list[tuple[ModelName, str, list[Mapping[str, Any]]]]] = {}
     for model, (parsed, records) in _by_model(attacked).items():
         groups.setdefault((parsed.family, parsed.tuned), []).append((parsed, model, records))
-    display, long = [], []
+    display: list[list[str]] = []
+    long: list[dict[str, Any]] = []
     for (family, tuned), members in sorted(groups.items()):
         members.sort(key=lambda m: m[0].size)
         if len({m[0].size for m in members}) < 2:
             continue
         for i, (parsed, model, records) in enumerate(members):
             summary, samples = _summary(records)
-            row = {"family": family, "tuning": "chat" if tuned else "base", "size": parsed.size_text, "model": model,
+            tuning = "chat" if tuned else "base"
+            row: dict[str, Any] = {"family": family, "tuning": tuning, "size": parsed.size_text, "model": model,
                    "records": summary.n, "apdr": summary.mean,
                    "apdr_ci95": list(summary.ci95) if summary.ci95 else None}
             diff_text, n_cells, against = MISSING, MISSING, MISSING
@@ -123,7 +125,7 @@ def size_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_su
                 row.update({"against": against, "difference": cmp["diff"].mean,
                             "difference_ci95": list(cmp["diff"].ci95) if cmp["diff"].ci95 else None,
                             "shared_cells": cmp["diff"].n})
-            display.append([family, row["tuning"], parsed.size_text, model, str(summary.n),
+            display.append([family, tuning, parsed.size_text, model, str(summary.n),
                             apdr_cell(summary, samples=samples), against, diff_text, n_cells])
             long.append(row)
     if not display:
@@ -139,7 +141,8 @@ def tuning_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_
     pairs: dict[tuple[str, float], dict[bool, tuple[str, list[Mapping[str, Any]]]]] = {}
     for model, (parsed, records) in _by_model(attacked).items():
         pairs.setdefault((parsed.family, parsed.size), {})[parsed.tuned] = (model, records)
-    display, long = [], []
+    display: list[list[str]] = []
+    long: list[dict[str, Any]] = []
     for (family, size), sides in sorted(pairs.items()):
         if set(sides) != {False, True}:
             continue
