@@ -20,7 +20,7 @@ SEMANTIC_NOTE = (
     "worst of N is the record's PDR (and the Semantic cells of the APDR tables): the minimum score over N prompts "
     "on the same samples, so it is biased upward by the selection; the mean over the set is the APDR over the set's "
     "prompts and selects nothing. 'derived': a record made before the set statistic, its mean computed from the "
-    "recorded prompt scores (no interval)"
+    "recorded prompt scores (no interval); '–': a record that kept neither (made before prompt scores were recorded)"
 )
 
 
