@@ -137,3 +137,7 @@ def test_transfer_takes_the_most_vulnerable_prompt_per_group_by_default(tmp_path
     assert orjson.loads((every / "results.json").read_bytes())["configs"]["sources"]["selection"] == "all"
     err = capsys.readouterr().err
     assert err.count("transfer selection most_vulnerable: 2 of 3 source record(s)") == 1
+    from promptrobust.engine.analysis.report import build_report
+
+    notes = [n for s in build_report([paper], figures=False).sections for n in s.notes]
+    assert any(n.startswith("transfer selection: most_vulnerable") for n in notes)

@@ -76,12 +76,21 @@ def build_sections(
             section.tables += pair_tables(attacked, suffix, title_suffix)
         elif kind == "transfer":
             section.tables += transfer_tables(attacked, suffix, title_suffix)
+            section.notes.append(transfer_selection_note(attacked))
         else:
             section.tables.append(defense_table(attacked, suffix, title_suffix))
         section.tables += [group_table(attacked, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
+
+
+def transfer_selection_note(records: Sequence[dict[str, Any]]) -> str:
+    """Which source records the transfers re-scored (``pre transfer``'s selection), as their settings say."""
+    found = sorted({str(r["settings"].get("selection") or "all (made before the selection was recorded)")
+                    for r in records})
+    return ("transfer selection: " + "; ".join(found) + " (most_vulnerable: the paper's, the highest source PDR per "
+            "source model, dataset, attack and prompt type; all: every attacked source record)")
 
 
 def _short_slug(slug: str, limit: int = 80) -> str:
