@@ -62,6 +62,7 @@ def test_joint_prompt_and_sample_attack(tmp_path: Path, capsys) -> None:  # noqa
     clean = rec["clean_samples"]
     assert clean["score"] == 1.0 and clean["samples"] == N  # clean prompt, clean samples
     assert clean["pdr_both_adversarial"] == pytest.approx(1 - negatives)
+    assert "clean prompt on 8 clean samples 1.000" in capsys.readouterr().out  # said on the terminal too
     config = orjson.loads((folder / "config.json").read_bytes())
     assert str(ADV) in orjson.dumps(config).decode()
 
