@@ -154,6 +154,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
                 on_event=on_event,
                 fail_fast=(KeyboardInterrupt,), semantic_prompts=target.semantic_prompts,
             )
+            if clean_samples is not None:  # the records written carry it; the result returned and printed too
+                protocol.records = [with_clean_samples(r, clean_samples) for r in protocol.records]
             folder.consolidate()
             held = plan.attacks.holdout
             held_ids = {s.id for s in split_samples(bench.samples, held)[1]} if held else None
