@@ -16,6 +16,7 @@ from typing import Any
 from promptrobust.tasks.base import Sample, Task
 from promptrobust.tasks.datafiles import read_rows
 from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.hf_data import load_hf_rows
 
 #: ``--adversarial-samples hub``: AdvGLUE from the hub.
 HUB = "hub"
@@ -45,8 +46,6 @@ def load_adversarial_samples(task: Task, source: str) -> list[Sample]:
                             f"({', '.join(sorted(ADV_GLUE))})", setting="adversarial_samples")
     rows: list[tuple[dict[str, Any], str, str]] = []
     if source == HUB:
-        from promptrobust.tasks.hf_data import load_hf_rows
-
         for key, config in _keys(task, "the hub's adv_glue"):
             found = load_hf_rows(HUB_DATASET, config, "validation")
             rows += [(r, f"{HUB_DATASET}/{config} row {i + 1}", _tag(task, key)) for i, r in enumerate(found)]
