@@ -26,7 +26,7 @@ from promptrobust.engine.analysis.prompt_eval import (
     relabel_by_content,
 )
 from promptrobust.engine.analysis.scoring import text_table
-from promptrobust.engine.analysis.sources import SourceRecord, SourceSettings, load_source_records
+from promptrobust.engine.analysis.sources import SELECTION_NOTE, SourceRecord, SourceSettings, load_source_records
 from promptrobust.engine.analysis.transfer import TransferResult, transfer, transfer_settings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
@@ -209,12 +209,13 @@ def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
     with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
         result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
             session, list(plan.sources), model=plan.model, settings=plan.settings, keep_samples=plan.output.log_samples,
-            progress=_Progress("transfer"), selected=True))
+            progress=_Progress("transfer")))
         _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
         columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
         _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),
                 result.rows())
-    return Outcome(result, folder.final, tuple(result.notes))
+    said = (*plan.notes, SELECTION_NOTE)  # the plan said its notes and its selection before scoring
+    return Outcome(result, folder.final, tuple(n for n in result.notes if not n.startswith(said)))
 
 
 def run_defense(plan: SourcePlan) -> Outcome[DefenseResult]:

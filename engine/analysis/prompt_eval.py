@@ -37,7 +37,7 @@ from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
 from promptrobust.tasks.base import Task
 
-__all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file", "relabel_by_content"]
+__all__ = ["PromptEvalResult", "PromptFileError", "PromptItem", "evaluate_prompts", "read_prompt_file"]
 
 #: Columns with a meaning of their own; every other column is kept as an extra.
 KNOWN_COLUMNS = frozenset({"id", "prompt", "text", "clean", "adversarial", "attack", "prompt_type", "dataset"})

@@ -31,6 +31,8 @@ PROMPT_TYPES = ("task", "role", "semantic")
 #: source PDR), or ``all`` attacked records.
 Selection = Literal["most_vulnerable", "all"]
 SELECTIONS: tuple[str, ...] = ("most_vulnerable", "all")
+#: How the selection's note starts (``pre transfer`` says the plan's once, not the re-check's again).
+SELECTION_NOTE = "transfer selection most_vulnerable:"
 MOST_VULNERABLE_RULE = ("the most vulnerable adversarial prompt (highest source PDR) per source model, dataset, attack "
                         "and prompt type (task/role, zero-/few-shot), as the paper's transfer table takes them")
 
@@ -47,7 +49,7 @@ def most_vulnerable(sources: Sequence[SourceRecord]) -> tuple[list[SourceRecord]
             best[key] = s
     kept = {id(s) for s in best.values()}
     chosen = [s for s in sources if id(s) in kept]
-    note = (f"transfer selection most_vulnerable: {len(chosen)} of {len(sources)} source record(s), {MOST_VULNERABLE_RULE}; "
+    note = (f"{SELECTION_NOTE} {len(chosen)} of {len(sources)} source record(s), {MOST_VULNERABLE_RULE}; "
             "selection all (--all-records) re-scores every one")
     return chosen, note
 

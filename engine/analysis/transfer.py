@@ -34,7 +34,7 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
 
-__all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row", "transfer_settings"]
+__all__ = ["TransferResult", "transfer", "transfer_apdr", "transfer_row"]
 
 GROUP = ("source_model", "model", "attack")
 
@@ -91,14 +91,13 @@ async def transfer(
     settings: SourceSettings | None = None,
     keep_samples: bool = False,
     progress: ProgressSink | None = None,
-    selected: bool = False,
 ) -> TransferResult:
     """Re-score the adversarial prompts of ``sources`` (records, or run folders
-    to read them from) on the target ``model``. ``selected``: the sources were chosen
-    already with these settings (a plan's, ``commands.plan_transfer``), so they are re-scored as given."""
+    to read them from) on the target ``model``; ``settings.selection`` chooses among them (default:
+    the paper's, ``most_vulnerable``; choosing again among records a plan chose keeps them all)."""
     settings = transfer_settings(settings)
     spec = session.resolve(model, model_args)
-    chosen, notes = (_as_sources(sources), []) if selected else settings.select(_as_sources(sources))
+    chosen, notes = settings.select(_as_sources(sources))
     groups = group_by_evaluation(chosen, settings, base_model=spec.base_model)
     benches = {key: await prepare(session, spec, key) for key in groups}
     if progress is not None:

@@ -44,14 +44,14 @@ from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.errors import SettingsError
-from promptrobust.tasks.adversarial_samples import load_adversarial_samples
-from promptrobust.tasks.adversarial_samples import source_name as adversarial_source_name
 from promptrobust.tasks.base import Prompt, Sample, Task
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.tasks.sampling import seeded_subset
+from promptrobust.tasks.adversarial_samples import load_adversarial_samples
+from promptrobust.tasks.adversarial_samples import source_name as adversarial_source_name
 
 @dataclass
 class Workbench:
@@ -248,14 +248,6 @@ def task_of(evaluation: EvaluationSettings) -> Task:
     return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
 
 
-def sample_selection_of(evaluation: EvaluationSettings) -> str:
-    """How the samples were chosen, as records say it: the selection rule, and for the joint attack on
-    adversarial samples their source (so reports never pool them with the dataset's own samples)."""
-    if evaluation.adversarial_samples:
-        return f"{evaluation.sample_selection}, adversarial samples {adversarial_source_name(evaluation.adversarial_samples)}"
-    return evaluation.sample_selection
-
-
 def with_selection(task: Task, selection: str) -> Task:
     """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
     if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
@@ -271,6 +263,14 @@ def with_selection(task: Task, selection: str) -> Task:
 def label_scoring(backend: Any) -> str:
     """How a backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
     return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
+
+
+def sample_selection_of(evaluation: EvaluationSettings) -> str:
+    """How the samples were chosen, as records say it: the selection rule, and for the joint attack on
+    adversarial samples their source (so reports never pool them with the dataset's own samples)."""
+    if evaluation.adversarial_samples:
+        return f"{evaluation.sample_selection}, adversarial samples {adversarial_source_name(evaluation.adversarial_samples)}"
+    return evaluation.sample_selection
 
 
 def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
