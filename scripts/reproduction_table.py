@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import sys
-from pathlib import Path
 
 from promptrobust.attacks.encoder_check import spearman
 from promptrobust.attacks.meaning_check import meaning_verdict
