@@ -44,7 +44,7 @@ from promptrobust.attacks.search import (
     prompt_set_search,
 )
 from promptrobust.attacks.sentence import TEXTATTACK_USE_URL, CachedEncoder, encoder_label, resolve_encoder
-from promptrobust.attacks.suffix import insert_after_last_word, random_strings
+from promptrobust.attacks.suffix import insert_after_last_word, promptbench_checklist_strings, random_strings
 from promptrobust.attacks.synonyms import SYNONYM_FLOOR, Guarded, LexiconNeighbours, contrast_words
 from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
 from promptrobust.attacks.words import STOPWORDS_NAME
@@ -508,18 +508,31 @@ class RandomSuffix(_NoOptions):
     length: int
     #: Seed our strings are drawn with; None: promptbench's own fixed list.
     strings_seed: int | None = None
+    #: promptbench's own strings, read from a checkout (option ``promptbench``); empty: drawn.
+    strings: tuple[str, ...] = ()
+    #: The checkout the strings were read from ("" when drawn).
+    strings_source: str = ""
 
     def options(self) -> dict[str, object]:
-        return {"count": self.count, "length": self.length, "strings_seed": OUR_STRINGS_SEED}
+        return {"count": self.count, "length": self.length, "strings_seed": OUR_STRINGS_SEED, "promptbench": ""}
 
     def configure(self, options: Mapping[str, object]) -> RandomSuffix:
+        checkout = str(_option(options, "promptbench", "") or "")
+        if checkout:
+            given = [k for k in ("count", "length", "strings_seed") if k in options]
+            if given:
+                raise ValueError(f"promptbench={checkout} gives the checkout's own strings; drop {', '.join(given)}")
+            strings = promptbench_checklist_strings(checkout)
+            return replace(self, count=len(strings), length=max(len(s) for s in strings), strings_seed=None,
+                           strings=strings, strings_source=checkout)
         count, length = _option(options, "count", self.count), _option(options, "length", self.length)
         if count <= 0 or length <= 0:
             raise ValueError(f"count and length must be positive, got count={count}, length={length}")
         return replace(self, count=count, length=length, strings_seed=_option(options, "strings_seed", OUR_STRINGS_SEED))
 
     def describe(self, live: object | None = None) -> Described:
-        strings = (Setting(None, f"promptbench's fixed list of {self.count}") if self.strings_seed is None
+        strings = (Setting(None, f"promptbench's fixed list of {self.count}", note=self.strings_source)
+                   if self.strings_seed is None
                    else Setting(self.strings_seed, f"drawn with seed {self.strings_seed}"))
         return {"transformation": "insert a random string of [A-Za-z0-9]", "count": Setting(self.count),
                 "length": Setting(self.length), "strings": strings, "insertion": _INSERTION}
@@ -528,6 +541,8 @@ class RandomSuffix(_NoOptions):
         return f"insert one of {self.count} random {self.length}-character alphanumeric strings after the last word"
 
     def candidates(self, prompt: str) -> list[str]:
+        if self.strings:
+            return [insert_after_last_word(prompt, s) for s in self.strings]
         seed = OUR_STRINGS_SEED if self.strings_seed is None else self.strings_seed
         return [insert_after_last_word(prompt, s) for s in random_strings(self.count, self.length, seed)]
 

@@ -142,7 +142,7 @@ def print_records(records: Sequence[AttackRecord]) -> None:
                 print(f"  {line}")
     for r in records:
         if r.status == "skipped_clean_zero":
-            print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: nothing to drop, as promptbench)")
+            print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: no PDR exists; promptbench would attack it, docs/fidelity.md)")
         elif r.status == "failed":
             print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
 

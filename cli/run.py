@@ -50,6 +50,10 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
     g.add_argument("--prompt-type", default="task", choices=flags.PROMPT_TYPES, help="prompt set used when --prompt is not given")
     g.add_argument("--prompt-text", default=None, help="evaluate this literal instruction instead of a stored prompt")
     g.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="use the paper's own prompts from a promptbench checkout")
+    g.add_argument("--adversarial-samples", default=None, metavar="FILE|hub",
+                   help="joint attack on prompt and sample (the paper's AdvGLUE study): measure on adversarial samples, "
+                        "a file in AdvGLUE's layout (or rows in the task's columns) or 'hub' (adv_glue, needs "
+                        "promptrobust[hub]); each record also scores its clean prompt on the clean samples")
     g = p.add_argument_group("how to query the model")
     flags.add_query_arguments(g)
     lm_eval.add_arguments(g)  # --gen_kwargs, --apply_chat_template, --system_instruction, --device

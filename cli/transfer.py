@@ -21,6 +21,13 @@ EPILOG = f"""\
 examples:
   pre transfer --source runs/20250101-120000_smollm2-135m-instruct_rotten_tomatoes --model gemma3-270m
   pre transfer --source runs/ --model openai:gpt-4o-mini --attack textbugger,deepwordbug --rpm 500
+  pre transfer --source runs/ --model gemma3-270m --all-records   # every attacked record, not the paper's pick
+
+Which source records: by default the paper's selection, the most vulnerable
+adversarial prompt (highest source PDR) per source model, dataset, attack and
+prompt type (task/role, zero-/few-shot); --all-records re-scores every attacked
+record. results.json ("configs" -> "sources" -> "selection") and every record's
+settings say which ran.
 
 {FROM_RECORDS_NOTE}
 
@@ -34,6 +41,9 @@ sample std and its 95% interval) and records.csv.
 def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(NAME, help=HELP, description=HELP, epilog=EPILOG, formatter_class=formatter)
     flags.add_source_arguments(p)
+    p.add_argument("--all-records", dest="selection", action="store_const", const="all", default=None,
+                   help="re-score every attacked source record (default: the paper's selection, the most vulnerable "
+                        "adversarial prompt per source model, dataset, attack and prompt type)")
     flags.add_analysis_arguments(p, from_records=True)
     p.set_defaults(handler=handle)
 

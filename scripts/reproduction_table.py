@@ -4,17 +4,22 @@
 
 Per attack: in-sample PDR with its interval and McNemar p, the held-out PDR
 likewise, candidates, seconds, the meaning checks of the adversarial prompt,
-the prompt itself, and the paper's SST-2 PDR (promptbench leaderboard); then
-the Spearman rank correlation of the two orderings over the attacks measured.
+the prompt itself, and the paper's SST-2 PDR (promptbench leaderboard); Semantic's
+row is the worst prompt of its set, and the mean PDR over the set (the paper's statistic) is
+printed under the table; then
+the Spearman rank correlation of the two orderings over the attacks measured, with its exact
+permutation p-value (every ordering of the attacks, 6! = 720 for six: the share whose |rho| is at
+least the observed one).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
-from pathlib import Path
 
 from promptrobust.attacks.encoder_check import spearman
 from promptrobust.attacks.meaning_check import meaning_verdict
+from promptrobust.engine.analysis.report.semantic import set_statistic
 from promptrobust.engine.measuring.records import read_jsonl, results_files
 
 #: The paper's leaderboard, SST-2 row (APDR per attack).
@@ -26,6 +31,14 @@ LABELS = frozenset({"positive", "negative"})
 
 def _ci(ci: list[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–"
+
+
+def permutation_p(values: list[float], paper: list[float]) -> float:
+    """Exact two-sided permutation p of Spearman's rho between ``values`` and ``paper``: the share of
+    all orderings of ``values`` whose |rho| reaches the observed |rho| (ties within 1e-12 count)."""
+    observed = abs(spearman(values, paper))
+    rhos = [abs(spearman(list(p), paper)) for p in itertools.permutations(values)]
+    return sum(r >= observed - 1e-12 for r in rhos) / len(rhos)
 
 
 def meaning_checks(rec: dict) -> tuple[bool, str]:
@@ -65,6 +78,13 @@ def main(argv: list[str]) -> int:
         )
     measured = [n for n in ORDER if n in recs]
     print("\n".join(lines))
+    if "semantic" in recs:
+        stat = set_statistic(recs["semantic"])
+        if stat is not None:
+            ci = stat.get("ci95")
+            print(f"\nSemantic: worst of {stat['prompts']} prompts {recs['semantic']['pdr']:.3f} (the row above); "
+                  f"mean over the set {stat['mean']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (from prompt_scores)")
+                  + f" in-sample; the paper's SST-2 Semantic APDR {PAPER_SST2['semantic']:.2f} is a mean over prompts")
     if len(measured) >= 3:
         ours = [recs[n]["pdr"] for n in measured]
         held = [(recs[n].get("held_out") or {}).get("pdr") for n in measured]
@@ -72,7 +92,7 @@ def main(argv: list[str]) -> int:
         def rho(values: list) -> str:
             if any(v is None for v in values) or len(set(values)) < 2:
                 return "undefined (all tied)"
-            return f"{spearman(values, paper):.3f}"
+            return f"{spearman(values, paper):.3f} (exact permutation p {permutation_p(values, paper):.3f})"
 
         print(f"\nSpearman rank correlation with the paper's SST-2 row over {len(measured)} attacks: "
               f"in-sample {rho(ours)}, held-out {rho(held)}")

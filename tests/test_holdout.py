@@ -107,3 +107,26 @@ def test_holdout_without_attack_and_bad_value_are_one_line(tmp_path, capsys) -> 
     assert main(["run", "--attack", "stresstest", "--holdout", "2", "--output-dir", str(tmp_path)]) == 2
     assert "--holdout must be a fraction" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_samples_log_marks_the_held_out_rows(tmp_path, server) -> None:  # noqa: ANN001
+    """samples.jsonl logs every sample of each record's prompts; with a holdout each row says whether the
+    ranking and the search saw it (the last half of the seeded order here), and the held-out rows' scores
+    are the record's held-out scores."""
+    folder = _run(tmp_path, server, "--attack", "stresstest", "--top-k", "1", "--holdout", "0.5", "--log-samples")
+    rows = [orjson.loads(x) for x in (folder / "samples.jsonl").read_bytes().splitlines()]
+    (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    held_ids = {s.id for s in SAMPLES[N // 2 :]}
+    assert rows and all(r["held_out"] == (r["sample_id"] in held_ids) for r in rows)
+    for role, key in (("clean", "clean_score"), ("adversarial", "adversarial_score")):
+        held = [r["score"] for r in rows if r["role"] == role and r["held_out"]]
+        searched = [r["score"] for r in rows if r["role"] == role and not r["held_out"]]
+        assert len(held) == len(searched) == N // 2
+        assert sum(held) / len(held) == pytest.approx(rec["held_out"][key])
+        assert sum(searched) / len(searched) == pytest.approx(rec[key])
+
+
+def test_samples_log_without_holdout_has_no_held_out_column(tmp_path, server) -> None:  # noqa: ANN001
+    folder = _run(tmp_path, server, "--attack", "stresstest", "--top-k", "1", "--log-samples")
+    rows = [orjson.loads(x) for x in (folder / "samples.jsonl").read_bytes().splitlines()]
+    assert rows and not any("held_out" in r for r in rows)

@@ -93,7 +93,7 @@ def test_attack_candidates_follow_each_recipe() -> None:
 
 def test_preset_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["sweep", "--preset", "nope", "--dry-run"]) == 2
-    assert "shipped presets: paper" in capsys.readouterr().err
+    assert "shipped presets: fine-tuning, model-size, paper" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "x.toml"), "--preset", "paper"]) == 2
     assert "either a sweep config or a preset, not both (--preset)" in capsys.readouterr().err
 

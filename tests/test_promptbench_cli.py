@@ -6,6 +6,7 @@ promptbench's formats)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
@@ -140,3 +141,66 @@ def test_content_placeholder_is_refused_in_one_line(tmp_path, capsys) -> None:  
     assert main(["eval", "--prompts", str(prompts), "--output-dir", str(tmp_path / "e")]) == 2
     assert "holds promptbench's {content} placeholder" in capsys.readouterr().err
     assert not (tmp_path / "r").exists() and not (tmp_path / "e").exists()
+
+
+def test_checklist_inserts_the_checkouts_own_strings(tmp_path, server) -> None:  # noqa: ANN001
+    """`--promptbench` switches CheckList to the checkout's fixed strings (the fixture's 3, written for
+    promptrobust in promptbench's shape), in both layouts; without a checkout our seeded 50 run."""
+    strings = {PACKAGE: ("Qm4TzR8wLe", "p0XvB2nHsK", "Jd7YcW5aGu"), PAPER: ("Tv8cLq2WxN", "g5HmR0ePsY", "Zb3KuJ7dAo")}
+    for checkout, own in strings.items():
+        code, folder = _run(tmp_path / checkout.name, server, "--promptbench", str(checkout), "--attack", "checklist",
+                            "--top-k", "1")
+        assert code == 0
+        (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+        assert rec["settings"]["strings"] == f"promptbench's fixed list of 3 ({checkout})"
+        assert rec["cost"]["candidate_evaluations"] == 3
+        assert any(s in rec["adversarial_prompt"] for s in own)
+    code, folder = _run(tmp_path / "ours", server, "--prompt", "sst2-task-01", "--attack", "checklist")
+    assert code == 0
+    (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert rec["settings"]["strings"].startswith("drawn with seed 2306")
+    assert not any(s in rec["adversarial_prompt"] for own in strings.values() for s in own)
+
+
+def test_a_checkout_without_checklist_strings_is_refused_in_one_line(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    bare = tmp_path / "bare"
+    (bare / "promptbench").mkdir(parents=True)
+    shutil.copytree(PACKAGE / "promptbench" / "prompts", bare / "promptbench" / "prompts")
+    code, _ = _run(tmp_path, server, "--promptbench", str(bare), "--attack", "checklist", "--top-k", "1")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "CheckList strings" in err and "promptbench checkout" in err
+
+
+def test_eval_prompts_relabels_a_pairs_file_as_the_archive_reader_does(tmp_path, server, capsys) -> None:  # noqa: ANN001
+    """`pre eval --prompts` checks each pair's label against its content as `--promptbench-adv` does: an
+    archive file given as --prompts, and a JSONL of rows exported from a mislabelled block."""
+    code, folder = _run(tmp_path / "md", server, "--prompts", str(MISLABELLED / "othermodel_fewshot.md"), command="eval")
+    assert code == 0
+    recs = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
+    assert sorted(r["attack"] for r in recs) == ["checklist", "checklist", "stresstest", "stresstest"]
+    assert sum(r["extra"].get("labelled_attack") == "bertattack" for r in recs) == 2
+    rows = [
+        {"id": "a", "attack": "bertattack", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Say if the review is 'positive' or 'negative' aB3dE5gH7j."},
+        {"id": "b", "attack": "checklist", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Tell if the review is 'positive' or 'negative'."},
+        {"id": "c", "attack": "textfooler", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "State if the review is 'positive' or 'negative'."},
+        {"id": "d", "attack": "my-own", "clean": "Say if the review is 'positive' or 'negative'.",
+         "adversarial": "Say if the review is 'positive' or 'negative' Zz9Yy8Xx7W."},
+    ]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    capsys.readouterr()
+    code, folder = _run(tmp_path / "jsonl", server, "--prompts", str(pairs), command="eval")
+    assert code == 0
+    recs = {r["prompt_id"]: r for r in (orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines())}
+    assert set(recs) == {"a", "c", "d"}  # b changes words under a CheckList label: left out, with a note
+    assert recs["a"]["attack"] == "checklist" and recs["a"]["extra"]["labelled_attack"] == "bertattack"
+    assert recs["c"]["attack"] == "textfooler" and "labelled_attack" not in recs["c"]["extra"]
+    assert recs["d"]["attack"] == "my-own"  # not one of the paper's attacks: the file's own name stays
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "1 pair(s) labelled bertattack hold checklist prompts" in text
+    assert "1 pair(s) labelled checklist change words" in text and "left out" in text

@@ -1,6 +1,7 @@
 """docs/fidelity.md's claims about promptbench's behaviour, where they can be
-reproduced: its answer parser (restated here from its OutputProcess.cls) against
-ours, and the clean-score-0 rule (promptbench's checkout attacks such a prompt;
+reproduced: its answer parsers (restated here: the package's OutputProcess.cls
+and the paper's own code, `inference.py`'s `_process_cls_pred` before commit
+f257c82) against ours, and the clean-score-0 rule (promptbench's checkout attacks such a prompt;
 we skip it, since its PDR is undefined)."""
 
 from __future__ import annotations
@@ -25,11 +26,25 @@ def promptbench_cls(raw: str) -> str:
     return pred.split(" ")[-1]
 
 
+def paper_cls(raw: str) -> str:
+    """The paper's own parser (`inference.py` `_process_cls_pred`, removed in f257c82), restated: as the
+    package's, then the last piece stripped of PB_STRIP again."""
+    return promptbench_cls(raw).strip(PB_STRIP)
+
+
 @pytest.mark.parametrize("answer", [" Answer: 'positive'", " **positive**", " positive;", "Answer:\npositive"])
 def test_answers_promptbench_scores_wrong_and_we_score_right(answer: str) -> None:
     task = get_task("rotten_tomatoes")
     assert promptbench_cls(answer) not in ("positive", "negative")  # not a label there: wrong
     assert task.parse(answer) == "positive"
+
+
+def test_the_quote_bug_is_the_packages_not_the_papers() -> None:
+    """The paper's code strips the last word again, so it reads " Answer: 'positive'" as we do; only the
+    package's OutputProcess.cls misses it. `*`, `;` and a newline defeat both of promptbench's parsers."""
+    assert paper_cls(" Answer: 'positive'") == "positive" != promptbench_cls(" Answer: 'positive'")
+    for answer in (" **positive**", " positive;", "Answer:\npositive"):
+        assert paper_cls(answer) not in ("positive", "negative")
 
 
 @pytest.mark.parametrize("answer", ["positive", " Positive.", "The answer is negative", "'negative'"])

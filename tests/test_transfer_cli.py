@@ -84,7 +84,7 @@ def test_transfer_apdr_is_mean_and_std_over_records(tmp_path, monkeypatch):
     rows[0]["adversarial_prompt"] = rows[0]["clean_prompt"] + " ok"
     (second / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     args = parse(["--source", str(SOURCE_RUN), str(second), "--attack", "textbugger", "--model", "hf:fake-target",
-                  "--no-cache", "--output-dir", str(tmp_path / "out")])
+                  "--no-cache", "--output-dir", str(tmp_path / "out"), "--all-records"])
     assert args.handler(args) == 0
     run = only_run(tmp_path / "out")
     with open(run / "transfer.csv", newline="") as fh:
@@ -107,3 +107,37 @@ def test_transfer_bad_input_is_a_user_error(tmp_path):
     assert caught.value.setting == "model"  # the CLI names --model
     with pytest.raises(PromptRobustError, match="no source record is on dataset"):
         transfer.handle(parse(["--source", str(SOURCE_RUN), "--model", "hf:x", "--dataset", "sst2"]))
+
+
+def test_transfer_takes_the_most_vulnerable_prompt_per_group_by_default(tmp_path, monkeypatch, capsys):
+    """The paper's selection: per source model, dataset, attack and prompt type, the adversarial prompt
+    with the highest source PDR; --all-records re-scores every one; results.json and each record say which."""
+    samples = rt_samples(8, seed=0)
+    patch_backend(monkeypatch, samples)
+    second = tmp_path / "src2"
+    shutil.copytree(SOURCE_RUN, second)
+    rows = [orjson.loads(x) for x in (second / "results.jsonl").read_bytes().splitlines()]
+    source_pdr = rows[0]["pdr"]
+    rows[0]["adversarial_prompt"] = rows[0]["clean_prompt"] + " ok"
+    rows[0]["pdr"] = source_pdr + 0.25  # more vulnerable on the source than the first run's prompt
+    rows.append({**rows[0], "adversarial_prompt": rows[0]["clean_prompt"] + " fine", "pdr": 0.9, "prompt_type": "role",
+                 "prompt_id": "sst2-role-01", "run_key": ""})  # another prompt type: a group of its own
+    (second / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    for extra, out in (([], "paper"), (["--all-records"], "all")):
+        args = parse(["--source", str(SOURCE_RUN), str(second), "--attack", "textbugger", "--model", "hf:fake-target",
+                      "--no-cache", "--output-dir", str(tmp_path / out), *extra])
+        assert args.handler(args) == 0
+    paper, every = only_run(tmp_path / "paper"), only_run(tmp_path / "all")
+    chosen = [orjson.loads(x) for x in (paper / "results.jsonl").read_bytes().splitlines()]
+    assert sorted(r["settings"]["source_pdr"] for r in chosen) == [pytest.approx(source_pdr + 0.25), 0.9]
+    assert {r["prompt_type"] for r in chosen} == {"task", "role"}
+    assert all(r["settings"]["selection"] == "most_vulnerable" for r in chosen)
+    assert orjson.loads((paper / "results.json").read_bytes())["configs"]["sources"]["selection"] == "most_vulnerable"
+    assert len((every / "results.jsonl").read_bytes().splitlines()) == 3
+    assert orjson.loads((every / "results.json").read_bytes())["configs"]["sources"]["selection"] == "all"
+    err = capsys.readouterr().err
+    assert err.count("transfer selection most_vulnerable: 2 of 3 source record(s)") == 1
+    from promptrobust.engine.analysis.report import build_report
+
+    notes = [n for s in build_report([paper], figures=False).sections for n in s.notes]
+    assert any(n.startswith("transfer selection: most_vulnerable") for n in notes)

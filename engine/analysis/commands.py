@@ -16,10 +16,18 @@ from typing import Any, Generic, TypeVar
 from promptrobust.engine import progress as events
 from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_source
 from promptrobust.engine.analysis.defense import DefenseResult, defend
-from promptrobust.engine.analysis.prompt_eval import PromptEvalResult, PromptItem, evaluate_prompts, items_from_rows, pair_row, read_prompt_file
+from promptrobust.engine.analysis.prompt_eval import (
+    PromptEvalResult,
+    PromptItem,
+    evaluate_prompts,
+    items_from_rows,
+    pair_row,
+    read_prompt_file,
+    relabel_by_content,
+)
 from promptrobust.engine.analysis.scoring import text_table
-from promptrobust.engine.analysis.sources import SourceRecord, SourceSettings, load_source_records
-from promptrobust.engine.analysis.transfer import TransferResult, transfer
+from promptrobust.engine.analysis.sources import SELECTION_NOTE, SourceRecord, SourceSettings, load_source_records
+from promptrobust.engine.analysis.transfer import TransferResult, transfer, transfer_settings
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
@@ -95,14 +103,30 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     elif source_model or source_shot:
         raise SettingsError("source_model and source_shot choose among promptbench's published prompts: "
                             "give a promptbench checkout too", setting="promptbench_adv")
+    elif prompts and _is_adversarial_archive(prompts):  # one of the paper's archive files: read as --promptbench-adv
+        pairs = load_adversarial_prompts(prompts, dataset=evaluation.dataset)
+        notes = [*pairs.skipped, *pairs.relabelled]
+        items = items_from_rows(Path(prompts), [pr.to_row() for pr in pairs])
     elif prompts:
-        items = read_prompt_file(prompts)
+        items, relabelled = relabel_by_content(read_prompt_file(prompts), Path(prompts).name)
+        notes = list(relabelled)
     else:
         raise SettingsError("give a prompts file or a promptbench checkout", setting="prompts")
     check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
     shots = base_model_note(spec, evaluation)  # said before scoring, not after
     return EvalPlan(tuple(items), str(prompts or promptbench_adv), spec, evaluation, scheduler, prompt_type,
                     output or OutputOptions(), (*notes, *([shots] if shots is not None else [])))
+
+
+def _is_adversarial_archive(path: str) -> bool:
+    """A promptbench adv_prompts ``.md`` file (its pairs start "Attacked prompt:"), not a plain prompts file."""
+    p = Path(path)
+    if p.suffix.lower() != ".md" or not p.is_file():
+        return False
+    try:
+        return any(line.startswith("Attacked prompt:") for line in p.read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError):
+        return False  # read_prompt_file says what is wrong with it
 
 
 def run_eval(plan: EvalPlan) -> Outcome[PromptEvalResult]:
@@ -169,7 +193,7 @@ def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str 
     """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
     if not model:
         raise SettingsError("a transfer needs a target model: the model the adversarial prompts are moved to", setting="model")
-    return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output)
+    return _plan_sources(sources, transfer_settings(settings), model, model_args, scheduler, output)
 
 
 def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
@@ -193,7 +217,8 @@ def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
         columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
         _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),
                 result.rows())
-    return Outcome(result, folder.final, tuple(result.notes))
+    said = (*plan.notes, SELECTION_NOTE)  # the plan said its notes and its selection before scoring
+    return Outcome(result, folder.final, tuple(n for n in result.notes if not n.startswith(said)))
 
 
 def run_defense(plan: SourcePlan) -> Outcome[DefenseResult]:

@@ -170,6 +170,49 @@ def items_from_rows(source: Path, rows: Sequence[Any]) -> list[PromptItem]:
     return [_item(source, n, row) for n, row in enumerate(rows, 1)]
 
 
+#: Attacks whose prompts show themselves by content (``classify_pair``): an inserted random string
+#: or tautologies and nothing else changed.
+_SENTENCE_ATTACKS = ("checklist", "stresstest")
+_INSERTED = {"checklist": "a random 10-character suffix", "stresstest": "tautologies"}
+
+
+def relabel_by_content(items: Sequence[PromptItem], source: str) -> tuple[list[PromptItem], list[str]]:
+    """Pairs labelled with one of the paper's attacks, checked against their content as
+    ``--promptbench-adv`` checks the archive's blocks: a pair that only inserts CheckList's string or
+    StressTest's tautologies under another attack's label is relabelled (``labelled_attack`` keeps
+    the file's label); a pair labelled CheckList or StressTest that changes words is left out (it is
+    another attack's, which one the file does not say). One note per (label, content) says so."""
+    from dataclasses import replace
+
+    from promptrobust.attacks.registry import list_attacks
+    from promptrobust.tasks.promptbench_import import classify_pair
+
+    known = {name for name, _ in list_attacks()}
+    kept: list[PromptItem] = []
+    moved: dict[tuple[str, str], int] = {}
+    for it in items:
+        label = it.attack.lower()
+        if not it.is_pair or label not in known:
+            kept.append(it)
+            continue
+        shown = classify_pair(it.clean or "", it.adversarial or "")
+        if shown is not None and shown != label:
+            moved[(label, shown)] = moved.get((label, shown), 0) + 1
+            kept.append(replace(it, attack=shown, extra={**it.extra, "labelled_attack": it.attack}))
+        elif shown is None and label in _SENTENCE_ATTACKS:
+            moved[(label, "")] = moved.get((label, ""), 0) + 1
+        else:
+            kept.append(it)
+    notes = [
+        (f"{source}: {n} pair(s) labelled {label} hold {shown} prompts ({_INSERTED[shown]} inserted, nothing else "
+         f"changed); relabelled {shown} (labelled_attack keeps the file's label)") if shown else
+        (f"{source}: {n} pair(s) labelled {label} change words instead of inserting {_INSERTED[label]} (another "
+         "attack's prompts, which one the file does not say); left out")
+        for (label, shown), n in moved.items()
+    ]
+    return kept, notes
+
+
 def _extra_columns(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row's other columns. One named like a record field (``shots``,
     ``model``) describes where the pair came from, not this evaluation, so it is

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -22,9 +22,43 @@ from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Task
 from promptrobust.tasks.own import task_from_provenance
 
-__all__ = ["SourceRecord", "SourceSettings", "load_source_records", "select_sources"]
+__all__ = ["SourceRecord", "SourceSettings", "load_source_records", "most_vulnerable", "select_sources"]
 
 PROMPT_TYPES = ("task", "role", "semantic")
+
+#: Which source records an analysis re-scores: ``most_vulnerable``, the paper's transfer selection
+#: (per source model, dataset, attack and prompt type, the adversarial prompt with the highest
+#: source PDR), or ``all`` attacked records.
+Selection = Literal["most_vulnerable", "all"]
+SELECTIONS: tuple[str, ...] = ("most_vulnerable", "all")
+#: How the selection's note starts (``pre transfer`` says the plan's once, not the re-check's again).
+SELECTION_NOTE = "transfer selection most_vulnerable:"
+MOST_VULNERABLE_RULE = ("the most vulnerable adversarial prompt (highest source PDR) per source model, dataset, attack "
+                        "and prompt type (task/role, zero-/few-shot), as the paper's transfer table takes them")
+
+
+def most_vulnerable(sources: Sequence[SourceRecord]) -> tuple[list[SourceRecord], str]:
+    """The paper's transfer selection (``MOST_VULNERABLE_RULE``), in the sources' order, and a note
+    saying how many records it kept. Ties of the source PDR go to the first prompt id, then text."""
+    best: dict[tuple[Any, ...], SourceRecord] = {}
+    for s in sources:
+        r = s.record
+        key = (r.model, r.dataset, r.task_definition, r.attack, r.prompt_type, "few" if r.shots else "zero")
+        held = best.get(key)
+        if held is None or _vulnerability(s) > _vulnerability(held):
+            best[key] = s
+    kept = {id(s) for s in best.values()}
+    chosen = [s for s in sources if id(s) in kept]
+    note = (f"{SELECTION_NOTE} {len(chosen)} of {len(sources)} source record(s), {MOST_VULNERABLE_RULE}; "
+            "selection all (--all-records) re-scores every one")
+    return chosen, note
+
+
+def _vulnerability(s: SourceRecord) -> tuple[float, str, str]:
+    """Higher is more vulnerable: the source PDR, then (for ties) the earlier prompt id and text."""
+    r = s.record
+    inverse = lambda text: "".join(chr(0x10FFFF - ord(c)) for c in text)  # noqa: E731 (earlier text ranks higher)
+    return (r.pdr if r.pdr is not None else float("-inf"), inverse(r.prompt_id), inverse(r.adversarial_prompt))
 
 
 @dataclass(frozen=True)
@@ -219,10 +253,17 @@ class SourceSettings:
     """Only records of these attacks (empty: all)."""
     prompt_type: str = "all"
     """Only records of this prompt type: task, role, semantic or all."""
+    selection: Selection | None = None
+    """Which of the records left by the filters are re-scored: most_vulnerable (the paper's transfer
+    selection, ``MOST_VULNERABLE_RULE``) or all; None: the analysis's own default (transfer:
+    most_vulnerable; defense: all)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.attacks, tuple):
             raise SettingsError("attacks must be a tuple of attack names")
+        if self.selection is not None and self.selection not in SELECTIONS:
+            raise SettingsError(f"selection must be one of {', '.join(SELECTIONS)} (got {self.selection!r})",
+                                setting="selection")
         if self.prompt_type not in (*PROMPT_TYPES, "all"):
             raise SettingsError(f"prompt_type must be one of task, role, semantic, all (got {self.prompt_type!r})")
         # Validate the given values the way EvaluationSettings does.
@@ -236,6 +277,9 @@ class SourceSettings:
         """The records to re-score and what to say about them (records left out; data read from
         a source folder's config.json, see ``data_source_notes``)."""
         chosen, notes = select_sources(sources, dataset=self.dataset, attacks=self.attacks, prompt_type=self.prompt_type)
+        if self.selection == "most_vulnerable":
+            chosen, note = most_vulnerable(chosen)
+            notes.append(note)
         return chosen, notes + data_source_notes(chosen, self)
 
     def evaluation_for(self, source: SourceRecord, *, base_model: bool) -> EvaluationSettings:

@@ -1,9 +1,12 @@
 """Transfer: do adversarial prompts found on one model hurt another? (the
 paper's Table 6)
 
-Every attacked source record's (clean, adversarial) pair is re-scored on the
-target model on the same samples as the source (its dataset, sample count,
-seed, shots, mode unless ``SourceSettings`` says otherwise). Each gives a
+The source records are chosen as the paper chose them (``SourceSettings.selection``,
+default ``most_vulnerable``: per source model, dataset, attack and prompt type, the
+adversarial prompt with the highest source PDR), or all of them (``all``). Each
+chosen record's (clean, adversarial) pair is re-scored on the target model on the
+same samples as the source (its dataset, sample count, seed, shots, mode unless
+``SourceSettings`` says otherwise). Each gives a
 target-model record with the transfer PDR, its paired interval and McNemar's
 p; the APDR per (source model -> target model, attack) is
 ``statistics.summarize_pdrs`` of those records.
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,8 +97,9 @@ async def transfer(
     progress: ProgressSink | None = None,
 ) -> TransferResult:
     """Re-score the adversarial prompts of ``sources`` (records, or run folders
-    to read them from) on the target ``model``."""
-    settings = settings or SourceSettings()
+    to read them from) on the target ``model``; ``settings.selection`` chooses among them (default:
+    the paper's, ``most_vulnerable``; choosing again among records a plan chose keeps them all)."""
+    settings = transfer_settings(settings)
     spec = session.resolve(model, model_args)
     chosen, notes = settings.select(_as_sources(sources))
     groups = group_by_evaluation(chosen, settings, base_model=spec.base_model)
@@ -115,7 +119,8 @@ async def transfer(
                 records.append(
                     bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
                         clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
-                        settings={"analysis": "transfer", **source_fields(s)}, extra=dict(r.extra),
+                        settings={"analysis": "transfer", "selection": settings.selection, **source_fields(s)},
+                        extra=dict(r.extra),
                         kind="transfer", source_model=r.model,
                     )
                 )
@@ -129,6 +134,12 @@ async def transfer(
         wall_seconds=round(time.monotonic() - started, 3), models=identities(list(benches.values())), started=began,
         tasks=task_provenances(list(benches.values())),
     )
+
+
+def transfer_settings(settings: SourceSettings | None) -> SourceSettings:
+    """``settings`` with the transfer's own default selection (the paper's: most_vulnerable) filled in."""
+    settings = settings or SourceSettings()
+    return settings if settings.selection is not None else replace(settings, selection="most_vulnerable")
 
 
 def transfer_apdr(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:

@@ -186,6 +186,15 @@ class AttackRecord:
     evidence; None when the record has none (pairs, older records): never counted as acceptable."""
     held_out: dict[str, Any] | None = None
     """The clean and adversarial prompts re-scored on samples the search never saw."""
+    prompt_set_pdr: dict[str, Any] | None = None
+    """Semantic: the statistic over its whole prompt set (``prompt_set_statistic``): the mean PDR of
+    every prompt of the set against the clean prompt (an APDR over the set's prompts, the figure the
+    paper's Semantic APDR is) with its interval, beside ``pdr``, which is the worst prompt's. None
+    (and not written) for every other attack."""
+    clean_samples: dict[str, Any] | None = None
+    """The joint attack on prompt and sample: the clean prompt scored on the dataset's own (clean)
+    samples (score, interval, count), beside ``clean_score`` (clean prompt, adversarial samples) and
+    ``adversarial_score`` (both adversarial); the paper's AdvGLUE table. None (not written) otherwise."""
     task_definition: str | None = None
     """A user's own task (``tasks.own``): its definition hash, so records of two edits of one
     task name are two measurements, never reruns of one; None (and not written) for the
@@ -236,6 +245,10 @@ class AttackRecord:
         row = asdict(self)
         if row["task_definition"] is None:  # built-in datasets: rows as they always were
             del row["task_definition"]
+        if row["prompt_set_pdr"] is None:  # only Semantic records have one
+            del row["prompt_set_pdr"]
+        if row["clean_samples"] is None:  # only joint prompt + sample attacks have one
+            del row["clean_samples"]
         return row
 
     @classmethod
@@ -345,7 +358,7 @@ def flat_row(row: Mapping[str, Any]) -> dict[str, Any]:
         out.update(cost)
     for key in ("settings", "extra", "prompt_scores", "clean_scores", "attack_options", "substitutions", "final_similarity",
                 "meaning",
-                "held_out"):
+                "held_out", "prompt_set_pdr", "clean_samples"):
         if key in out and not isinstance(out[key], str):
             out[key] = orjson.dumps(out[key], default=str).decode()
     return out

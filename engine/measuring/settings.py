@@ -65,6 +65,10 @@ class EvaluationSettings:
     """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
     system_instruction: str | None = None
     """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
+    adversarial_samples: str | None = None
+    """The joint attack on prompt and sample (the paper's AdvGLUE study): measure on adversarial
+    samples instead of the dataset's, from a file (AdvGLUE's layout, or rows in the task's columns)
+    or ``"hub"`` (``adv_glue``; ``tasks/adversarial_samples.py``); records say so in ``sample_selection``."""
     task: Task | None = field(default=None, hash=False)  # a Task need not be hashable; equality still counts
     """A user's own task (``tasks.own``: a task file's path, read here, or a task value from
     ``load_task_file``, ``task_from_columns`` or code), measured instead of a built-in dataset;
@@ -99,6 +103,9 @@ class EvaluationSettings:
                f"stop must be a tuple of non-empty strings (got {self.stop!r})")
         _check(self.system_instruction is None or (isinstance(self.system_instruction, str) and bool(self.system_instruction.strip())),
                "system_instruction must be non-empty text")
+        _check(self.adversarial_samples is None or (isinstance(self.adversarial_samples, str)
+                                                    and bool(self.adversarial_samples.strip())),
+               "adversarial_samples must be a file of adversarial samples or 'hub'")
 
     def shots_for(self, base_model: bool) -> int:
         """The one place the rule lives: a base model without explicit shots gets the paper's 3."""

@@ -340,6 +340,60 @@ def summarize_pdrs(
     return PDRSummary(mean, std, (float(lo), float(hi)), n, len(prompts))
 
 
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean of ``b - a`` over matched pairs, with a 95% percentile bootstrap interval over the pairs."""
+
+    mean: float | None
+    ci95: tuple[float, float] | None
+    """None with fewer than 2 pairs."""
+    n: int
+    """Matched pairs."""
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, n_boot: int = _N_BOOT, seed: int = 0) -> PairedDifference:
+    """``b - a`` averaged over pairs (``a[i]`` and ``b[i]`` measured on the same unit, e.g. the APDR of one
+    dataset, attack and prompt type on two models), its interval from resampling the pairs (seeded)."""
+    if len(a) != len(b):
+        raise StatisticsError(f"paired values need the same length ({len(a)} and {len(b)})")
+    if not a:
+        return PairedDifference(None, None, 0)
+    diffs = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    mean = float(diffs.mean())
+    if len(diffs) < 2:
+        return PairedDifference(mean, None, 1)
+    rng = np.random.default_rng(seed)
+    boot = diffs[rng.integers(0, len(diffs), size=(n_boot, len(diffs)))].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return PairedDifference(mean, (float(lo), float(hi)), len(diffs))
+
+
+def prompt_set_pdr(clean_score: float, clean_sample_scores: Sequence[float],
+                   prompts: Sequence[tuple[str, float, float, Sequence[float]]], *, seed: int = 0) -> dict[str, Any] | None:
+    """The statistic over a whole prompt set (Semantic): ``prompts`` holds (text, score, PDR against
+    the clean prompt, per-sample scores) for each prompt of the set. The mean PDR over the prompts is
+    an APDR over them (``summarize_pdrs``: sample std, the two-level bootstrap over prompts and their
+    paired samples); the worst (highest) PDR is the selection the record's ``pdr`` reports. None for an
+    empty set or a clean score of 0 (no PDR exists)."""
+    if not prompts or clean_score == 0:
+        return None
+    rows = [{"prompt_id": text, "clean_score": clean_score, "pdr": pdr, "clean_sample_scores": list(clean_sample_scores),
+             "adversarial_sample_scores": list(samples)} for text, _, pdr, samples in prompts]
+    summary = summarize_pdrs(rows, seed=seed)
+    pdrs = [pdr for _, _, pdr, _ in prompts]
+    n = len(prompts)
+    return {
+        "statistic": f"mean PDR over the {n} prompts of the set, each against the clean prompt",
+        "prompts": n,
+        "mean": summary.mean,
+        "std": summary.std,
+        "ci95": list(summary.ci95) if summary.ci95 is not None else None,
+        "interval": "95% two-level bootstrap: the set's prompts, then each one's paired samples",
+        "worst": max(pdrs),
+        "best": min(pdrs),
+    }
+
+
 # -- APDR rows over records (results.json, pre eval/transfer tables, reports) -------------
 
 

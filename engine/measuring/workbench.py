@@ -30,8 +30,16 @@ from typing import Any, Protocol
 
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
-from promptrobust.engine.measuring.statistics import is_at_chance, majority_rate, mcnemar_p, pdr_interval, score_interval
+from promptrobust.engine.measuring.statistics import (
+    is_at_chance,
+    majority_rate,
+    mcnemar_p,
+    pdr_interval,
+    prompt_set_pdr,
+    score_interval,
+)
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
+from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import (
@@ -48,6 +56,9 @@ from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
 from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
+from promptrobust.tasks.sampling import seeded_subset
+from promptrobust.tasks.adversarial_samples import load_adversarial_samples
+from promptrobust.tasks.adversarial_samples import source_name as adversarial_source_name
 
 @dataclass
 class Workbench:
@@ -93,7 +104,7 @@ class Workbench:
             parser=self.evaluation.parser if generate else None,
             max_new_tokens=(self.evaluation.max_new_tokens or self.task.max_tokens) if generate else None,
             samples=len(self.samples),
-            sample_selection=self.evaluation.sample_selection,
+            sample_selection=sample_selection_of(self.evaluation),
             shots=self.shots,
             input_format="chat" if self.scheduler.backend.is_chat else "completion",
             metric=self.task.metric.name,
@@ -195,10 +206,13 @@ class Workbench:
             kind=kind, source_model=source_model, defense=defense,
         )
 
-    async def sample_log(self, records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    async def sample_log(self, records: Sequence[AttackRecord], *,
+                         held_out_ids: set[str] | None = None) -> list[dict[str, Any]]:
         """Per-sample answers of each record's clean and final adversarial prompt
         (``--log-samples``). Both prompts were scored when the record was made, so
-        this reads the cache (or joins requests in flight) rather than querying again."""
+        this reads the cache (or joins requests in flight) rather than querying again.
+        ``held_out_ids``: the samples a run held out (``engine/measuring/holdout.py``); each row then
+        says ``held_out`` (True: a sample the ranking and the search never saw)."""
         rows: list[dict[str, Any]] = []
         for r in records:
             if r.status == "failed":
@@ -207,7 +221,9 @@ class Workbench:
             for role, text in roles:
                 evaluation = await self.evaluator(early_stopping=False).evaluate(text, keep_records=True)
                 rows += [{"run_key": r.run_key, "kind": r.kind, "attack": r.attack, "prompt_id": r.prompt_id,
-                          "role": role, "prompt": text, **vars(s)} for s in evaluation.records]
+                          "role": role, "prompt": text, **vars(s),
+                          **({"held_out": s.sample_id in held_out_ids} if held_out_ids is not None else {})}
+                         for s in evaluation.records]
         return rows
 
     def task_provenance(self) -> list[dict[str, Any]]:
@@ -256,10 +272,22 @@ def label_scoring(backend: Backend) -> str:
     return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
 
 
+def sample_selection_of(evaluation: EvaluationSettings) -> str:
+    """How the samples were chosen, as records say it: the selection rule, and for the joint attack on
+    adversarial samples their source (so reports never pool them with the dataset's own samples)."""
+    if evaluation.adversarial_samples:
+        return f"{evaluation.sample_selection}, adversarial samples {adversarial_source_name(evaluation.adversarial_samples)}"
+    return evaluation.sample_selection
+
+
 def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
     """The evaluation samples: the first ``limit`` of the task's draw, or a fraction of it
     (lm-eval's ``--limit 0.1``), resolved here where the data is loaded, once."""
     fraction = isinstance(evaluation.limit, float)
+    if evaluation.adversarial_samples:  # the joint attack: the adversarial samples, in the seeded order
+        pool = load_adversarial_samples(task, evaluation.adversarial_samples)
+        drawn = seeded_subset(pool, None, evaluation.seed, first=evaluation.sample_selection == "first")
+        return list(drawn[: evaluation.limit_for(len(drawn))])
     samples = task.load(limit=None if fraction else evaluation.limit, seed=evaluation.seed,  # type: ignore[arg-type]
                         data_dir=evaluation.data_dir, data_file=evaluation.data_file)
     return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)
@@ -465,7 +493,9 @@ async def attack_one(
         clean = clean_score(bench, prompt, await bench.evaluator().evaluate(prompt.text))
     base = _record_base(bench, prompt, attack_name, settings)
     if clean.score == 0:
-        # promptbench skips prompts whose clean score is 0: there is nothing to drop.
+        # A clean score of 0 leaves no PDR (it would divide by 0), so the prompt is not attacked. This is
+        # our deviation: promptbench attacks it (its goal function skips only `acc < 0`, which never holds);
+        # docs/fidelity.md, "clean score 0".
         return AttackRecord(
             **base, clean_score=0.0, status="skipped_clean_zero", clean_ci95=list(clean.ci95),
             at_chance=clean.at_chance, clean_sample_scores=list(clean.sample_scores),
@@ -499,6 +529,7 @@ async def attack_one(
     # Per-sample scores of the winner for the paired statistics: a separate evaluator
     # (its requests are cache hits or in flight, and do not count as the attack's cost).
     adversarial = await bench.evaluator().evaluate(outcome.adversarial_prompt)
+    set_pdr = await _prompt_set_pdr(bench, clean, getattr(outcome, "prompt_scores", ())) if attack_name == "semantic" else None
     stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
     return AttackRecord(
         **{**base, "chance_rate": stats.pop("chance_rate")},
@@ -517,7 +548,19 @@ async def attack_one(
         substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
         final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),
         meaning=dict(outcome.meaning) if outcome.meaning else None,
+        prompt_set_pdr=set_pdr,
     )
+
+
+async def _prompt_set_pdr(bench: Workbench, clean: CleanScore,
+                          prompt_scores: Sequence[tuple[str, str, float]]) -> dict[str, Any] | None:
+    """Semantic's statistic over its whole set (``statistics.prompt_set_pdr``). Every prompt of the set
+    was scored exactly by the search, so its per-sample scores come from the cache."""
+    rows = []
+    for _, text, score in prompt_scores:
+        evaluation = await bench.evaluator().evaluate(text)
+        rows.append((text, score, performance_drop_rate(clean.score, score), evaluation.sample_scores))
+    return prompt_set_pdr(clean.score, clean.sample_scores, rows, seed=bench.evaluation.seed)
 
 
 def failed_record(bench: Workbench, prompt: Prompt, attack_name: str, settings: AttackSettings,

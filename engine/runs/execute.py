@@ -9,13 +9,16 @@ typed ``TargetOutcome`` per target; ``Session.run`` and ``engine.runs.api.run_pl
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from promptrobust.engine.measuring.holdout import split_samples
 from promptrobust.engine.measuring.protocol import ProtocolResult
+from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.workbench import CleanScore, Workbench
 from promptrobust.engine.runs.plan import Note, RunPlan, RunTarget
 from promptrobust.engine.runs.run_folder import RunFolder
@@ -97,6 +100,27 @@ async def run_plan(plan: RunPlan, session: Session, *, on_event: Callable[[str],
     return RunOutcome(plan, tuple(outcomes))
 
 
+async def _clean_sample_scores(session: Session, plan: RunPlan, target: RunTarget) -> dict[str, dict[str, Any]] | None:
+    """The joint attack on prompt and sample (``EvaluationSettings.adversarial_samples``): every prompt of
+    the target scored on the dataset's own, clean samples, by prompt text; None for any other run."""
+    if not target.evaluation.adversarial_samples:
+        return None
+    evaluation = await session.evaluate(target.evaluation.with_(adversarial_samples=None), model=plan.model,
+                                        prompts=target.prompts)
+    return {c.prompt.text: {"score": c.score, "ci95": list(c.ci95), "samples": len(c.sample_scores),
+                            "sample_selection": target.evaluation.sample_selection} for c in evaluation.clean}
+
+
+def with_clean_samples(record: AttackRecord, clean_samples: dict[str, dict[str, Any]] | None) -> AttackRecord:
+    """``record`` with its clean prompt's score on the clean samples (the joint attack), else as it is."""
+    if clean_samples is None or record.clean_prompt not in clean_samples:
+        return record
+    found = clean_samples[record.clean_prompt]
+    pdr = (None if record.adversarial_score is None or not found["score"]
+           else 1.0 - record.adversarial_score / found["score"])
+    return dataclasses.replace(record, clean_samples={**found, "pdr_both_adversarial": pdr})
+
+
 async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_event: Callable[[str], None],
                       on_note: Callable[[Note], None], plan_notes: tuple[Note, ...]) -> TargetOutcome:
     before = session_facts(session)["counters"]
@@ -123,13 +147,20 @@ async def _run_target(plan: RunPlan, target: RunTarget, session: Session, on_eve
             folder.write_results(clean_document(command, result=evaluation, facts=facts, configs=configs, logged=logged,
                                                 tasks=evaluation.tasks))
         else:
+            clean_samples = await _clean_sample_scores(session, plan, target)
             protocol = await session.attack_top_k(
                 target.evaluation, plan.attacks, model=plan.model, prompts=target.prompts,
-                on_record=lambda record: folder.append_records([record]), on_event=on_event,
+                on_record=lambda record: folder.append_records([with_clean_samples(record, clean_samples)]),
+                on_event=on_event,
                 fail_fast=(KeyboardInterrupt,), semantic_prompts=target.semantic_prompts,
             )
+            if clean_samples is not None:  # the records written carry it; the result returned and printed too
+                protocol.records = [with_clean_samples(r, clean_samples) for r in protocol.records]
             folder.consolidate()
-            logged = folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records)) if output.log_samples else 0
+            held = plan.attacks.holdout
+            held_ids = {s.id for s in split_samples(bench.samples, held)[1]} if held else None
+            logged = (folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records, held_out_ids=held_ids))
+                      if output.log_samples else 0)
             counters = _since(before, session_facts(session)["counters"])
             folder.write_results(protocol_document(command, result=protocol, configs=configs, logged=logged, counters=counters,
                                                    tasks=bench.task_provenance()))

@@ -283,14 +283,41 @@ def build_plan(
     prompts = prompts or PromptChoice()
     tasks = _tasks(datasets)
     check_paths(data_dir=evaluation.data_dir, data_file=evaluation.data_file, promptbench=prompts.promptbench)
+    check_adversarial_samples(evaluation.adversarial_samples, attacks)
     output = output or OutputOptions()
     if output.results_file:
         check_results_file(output.results_file)
+    attacks = with_promptbench_checklist(attacks, prompts.promptbench)
     shots = evaluation.shots_for(spec.base_model)
     note = base_model_note(spec, evaluation)
     notes: tuple[Note, ...] = (note,) if note is not None else ()
     targets = tuple(_target(task, evaluation, prompts, attacks, shots) for task in tasks)
     return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output, notes=notes)
+
+
+def check_adversarial_samples(source: str | None, attacks: AttackSettings | None) -> None:
+    """The joint attack's adversarial samples: a file that exists, or 'hub'; and an attack to run on them."""
+    if source is None:
+        return
+    if attacks is None:
+        raise SettingsError("adversarial samples are for the joint attack on prompt and sample: add --attack",
+                            setting="adversarial_samples")
+    if source != "hub" and not Path(source).expanduser().is_file():
+        raise SettingsError(f"adversarial samples {source}: no such file; give a file in AdvGLUE's layout (or rows in "
+                            "the task's columns), or 'hub' for adv_glue", setting="adversarial_samples")
+
+
+def with_promptbench_checklist(attacks: AttackSettings | None, checkout: str | None) -> AttackSettings | None:
+    """With ``--promptbench CHECKOUT``, CheckList inserts the checkout's own fixed strings (the paper's
+    50), as the Semantic attack scores its semantic set; options the user gave for the strings win."""
+    if attacks is None or not checkout or "checklist" not in attacks.attacks:
+        return attacks
+    given = attacks.options.get("checklist", {})
+    if set(given) & {"promptbench", "count", "length", "strings_seed"}:
+        return attacks
+    options = {**attacks.options, "checklist": {**given, "promptbench": checkout}}
+    get_attack("checklist", **options["checklist"])  # an unreadable checkout is said before any model loads
+    return attacks.with_(options=options)
 
 
 def base_model_note(spec: ModelSpec, evaluation: EvaluationSettings) -> Note | None:

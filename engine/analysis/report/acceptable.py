@@ -65,7 +65,8 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
         long.append({**row, "changed": changed, "not_checked": unchecked})
     return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
                  ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked"], display, long, ACCEPTABLE_NOTE)
+                  "meaning changed", "not checked"], display, long, ACCEPTABLE_NOTE,
+                 statistic="APDR (mean ± sample s.d. [95% bootstrap]) over all and over acceptable adversarial prompts; counts")
 
 
 def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
@@ -85,4 +86,5 @@ def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = ""
              "clean_prompt": r["clean_prompt"], "adversarial_prompt": r["adversarial_prompt"]} for r in rows]
     return Table("not_acceptable" + suffix, "Adversarial prompts left out of the acceptable APDR" + title_suffix,
                  ["attack", "model", "dataset", "prompt", "PDR", "meaning check", "adversarial prompt"], display, long,
-                 "each with its verdict and reasons (docs/fidelity.md, the meaning check)")
+                 "each with its verdict and reasons (docs/fidelity.md, the meaning check)",
+                 statistic="per-record PDR and meaning verdict")

@@ -76,12 +76,21 @@ def build_sections(
             section.tables += pair_tables(attacked, suffix, title_suffix)
         elif kind == "transfer":
             section.tables += transfer_tables(attacked, suffix, title_suffix)
+            section.notes.append(transfer_selection_note(attacked))
         else:
             section.tables.append(defense_table(attacked, suffix, title_suffix))
         section.tables += [group_table(attacked, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
+
+
+def transfer_selection_note(records: Sequence[dict[str, Any]]) -> str:
+    """Which source records the transfers re-scored (``pre transfer``'s selection), as their settings say."""
+    found = sorted({str(r["settings"].get("selection") or "all (made before the selection was recorded)")
+                    for r in records})
+    return ("transfer selection: " + "; ".join(found) + " (most_vulnerable: the paper's, the highest source PDR per "
+            "source model, dataset, attack and prompt type; all: every attacked source record)")
 
 
 def _short_slug(slug: str, limit: int = 80) -> str:
@@ -105,6 +114,16 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
 
     left_out = not_acceptable_table(attacked, suffix, title_suffix)  # issue 30: acceptable-only APDR
     section.tables += [acceptable_table(attacked, suffix, title_suffix), *([left_out] if left_out else [])]
+    from promptrobust.engine.analysis.report.semantic import semantic_table
+
+    semantic = semantic_table(attacked, suffix, title_suffix)  # issue 30: the worst of the set beside its mean
+    from promptrobust.engine.analysis.report.studies import size_table, tuning_table
+
+    studies = (size_table(attacked, suffix, title_suffix), tuning_table(attacked, suffix, title_suffix))  # issue 30
+    from promptrobust.engine.analysis.report.joint import joint_table
+
+    joint = joint_table(attacked, suffix, title_suffix)  # issue 30: the AdvGLUE table
+    section.tables += [t for t in (semantic, *studies, joint) if t is not None]
     section.tables.append(cost_table(attacked, suffix, title_suffix))
     wf = None
     try:

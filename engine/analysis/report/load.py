@@ -49,6 +49,8 @@ KNOWN_FIELDS = frozenset((
     "substitutions", "final_similarity", "held_out", "meaning",  # meaning checks, held-out samples
     "stop", "system_instruction",  # lm-eval habits (--gen_kwargs until=, --system_instruction)
     "task_definition",  # a user's own task: its definition hash
+    "prompt_set_pdr",  # Semantic: the mean PDR over its prompt set
+    "clean_samples",  # a joint prompt + sample attack: the clean prompt on the clean samples
 ))
 
 
@@ -217,6 +219,10 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
     rec["setting"] = section_setting(row, kind)
     rec["has_sample_scores"] = bool(rec["clean_sample_scores"]) and bool(rec["adversarial_sample_scores"])
     rec["meaning"] = row.get("meaning") if isinstance(row.get("meaning"), Mapping) else None  # issue 30: the verdict
+    # Semantic: the statistic over the whole prompt set, and the scores it is derived from in older records
+    rec["prompt_set_pdr"] = row.get("prompt_set_pdr") if isinstance(row.get("prompt_set_pdr"), Mapping) else None
+    rec["prompt_scores"] = row.get("prompt_scores") if isinstance(row.get("prompt_scores"), list) else []
+    rec["clean_samples"] = row.get("clean_samples") if isinstance(row.get("clean_samples"), Mapping) else None
     if not rec["run_key"]:
         rec["run_key"] = legacy_run_key(rec)
     return rec

@@ -43,6 +43,16 @@ def meaning_text(r: Mapping[str, Any]) -> str:
     held = r.get("held_out")
     if isinstance(held, Mapping) and held.get("pdr") is not None:
         parts.append(f"held-out PDR {held['pdr']:.3f} {interval_text(held.get('pdr_ci95'), 3)} on {held.get('samples')} samples")
+    stat = r.get("prompt_set_pdr")
+    if isinstance(stat, Mapping) and stat.get("mean") is not None:  # Semantic: the record's PDR is the worst of the set
+        parts.append(f"PDR worst of {stat.get('prompts')}; mean over the set {stat['mean']:.3f} "
+                     f"{interval_text(stat.get('ci95'), 3)}")
+    clean = r.get("clean_samples")
+    if isinstance(clean, Mapping) and clean.get("score") is not None:  # the joint prompt + sample attack
+        both = clean.get("pdr_both_adversarial")
+        parts.append(f"clean prompt on {clean.get('samples')} clean samples {clean['score']:.3f} "
+                     f"{interval_text(clean.get('ci95'), 3)}" + ("" if both is None else
+                                                                f", PDR of prompt and samples together {both:.3f}"))
     return " | ".join(parts)
 
 

@@ -26,11 +26,13 @@ from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, PDRSummary,
 
 ALL = "all"
 MISSING = "–"
-APDR_STATISTIC = "APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs"
+APDR_STATISTIC = ("APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs "
+                  "(Semantic: each record's worst prompt of its set)")
 APDR_NOTE = (
     "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
     "then its 95% interval (bootstrap over prompts and samples; none where the records hold no per-sample scores); "
-    "one record shows its PDR alone"
+    "one record shows its PDR alone. A Semantic record's PDR is its set's worst prompt (a selection); "
+    "the Semantic table shows the mean over the set beside it"
 )
 PROMPT_TYPE_ORDER = ("zero-shot task", "zero-shot role", "few-shot task", "few-shot role")
 COST_COLUMNS = (

@@ -49,7 +49,8 @@ def _fields(kind: type, *, but: Collection[str] = ()) -> set[str]:
 #: [sweep] keys -> which settings value they belong to: every field of each settings value, under
 #: its own name (spelled once, in the settings class), but the grid's own axes and what a sweep
 #: does not take (attack options: a grid of attacks shares one set of settings).
-_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots", "task"})  # grid.datasets, grid.tasks, grid.shots
+_EVALUATION_KEYS = _fields(EvaluationSettings, but={"dataset", "shots", "task",  # grid.datasets, grid.tasks, grid.shots
+                                                     "adversarial_samples"})  # the joint attack: `pre run` only, for now
 
 
 _ATTACK_KEYS = _fields(AttackSettings, but={"attacks", "options"})  # grid.attacks; no per-attack options
