@@ -16,7 +16,7 @@ from promptrobust.tasks import get_task
 from promptrobust.tasks.adversarial_samples import load_adversarial_samples
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
-ADV = Path(__file__).parent / "fixtures" / "adversarial_samples" / "adv_glue_dev.json"
+ADV = Path(__file__).resolve().parents[1] / "docs" / "examples" / "adv_glue" / "dev.json"
 N = 8
 TASK = get_task("rotten_tomatoes")
 CLEAN = {s.fields["sentence"]: s.target for s in TASK.load(limit=N, seed=0)}
@@ -55,7 +55,7 @@ def test_joint_prompt_and_sample_attack(tmp_path: Path, capsys) -> None:  # noqa
                      "--prompt", "sst2-task-01", "--attack", "checklist", "--adversarial-samples", str(ADV)]) == 0
     (folder,) = list(out.iterdir())
     (rec,) = [orjson.loads(x) for x in (folder / "results.jsonl").read_bytes().splitlines()]
-    assert rec["sample_selection"] == "seeded, adversarial samples adv_glue_dev.json" and rec["samples"] == 8
+    assert rec["sample_selection"] == "seeded, adversarial samples dev.json" and rec["samples"] == 8
     assert rec["clean_score"] == pytest.approx(4 / 8)  # clean prompt, adversarial samples
     negatives = sum(v == "negative" for v in ADVERSARIAL.values()) / 8
     assert rec["adversarial_score"] == pytest.approx(negatives)  # a suffix ending in a digit: always 'negative'
@@ -70,7 +70,7 @@ def test_joint_prompt_and_sample_attack(tmp_path: Path, capsys) -> None:  # noqa
     assert main(["report", str(out), "--output-dir", str(report), "--format", "md,csv"]) == 0
     md = (report / "report.md").read_text()
     assert "Joint attack on prompt and samples (the paper's AdvGLUE table)" in md
-    assert "adversarial samples adv_glue_dev.json" in md  # its own section: never pooled with clean-sample records
+    assert "adversarial samples dev.json" in md  # its own section: never pooled with clean-sample records
     csv = (report / "joint_prompt_and_samples.csv").read_text()
     assert "0.5" in csv and "1.0" in csv
 
