@@ -96,6 +96,10 @@ def main(argv: list[str]) -> int:
 
         print(f"\nSpearman rank correlation with the paper's SST-2 row over {len(measured)} attacks: "
               f"in-sample {rho(ours)}, held-out {rho(held)}")
+        stat = set_statistic(recs["semantic"]) if "semantic" in recs else None
+        if stat is not None:  # the paper's Semantic figure is a mean over prompts: rank that one too
+            like = [stat["mean"] if n == "semantic" else recs[n]["pdr"] for n in measured]
+            print(f"  with Semantic as the mean over its set (the paper's statistic), in-sample {rho(like)}")
         passed = sum(meaning_checks(recs[n])[0] for n in measured)
         print(f"meaning checks pass: {passed} of {len(measured)} adversarial prompts")
         top = next(iter(recs.values()))
