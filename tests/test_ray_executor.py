@@ -112,6 +112,11 @@ def test_a_killed_worker_still_completes_every_unit_exactly_once_and_released_wo
     def kill_once(state: dict[str, Any]) -> None:
         slot = next(iter(state["slots"].values()))
         if not killed and slot.in_flight and state["progress"].records >= 1:
+            # The killed worker's units must still be working when it dies, also on a loaded machine
+            # where they could otherwise finish in between (then nothing is requeued): its next
+            # answers take a while.
+            for srv in server.values():
+                srv.script(*["slow:1"] * 24)
             killed.append(slot.label)
             ray.kill(slot.actor, no_restart=True)
 
