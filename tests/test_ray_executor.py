@@ -109,14 +109,20 @@ def test_a_killed_worker_still_completes_every_unit_exactly_once_and_released_wo
     cfg = _config(tmp_path, "killed", server)
     killed: list[str] = []
 
+    slowed: list[bool] = []
+
     def kill_once(state: dict[str, Any]) -> None:
         slot = next(iter(state["slots"].values()))
-        if not killed and slot.in_flight and state["progress"].records >= 1:
-            # The killed worker's units must still be working when it dies, also on a loaded machine
-            # where they could otherwise finish in between (then nothing is requeued): its next
-            # answers take a while.
+        if killed or not slot.in_flight or state["progress"].records < 1:
+            return
+        if not slowed:  # from now on answers take a while, so a unit that needs one is still working
+            slowed.append(True)
             for srv in server.values():
                 srv.script(*["slow:1"] * 24)
+        # A unit that already finished keeps its result after its worker dies (nothing to requeue),
+        # as can happen on a loaded machine: kill only while one of the worker's units is unfinished.
+        _, unfinished = ray.wait(list(slot.in_flight), num_returns=len(slot.in_flight), timeout=0)
+        if unfinished:
             killed.append(slot.label)
             ray.kill(slot.actor, no_restart=True)
 
