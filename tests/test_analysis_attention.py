@@ -140,19 +140,31 @@ def test_png_and_html_rendering(tmp_path, tok, llama):
         assert "sentimnet</span>" in frag and "<b>adversarial</b>" in frag
 
 
-def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
+def attention_parser() -> argparse.ArgumentParser:
+    """`pre attention`'s parser alone, as the CLI builds it."""
     from promptrobust.cli import attention_cmd
-    from tests.fixtures.analysis.fake_model import REVIEWS
 
+    parser = argparse.ArgumentParser(prog="pre")
+    attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
+    return parser
+
+
+def attention_on_tiny_model(tmp_path, tok, llama, *flags: str) -> argparse.Namespace:
+    """`pre attention` on the tiny model saved under tmp_path, with CLEAN/ADV and `flags`, parsed."""
     model_dir = tmp_path / "tiny"
     llama.save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
-    parser = argparse.ArgumentParser(prog="pre")
-    attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
-    args = parser.parse_args([
-        "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--data-file", str(REVIEWS),
-        "--sample-index", "1", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
+    return attention_parser().parse_args([
+        "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", *flags,
+        "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
     ])
+
+
+def test_attention_cli_on_a_saved_tiny_model(tmp_path, tok, llama):
+    from tests.fixtures.analysis.fake_model import REVIEWS
+
+    args = attention_on_tiny_model(tmp_path, tok, llama, "--data-file", str(REVIEWS), "--sample-index", "1")
+    parser = attention_parser()
     assert args.handler(args) == 0
     (out,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
     assert {p.name for p in out.iterdir()} == {"gradient.png", "deletion.png", "attention.html", "attention.json", "config.json"}

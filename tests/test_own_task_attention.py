@@ -3,7 +3,6 @@ sample, with the tiny randomly initialised model of tests/test_analysis_attentio
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
 
@@ -14,25 +13,15 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tests.test_analysis_attention import ADV, CLEAN, llama, tok  # noqa: E402, F401 - its fixtures
+from tests.test_analysis_attention import attention_on_tiny_model, llama, tok  # noqa: E402, F401 - its fixtures
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tickets"
 
 
 def test_attention_on_a_users_own_task(tmp_path: Path, tok, llama) -> None:  # noqa: ANN001, F811
     """The sample and the answer word are the task's own (a label's answer word, not its value)."""
-    from promptrobust.cli import attention_cmd
-
     shutil.copytree(DOCS, tmp_path / "tickets")
-    model_dir = tmp_path / "tiny"
-    llama.save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    parser = argparse.ArgumentParser(prog="pre")
-    attention_cmd.add_parser(parser.add_subparsers(dest="command"), argparse.HelpFormatter)
-    args = parser.parse_args([
-        "attention", "--model", f"hf:{model_dir}", "--model-args", "chat=false", "--task", str(tmp_path / "tickets" / "tickets.toml"),
-        "--shots", "0", "--clean", CLEAN, "--adversarial", ADV, "--output-dir", str(tmp_path / "out"),
-    ])
+    args = attention_on_tiny_model(tmp_path, tok, llama, "--task", str(tmp_path / "tickets" / "tickets.toml"), "--shots", "0")
     assert args.handler(args) == 0
     (out,) = [p for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")]
     data = orjson.loads((out / "attention.json").read_bytes())
