@@ -1,5 +1,5 @@
 """`pre attention`: word importance of a clean and an adversarial prompt on one sample
-(hf models; ``engine.analysis.commands``: plan_attention -> run_attention)."""
+(hf models; ``engine.analysis.commands``: plan_attention -> the executor)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.analysis.commands import plan_attention, run_attention
+    from promptrobust.engine.analysis.commands import plan_attention
+    from promptrobust.engine.runs.executor import run_plan
 
     evaluation = {k: getattr(args, k) for k in ("dataset", "limit", "seed", "shots", "data_dir", "data_file")}
     choice = flags.task_choice(args)
@@ -61,7 +62,7 @@ def handle(args: argparse.Namespace) -> int:
                           model=args.model, model_args=args.model_args, evaluation=evaluation, sample_index=args.sample_index,
                           methods=("gradient", "deletion") if args.method == "both" else (args.method,), device=args.device,
                           output=flags.output_options(args))
-    outcome = run_attention(plan)
+    outcome = run_plan(plan, progress=None)
     result = outcome.result
     output.say(f"{result.model} on {result.dataset} sample {result.sample_id} (answer {result.target!r}, "
                f"{'chat' if result.chat else 'completion'}, {result.shots}-shot)")

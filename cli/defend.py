@@ -1,5 +1,5 @@
 """`pre defend`: how much of an attack does spell-checking the prompt undo?
-(``engine.analysis.commands``: plan_defense -> run_defense)"""
+(``engine.analysis.commands``: plan_defense -> the executor)"""
 
 from __future__ import annotations
 
@@ -37,12 +37,12 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.analysis.commands import plan_defense, run_defense
+    from promptrobust.engine.analysis.commands import plan_defense
 
     plan = plan_defense(args.source, model=args.model, model_args=args.model_args, distance=args.distance,
                         settings=flags.source_settings(args), scheduler=flags.scheduler_settings(args),
                         output=flags.output_options(args))
-    return output.run_analysis(plan, run_defense, _print)
+    return output.run_analysis(plan, _print)
 
 
 def _pdr(value: float | None) -> str:

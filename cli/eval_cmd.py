@@ -1,5 +1,5 @@
 """`pre eval --prompts FILE`: score the prompts of a file, or clean/adversarial pairs with their
-PDR, on a model and dataset (``engine.analysis.commands``: plan_eval -> run_eval)."""
+PDR, on a model and dataset (``engine.analysis.commands``: plan_eval -> the executor)."""
 
 from __future__ import annotations
 
@@ -50,13 +50,13 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.analysis.commands import plan_eval, run_eval
+    from promptrobust.engine.analysis.commands import plan_eval
 
     plan = plan_eval(args.prompts, promptbench_adv=args.promptbench_adv, source_model=args.source_model,
                      source_shot=args.source_shot, model=args.model, model_args=args.model_args,
                      evaluation=flags.evaluation_settings(args, flags.targets(args)[0]), scheduler=flags.scheduler_settings(args),
                      prompt_type=args.prompt_type, output=flags.output_options(args))
-    return output.run_analysis(plan, run_eval, _print)
+    return output.run_analysis(plan, _print)
 
 
 def _print(result: Any) -> None:

@@ -26,7 +26,8 @@ from promptrobust.engine.runs.catalog import DEFAULT_DATASET, DEFAULT_MODEL
 
 if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
     from promptrobust.engine.analysis.commands import SourceSettings
-    from promptrobust.engine.runs.plan import OutputOptions, TaskChoice
+    from promptrobust.engine.runs.executor import OutputOptions
+    from promptrobust.engine.runs.plan import TaskChoice
     from promptrobust.engine.runs.task_choice import Target
 
 PROMPT_TYPES = ("task", "role", "semantic", "all")
@@ -238,7 +239,7 @@ def output_options(args: argparse.Namespace, *, results_file: bool = False) -> O
     ``results_file``: the command writes one results file when ``--output-dir`` (lm-eval's
     ``--output_path``) names a ``.json`` file, its run folders beside it; elsewhere such a name
     is refused instead of becoming a folder called ``results.json``."""
-    from promptrobust.engine.runs.plan import OutputOptions
+    from promptrobust.engine.runs.executor import OutputOptions
 
     output_dir, target = args.output_dir, None
     if str(output_dir).endswith(".json"):

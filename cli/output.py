@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+ResultT = TypeVar("ResultT")
 
 from promptrobust.cli.errors import with_flag
 from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
@@ -22,19 +24,20 @@ from promptrobust.engine.safe_io import redact_text
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
     from promptrobust import AttackRecord, CleanScore
     from promptrobust.engine.analysis.commands import Outcome
-    from promptrobust.engine.runs.api import TargetOutcome
-    from promptrobust.engine.runs.plan import Note
+    from promptrobust.engine.runs.execute import TargetOutcome
+    from promptrobust.engine.runs.executor import Note, Plan
 
 
-class AnalysisPlan(Protocol):
-    """What ``run_analysis`` reads of an analysis' plan (``engine.analysis.commands``)."""
+class AnalysisPlan(Protocol[ResultT]):
+    """What ``run_analysis`` needs of an analysis' plan (``engine.analysis.commands``): a job of the
+    executor that returns an ``Outcome``, and what planning said."""
 
     @property
     def notes(self) -> Sequence[str | Note]: ...
 
+    def session_options(self) -> Any: ...
 
-PlanT = TypeVar("PlanT", bound=AnalysisPlan)
-ResultT = TypeVar("ResultT")
+    def run(self, context: Any) -> Awaitable[Outcome[ResultT]]: ...
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
@@ -73,13 +76,17 @@ def say_note(note: Note | str) -> None:
     say(note if isinstance(note, str) else with_flag(note.text, note.setting))
 
 
-def run_analysis(plan: PlanT, run: Callable[[PlanT], Outcome[ResultT]], show: Callable[[ResultT], None]) -> int:
-    """An analysis command after its plan: what planning said (before anything runs), the run,
-    what it said that planning had not, its result (``show``) and where its run folder is."""
+def run_analysis(plan: AnalysisPlan[ResultT], show: Callable[[ResultT], None]) -> int:
+    """An analysis command after its plan: what planning said (before anything runs), the run (the
+    executor's ``run_plan``), what it said that planning had not, its result (``show``) and where its
+    run folder is."""
+    from promptrobust.engine.runs.executor import run_plan
+
     for note in plan.notes:
         say_note(note)
     said = {note if isinstance(note, str) else note.text for note in plan.notes}
-    outcome = run(plan)
+    runnable: Plan[Outcome[ResultT]] = plan
+    outcome = run_plan(runnable, progress=None)
     for note in outcome.notes:
         if (note if isinstance(note, str) else note.text) not in said:
             say_note(note)

@@ -1,7 +1,7 @@
 """`pre run`: score prompts on a dataset (clean metric), optionally attack the best ones.
 
 Arguments -> settings -> the run plan (``engine.runs.plan``, where everything is decided) ->
-run (``engine.runs.api.run_plan``: one run folder per dataset, written as it goes) -> print.
+run (the executor's ``run_plan``: one run folder per dataset, written as it goes) -> print.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from promptrobust.cli import flags, lm_eval, output
 
 if TYPE_CHECKING:
-    from promptrobust.engine.runs.plan import RunPlan
+    from promptrobust.engine.runs.execute import RunPlan
 
 HELP = "score prompts on a dataset with a model (and attack the best ones with --attack)"
 
@@ -80,9 +80,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.runs.api import run_plan
+    from promptrobust.engine.runs.executor import Hooks, run_plan
 
     plan = plan_from_args(args)  # everything is decided and checked before any model loads
-    outcome = run_plan(plan, progress=None, on_event=output.event_printer(quiet=args.no_progress),
-                       on_note=output.say_note, on_target=lambda target: output.print_target(args, target))
+    hooks = Hooks(on_event=output.event_printer(quiet=args.no_progress), on_note=output.say_note,
+                  on_part=lambda target: output.print_target(args, target))
+    outcome = run_plan(plan, hooks=hooks, progress=None)
     return outcome.exit_status

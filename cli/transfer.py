@@ -1,5 +1,5 @@
 """`pre transfer`: do adversarial prompts found on one model hurt another? (the paper's Table 6;
-``engine.analysis.commands``: plan_transfer -> run_transfer)"""
+``engine.analysis.commands``: plan_transfer -> the executor)"""
 
 from __future__ import annotations
 
@@ -49,11 +49,11 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.analysis.commands import plan_transfer, run_transfer
+    from promptrobust.engine.analysis.commands import plan_transfer
 
     plan = plan_transfer(args.source, model=args.model, model_args=args.model_args, settings=flags.source_settings(args),
                          scheduler=flags.scheduler_settings(args), output=flags.output_options(args))
-    return output.run_analysis(plan, run_transfer, _print)
+    return output.run_analysis(plan, _print)
 
 
 def _print(result: Any) -> None:

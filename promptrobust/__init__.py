@@ -8,6 +8,10 @@ model, no torch and no dataset)::
     result = pr.evaluate(dataset="rotten_tomatoes", limit=100)
     print(result.table())
 
+    plan = pr.build_plan("gemma3-270m", ["rotten_tomatoes"], evaluation=pr.EvaluationSettings(limit=100, mode="choices"),
+                         attacks=pr.attack_settings("stresstest", top_k=1))
+    outcome = pr.run_plan(plan)          # what `pre run --limit 100 --mode choices --attack stresstest --top-k 1` does
+
 The folders of the repository install as ``promptrobust.engine`` (serving core
 and orchestration), ``promptrobust.tasks``, ``promptrobust.attacks`` and
 ``promptrobust.cli``; ``promptrobust.testing`` holds public test doubles.
@@ -58,6 +62,19 @@ _EXPORTS: dict[str, str] = {
     "sweep": "promptrobust.engine.runs.api",
     "report": "promptrobust.engine.analysis.report:build_report",
     "run_sync": "promptrobust.engine.runs.sync",
+    # Any command, as the CLI runs it: a plan (decided, nothing run), then the one executor.
+    "build_plan": "promptrobust.engine.runs.plan",
+    "attack_settings": "promptrobust.engine.runs.plan",
+    "PromptChoice": "promptrobust.engine.runs.plan",
+    "OutputOptions": "promptrobust.engine.runs.executor",
+    "RunPlan": "promptrobust.engine.runs.execute",
+    "run_plan": "promptrobust.engine.runs.executor",
+    "execute": "promptrobust.engine.runs.executor",
+    "plan_eval": "promptrobust.engine.analysis.commands",
+    "plan_transfer": "promptrobust.engine.analysis.commands",
+    "plan_defense": "promptrobust.engine.analysis.commands",
+    "plan_attention": "promptrobust.engine.analysis.commands",
+    "plan_sweep": "promptrobust.engine.runs.sweep.plan",
 }
 
 # Written out (not derived from _EXPORTS) so static tools read it; tests/test_architecture.py checks they agree.
@@ -66,6 +83,8 @@ __all__ = [
     "EvaluationSettings", "MeasurementSettings", "PromptEvalResult", "ProtocolResult", "Report", "SchedulerSettings",
     "Session", "SweepProgress", "TransferResult", "Workbench", "attack", "attack_top_k", "evaluate", "report",
     "run_sync", "sweep",
+    "OutputOptions", "PromptChoice", "RunPlan", "attack_settings", "build_plan", "execute", "plan_attention", "plan_defense",
+    "plan_eval", "plan_sweep", "plan_transfer", "run_plan",
 ]
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs (``__getattr__`` loads them at run time)
@@ -80,6 +99,11 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (``__getattr__``
     from promptrobust.engine.runs.api import attack, attack_top_k, evaluate, sweep
     from promptrobust.engine.runs.session import EvaluationResult, Session
     from promptrobust.engine.runs.sweep.runner import SweepProgress
+    from promptrobust.engine.analysis.commands import plan_attention, plan_defense, plan_eval, plan_transfer
+    from promptrobust.engine.runs.execute import RunPlan
+    from promptrobust.engine.runs.executor import OutputOptions, execute, run_plan
+    from promptrobust.engine.runs.plan import PromptChoice, attack_settings, build_plan
+    from promptrobust.engine.runs.sweep.plan import plan_sweep
     from promptrobust.engine.runs.sync import run_sync
     from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 

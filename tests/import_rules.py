@@ -54,7 +54,7 @@ CLI_SURFACE = frozenset({
     "promptrobust.engine.runs.task_choice",  # TaskChoice: a user's own task; its flags derive from it
     "promptrobust.engine.runs.plan",  # pre run's plan
     "promptrobust.engine.runs.lm_eval_args",  # lm-eval's API model arguments, mapped or refused
-    "promptrobust.engine.runs.api",  # running a plan
+    "promptrobust.engine.runs.executor",  # running a plan (any command's: the one executor)
     "promptrobust.engine.runs.catalog",  # models, datasets, prompts, attacks (pre list), the defaults
     "promptrobust.engine.runs.sweep.plan",  # pre sweep's plan, its dry run and merges (records and caches)
     "promptrobust.engine.analysis.commands",  # pre eval, transfer, defend, attention: plan and run
@@ -84,14 +84,16 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def _walk(tree: ast.AST) -> list[ast.AST]:
-    """Every node, except the bodies of ``if TYPE_CHECKING:`` (annotations only, never run)."""
+def _walk(tree: ast.AST, *, annotations: bool = True) -> list[ast.AST]:
+    """Every node; without ``annotations``, not the bodies of ``if TYPE_CHECKING:`` (imports for
+    annotations only, never run). Layers and circles count those too: a circle hidden under
+    ``TYPE_CHECKING`` is still two modules that need each other."""
     out: list[ast.AST] = []
     todo = [tree]
     while todo:
         node = todo.pop()
         out.append(node)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not annotations and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             todo += node.orelse
             continue
         todo += list(ast.iter_child_nodes(node))
@@ -146,7 +148,8 @@ def violations(root: Path) -> list[str]:
 def imported_modules(root: Path, folder: str) -> list[Edge]:
     """Every import under ``root/folder`` of a promptrobust module, one edge per imported name,
     resolved to the module that holds it (``from pkg import mod`` -> ``pkg.mod``; ``from mod import
-    name`` -> ``mod``, never the bare ``pkg``); ``if TYPE_CHECKING:`` imports (annotations) are not counted."""
+    name`` -> ``mod``, never the bare ``pkg``); ``if TYPE_CHECKING:`` imports (annotations) are not
+    counted: the CLI's surface is what it runs."""
     modules = {module_name(root, p) for top in PACKAGES for p in (root / top).rglob("*.py")}
 
     def holder(name: str) -> str:
@@ -157,7 +160,7 @@ def imported_modules(root: Path, folder: str) -> list[Edge]:
     out: list[Edge] = []
     for path in sorted((root / folder).rglob("*.py")):
         name = module_name(root, path)
-        for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), annotations=False):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):

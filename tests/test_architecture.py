@@ -215,7 +215,7 @@ def test_the_import_check_fails_on_violations_planted_in_a_copy(tmp_path: Path) 
     found = "\n".join(violations(tmp_path))
     assert cli_surface_violations(tmp_path) == []
     with open(tmp_path / "cli" / "run.py", "a", encoding="utf-8") as fh:  # the CLI reaching past its surface
-        fh.write("\ndef _late():\n    from promptrobust.engine.measuring.workbench import prepare\n")
+        fh.write("\ndef _late():\n    from promptrobust.engine.measuring.workbench import open_workbench\n")
     with open(tmp_path / "cli" / "output.py", "a", encoding="utf-8") as fh:  # an error type the error base already covers
         fh.write("\nfrom promptrobust.engine.serving import cache\n")
     cli_found = cli_surface_violations(tmp_path)
@@ -252,6 +252,20 @@ def test_no_import_circles() -> None:
     from tests.import_rules import cycles
 
     assert cycles(ROOT) == []
+
+
+def test_a_circle_hidden_under_type_checking_is_found(tmp_path: Path) -> None:
+    """Issue 39: two modules that need each other for their annotations are a circle too (the session
+    and the executor were one): the check reads ``if TYPE_CHECKING:`` imports."""
+    from tests.import_rules import PACKAGES, cycles
+
+    for folder in PACKAGES:
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cycles(tmp_path)
+    with open(tmp_path / "engine" / "runs" / "session.py", "a", encoding="utf-8") as fh:  # the executor imports the session
+        fh.write("\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from promptrobust.engine.runs.executor import Context\n")
+    found = [c for c in cycles(tmp_path) if c not in before]
+    assert any({"promptrobust.engine.runs.session", "promptrobust.engine.runs.executor"} <= set(c) for c in found)
 
 
 def test_tasks_import_their_own_modules_at_the_top() -> None:

@@ -19,7 +19,7 @@ from promptrobust.cli.errors import one_line, user_error_types
 from promptrobust.cli.lm_eval import normalize_argv
 from promptrobust.cli.main import build_parser
 from promptrobust.cli.run import plan_from_args
-from promptrobust.engine.runs.plan import RunPlan
+from promptrobust.engine.runs.execute import RunPlan
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from tests.sweep_helpers import hashed_answer, hashed_text_answer
 from tests.test_docs_examples import _commands_in, _runnable_offline, assert_ran, run_offline_example

@@ -17,7 +17,8 @@ import pytest
 
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.settings import EvaluationSettings
-from promptrobust.engine.measuring.workbench import protected_words, with_selection
+from promptrobust.engine.measuring.target import with_selection
+from promptrobust.engine.measuring.workbench import protected_words
 from promptrobust.engine.runs.session import Session
 from promptrobust.engine.serving.types import Completion, Request, request_key
 from promptrobust.tasks import get_task, load_prompts, load_task_file, resolve_task, task_from_columns
@@ -121,7 +122,7 @@ def test_resolve_takes_a_name_a_task_file_or_a_task(folder: Path) -> None:
     with pytest.raises(PromptRobustError, match="dataset 'sst2' and task 'tickets' disagree"):
         EvaluationSettings(task=task, dataset="sst2")
     assert hash(settings) == hash(EvaluationSettings(task=load_task_file(folder / "tickets.toml"), limit=2))
-    from promptrobust.engine.measuring.workbench import task_of
+    from promptrobust.engine.measuring.target import task_of
 
     assert task_of(settings) == task and task_of(EvaluationSettings(dataset=str(folder / "tickets.toml"))) == task
     assert task_of(EvaluationSettings(dataset="sst2", sample_selection="first")).selection == "first"

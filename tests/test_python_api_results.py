@@ -38,8 +38,8 @@ def test_model_args_as_lm_evals_string_in_python() -> None:
 
 def test_results_convert_to_polars_and_pandas_with_the_rows_of_results_parquet(tmp_path: Path) -> None:
     import promptrobust as pr
-    from promptrobust.engine.runs.api import run_plan
-    from promptrobust.engine.runs.plan import OutputOptions, attack_settings, build_plan
+    from promptrobust.engine.runs.executor import OutputOptions, run_plan
+    from promptrobust.engine.runs.plan import attack_settings, build_plan
 
     plan = build_plan("openai:m", ["rotten_tomatoes"], model_args="base_url=http://127.0.0.1:9/v1",
                       evaluation=pr.EvaluationSettings(limit=6, mode="choices"), attacks=attack_settings("checklist", top_k=2),

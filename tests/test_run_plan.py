@@ -15,8 +15,8 @@ from promptrobust.cli.main import main
 from promptrobust.engine.errors import PromptRobustError, SettingsError
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.settings import EvaluationSettings
-from promptrobust.engine.runs.api import run_plan
-from promptrobust.engine.runs.plan import OutputOptions, PromptChoice, attack_settings, build_plan
+from promptrobust.engine.runs.executor import Hooks, OutputOptions, run_plan
+from promptrobust.engine.runs.plan import PromptChoice, attack_settings, build_plan
 from promptrobust.engine.serving.backends.base import BackendError
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.registry import get_task
@@ -149,7 +149,7 @@ def test_each_dataset_is_a_target_with_its_own_folder_and_counters(tmp_path: Pat
                       output=OutputOptions(output_dir=str(tmp_path / "runs"), cache=str(tmp_path / "c.sqlite")))
     assert [t.task.name for t in plan.targets] == ["rotten_tomatoes", "math"]  # a dataset named twice runs once
     said: list[str] = []
-    outcome = run_plan(plan, progress=False, on_target=lambda t: said.append(t.target.task.name))
+    outcome = run_plan(plan, progress=False, hooks=Hooks(on_part=lambda t: said.append(t.target.task.name)))
     assert said == ["rotten_tomatoes", "math"]  # each reported as its folder is committed
     counters = [orjson.loads((t.folder / "results.json").read_bytes())["counters"]["scheduler"] for t in outcome.targets]
     submitted = [next(iter(c.values()))["submitted"] for c in counters]
@@ -172,3 +172,46 @@ def test_the_one_mode_decision() -> None:
     assert caught.value.setting == "mode"
     assert decide_mode("choices", sst2, Backend()) == "generate"  # a backend without label log-probs
     assert decide_mode("generate", sst2, Backend()) == "generate"
+
+
+def test_what_the_plan_decides_is_what_runs(tmp_path: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39 item 1: task, shots and mode are decided once, by the plan; the workbench takes the
+    target as given. The shots rule runs once on a run's path and the mode decision twice (the plan
+    and the started backend's check), wherever the run goes from there."""
+    from promptrobust.engine.measuring import mode as mode_module
+    from promptrobust.engine.measuring import settings as settings_module
+    from promptrobust.engine.measuring import target as target_module
+
+    calls = {"shots_for": 0, "decide_mode": 0}
+    shots_for, decide_mode_ = settings_module.EvaluationSettings.shots_for, mode_module.decide_mode
+
+    def counted_shots(self: EvaluationSettings, base_model: bool) -> int:
+        calls["shots_for"] += 1
+        return shots_for(self, base_model)
+
+    def counted_mode(*args: object, **kwargs: object) -> object:
+        calls["decide_mode"] += 1
+        return decide_mode_(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(settings_module.EvaluationSettings, "shots_for", counted_shots)
+    monkeypatch.setattr(mode_module, "decide_mode", counted_mode)
+    monkeypatch.setattr(target_module, "decide_mode", counted_mode)
+    from promptrobust.engine.measuring import workbench as workbench_module
+
+    monkeypatch.setattr(workbench_module, "decide_mode", counted_mode)
+    plan = build_plan("openai:fake-model", ["rotten_tomatoes"], model_args={"base_url": server.url},
+                      evaluation=EvaluationSettings(limit=6, mode="choices"),
+                      prompts=PromptChoice(ids=("sst2-task-01", "sst2-task-02")),
+                      attacks=attack_settings("stresstest", top_k=1),
+                      output=OutputOptions(output_dir=str(tmp_path / "runs"), cache=str(tmp_path / "c.sqlite")))
+    assert calls == {"shots_for": 1, "decide_mode": 1}  # decided while planning, before any model
+    (target,) = plan.targets
+    decided = target.measured
+    outcome = run_plan(plan, progress=False)
+    assert calls == {"shots_for": 1, "decide_mode": 2}  # running added only the backend's check
+    (done,) = outcome.targets
+    assert done.settings["mode"] == decided.mode and done.settings["shots"] == decided.shots
+    # A target decided otherwise than the settings would decide is run as decided: the plan is what runs.
+    three_shot = dataclasses.replace(target, measured=dataclasses.replace(decided, shots=2))
+    (done,) = run_plan(dataclasses.replace(plan, targets=(three_shot,)), progress=False).targets
+    assert done.settings["shots"] == 2

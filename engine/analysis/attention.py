@@ -510,7 +510,9 @@ def compare_prompts(
     of ``settings`` (an ``EvaluationSettings``; a base model without explicit
     shots gets the paper's 3)."""
     from promptrobust.engine.measuring.settings import EvaluationSettings
-    from promptrobust.engine.measuring.workbench import few_shot, load_samples, task_of
+    from promptrobust.engine.measuring.target import decide_target
+    from promptrobust.engine.measuring.workbench import few_shot, load_samples
+    from promptrobust.engine.serving.registry import resolve_model
 
     settings = settings or EvaluationSettings()
     if sample_index < 0:
@@ -518,7 +520,9 @@ def compare_prompts(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise AttentionError(f"unknown importance method {unknown[0]!r}; use {', '.join(METHODS)}")
-    task = task_of(settings)  # a built-in dataset, or a user's own task
+    spec = resolve_model(model, dict(model_args or {}))
+    decided = decide_target(settings, base_model=spec.base_model)  # a built-in dataset, or a user's own task
+    task, settings = decided.task, decided.evaluation
     samples = load_samples(task, settings)  # a fraction of the dataset too
     if sample_index >= len(samples):
         raise AttentionError(f"sample index {sample_index} is out of range: {task.name} has {len(samples)} samples",
@@ -526,7 +530,7 @@ def compare_prompts(
     sample = samples[sample_index]
     target = answer_word(task, sample)
     loaded, tok, chat, spec = load_for_attention(model, model_args, device=device)
-    shots = settings.shots_for(spec.base_model)
+    shots = decided.shots
     examples = few_shot(task, shots, seed=settings.seed, data_dir=settings.data_dir)
     rows = []
     for label, prompt in (("clean", clean), ("adversarial", adversarial)):

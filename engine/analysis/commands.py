@@ -1,19 +1,19 @@
 """The analyses a user starts (``pre eval``, ``pre transfer``, ``pre defend``, ``pre attention``)
-as plan and run pairs, the shape of ``engine.runs.plan``: ``plan_*`` decides everything from
-settings before any model loads or folder is made (inputs read, paths checked, the model's
-arguments and one batch size), ``run_*`` runs it on a session of its own and writes its run
-folder (records, tables, config.json, results.json in the one layout), returning the result and
-the folder. The CLI prints; nothing here knows of flags.
+as plans, the shape of ``engine.runs.plan``: ``plan_*`` decides everything from settings before any
+model loads or folder is made (inputs read, paths checked, the model's arguments and one batch
+size, the evaluation's task, mode and shots); each plan is a job of the one executor
+(``engine.runs.executor.run_plan``): it runs on the executor's session and writes its run folder
+(records, tables, config.json, results.json in the one layout), returning the result and the
+folder. The CLI prints; nothing here knows of flags.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from promptrobust.engine import progress as events
 from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_source
 from promptrobust.engine.analysis.defense import DefenseResult, defend
 from promptrobust.engine.analysis.prompt_eval import (
@@ -31,11 +31,11 @@ from promptrobust.engine.analysis.transfer import TransferResult, transfer, tran
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
-from promptrobust.engine.runs.plan import Note, OutputOptions, base_model_note, check_paths, model_and_scheduler
+from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
+from promptrobust.engine.runs.executor import Context, Note, OutputOptions, SessionOptions
+from promptrobust.engine.runs.plan import base_model_note, check_paths, model_and_scheduler
 from promptrobust.engine.runs.run_folder import RunFolder
-from promptrobust.engine.runs.run_results import session_facts
-from promptrobust.engine.runs.session import Session
-from promptrobust.engine.runs.sync import run_sync
+from promptrobust.engine.runs.session import SessionFacts
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, parse_model_args
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -46,11 +46,12 @@ from promptrobust.tasks.promptbench_import import load_adversarial_prompts
 #: transfer and defense re-score records), ``format_apdr`` and ``AT_CHANCE_NOTE`` (how an APDR
 #: figure and a score at chance are written; engine.measuring.statistics).
 __all__ = [
-    "AT_CHANCE_NOTE", "AttentionPlan", "EvalPlan", "Outcome", "SourcePlan", "SourceSettings", "format_apdr", "plan_attention",
-    "plan_defense", "plan_eval", "plan_transfer", "run_attention", "run_defense", "run_eval", "run_transfer",
+    "AT_CHANCE_NOTE", "AttentionPlan", "DefensePlan", "EvalPlan", "Outcome", "SourcePlan", "SourceSettings", "TransferPlan",
+    "format_apdr", "plan_attention", "plan_defense", "plan_eval", "plan_transfer",
 ]
 
 R = TypeVar("R")
+SourcePlanT = TypeVar("SourcePlanT", bound="SourcePlan")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ class EvalPlan:
     source: str
     """The prompts file or promptbench checkout they came from."""
     model: ModelSpec
-    evaluation: EvaluationSettings
+    target: MeasurementTarget
+    """The evaluation, decided: task, settings, mode and shots (``decide_target``)."""
     scheduler: SchedulerSettings
     prompt_type: str = "all"
     """Only items of this prompt type (all: every one)."""
@@ -83,6 +85,23 @@ class EvalPlan:
     notes: tuple[str | Note, ...] = ()
     """What planning said: reading the prompts (a promptbench block incomplete or relabelled) and the
     base-model rule (3-shot), before anything is scored."""
+
+    @property
+    def evaluation(self) -> EvaluationSettings:
+        return self.target.evaluation
+
+    def session_options(self) -> SessionOptions:
+        return SessionOptions.of(self.output, self.scheduler)
+
+    async def run(self, context: Context) -> Outcome[PromptEvalResult]:
+        """Score the plan's prompts; results.jsonl (pairs), results.md, config.json and results.json."""
+        with RunFolder(self.output.output_dir, ["eval", self.model.name, self.evaluation.dataset]) as folder:
+            result = await evaluate_prompts(context.session, list(self.items), model=self.model, target=self.target,
+                                            prompt_type=self.prompt_type, keep_samples=self.output.log_samples)
+            configs = {"evaluation": self.evaluation.config(), "prompts_file": self.source}
+            _write(folder, self.output, result, result.sample_log, context.facts(), configs)
+            folder.write_text("results.md", _eval_markdown(result))
+        return Outcome(result, folder.final, tuple(result.notes))
 
 
 def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None, source_model: str | None = None,
@@ -113,8 +132,9 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     else:
         raise SettingsError("give a prompts file or a promptbench checkout", setting="prompts")
     check_no_content_placeholder((it.id, t) for it in items for t in (it.prompt, it.clean, it.adversarial))
-    shots = base_model_note(spec, evaluation)  # said before scoring, not after
-    return EvalPlan(tuple(items), str(prompts or promptbench_adv), spec, evaluation, scheduler, prompt_type,
+    target = decide_target(evaluation, base_model=spec.base_model, strict=True)
+    shots = base_model_note(spec, target)  # said before scoring, not after
+    return EvalPlan(tuple(items), str(prompts or promptbench_adv), spec, target, scheduler, prompt_type,
                     output or OutputOptions(), (*notes, *([shots] if shots is not None else [])))
 
 
@@ -127,18 +147,6 @@ def _is_adversarial_archive(path: str) -> bool:
         return any(line.startswith("Attacked prompt:") for line in p.read_text(encoding="utf-8").splitlines())
     except (OSError, UnicodeDecodeError):
         return False  # read_prompt_file says what is wrong with it
-
-
-def run_eval(plan: EvalPlan) -> Outcome[PromptEvalResult]:
-    """Score the plan's prompts; results.jsonl (pairs), results.md, config.json and results.json."""
-    with RunFolder(plan.output.output_dir, ["eval", plan.model.name, plan.evaluation.dataset]) as folder:
-        result, facts = _in_session(plan.output, plan.scheduler, lambda session: evaluate_prompts(
-            session, list(plan.items), model=plan.model, settings=plan.evaluation, prompt_type=plan.prompt_type,
-            keep_samples=plan.output.log_samples, progress=_Progress("eval")))
-        configs = {"evaluation": plan.evaluation.config(), "prompts_file": plan.source}
-        _write(folder, plan.output, result, result.sample_log, facts, configs)
-        folder.write_text("results.md", _eval_markdown(result))
-    return Outcome(result, folder.final, tuple(result.notes))
 
 
 def _eval_markdown(result: PromptEvalResult) -> str:
@@ -176,64 +184,75 @@ class SourcePlan:
         if self.distance not in (1, 2):
             raise SettingsError(f"distance must be 1 or 2 (got {self.distance!r})", setting="distance")
 
+    def session_options(self) -> SessionOptions:
+        return SessionOptions.of(self.output, self.scheduler)
 
-def _plan_sources(paths: Sequence[str], settings: SourceSettings, model: str | None, model_args: str | Mapping[str, Any] | None,
-                  scheduler: SchedulerSettings | None, output: OutputOptions | None, distance: int = 2) -> SourcePlan:
+
+@dataclass(frozen=True)
+class TransferPlan(SourcePlan):
+    """Attack records of earlier runs, their adversarial prompts to be scored on a target model."""
+
+    async def run(self, context: Context) -> Outcome[TransferResult]:
+        """Transfer records, transfer.md/.csv (APDR per source -> target and attack), records.csv, results.json."""
+        assert self.model is not None, "plan_transfer gives every transfer plan its target model"
+        datasets = sorted({s.record.dataset for s in self.sources})[:2]
+        with RunFolder(self.output.output_dir, ["transfer", self.model.name, *datasets]) as folder:
+            result = await transfer(context.session, list(self.sources), model=self.model, settings=self.settings,
+                                    keep_samples=self.output.log_samples)
+            _write(folder, self.output, result, result.sample_log, context.facts(), {"sources": self.settings})
+            columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
+            _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),
+                    result.rows())
+        said = (*self.notes, SELECTION_NOTE)  # the plan said its notes and its selection before scoring
+        return Outcome(result, folder.final, tuple(n for n in result.notes if not n.startswith(said)))
+
+
+@dataclass(frozen=True)
+class DefensePlan(SourcePlan):
+    """Attack records of earlier runs, their adversarial prompts to be spell-corrected and scored."""
+
+    async def run(self, context: Context) -> Outcome[DefenseResult]:
+        """Defended records, defense.md/.csv (PDR without/with the defense per attack), records.csv, results.json."""
+        models = sorted({self.model.name} if self.model else {s.record.model for s in self.sources})[:2]
+        with RunFolder(self.output.output_dir, ["defend", *models]) as folder:
+            result = await defend(context.session, list(self.sources), model=self.model.name if self.model else None,
+                                  model_args=self.model_args, settings=self.settings, distance=self.distance,
+                                  keep_samples=self.output.log_samples)
+            _write(folder, self.output, result, result.sample_log, context.facts(),
+                   {"sources": self.settings, "distance": self.distance})
+            columns = ["model", "attack", "n", "pdr_without", "pdr_without_std", "pdr_with", "pdr_with_std",
+                       "pdr_with_ci95_low", "pdr_with_ci95_high", "recovered"]
+            _tables(folder, "defense", text_table(result.summary, columns, name="defense", title="Spell-check defense"),
+                    result.rows())
+        return Outcome(result, folder.final, tuple(result.notes))
+
+
+def _plan_sources(kind: type[SourcePlanT], paths: Sequence[str], settings: SourceSettings, model: str | None,
+                  model_args: str | Mapping[str, Any] | None, scheduler: SchedulerSettings | None,
+                  output: OutputOptions | None, distance: int = 2) -> SourcePlanT:
     check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
     spec, scheduler = model_and_scheduler(model, args, scheduler) if model else (None, scheduler or SchedulerSettings())
     chosen, notes = settings.select(load_source_records(list(paths)))
-    return SourcePlan(tuple(chosen), settings, spec, dict(spec.args) if spec else args, scheduler, output or OutputOptions(),
-                      distance, tuple(notes))
+    return kind(tuple(chosen), settings, spec, dict(spec.args) if spec else args, scheduler, output or OutputOptions(),
+                distance, tuple(notes))
 
 
 def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str | Mapping[str, Any] | None = None,
                   settings: SourceSettings | None = None,
-                  scheduler: SchedulerSettings | None = None, output: OutputOptions | None = None) -> SourcePlan:
+                  scheduler: SchedulerSettings | None = None, output: OutputOptions | None = None) -> TransferPlan:
     """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
     if not model:
         raise SettingsError("a transfer needs a target model: the model the adversarial prompts are moved to", setting="model")
-    return _plan_sources(sources, transfer_settings(settings), model, model_args, scheduler, output)
+    return _plan_sources(TransferPlan, sources, transfer_settings(settings), model, model_args, scheduler, output)
 
 
 def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
                  distance: int = 2,
                  settings: SourceSettings | None = None, scheduler: SchedulerSettings | None = None,
-                 output: OutputOptions | None = None) -> SourcePlan:
+                 output: OutputOptions | None = None) -> DefensePlan:
     """The adversarial prompts of ``sources``, spell-corrected and scored on ``model`` (None: each record's own)."""
-    return _plan_sources(sources, settings or SourceSettings(), model, model_args, scheduler, output, distance)
-
-
-def run_transfer(plan: SourcePlan) -> Outcome[TransferResult]:
-    """Transfer records, transfer.md/.csv (APDR per source -> target and attack), records.csv, results.json."""
-    assert plan.model is not None, "plan_transfer gives every transfer plan its target model"
-    target = plan.model
-    datasets = sorted({s.record.dataset for s in plan.sources})[:2]
-    with RunFolder(plan.output.output_dir, ["transfer", plan.model.name, *datasets]) as folder:
-        result, facts = _in_session(plan.output, plan.scheduler, lambda session: transfer(
-            session, list(plan.sources), model=target, settings=plan.settings, keep_samples=plan.output.log_samples,
-            progress=_Progress("transfer")))
-        _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings})
-        columns = ["source_model", "target_model", "attack", "n", "pdr_mean", "pdr_std", "pdr_ci95_low", "pdr_ci95_high"]
-        _tables(folder, "transfer", text_table(result.apdr, columns, name="transfer", title="Transfer APDR (source -> target)"),
-                result.rows())
-    said = (*plan.notes, SELECTION_NOTE)  # the plan said its notes and its selection before scoring
-    return Outcome(result, folder.final, tuple(n for n in result.notes if not n.startswith(said)))
-
-
-def run_defense(plan: SourcePlan) -> Outcome[DefenseResult]:
-    """Defended records, defense.md/.csv (PDR without/with the defense per attack), records.csv, results.json."""
-    models = sorted({plan.model.name} if plan.model else {s.record.model for s in plan.sources})[:2]
-    with RunFolder(plan.output.output_dir, ["defend", *models]) as folder:
-        result, facts = _in_session(plan.output, plan.scheduler, lambda session: defend(
-            session, list(plan.sources), model=plan.model.name if plan.model else None, model_args=plan.model_args,
-            settings=plan.settings, distance=plan.distance,
-            keep_samples=plan.output.log_samples, progress=_Progress("defend")))
-        _write(folder, plan.output, result, result.sample_log, facts, {"sources": plan.settings, "distance": plan.distance})
-        columns = ["model", "attack", "n", "pdr_without", "pdr_without_std", "pdr_with", "pdr_with_std",
-                   "pdr_with_ci95_low", "pdr_with_ci95_high", "recovered"]
-        _tables(folder, "defense", text_table(result.summary, columns, name="defense", title="Spell-check defense"), result.rows())
-    return Outcome(result, folder.final, tuple(result.notes))
+    return _plan_sources(DefensePlan, sources, settings or SourceSettings(), model, model_args, scheduler, output, distance)
 
 
 def _tables(folder: RunFolder, name: str, summary: Any, rows: list[dict[str, Any]]) -> None:
@@ -259,6 +278,22 @@ class AttentionPlan:
     methods: tuple[str, ...] = ("gradient", "deletion")
     device: str = "cpu"
     output: OutputOptions = field(default_factory=OutputOptions)
+
+    def session_options(self) -> SessionOptions:
+        """No scheduler is queried (the model runs in this process for its gradients); the cache is not read."""
+        return SessionOptions(use_cache=False)
+
+    async def run(self, context: Context) -> Outcome[AttentionComparison]:
+        """Word importance of both prompts: gradient.png, deletion.png, attention.html and .json, config.json."""
+        import asyncio
+
+        with RunFolder(self.output.output_dir, ["attention", self.model, self.evaluation.dataset]) as folder:
+            result = await asyncio.to_thread(compare_prompts, self.clean, self.adversarial, model=self.model,
+                                             model_args=self.model_args, settings=self.evaluation,
+                                             sample_index=self.sample_index, device=self.device, methods=self.methods)
+            result.write(folder.partial)
+            folder.write_json("config.json", scrub({**self.output.config, "evaluation": self.evaluation.config()}))
+        return Outcome(result, folder.final)
 
 
 def plan_attention(*, clean: str | None = None, adversarial: str | None = None, record: str | None = None,
@@ -289,71 +324,15 @@ def plan_attention(*, clean: str | None = None, adversarial: str | None = None, 
                          methods=tuple(methods), device=device, output=output or OutputOptions())
 
 
-def run_attention(plan: AttentionPlan) -> Outcome[AttentionComparison]:
-    """Word importance of both prompts: gradient.png, deletion.png, attention.html and .json, config.json."""
-    with RunFolder(plan.output.output_dir, ["attention", plan.model, plan.evaluation.dataset]) as folder:
-        result = compare_prompts(plan.clean, plan.adversarial, model=plan.model, model_args=plan.model_args,
-                                 settings=plan.evaluation, sample_index=plan.sample_index, device=plan.device,
-                                 methods=plan.methods)
-        result.write(folder.partial)
-        folder.write_json("config.json", scrub({**plan.output.config, "evaluation": plan.evaluation.config()}))
-    return Outcome(result, folder.final)
 
 
 # -- what eval, transfer and defense share -------------------------------------------------------------------
 
 
-def _in_session(output: OutputOptions, scheduler: SchedulerSettings, call: Callable[[Session], Any]) -> tuple[Any, dict[str, Any]]:
-    """``await call(session)`` on a Session of the output's cache and the scheduler settings, closed
-    afterwards; returns the result and the session's facts (model identities, counters)."""
-
-    async def go() -> tuple[Any, dict[str, Any]]:
-        async with Session(cache=output.cache, settings=scheduler, use_cache=output.use_cache) as session:
-            result = await call(session)
-            return result, session_facts(session)
-
-    return run_sync(go)
-
-
 def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Sequence[Mapping[str, Any]],
-           facts: Mapping[str, Any], configs: Mapping[str, Any]) -> None:
+           facts: SessionFacts, configs: Mapping[str, Any]) -> None:
     """results.jsonl (+ .parquet), samples.jsonl (when logged), config.json and results.json."""
     folder.write_records(result.records)
     logged = folder.write_jsonl("samples.jsonl", sample_log)
     folder.write_json("config.json", scrub({**output.config, **configs}))
-    command = list(output.command) if output.command is not None else None
-    folder.write_results(result.to_dict(argv=command, configs=configs, logged=logged, counters=facts["counters"]))
-
-
-class _Progress:
-    """An analysis' progress as ``engine.progress`` events: a phase, then the schedulers' counters watched."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
-        events.phase(f"{self.label}: {total} requests")
-        owner = getattr(counters, "__self__", None)  # a scheduler's stats.snapshot: watch the stats
-        events.watch(owner if hasattr(owner, "backend_requests") else _Counters(counters))
-
-    async def stop(self) -> None:
-        return None
-
-
-class _Counters:
-    """Counters given as a callable, read as the attributes ``engine.progress`` polls."""
-
-    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
-        self._read = read
-
-    @property
-    def completed(self) -> float:
-        return self._read().get("completed", 0)
-
-    @property
-    def cache_hits(self) -> float:
-        return self._read().get("cache_hits", 0)
-
-    @property
-    def backend_requests(self) -> float:
-        return self._read().get("backend_requests", 0)
+    folder.write_results(result.to_dict(argv=output.argv, configs=configs, logged=logged, counters=facts["counters"]))

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.scoring import (
-    ProgressSink,
     prepare,
     score_prompts,
-    summed_counters,
 )
+from promptrobust.engine import progress as events
 from promptrobust.engine.measuring.statistics import apdr_rows
+from promptrobust.engine.measuring.target import decide_target
 from promptrobust.engine.analysis.sources import (
     SourceRecord,
     SourceSettings,
@@ -97,7 +97,6 @@ async def defend(
     settings: SourceSettings | None = None,
     distance: int = 2,
     keep_samples: bool = False,
-    progress: ProgressSink | None = None,
 ) -> DefenseResult:
     """Spell-correct the adversarial prompts of ``sources`` and score all three
     prompts on ``model`` (None: each record on the model that produced it)."""
@@ -116,51 +115,46 @@ async def defend(
     for name, members in by_model.items():
         spec = session.resolve(name, model_args)
         for key, group in group_by_evaluation(members, settings, base_model=spec.base_model).items():
-            bench = await prepare(session, spec, key)
+            bench = await prepare(session, spec, decide_target(key, base_model=spec.base_model))
             plan.append((bench, group, SpellCheckDefense(protected=protected_words(bench.task), distance=distance)))
     corrected = [{s.record.adversarial_prompt: d.correct(s.record.adversarial_prompt) for s in group} for _, group, d in plan]
-    if progress is not None:
-        total = sum(
-            len({t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)} | {c.text for c in fixes.values()})
-            * len(bench.samples)
-            for (bench, group, _), fixes in zip(plan, corrected)
-        )
-        progress.start(total, summed_counters(list({id(b.scheduler): b.scheduler for b, _, _ in plan}.values())))
+    total = sum(
+        len({t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)} | {c.text for c in fixes.values()})
+        * len(bench.samples)
+        for (bench, group, _), fixes in zip(plan, corrected)
+    )
+    events.phase(f"defend: {total} requests")
     started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
     log: list[dict[str, Any]] = []
-    try:
-        for (bench, group, defense), fixes in zip(plan, corrected):
-            texts = [t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)]
-            scores = await score_prompts(bench, texts + [c.text for c in fixes.values()], keep_samples=keep_samples)
-            for s in group:
-                r = s.record
-                fixed = fixes[r.adversarial_prompt]
-                clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
-                undefended = bench.pair(prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
-                                         kind="defense", defense="none")
-                records.append(
-                    bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
-                        clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
-                        kind="defense", defense=defense.name, source_model=r.model,
-                        settings={
-                            "analysis": "defense", "defense": defense.name, "distance": distance,
-                            "undefended_prompt": r.adversarial_prompt, "undefended_score": adv.score,
-                            "undefended_pdr": undefended.pdr, "undefended_pdr_ci95": undefended.pdr_ci95,
-                            "undefended_mcnemar_p": undefended.mcnemar_p,
-                            "corrections": [list(c) for c in fixed.changes],
-                            **source_fields(s),
-                        },
-                    )
+    for (bench, group, defense), fixes in zip(plan, corrected):
+        texts = [t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)]
+        scores = await score_prompts(bench, texts + [c.text for c in fixes.values()], keep_samples=keep_samples)
+        for s in group:
+            r = s.record
+            fixed = fixes[r.adversarial_prompt]
+            clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
+            undefended = bench.pair(prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
+                                     kind="defense", defense="none")
+            records.append(
+                bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                    clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
+                    kind="defense", defense=defense.name, source_model=r.model,
+                    settings={
+                        "analysis": "defense", "defense": defense.name, "distance": distance,
+                        "undefended_prompt": r.adversarial_prompt, "undefended_score": adv.score,
+                        "undefended_pdr": undefended.pdr, "undefended_pdr_ci95": undefended.pdr_ci95,
+                        "undefended_mcnemar_p": undefended.mcnemar_p,
+                        "corrections": [list(c) for c in fixed.changes],
+                        **source_fields(s),
+                    },
                 )
-            if keep_samples:
-                log += [
-                    {"model": bench.spec.name, "dataset": bench.task.name, "prompt": t, **row}
-                    for t, ps in scores.items() for row in ps.sample_log
-                ]
-    finally:
-        if progress is not None:
-            await progress.stop()
+            )
+        if keep_samples:
+            log += [
+                {"model": bench.spec.name, "dataset": bench.task.name, "prompt": t, **row}
+                for t, ps in scores.items() for row in ps.sample_log
+            ]
     return DefenseResult(
         defense="spellcheck", records=records, summary=summarize_defense(records), notes=notes, sample_log=log,
         wall_seconds=round(time.monotonic() - started, 3), models=identities([b for b, _, _ in plan]), started=began,

@@ -22,7 +22,6 @@ import orjson
 
 from promptrobust.engine.analysis.scoring import (
     AnalysisInputError,
-    ProgressSink,
     PromptScore,
     prepare,
     score_prompts,
@@ -33,7 +32,9 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.plan import base_model_note
 from promptrobust.engine.runs.run_results import identities, records_document
+from promptrobust.engine import progress as events
 from promptrobust.engine.measuring.settings import EvaluationSettings
+from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
 from promptrobust.tasks.base import Task
 
@@ -348,10 +349,11 @@ async def evaluate_prompts(
     settings: EvaluationSettings | None = None,
     prompt_type: str = "all",
     keep_samples: bool = False,
-    progress: ProgressSink | None = None,
+    target: MeasurementTarget | None = None,
 ) -> PromptEvalResult:
     """Score ``prompts`` (a file path, prompt strings, or (clean, adversarial)
-    pairs) on ``model`` with ``settings`` (default: the paper's protocol).
+    pairs) on ``model`` with ``settings`` (default: the paper's protocol). ``target``: the
+    evaluation as a plan decided it (``EvalPlan``); None: decided here from ``settings``.
 
     Rows of a file whose ``dataset`` column names another dataset are left out
     (and said so in ``notes``); ``prompt_type`` other than "all" keeps only rows
@@ -359,27 +361,22 @@ async def evaluate_prompts(
     """
     import time
 
-    from promptrobust.engine.measuring.workbench import task_of
     from promptrobust.engine.serving.registry import DEFAULT_MODEL
 
-    settings = settings or EvaluationSettings()
     spec = session.resolve(model or DEFAULT_MODEL, model_args)
+    if target is None:
+        target = decide_target(settings or EvaluationSettings(), base_model=spec.base_model)
     items = as_items(prompts)
-    items, notes = _filter(items, task_of(settings), prompt_type)
-    bench = await prepare(session, spec, settings)
-    shots_note = base_model_note(spec, settings)
+    items, notes = _filter(items, target.task, prompt_type)
+    bench = await prepare(session, spec, target)
+    shots_note = base_model_note(spec, target)
     if shots_note is not None:
         notes.append(shots_note.text)
     texts = [t for it in items for t in ((it.clean, it.adversarial) if it.is_pair else (it.prompt,))]
     distinct = list(dict.fromkeys(t for t in texts if t is not None))
-    if progress is not None:
-        progress.start(len(distinct) * len(bench.samples), bench.scheduler.stats.snapshot)
+    events.phase(f"eval: {len(distinct) * len(bench.samples)} requests")
     started, began = time.monotonic(), now()
-    try:
-        scores = await score_prompts(bench, distinct, keep_samples=keep_samples)
-    finally:
-        if progress is not None:
-            await progress.stop()
+    scores = await score_prompts(bench, distinct, keep_samples=keep_samples)
     result = PromptEvalResult(
         settings=bench.describe(), chance_rate=bench.chance_rate, clean=_clean_scores(items, scores), notes=notes,
         wall_seconds=round(time.monotonic() - started, 3), measurement=bench.measurement().to_dict(),

@@ -10,30 +10,27 @@ clean score its 95% interval and chance flag.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.analysis.report.tables import Table
 from promptrobust.engine.measuring.records import Cost
-from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.tasks.base import Prompt
 
 if TYPE_CHECKING:
+    from promptrobust.engine.measuring.target import MeasurementTarget
     from promptrobust.engine.measuring.workbench import Workbench
     from promptrobust.engine.runs.session import Session
     from promptrobust.engine.serving.registry import ModelSpec
-    from promptrobust.engine.serving.scheduler import Scheduler
 
 __all__ = [
     "AnalysisInputError",
     "PromptScore",
-    "ProgressSink",
     "prepare",
     "score_prompts",
-    "summed_counters",
     "text_table",
 ]
 
@@ -43,21 +40,10 @@ class AnalysisInputError(PromptRobustError, ValueError):
     message names the fix."""
 
 
-class ProgressSink(Protocol):
-    """Where a long analysis reports progress (the CLI draws a line from it)."""
-
-    def start(self, total: int, counters: Callable[[], Mapping[str, float]]) -> None:
-        """``total`` requests will be asked for; ``counters()`` are the schedulers' live counters."""
-
-    async def stop(self) -> None:
-        """The work is over (also called on errors)."""
-
-
-async def prepare(session: Session, spec: ModelSpec, settings: EvaluationSettings) -> Workbench:
-    """The evaluation resolved for one model (``Session.workbench``: prepared once per
-    session): task, samples, few-shot examples (a base model without explicit shots
-    gets the paper's 3), the mode, the chance rate and the shared scheduler."""
-    bench = await session.workbench(spec, settings)
+async def prepare(session: Session, spec: ModelSpec, target: MeasurementTarget) -> Workbench:
+    """The workbench of a decided target on one model (``Session.workbench_for``: made once per
+    session), refusing a dataset that gave no samples."""
+    bench = await session.workbench_for(spec, target)
     if not bench.samples:
         raise AnalysisInputError(f"dataset {bench.task.name} gave no samples; check the data folder or file and the sample limit",
                                  setting="limit")
@@ -111,16 +97,3 @@ def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, nam
         rows=[[cell(r.get(c)) for c in columns] for r in rows],
         long=[{c: r.get(c) for c in columns} for r in rows],
     )
-
-
-def summed_counters(schedulers: Sequence[Scheduler]) -> Callable[[], dict[str, float]]:
-    """Live counters of several schedulers added up (for one progress line)."""
-
-    def counters() -> dict[str, float]:
-        total: dict[str, float] = {}
-        for s in schedulers:
-            for k, v in s.stats.snapshot().items():
-                total[k] = total.get(k, 0) + v
-        return total
-
-    return counters

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from promptrobust.engine.analysis.scoring import ProgressSink, prepare, score_prompts
+from promptrobust.engine import progress as events
+from promptrobust.engine.analysis.scoring import prepare, score_prompts
+from promptrobust.engine.measuring.target import decide_target
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.analysis.sources import (
     SourceRecord,
@@ -94,7 +96,6 @@ async def transfer(
     model_args: Mapping[str, Any] | None = None,
     settings: SourceSettings | None = None,
     keep_samples: bool = False,
-    progress: ProgressSink | None = None,
 ) -> TransferResult:
     """Re-score the adversarial prompts of ``sources`` (records, or run folders
     to read them from) on the target ``model``; ``settings.selection`` chooses among them (default:
@@ -103,32 +104,27 @@ async def transfer(
     spec = session.resolve(model, model_args)
     chosen, notes = settings.select(_as_sources(sources))
     groups = group_by_evaluation(chosen, settings, base_model=spec.base_model)
-    benches = {key: await prepare(session, spec, key) for key in groups}
-    if progress is not None:
-        total = sum(len(_texts(members)) * len(benches[key].samples) for key, members in groups.items())
-        progress.start(total, next(iter(benches.values())).scheduler.stats.snapshot)
+    benches = {key: await prepare(session, spec, decide_target(key, base_model=spec.base_model)) for key in groups}
+    total = sum(len(_texts(members)) * len(benches[key].samples) for key, members in groups.items())
+    events.phase(f"transfer: {total} requests")
     started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
     log: list[dict[str, Any]] = []
-    try:
-        for key, members in groups.items():
-            bench = benches[key]
-            scores = await score_prompts(bench, _texts(members), keep_samples=keep_samples)
-            for s in members:
-                r = s.record
-                records.append(
-                    bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
-                        clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
-                        settings={"analysis": "transfer", "selection": settings.selection, **source_fields(s)},
-                        extra=dict(r.extra),
-                        kind="transfer", source_model=r.model,
-                    )
+    for key, members in groups.items():
+        bench = benches[key]
+        scores = await score_prompts(bench, _texts(members), keep_samples=keep_samples)
+        for s in members:
+            r = s.record
+            records.append(
+                bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
+                    clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
+                    settings={"analysis": "transfer", "selection": settings.selection, **source_fields(s)},
+                    extra=dict(r.extra),
+                    kind="transfer", source_model=r.model,
                 )
-            if keep_samples:
-                log += [{"dataset": bench.task.name, "prompt": t, **row} for t, ps in scores.items() for row in ps.sample_log]
-    finally:
-        if progress is not None:
-            await progress.stop()
+            )
+        if keep_samples:
+            log += [{"dataset": bench.task.name, "prompt": t, **row} for t, ps in scores.items() for row in ps.sample_log]
     return TransferResult(
         target_model=spec.name, records=records, apdr=transfer_apdr(records), notes=notes, sample_log=log,
         wall_seconds=round(time.monotonic() - started, 3), models=identities(list(benches.values())), started=began,

@@ -18,7 +18,7 @@ from typing import Any
 from promptrobust.attacks.base import CandidateScore
 from promptrobust.engine import progress as _progress
 from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
-from promptrobust.engine.measuring.mode import decide_mode
+from promptrobust.engine.measuring.mode import check_mode
 from promptrobust.engine.measuring.requests import Mode, RequestBuilder
 from promptrobust.engine.serving.scheduler import JobCounters, Scheduler
 from promptrobust.engine.serving.types import Completion, Request
@@ -90,9 +90,9 @@ class Evaluator:
     ) -> None:
         if not samples:
             raise ValueError(f"task {task.name} has no samples to evaluate")
-        # The one mode decision (engine/measuring/mode.py): choices of a free-text task is an
-        # error; a model that cannot score labels generates instead, and the records say so.
-        mode = decide_mode(mode, task, scheduler.backend, strict=True)
+        # The mode is taken as given: a plan decided it (engine/measuring/target.py) and the workbench
+        # applied the backend's downgrade (engine/measuring/mode.py); here it is only checked.
+        check_mode(mode, task, scheduler.backend)
         self.scheduler = scheduler
         self.task = task
         self.samples = list(samples)

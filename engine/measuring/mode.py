@@ -7,11 +7,12 @@ Two facts decide it, and they become known at different times:
   ``strict`` (what a user asked for explicitly, ``pre run``) asking choices of such a task
   is an error naming the fix, otherwise (a sweep's grid, the Python API) it generates;
 - the backend: a model that cannot score label log-probs (an API server without them,
-  found when it starts) generates instead, said once per model. The workbench calls
-  ``decide_mode`` again with the started backend; the evaluator checks what it is given
-  with the same function.
+  found when it starts) generates instead, said once per model. ``decide_target``
+  (``engine.measuring.target``) decides the task's part when the plan is made; the workbench
+  applies the started backend's part; the evaluator only checks the mode it is given
+  (``check_mode``).
 
-Every caller goes through ``decide_mode``; the mode that results is recorded in every result.
+The mode that results is recorded in every result.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from promptrobust.engine.measuring.settings import Mode
 from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.tasks.base import Task
 
-__all__ = ["decide_mode", "warn_no_logprobs"]
+__all__ = ["check_mode", "decide_mode", "warn_no_logprobs"]
 
 #: Models already reported as unable to score label log-probs (one warning each).
 _WARNED_NO_LOGPROBS: set[str] = set()
@@ -45,6 +46,18 @@ def decide_mode(requested: Mode, task: Task, backend: Backend | None = None, *, 
         warn_no_logprobs(backend.identity.name)
         mode = "generate"
     return mode
+
+
+def check_mode(mode: Mode, task: Task, backend: Backend) -> None:
+    """Fail with one line when ``mode`` cannot run on ``task`` with ``backend`` (a mode that was not
+    decided by ``decide_mode``); nothing is decided here."""
+    if mode not in ("choices", "generate"):
+        raise SettingsError(f"mode must be 'choices' or 'generate' (got {mode!r})")
+    if mode == "choices" and not task.supports_choices:
+        raise SettingsError(f"mode choices cannot score {task.name}: its answers are free text; use mode generate",
+                            setting="mode")
+    if mode == "choices" and not backend.supports_choice_scoring:
+        raise SettingsError(f"{backend.identity.name} cannot score label log-probs: use mode generate", setting="mode")
 
 
 def warn_no_logprobs(name: str) -> None:

@@ -1,11 +1,10 @@
 """One owner of measuring: a ``Workbench`` is one (model, dataset, settings)
 evaluation, prepared once, with typed methods for everything that measures.
 
-``prepare`` turns (session, model, EvaluationSettings) into a ``Workbench``:
-the task, its samples, the few-shot examples (the base-model rule applied
-once, by ``EvaluationSettings.shots_for``), the mode decided once
-(``engine.measuring.mode.decide_mode``: free-text tasks and backends without
-label log-probs generate), the chance rate and the model's shared scheduler. Then:
+``open_workbench`` turns a decided ``MeasurementTarget`` (task, settings, shots and mode, chosen
+once by ``engine.measuring.target.decide_target``) and the model's started scheduler into a
+``Workbench``: the samples, the worked examples, the chance rate; the only thing it still decides
+is a backend's downgrade of label scoring to generation. Then:
 
 - ``Workbench.score_prompts``: THE prompt-scoring loop (clean score of each
   prompt with its interval, chance flag, per-sample scores and its own cost);
@@ -16,7 +15,7 @@ label log-probs generate), the chance rate and the model's shared scheduler. The
 - ``Workbench.attack``: one attack on one prompt -> one ``attack`` record;
 - ``Workbench.sample_log``: per-sample answers of records' prompts (--log-samples).
 
-The protocol (rank the set, attack the top k) sits on it: ``engine.protocol``.
+The protocol (rank the set, attack the top k) sits on it: ``engine.measuring.protocol``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
@@ -42,19 +41,14 @@ from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
 from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.records import AttackRecord, Cost
-from promptrobust.engine.measuring.settings import (
-    DEFAULT_SAMPLE_SELECTION, AttackSettings, EvaluationSettings, MeasurementSettings, SampleSelection,
-)
-from promptrobust.engine.errors import SettingsError
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, MeasurementSettings
+from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.registry import ModelSpec
 from promptrobust.engine.serving.scheduler import Scheduler
-from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.base import Prompt, Sample, Task
-from promptrobust.tasks.common import DatasetTask
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.fewshot import few_shot_examples
-from promptrobust.tasks.own.resolve import resolve_task
 from promptrobust.tasks.prompt_sets import load_prompts
 from promptrobust.tasks.sampling import seeded_subset
 from promptrobust.tasks.adversarial_samples import load_adversarial_samples
@@ -248,25 +242,6 @@ class Workbench:
         }
 
 
-def task_of(evaluation: EvaluationSettings) -> Task:
-    """THE task an evaluation measures: its user's task value (``EvaluationSettings.task``), else
-    the built-in dataset or task file its ``dataset`` names (``tasks.own.resolve_task``), drawing
-    its samples as ``sample_selection`` says."""
-    return with_selection(evaluation.task or resolve_task(evaluation.dataset), evaluation.sample_selection)
-
-
-def with_selection(task: Task, selection: SampleSelection) -> Task:
-    """The task drawing its samples as ``selection`` says (``EvaluationSettings.sample_selection``)."""
-    if getattr(task, "selection", DEFAULT_SAMPLE_SELECTION) == selection:
-        return task
-    if not isinstance(task, DatasetTask):  # the only tasks with rows to select from
-        raise SettingsError(
-            f"sample_selection {selection!r}: {task.name} generates its samples, it has no rows to take first",
-            setting="sample_selection",
-        )
-    return dataclasses.replace(task, selection=selection)
-
-
 def label_scoring(backend: Backend) -> str:
     """How a backend scores labels (exact, or the HTTP top-20 approximation), as records say it."""
     return getattr(backend, "label_scoring", None) or "exact: label tokens scored in process"
@@ -293,21 +268,15 @@ def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
     return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)
 
 
-class SchedulerSource(Protocol):
-    """Where a workbench gets its model's shared scheduler (``runs.session.Session`` is one)."""
-
-    async def scheduler(self, model: ModelSpec, *, settings: SchedulerSettings | None = None) -> Scheduler: ...
-
-
-async def prepare(session: SchedulerSource, spec: ModelSpec, evaluation: EvaluationSettings, *,
-                  scheduler_settings: SchedulerSettings | None = None) -> Workbench:
-    """Load the task's samples and examples and start the model's shared scheduler."""
-    task = task_of(evaluation)
+async def open_workbench(target: MeasurementTarget, spec: ModelSpec, scheduler: Scheduler) -> Workbench:
+    """The workbench of a decided ``target`` on a started ``scheduler``: its samples and worked
+    examples loaded, their lengths checked. The target's task, shots and mode are taken as given; the
+    one decision left is the backend's: a model that cannot score label log-probs generates instead
+    (``decide_mode``, said once per model)."""
+    task, evaluation = target.task, target.evaluation
     samples = load_samples(task, evaluation)
-    shots = evaluation.shots_for(bool(getattr(spec, "base_model", False)))
-    examples = few_shot(task, shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
+    examples = few_shot(task, target.shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
-    scheduler = await session.scheduler(spec, settings=scheduler_settings)
     progress.watch(scheduler.stats)  # progress: requests done / cache hits / sent come from here
     return Workbench(
         spec=spec,
@@ -315,8 +284,8 @@ async def prepare(session: SchedulerSource, spec: ModelSpec, evaluation: Evaluat
         samples=list(samples),
         examples=examples,
         evaluation=evaluation,
-        shots=shots,
-        mode=decide_mode(evaluation.mode, task, scheduler.backend),
+        shots=target.shots,
+        mode=decide_mode(target.mode, task, scheduler.backend),
         scheduler=scheduler,
         chance_rate=_chance_rate(task, samples),
     )

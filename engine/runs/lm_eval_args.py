@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.errors import PromptRobustError, SettingsError
-from promptrobust.engine.runs.plan import Note
+from promptrobust.engine.runs.executor import Note
 from promptrobust.engine.serving.registry import parse_model_args, resolve_model
 
 __all__ = ["ApiModelArgs", "MappedSetting", "api_model_args", "backend_of"]

@@ -2,24 +2,26 @@
 
     plan = build_plan("openai:gpt-4o-mini", ["sst2", "rte"], evaluation=EvaluationSettings(limit=100),
                       attacks=attack_settings("textbugger,checklist"), scheduler=SchedulerSettings(rpm=500))
-    outcome = promptrobust.engine.runs.api.run_plan(plan)        # or: await session.run(plan)
+    outcome = promptrobust.engine.runs.executor.run_plan(plan)    # or: await execute(plan, session=session)
 
 ``build_plan`` checks in the order a user wants to hear of problems, cheapest first, each a
 ``PromptRobustError`` naming the setting to change: the model and its arguments (values, chat
 input, one batch size), the credential of an API model (its key is read, nothing is sent), the
 datasets (registry names or ``Task`` values; one target each, as lm-evaluation-harness writes one
-result per task; a user's own task from ``TaskChoice``), the data paths, then per target the mode (``engine.measuring.mode``, the one
-decision), the shots (the paper's base-model rule, with a note), the prompts and the Semantic
-attack's prompts from a promptbench checkout. ``attack_settings`` turns attack names and options
+result per task; a user's own task from ``TaskChoice``), the data paths, then per target its task,
+mode and shots, decided once (``engine.measuring.target.decide_target``; the base-model rule is said
+as a note), the prompts and the Semantic attack's prompts from a promptbench checkout. What a plan
+decides is what runs: the workbench takes each target as given. ``attack_settings`` turns attack names and options
 into validated ``AttackSettings``, building each attack once so that a bad option is said now.
-Running it is ``engine.runs.execute``.
+The plan's values (``RunPlan``, ``RunTarget``) and their running live in ``engine.runs.execute``;
+the executor (``engine.runs.executor``) runs it as it runs every command's plan.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,11 @@ import orjson
 from promptrobust.attacks.needs import check_attack_extras
 from promptrobust.attacks.registry import attack_options, get_attack, list_attacks
 from promptrobust.engine.errors import SettingsError
-from promptrobust.engine.measuring.mode import decide_mode
-from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode, parse_budget
-from promptrobust.engine.measuring.workbench import SemanticPrompts, with_selection
+from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
+from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
+from promptrobust.engine.measuring.workbench import SemanticPrompts
+from promptrobust.engine.runs.execute import RunPlan, RunTarget
+from promptrobust.engine.runs.executor import Note, OutputOptions
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
 from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
 from promptrobust.engine.runs.task_choice import COLUMN_SETTINGS, TaskChoice
@@ -43,29 +47,18 @@ from promptrobust.engine.serving.registry import (
     resolve_model,
 )
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
-from promptrobust.tasks.base import Prompt, Task
+from promptrobust.tasks.base import Task
 from promptrobust.tasks.placeholders import check_no_content_placeholder
 from promptrobust.tasks.promptbench_import import load_promptbench_prompts
-from promptrobust.tasks.own import OwnTask, resolve_task
-from promptrobust.tasks.registry import get_task, list_tasks
+from promptrobust.tasks.own import resolve_task
 
 __all__ = [
-    "COLUMN_SETTINGS", "Note", "OutputOptions", "PromptChoice", "RunPlan", "RunTarget", "TaskChoice", "attack_settings",
-    "base_model_note", "build_plan", "check_paths", "check_results_file", "model_and_scheduler",
+    "COLUMN_SETTINGS", "PromptChoice", "TaskChoice", "attack_settings", "base_model_note", "build_plan", "check_paths",
+    "check_results_file", "model_and_scheduler",
 ]
 
 #: ``attack_settings(names="all")``: every registered attack.
 ALL_ATTACKS = "all"
-
-
-@dataclass(frozen=True)
-class Note:
-    """Something a run says beside its results (a rule applied, a limit met); not an error."""
-
-    text: str
-    """One line; starts with the setting's name when ``setting`` is given."""
-    setting: str | None = None
-    """The setting the note is about (the CLI names its flag)."""
 
 
 @dataclass(frozen=True)
@@ -88,97 +81,6 @@ class PromptChoice:
             raise SettingsError("prompt ids must be a tuple of non-empty ids", setting="prompt")
         if self.text is not None and not (isinstance(self.text, str) and self.text.strip()):
             raise SettingsError("prompt_text is empty: give the instruction text, or none to use the stored prompts")
-
-
-@dataclass(frozen=True)
-class OutputOptions:
-    """Where a run's answers and folders go, and what its folder records."""
-
-    output_dir: str = "runs"
-    """Folder that receives one run folder per target."""
-    cache: str | None = None
-    """Score cache file; None: the default cache (``engine.serving.cache.default_cache_path``)."""
-    use_cache: bool = True
-    """Read and write the score cache."""
-    log_samples: bool = False
-    """Write samples.jsonl: every input, answer and score (with attacks: the clean and final prompt of each record)."""
-    command: tuple[str, ...] | None = None
-    """The command recorded in results.json (secrets redacted); None: this process's command line."""
-    config: Mapping[str, Any] = field(default_factory=dict)
-    """config.json: the caller's own options (the CLI's parsed flags); empty: the plan's settings."""
-    results_file: str | None = None
-    """Also one JSON file with every target's results (lm-eval's ``--output_path FILE.json``), written
-    when the run ends (``engine.runs.run_results.results_file_document``); None: none."""
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.output_dir, str) and self.output_dir.strip()):
-            raise SettingsError("output_dir must be a folder name")
-        if self.results_file is not None and not str(self.results_file).endswith(".json"):
-            raise SettingsError(f"results_file {self.results_file} must end in .json", setting="output_dir")
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """One dataset (or a user's task) of a plan: one run folder, one result."""
-
-    task: Task
-    """The task measured; ``evaluation.dataset`` is its name, the name records carry."""
-    evaluation: EvaluationSettings
-    """The plan's evaluation settings with this target's dataset."""
-    mode: Mode
-    """The mode as the task decides it (a backend without label log-probs still generates; said when it starts)."""
-    shots: int
-    """Worked examples before each sample (the base-model rule applied)."""
-    prompts: tuple[Prompt, ...]
-    """The prompts scored (and, with attacks, ranked)."""
-    semantic_prompts: SemanticPrompts | None = None
-    """The Semantic attack's prompts from a promptbench checkout; None: the built-in set."""
-
-    def __post_init__(self) -> None:
-        if self.evaluation.dataset != self.task.name:
-            raise SettingsError(f"dataset {self.evaluation.dataset!r} is not the target's task {self.task.name!r}")
-        if not self.prompts:
-            raise SettingsError(f"no prompts to score on {self.task.name}", setting="prompt_type")
-
-    @property
-    def label_scoring(self) -> bool:
-        """Whether mode choices (label log-probs) can score this target: the one mode decision asked
-        for it (a task with free-text answers cannot)."""
-        return decide_mode("choices", self.task) == "choices"
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What a run does, decided: the model, one target per dataset, the attacks, the limits and outputs."""
-
-    model: ModelSpec
-    """The resolved model (arguments checked, chat input and batch size applied)."""
-    targets: tuple[RunTarget, ...]
-    """One per dataset, in the order given."""
-    scheduler: SchedulerSettings
-    """Limits of the model's scheduler (its batch size agreeing with the model's arguments)."""
-    attacks: AttackSettings | None = None
-    """The protocol's attacks (rank the prompts, attack the top k); None: clean scores only."""
-    output: OutputOptions = field(default_factory=OutputOptions)
-    """Where answers and folders go."""
-    notes: tuple[Note, ...] = ()
-    """What the plan decided that a user should hear (the base-model rule); a run says them once its model is up."""
-
-    def __post_init__(self) -> None:
-        if not self.targets:
-            raise SettingsError("a run plan needs at least one dataset", setting="dataset")
-        if self.attacks is not None and not self.attacks.attacks:
-            raise SettingsError("attacks is empty: give attack names, or no attack settings for clean scores")
-
-    def describe(self) -> dict[str, Any]:
-        """The plan's settings as config.json holds them when no caller options are given."""
-        return {
-            "model": self.model.name, "backend": self.model.backend, "model_args": dict(self.model.args),
-            "datasets": [t.task.name for t in self.targets], "evaluation": self.targets[0].evaluation.config(),
-            "scheduler": self.scheduler, "attack": self.attacks, "prompts": {t.task.name: [p.id for p in t.prompts] for t in self.targets},
-            "output": {"output_dir": self.output.output_dir, "cache": self.output.cache, "use_cache": self.output.use_cache,
-                       "log_samples": self.output.log_samples},
-        }
 
 
 def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | str | None = None,
@@ -288,10 +190,9 @@ def build_plan(
     if output.results_file:
         check_results_file(output.results_file)
     attacks = with_promptbench_checklist(attacks, prompts.promptbench)
-    shots = evaluation.shots_for(spec.base_model)
-    note = base_model_note(spec, evaluation)
+    targets = tuple(_target(spec, task, evaluation, prompts, attacks) for task in tasks)
+    note = base_model_note(spec, targets[0].measured)
     notes: tuple[Note, ...] = (note,) if note is not None else ()
-    targets = tuple(_target(task, evaluation, prompts, attacks, shots) for task in tasks)
     return RunPlan(model=spec, targets=targets, scheduler=scheduler, attacks=attacks, output=output, notes=notes)
 
 
@@ -320,13 +221,12 @@ def with_promptbench_checklist(attacks: AttackSettings | None, checkout: str | N
     return attacks.with_(options=options)
 
 
-def base_model_note(spec: ModelSpec, evaluation: EvaluationSettings) -> Note | None:
-    """What the paper's base-model rule did (``EvaluationSettings.shots_for``: no shots given, a
-    base model: 3-shot), said before anything is scored; None when it did nothing."""
-    shots = evaluation.shots_for(spec.base_model)
-    if evaluation.shots is not None or not shots:
+def base_model_note(spec: ModelSpec, target: MeasurementTarget) -> Note | None:
+    """What the paper's base-model rule did when the target was decided (no shots given, a base
+    model: 3-shot), said before anything is scored; None when it did nothing."""
+    if not target.shots_by_rule:
         return None
-    return Note(f"{spec.name} is a base model: {shots}-shot, as the paper evaluates base models; "
+    return Note(f"{spec.name} is a base model: {target.shots}-shot, as the paper evaluates base models; "
                 "set shots to 0 for zero-shot", setting="shots")
 
 
@@ -340,13 +240,6 @@ def _tasks(datasets: Sequence[str | Task] | str) -> list[Task]:
         task = resolve_task(d if isinstance(d, Task) else d.strip())  # a name, a task file, or a Task value
         tasks.setdefault(task.name, task)
     return list(tasks.values())
-
-
-def _is_builtin(task: Task) -> bool:
-    """The registry's own task of that name (a changed copy or a user's task is carried as a value)."""
-    if isinstance(task, OwnTask) or task.name not in list_tasks():
-        return False
-    return get_task(task.name) == task
 
 
 def check_paths(**paths: str | None) -> None:
@@ -371,17 +264,16 @@ def check_results_file(path: str) -> None:
                                 setting="output_dir")
 
 
-def _target(task: Task, evaluation: EvaluationSettings, choice: PromptChoice, attacks: AttackSettings | None,
-            shots: int) -> RunTarget:
-    own = None if _is_builtin(task) else task  # a built-in dataset is found again by its name
-    task = with_selection(task, evaluation.sample_selection)
-    mode = decide_mode(evaluation.mode, task, strict=True)
+def _target(spec: ModelSpec, task: Task, evaluation: EvaluationSettings, choice: PromptChoice,
+            attacks: AttackSettings | None) -> RunTarget:
+    measured = decide_target(evaluation, base_model=spec.base_model, strict=True, task=task)
+    task = measured.task
     chosen = choose_prompts(task, prompt_ids=",".join(choice.ids) or None, prompt_type=choice.type, text=choice.text,
-                            promptbench=choice.promptbench, shots=shots)  # bad prompt ids fail before any model loads
+                            promptbench=choice.promptbench, shots=measured.shots)  # bad prompt ids fail before any model loads
     semantic = None
     if attacks is not None and "semantic" in attacks.attacks and choice.promptbench:
-        found = load_promptbench_prompts(choice.promptbench, task.name, types=["semantic"], shot="few" if shots else "zero")
+        found = load_promptbench_prompts(choice.promptbench, task.name, types=["semantic"],
+                                         shot="few" if measured.shots else "zero")
         check_no_content_placeholder((p.id, p.text) for p in found)
         semantic = SemanticPrompts([(p.language, p.text) for p in found], f"promptbench checkout {choice.promptbench}")
-    return RunTarget(task=task, evaluation=evaluation.with_(dataset=task.name, task=own), mode=mode, shots=shots,
-                     prompts=tuple(chosen), semantic_prompts=semantic)
+    return RunTarget(measured=measured, prompts=tuple(chosen), semantic_prompts=semantic)

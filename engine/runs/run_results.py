@@ -28,26 +28,14 @@ from promptrobust.engine.runs.run_folder import SweepFolder, redact_argv, result
 if TYPE_CHECKING:
     from promptrobust.engine.measuring.protocol import ProtocolResult
     from promptrobust.engine.measuring.workbench import Workbench
-    from promptrobust.engine.runs.session import EvaluationResult, Session
+    from promptrobust.engine.runs.session import EvaluationResult
 from promptrobust.engine.measuring.settings import AttackSettings
 
 __all__ = ["RESULTS_FILE_FORMAT", "clean_document", "merged_sweep_document", "protocol_document", "records_document",
-           "results_file_document", "session_facts", "sweep_document"]
+           "results_file_document", "sweep_document"]
 
 #: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
 RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
-
-
-def session_facts(session: Session) -> dict[str, Any]:
-    """Identity of every model the session queried and its counters (read before it closes)."""
-    schedulers = list(getattr(session, "_schedulers", {}).values())
-    return {
-        "models": [identity_of(s) for s in schedulers],
-        "counters": {
-            "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
-            "cache": session.cache.summary() if session.cache is not None else None,
-        },
-    }
 
 
 def _attack_configs(settings: AttackSettings) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.serving.backends.base import Backend
@@ -35,9 +35,8 @@ from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.runs.run_folder import results_document
 from promptrobust.engine.measuring.records import now as now_iso
-from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, prepare
-from promptrobust.engine.runs.execute import RunOutcome, TargetOutcome, run_plan
-from promptrobust.engine.runs.plan import Note, RunPlan
+from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
+from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, open_workbench
 
 from promptrobust.engine.measuring.protocol import ProtocolResult, RecordSink, run_protocol
 from promptrobust.engine.measuring.records import CLEAN_KIND, AttackRecord, RecordFrames
@@ -49,9 +48,17 @@ from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.engine.runs.sync import use_uvloop
 from promptrobust.tasks.base import Prompt
 
-__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "few_shot", "prompt_set", "use_uvloop"]
+__all__ = ["EvaluationResult", "SchedulerSettings", "Session", "SessionFacts", "evaluate_prompts", "few_shot", "prompt_set", "use_uvloop"]
 
 BackendFactory = Callable[[ModelSpec], Backend]
+
+
+class SessionFacts(TypedDict):
+    """What a session knows of its models for results.json: their identities and counters."""
+
+    models: list[dict[str, Any]]
+    counters: dict[str, Any]
+
 #: A model's arguments: a mapping, or lm-eval's string form "key=value,..." (``parse_model_args``).
 ModelArgs = Mapping[str, Any] | str | None
 
@@ -202,15 +209,24 @@ class Session:
                         *, model_args: ModelArgs = None,
                         scheduler_settings: SchedulerSettings | None = None) -> Workbench:
         """Task, samples, examples, the mode and the model's scheduler for one evaluation
-        (``engine.workbench.Workbench``), prepared once per session and reused. A user's own task
-        rides in ``evaluation.task`` (``EvaluationSettings``)."""
+        (``engine.measuring.workbench.Workbench``), prepared once per session and reused. The task,
+        shots and mode are decided here as the Python API asks (``decide_target``, not strict: a
+        free-text task generates); a plan decides its own targets and calls ``workbench_for``. A
+        user's own task rides in ``evaluation.task`` (``EvaluationSettings``)."""
         spec = self.resolve(model, model_args)
-        evaluation = evaluation or EvaluationSettings()
-        key = (spec.name, spec.backend, tuple(sorted((str(k), str(v)) for k, v in spec.args.items())), evaluation,
+        target = decide_target(evaluation or EvaluationSettings(), base_model=spec.base_model)
+        return await self.workbench_for(spec, target, scheduler_settings)
+
+    async def workbench_for(self, spec: ModelSpec, target: MeasurementTarget,
+                            scheduler_settings: SchedulerSettings | None = None) -> Workbench:
+        """The workbench of a decided ``target`` on ``spec``'s shared scheduler (``open_workbench``:
+        the target taken as given), made once per (model, target) in this session."""
+        key = (spec.name, spec.backend, tuple(sorted((str(k), str(v)) for k, v in spec.args.items())), target,
                scheduler_settings)
         bench = self._workbenches.get(key)
         if bench is None:
-            bench = await prepare(self, spec, evaluation, scheduler_settings=scheduler_settings)
+            scheduler = await self.scheduler(spec, settings=scheduler_settings)
+            bench = await open_workbench(target, spec, scheduler)
             self._workbenches[key] = bench
         return bench
 
@@ -234,26 +250,7 @@ class Session:
         evaluation = _evaluation(evaluation, evaluation_fields)
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
-        started, began = time.monotonic(), now_iso()
-        progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
-        done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
-        scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
-        clean = [s.clean for s in scored]
-        evaluations: list[PromptEvaluation] = [s.evaluation for s in scored]
-        return EvaluationResult(
-            model=bench.spec.name,
-            dataset=bench.task.name,
-            settings=bench.describe(),
-            clean=clean,
-            evaluations=evaluations,
-            scheduler=bench.scheduler.stats.snapshot(),
-            wall_seconds=time.monotonic() - started,
-            measurement=bench.measurement_facts(),
-            chance_rate=bench.chance_rate,
-            model_identity=identity_of(bench.scheduler),
-            started=began,
-            tasks=bench.task_provenance(),
-        )
+        return await evaluate_prompts(bench, prompts, keep_records=keep_records, on_prompt_done=on_prompt_done)
 
     async def attack(
         self,
@@ -302,12 +299,16 @@ class Session:
             semantic_prompts=semantic_prompts,
         )
 
-    async def run(self, plan: RunPlan, *, on_event: Callable[[str], None] | None = None,
-                  on_note: Callable[[Note], None] | None = None,
-                  on_target: Callable[[TargetOutcome], None] | None = None) -> RunOutcome:
-        """Run a ``RunPlan`` (``engine.runs.plan``) in this session: one run folder per target,
-        written as it goes (``engine.runs.execute.run_plan``)."""
-        return await run_plan(plan, self, on_event=on_event, on_note=on_note, on_target=on_target)
+    def facts(self) -> SessionFacts:
+        """Identity of every model this session queried and the counters, for results.json (read before it closes)."""
+        schedulers = list(self._schedulers.values())
+        return {
+            "models": [identity_of(s) for s in schedulers],
+            "counters": {
+                "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
+                "cache": self.cache.summary() if self.cache is not None else None,
+            },
+        }
 
     async def close(self) -> None:
         for sched in self._schedulers.values():
@@ -321,6 +322,29 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def evaluate_prompts(bench: Workbench, prompts: Sequence[Prompt], *, keep_records: bool = False,
+                           on_prompt_done: Callable[[CleanScore], None] | None = None) -> EvaluationResult:
+    """Clean scores of ``prompts`` on a workbench (``Workbench.score_prompts``), as an ``EvaluationResult``."""
+    started, began = time.monotonic(), now_iso()
+    progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+    done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
+    scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
+    return EvaluationResult(
+        model=bench.spec.name,
+        dataset=bench.task.name,
+        settings=bench.describe(),
+        clean=[s.clean for s in scored],
+        evaluations=[s.evaluation for s in scored],
+        scheduler=bench.scheduler.stats.snapshot(),
+        wall_seconds=time.monotonic() - started,
+        measurement=bench.measurement_facts(),
+        chance_rate=bench.chance_rate,
+        model_identity=identity_of(bench.scheduler),
+        started=began,
+        tasks=bench.task_provenance(),
+    )
 
 
 def _evaluation(evaluation: EvaluationSettings | None, fields: Mapping[str, Any]) -> EvaluationSettings:

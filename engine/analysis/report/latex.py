@@ -123,7 +123,9 @@ def table(t: Table, settings: str = "") -> str:
 
 def document(report: Report) -> str:
     """The whole report as one compilable document (sections, their notes, every table)."""
-    from promptrobust import __version__
+    from promptrobust.engine.runs.run_folder import versions
+
+    __version__ = versions()["promptrobust"]
 
     lines = [
         f"% promptrobust {__version__}: pre report --format latex",

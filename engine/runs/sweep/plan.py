@@ -24,6 +24,7 @@ from promptrobust.engine.runs.sweep.config import Job, SweepConfig, load_config
 from promptrobust.engine.runs.sweep.ray_options import RayOptions
 
 if TYPE_CHECKING:
+    from promptrobust.engine.runs.executor import Context, SessionOptions
     from promptrobust.engine.runs.sweep.checks import Finding
     from promptrobust.engine.runs.sweep.estimate import ModelEstimate, PlanTotals
     from promptrobust.engine.runs.sweep.ray_executor import RaySweepProgress
@@ -48,6 +49,25 @@ class SweepPlan:
     """Run model workers as Ray actors with these options; None: every job in this process."""
     findings: tuple[Finding, ...] = ()
     """What cannot run here, or runs with a substitute (said before anything runs)."""
+
+    def session_options(self) -> SessionOptions:
+        """The sweep's session: its score cache and schedulers' limits (Ray workers keep node-local caches)."""
+        from promptrobust.engine.runs.executor import SessionOptions
+
+        return SessionOptions(cache=self.config.cache, scheduler=self.config.scheduler)
+
+    async def run(self, context: Context) -> SweepProgress:
+        """Every job of the plan on the executor's session (one cache, one scheduler per model), or on Ray."""
+        if self.ray is not None:
+            import asyncio
+
+            from promptrobust.engine.runs.sweep.ray_executor import run_sweep_ray
+
+            return await asyncio.to_thread(run_sweep_ray, self.config, self.ray, jobs=self.jobs,
+                                           on_event=context.hooks.on_event)
+        from promptrobust.engine.runs.sweep.runner import run_sweep
+
+        return await run_sweep(self.config, session=context.session, on_event=context.hooks.on_event, jobs=self.jobs)
 
 
 def plan_sweep(config: str | os.PathLike[str] | SweepConfig | None = None, *, preset: str | None = None,
@@ -90,23 +110,15 @@ def finding_lines(plan: SweepPlan) -> list[str]:
 
 
 def run_planned_sweep(plan: SweepPlan, *, on_event: Callable[[str], None] = lambda message: None) -> SweepProgress:
-    """Run (or resume) the plan's jobs into its folder, in this process or on Ray."""
-    import asyncio
+    """Run (or resume) the plan's jobs into its folder, in this process or on Ray (the executor's ``run_plan``)."""
+    from promptrobust.engine.runs.executor import Hooks, run_plan
 
-    from promptrobust.engine.runs.sweep import runner
-    from promptrobust.engine.runs.sync import use_uvloop
-
-    use_uvloop()
     folder = plan.config.folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SettingsError(f"cannot create {folder} ({exc.strerror}); set the sweep's output_dir", setting="output_dir") from None
-    if plan.ray is not None:
-        from promptrobust.engine.runs.sweep.ray_executor import run_sweep_ray
-
-        return run_sweep_ray(plan.config, plan.ray, jobs=plan.jobs, on_event=on_event)
-    return asyncio.run(runner.run_sweep(plan.config, on_event=on_event, jobs=plan.jobs))
+    return run_plan(plan, hooks=Hooks(on_event=on_event), progress=None)
 
 
 def ray_progress(progress: SweepProgress) -> RaySweepProgress | None:

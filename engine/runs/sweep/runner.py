@@ -18,20 +18,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
+from promptrobust.engine.measuring.workbench import CleanScore, Workbench
 from promptrobust.engine.runs.run_folder import SweepFolder, completed_keys, repair_torn_tail
-from promptrobust.engine.runs.run_results import session_facts, sweep_document
+from promptrobust.engine.runs.run_results import sweep_document
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig, check_tasks_unchanged, config_dict, model_settings, resume_key
 from promptrobust.engine.runs.sweep.estimate import clean_requests
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.folder_lock import folder_lock
 from promptrobust.engine.safe_io.redact import redact_text
 
-if TYPE_CHECKING:  # session imports the sweep runner
-    from promptrobust.engine.runs.session import Session
+from promptrobust.engine.runs.session import Session
 
 __all__ = ["JobRunner", "SweepProgress", "run_sweep"]
 
@@ -50,7 +51,7 @@ class JobRunner:
     records go to ``on_record`` with the job's id. The local executor and the
     Ray workers both use it."""
 
-    def __init__(self, cfg: SweepConfig, session: Any) -> None:
+    def __init__(self, cfg: SweepConfig, session: Session) -> None:
         from promptrobust.engine.serving.registry import parse_model_args, resolve_model
 
         self.cfg = cfg
@@ -59,21 +60,23 @@ class JobRunner:
             m: resolve_model(m, parse_model_args(cfg.model_options.get(m, {}).get("model_args", "")))
             for m in cfg.models
         }
-        self._benches: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
-        self._ranked: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
+        self._benches: dict[tuple[str, str, int | None], asyncio.Task[Workbench]] = {}
+        self._ranked: dict[tuple[object, ...], asyncio.Task[list[CleanScore]]] = {}
 
-    async def _bench(self, job: Job) -> Any:
-        from promptrobust.engine.measuring.workbench import prepare
+    def target(self, job: Job) -> MeasurementTarget:
+        """The job's cell as decided: its task, mode and shots (a grid is not strict: a free-text
+        task in a grid of label-scoring generates), decided once per cell."""
+        return decide_target(self.cfg.job_evaluation(job), base_model=self.specs[job.model].base_model)
 
+    async def _bench(self, job: Job) -> Workbench:
         key = (job.model, job.dataset, job.shots)
         if key not in self._benches:
             self._benches[key] = asyncio.ensure_future(
-                prepare(self.session, self.specs[job.model], self.cfg.job_evaluation(job),
-                        scheduler_settings=model_settings(self.cfg, job.model))
+                self.session.workbench_for(self.specs[job.model], self.target(job), model_settings(self.cfg, job.model))
             )
         return await self._benches[key]
 
-    async def _ranking(self, job: Job, bench: Any) -> Any:
+    async def _ranking(self, job: Job, bench: Workbench) -> list[CleanScore]:
         from promptrobust.engine.measuring.protocol import rank_prompts
         from promptrobust.engine.runs.prompt_choice import prompt_set
 
@@ -127,12 +130,13 @@ LOCK_WAIT = 10.0
 async def run_sweep(
     cfg: SweepConfig,
     *,
+    session: Session,
     on_event: Callable[[str], None] = lambda message: None,
-    session: Session | None = None,
     jobs: Sequence[Job] | None = None,
     lock_wait: float = LOCK_WAIT,
 ) -> SweepProgress:
-    """Run (or resume) every job of the grid (or ``jobs``) concurrently; returns counters.
+    """Run (or resume) every job of the grid (or ``jobs``) concurrently on ``session`` (the
+    executor's: ``SweepPlan`` is a job of ``engine.runs.executor``); returns counters.
 
     One sweep folder, one writer: a second process sweeping the same folder waits up
     to ``lock_wait`` seconds (saying so), then refuses with one line naming the holder
@@ -149,10 +153,8 @@ async def run_sweep(
 
 
 async def _run_sweep_locked(
-    cfg: SweepConfig, folder: Path, *, on_event: Callable[[str], None], session: Any, jobs: Sequence[Job] | None,
+    cfg: SweepConfig, folder: Path, *, on_event: Callable[[str], None], session: Session, jobs: Sequence[Job] | None,
 ) -> SweepProgress:
-    from promptrobust.engine.runs.session import Session
-
     out = SweepFolder(folder)
     check_tasks_unchanged(folder, cfg)
     out.write_config(config_dict(cfg), resume_key=resume_key)
@@ -161,9 +163,6 @@ async def _run_sweep_locked(
     done = completed_keys(results)
     jobs = list(jobs) if jobs is not None else cfg.jobs()
     progress = SweepProgress(jobs_total=len(jobs))
-    own_session = session is None
-    if own_session:
-        session = Session(cache=cfg.cache, settings=cfg.scheduler)
     runner = JobRunner(cfg, session)
     limit = asyncio.Semaphore(cfg.max_jobs)
     write_lock = asyncio.Lock()
@@ -209,20 +208,14 @@ async def _run_sweep_locked(
     try:
         with progress_events.reserve_pool("ranking", clean_requests(cfg, jobs)):  # progress: every cell's ranking, known up front
             await asyncio.gather(*(guarded(j) for j in jobs))
-        out.write_results(sweep_document(out, facts=session_facts(session), configs={"sweep": config_dict(cfg)},
+        out.write_results(sweep_document(out, facts=session.facts(), configs={"sweep": config_dict(cfg)},
                                          started=out.started, wall_seconds=time.monotonic() - began,
                                          tasks=cfg.task_provenances()))
     except atomic_io.OutputWriteError:
-        if own_session:
-            await session.close()
         raise  # results.jsonl holds every whole record written; the parquet stays as it was
     except BaseException:
-        if own_session:
-            await session.close()
         _consolidate_quietly(out)
         raise
-    if own_session:
-        await session.close()
     out.consolidate()
     return progress
 
