@@ -38,11 +38,17 @@ class PromptScorer(Protocol):
     complete candidate with the minimum score gives the same answer as scoring
     every candidate on every sample. With ``to_beat=None`` nothing is stopped
     early: every candidate comes back complete with its exact score (what a
-    word-importance ranking needs).
+    word-importance ranking needs). ``incumbent``: the prompt whose exact score
+    ``to_beat`` is (the search's current prompt), for a scorer that compares
+    candidates with it sample by sample.
+
+    A racing scorer (``engine.measuring.racing``) relaxes the first sentence to a
+    stated error rate: the candidate it returns complete is the one exhaustive
+    scoring would choose unless a test erred; its score is still exact.
     """
 
     async def __call__(
-        self, prompts: Sequence[str], *, to_beat: float | None = None
+        self, prompts: Sequence[str], *, to_beat: float | None = None, incumbent: str | None = None
     ) -> list[CandidateScore]: ...
 
 

@@ -87,10 +87,10 @@ class TrackedScorer:
         return taken
 
     async def _call(
-        self, prompts: list[str], to_beat: float | None
+        self, prompts: list[str], to_beat: float | None, incumbent: str | None = None
     ) -> list[CandidateScore]:
         self.calls += 1
-        results = list(await self._scorer(prompts, to_beat=to_beat))
+        results = list(await self._scorer(prompts, to_beat=to_beat, incumbent=incumbent))
         if len(results) != len(prompts):
             raise ScorerContractError(
                 f"scorer returned {len(results)} scores for {len(prompts)} prompts"
@@ -113,12 +113,13 @@ class TrackedScorer:
         return res.score
 
     async def score(
-        self, prompts: list[str], to_beat: float | None
+        self, prompts: list[str], to_beat: float | None, incumbent: str | None = None
     ) -> list[CandidateScore]:
-        """Score candidates (caller has applied ``take``); counts them."""
+        """Score candidates (caller has applied ``take``); counts them. ``incumbent``: the prompt
+        ``to_beat`` is the score of (a racing scorer compares the candidates with it)."""
         if not prompts:
             return []
-        results = await self._call(prompts, to_beat)
+        results = await self._call(prompts, to_beat, incumbent)
         self.queries += len(prompts)
         self.pruned += sum(not r.complete for r in results)
         return results
@@ -324,7 +325,7 @@ async def greedy_word_search(
         if candidates:
             tracker.report(step, len(order), clean_score, current_score, scoring=len(candidates))
             best = best_complete(
-                await tracker.score(candidates, current_score), current_score
+                await tracker.score(candidates, current_score, incumbent=current), current_score
             )
             if best is not None:
                 tokens[i] = _replacement_of(site, best.prompt)

@@ -46,7 +46,7 @@ vocab = ["review", "sentence", "classify", "movie", "tone", "judge", "writer", "
 prompt = " ".join(rng.choice(vocab) for _ in range(words - 3)) + " positive or negative."  # N words in all
 
 class Counting:
-    async def __call__(self, prompts, *, to_beat=None):
+    async def __call__(self, prompts, *, to_beat=None, incumbent=None):
         return [CandidateScore(p, min(1.0, p.count(" judge ") / 5000), True, 8) for p in prompts]
 
 tracemalloc.start()

@@ -81,7 +81,8 @@ class ReferenceScorer:
             return label_of_highest(self.task, completion.choice_logprobs)
         return self.task.parse(completion.text or "", "last_word")
 
-    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None,
+                       incumbent: str | None = None) -> list[CandidateScore]:
         out = []
         for prompt in prompts:  # every candidate, even a repeated one, costs a full pass
             self.cost.candidate_evaluations += 1
@@ -154,7 +155,8 @@ class PromptbenchScorer:
             return math.fsum(metric.sample_score(p, s) for p, s in zip(predictions, self.samples)) / len(self.samples)
         return float(metric.corpus_score(predictions, self.samples))
 
-    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None,
+                       incumbent: str | None = None) -> list[CandidateScore]:
         out = []
         for prompt in prompts:
             self.cost.candidate_evaluations += 1

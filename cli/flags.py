@@ -163,7 +163,12 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attack", default=None, help="attack name, comma-separated names, or 'all'")
     add_field(g, AttackSettings, "top_k")
     add_field(g, AttackSettings, "budget", type=str, default="unlimited")
-    for name in ("early_stopping", "chunk_size"):
+    add_field(g, AttackSettings, "early_stopping",
+              help="exact (default): every candidate step chooses as exhaustive scoring, calls saved only where a "
+                   "candidate can no longer win; off: every candidate on every sample; racing: a candidate leaves a "
+                   "step once shown worse at --error-rate, far fewer model calls (the prompt kept is scored exactly, "
+                   "but may differ from exhaustive's; the paper's protocol is exact)")
+    for name in ("error_rate", "racing_tolerance", "chunk_size"):
         add_field(g, AttackSettings, name)
     add_field(g, AttackSettings, "holdout", metavar="FRACTION",
               help=_help(AttackSettings, "holdout") + " (e.g. --limit 200 --holdout 0.5)")

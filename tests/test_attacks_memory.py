@@ -69,7 +69,7 @@ CHILD = textwrap.dedent(
     class Counting:
         def __init__(self):
             self.prompts = self.calls = self.largest_call = 0
-        async def __call__(self, prompts, *, to_beat=None):
+        async def __call__(self, prompts, *, to_beat=None, incumbent=None):
             self.calls += 1
             self.prompts += len(prompts)
             self.largest_call = max(self.largest_call, sum(map(len, prompts)))

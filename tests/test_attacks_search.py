@@ -179,7 +179,7 @@ class LooseBounds:
     def __init__(self, inner):
         self.inner = inner
 
-    async def __call__(self, prompts, *, to_beat=None):
+    async def __call__(self, prompts, *, to_beat=None, incumbent=None):
         res = await self.inner(prompts, to_beat=to_beat)
         return [
             r
@@ -360,14 +360,14 @@ def test_pdr_definition():
 
 def test_a_scorer_breaking_the_contract_is_reported():
     class Broken:
-        async def __call__(self, prompts, *, to_beat=None):
+        async def __call__(self, prompts, *, to_beat=None, incumbent=None):
             return [CandidateScore(p, 0.5, False) for p in prompts]
 
     with pytest.raises(ScorerContractError, match="lone prompt"):
         run(StressTest().run("x y", Broken(), seed=0))
 
     class Short:
-        async def __call__(self, prompts, *, to_beat=None):
+        async def __call__(self, prompts, *, to_beat=None, incumbent=None):
             return []
 
     with pytest.raises(ScorerContractError, match="0 scores for 1"):

@@ -19,6 +19,7 @@ from promptrobust.attacks.base import CandidateScore
 from promptrobust.engine import progress as _progress
 from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
 from promptrobust.engine.measuring.mode import check_mode
+from promptrobust.engine.measuring.racing import Race, RacingSettings, sample_order
 from promptrobust.engine.measuring.requests import Mode, RequestBuilder
 from promptrobust.engine.serving.scheduler import JobCounters, Scheduler
 from promptrobust.engine.serving.types import Completion, Request
@@ -62,8 +63,11 @@ class EvaluatorCost:
     candidate_evaluations: int = 0  # distinct candidate prompts scored
     duplicate_candidates: int = 0  # identical candidates answered once
     samples_evaluated: int = 0  # (candidate, sample) pairs actually scored
-    saved_by_early_stopping: int = 0  # (candidate, sample) pairs never requested
+    saved_by_early_stopping: int = 0  # (candidate, sample) pairs never requested (exact early stopping)
     pruned_candidates: int = 0
+    saved_by_racing: int = 0  # (candidate, sample) pairs a race never requested
+    races: int = 0  # search steps decided by a race
+    raced_out: int = 0  # candidates a race dropped before their last sample
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -84,6 +88,8 @@ class Evaluator:
         examples: Sequence[Sample] = (),
         chunk_size: int = 32,
         early_stopping: bool = True,
+        racing: RacingSettings | None = None,
+        seed: int = 0,
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         system_instruction: str | None = None,
@@ -99,6 +105,13 @@ class Evaluator:
         self.parser: ParserName = parser
         self.chunk_size = max(1, chunk_size)
         self.early_stopping = early_stopping
+        #: Race the candidates of each step instead of scoring them exactly (``engine.measuring.racing``).
+        self.racing = racing
+        self.seed = seed
+        #: The prompt whose label margins order the samples of a race with no prompt to beat (the
+        #: attacked prompt: ``Workbench.attack`` sets it); a step with a prompt to beat uses that one's.
+        self.reference_prompt: str | None = None
+        self._races = 0
         self.cost = EvaluatorCost()
         self.requests = JobCounters()
         self.unparseable = 0
@@ -176,17 +189,21 @@ class Evaluator:
         return PromptEvaluation(prompt, total, len(self.samples), unparseable, records, scores)
 
     # -- many candidates: the PromptScorer -------------------------------------------
-    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None) -> list[CandidateScore]:
+    async def __call__(self, prompts: Sequence[str], *, to_beat: float | None = None,
+                       incumbent: str | None = None) -> list[CandidateScore]:
         """Score candidate prompts; see ``attacks.base.PromptScorer`` for the contract.
 
         With ``to_beat=None`` every candidate is scored exactly (the search needs
         full scores, e.g. to rank word importance). Otherwise candidates that
         cannot end strictly below ``to_beat`` and below every earlier candidate
-        are stopped early.
+        are stopped early; with ``racing``, the candidates (and ``incumbent``, the prompt
+        ``to_beat`` is the exact score of) are raced instead (``race``).
         """
         unique = list(dict.fromkeys(prompts))
         self.cost.duplicate_candidates += len(prompts) - len(unique)
         self.cost.candidate_evaluations += len(unique)
+        if self.racing is not None and to_beat is not None and self.task.metric.decomposable and len(self.samples) > 1:
+            return await self.race(prompts, unique, to_beat=to_beat, incumbent=incumbent)
         if not self.task.metric.decomposable:
             exact = {p: (await self._full_pass(p)).score for p in unique}
             return [CandidateScore(p, exact[p], True, len(self.samples)) for p in prompts]
@@ -232,6 +249,81 @@ class Evaluator:
             p: CandidateScore(p, c.lower(), c.complete, c.seen) for p, c in zip(unique, progress)
         }
         return [by_prompt[p] for p in prompts]
+
+    # -- racing ---------------------------------------------------------------------
+    async def per_sample(self, prompt: str) -> tuple[list[float], list[float] | None]:
+        """A prompt's score on every sample, and its label margin per sample (the best label's
+        log-probability less the second's; None in generate mode). The prompts a race needs whole
+        (the one to beat, the attacked one) were scored before, so this reads the cache."""
+        requests = [self.build_request(prompt, s) for s in self.samples]
+        completions = await self.scheduler.submit_many(requests, counters=self.requests)
+        scores, margins = [], []
+        for completion, sample in zip(completions, self.samples):
+            scores.append(self._sample_score(completion, sample)[0])
+            if completion.choice_logprobs is not None and len(completion.choice_logprobs) > 1:
+                top = sorted(completion.choice_logprobs, reverse=True)
+                margins.append(float(top[0] - top[1]))
+        return scores, (margins if len(margins) == len(scores) else None)
+
+    async def race(self, prompts: Sequence[str], unique: list[str], *, to_beat: float,
+                   incumbent: str | None) -> list[CandidateScore]:
+        """The candidates of one search step raced (``engine.measuring.racing``): with ``incumbent``
+        (the prompt ``to_beat`` scores) as one more arm, known whole; the winner, if a candidate,
+        scored on every sample (its score exact); every dropped candidate comes back incomplete."""
+        assert self.racing is not None
+        settings = self.racing
+        n = len(self.samples)
+        arms = ([incumbent] if incumbent is not None else []) + unique
+        known: list[float] | None = None
+        reference = incumbent if incumbent is not None else self.reference_prompt
+        margins = None
+        if reference is not None:
+            ref_scores, margins = await self.per_sample(reference)
+            known = ref_scores if incumbent is not None else None
+        order, prefix = sample_order(n, margins, settings, self.seed + self._races)
+        self._races += 1
+        self.cost.races += 1
+        race = Race(arms=len(arms), total=n, exact_prefix=prefix, error_rate=settings.error_rate,
+                    tolerance=settings.tolerance)
+        if known is not None:
+            race.observe(0, [known[j] for j in order])
+        first_candidate = 1 if incumbent is not None else 0
+        announced = (len(arms) - first_candidate) * n
+        _progress.planned(announced)
+        asked = 0
+        while True:
+            plan = race.needed(settings.round_size)
+            if not plan:
+                break
+            requests = [self.build_request(arms[i], self.samples[order[p]]) for i, positions in plan.items() for p in positions]
+            completions = await self.scheduler.submit_many(requests, counters=self.requests)
+            asked += len(requests)
+            self.cost.samples_evaluated += len(requests)
+            it = iter(completions)
+            for i, positions in plan.items():
+                race.observe(i, [self._sample_score(next(it), self.samples[order[p]])[0] for p in positions])
+            race.drop()
+        winner = race.winner()
+        out: dict[str, CandidateScore] = {}
+        for i in range(first_candidate, len(arms)):
+            prompt = arms[i]
+            seen = race.seen(i)
+            if i == winner:
+                rest = [order[p] for p in range(seen, n)]
+                if rest:
+                    requests = [self.build_request(prompt, self.samples[j]) for j in rest]
+                    completions = await self.scheduler.submit_many(requests, counters=self.requests)
+                    asked += len(requests)
+                    self.cost.samples_evaluated += len(requests)
+                    race.observe(i, [self._sample_score(c, self.samples[j])[0] for c, j in zip(completions, rest)])
+                out[prompt] = CandidateScore(prompt, math.fsum(race.scores[i]) / n, True, n)
+            else:
+                self.cost.raced_out += 1
+                self.cost.saved_by_racing += n - seen
+                # Not the one kept: incomplete, with the lowest score it could still reach (the contract's bound).
+                out[prompt] = CandidateScore(prompt, math.fsum(race.scores[i][:seen]) / n, False, seen)
+        _progress.planned(asked - announced)  # progress: what was really asked
+        return [out[p] for p in prompts]
 
     def _next_round(self, progress: list[CandidateProgress], *, leader_first: bool) -> list[tuple[int, range]]:
         """Which samples each unfinished candidate is scored on next, as one batch.

@@ -98,6 +98,12 @@ class Cost:
     pruned_candidates: int = 0
     samples_evaluated: int = 0
     """(candidate, sample) pairs scored, the clean prompt included."""
+    saved_by_racing: int = 0
+    """(candidate, sample) pairs a race never requested (``early_stopping="racing"``)."""
+    races: int = 0
+    """Search steps decided by a race."""
+    raced_out: int = 0
+    """Candidates a race dropped before their last sample."""
     wall_seconds: float = 0.0
     """This record's own wall time."""
     shared: bool = False
@@ -146,6 +152,12 @@ class AttackRecord:
     budget: int | None = None
     """Candidate evaluations allowed; None = unlimited (promptbench)."""
     early_stopping: str = "exact"
+    """How the search's candidates were scored: exact (early stopping that keeps the exhaustive
+    result), off (every candidate on every sample) or racing (``search`` says its error rate)."""
+    search: str | None = None
+    """A search whose choices may differ from exhaustive scoring: its description (racing with its
+    error rate, ``engine.measuring.racing``); None (not written) when the choices are exhaustive's.
+    Records of different searches are different measurements (``MeasurementSettings.search``)."""
     clean_ci95: list[float] | None = None
     adversarial_ci95: list[float] | None = None
     pdr_ci95: list[float] | None = None
@@ -249,6 +261,11 @@ class AttackRecord:
             del row["prompt_set_pdr"]
         if row["clean_samples"] is None:  # only joint prompt + sample attacks have one
             del row["clean_samples"]
+        if row["search"] is None:  # only searches whose choices may differ from exhaustive scoring
+            del row["search"]
+        if not row["cost"]["races"]:  # only raced searches: other rows as they always were
+            for key in ("saved_by_racing", "races", "raced_out"):
+                del row["cost"][key]
         return row
 
     @classmethod

@@ -20,6 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
+from promptrobust.engine.measuring.racing import DEFAULT_ERROR_RATE, RacingSettings
 from promptrobust.tasks.base import Task
 
 Mode = Literal["choices", "generate"]
@@ -144,8 +145,14 @@ class AttackSettings:
     """Attack the k best prompts of the set (the paper: 3)."""
     budget: int | None = UNLIMITED
     """Most candidate prompt evaluations per attacked prompt; None: unlimited (promptbench)."""
-    early_stopping: Literal["exact", "off"] = "exact"
-    """exact: stop candidates that can no longer win (same result as exhaustive); off: score every candidate fully."""
+    early_stopping: Literal["exact", "off", "racing"] = "exact"
+    """exact: stop candidates that can no longer win (same result as exhaustive); off: score every
+    candidate fully; racing: drop candidates once shown worse at ``error_rate`` (far fewer model
+    calls; the prompt kept is scored exactly, but may differ from exhaustive's: ``engine.measuring.racing``)."""
+    error_rate: float = DEFAULT_ERROR_RATE
+    """racing: per search step, the most likely chance that the best candidate is not the one kept."""
+    racing_tolerance: float = 0.0
+    """racing: stop a step once no candidate can beat the leader by more than this (0: near ties are compared exactly)."""
     chunk_size: int = 32
     """Samples per early-stopping round."""
     options: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -159,7 +166,12 @@ class AttackSettings:
         _whole(self.top_k, "top_k", 1)
         _check(self.budget is None or (isinstance(self.budget, int) and self.budget >= 1),
                f"budget must be a whole number >= 1 or None for unlimited (got {self.budget!r})")
-        _check(self.early_stopping in ("exact", "off"), f"early_stopping must be 'exact' or 'off' (got {self.early_stopping!r})")
+        _check(self.early_stopping in ("exact", "off", "racing"),
+               f"early_stopping must be 'exact', 'off' or 'racing' (got {self.early_stopping!r})")
+        _check(isinstance(self.error_rate, float) and 0 < self.error_rate < 1,
+               f"error_rate must be a fraction between 0 and 1, e.g. 0.05 (got {self.error_rate!r})")
+        _check(isinstance(self.racing_tolerance, float) and 0 <= self.racing_tolerance < 1,
+               f"racing_tolerance must be between 0 and 1, e.g. 0.01 (got {self.racing_tolerance!r})")
         _whole(self.chunk_size, "chunk_size", 1)
         _check(self.holdout is None or (isinstance(self.holdout, (int, float)) and not isinstance(self.holdout, bool)
                                         and 0 < self.holdout < 1),
@@ -169,6 +181,18 @@ class AttackSettings:
 
     def with_(self, **changes: Any) -> "AttackSettings":
         return replace(self, **changes)
+
+    def racing(self) -> RacingSettings | None:
+        """The race of each search step, or None when candidates are scored exactly."""
+        if self.early_stopping != "racing":
+            return None
+        return RacingSettings(error_rate=self.error_rate, tolerance=self.racing_tolerance)
+
+    @property
+    def search(self) -> str | None:
+        """How records name a search whose choices may differ from exhaustive scoring (None: they cannot)."""
+        race = self.racing()
+        return race.describe() if race is not None else None
 
 
 def parse_budget(text: str | int | None) -> int | None:
@@ -238,6 +262,9 @@ class MeasurementSettings:
     approximate_labels: bool = False
     """choices mode over HTTP with labels read from the top-20 first-token log-probs (a record's
     ``label_scoring`` starting with "approximate"): never pooled with exact label scores."""
+    search: str | None = None
+    """An attack whose search may choose otherwise than exhaustive scoring (racing, with its error
+    rate): never pooled with exhaustive ones; None: exhaustive's choices (exact early stopping included)."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.attack_options, tuple), "attack_options must be a tuple of (key, value) pairs")
@@ -264,13 +291,14 @@ class MeasurementSettings:
             approximate_labels=mode == "choices" and str(get("label_scoring") or "").startswith("approximate"),
             stop=tuple(str(x) for x in get("stop")) if generate and get("stop") else None,
             system_instruction=str(get("system_instruction")) if get("system_instruction") else None,
+            search=str(get("search")) if get("search") else None,
         )
 
     def for_kind(self, kind: str) -> "MeasurementSettings":
         """These settings as they apply to ``kind``: only an attack searched, so only it has a budget and options."""
         if kind == "attack":
             return replace(self, searched=True)
-        return replace(self, budget=None, attack_options=(), searched=False)
+        return replace(self, budget=None, attack_options=(), searched=False, search=None)
 
     def without(self, names: tuple[str, ...] = TABLE_DIMENSIONS) -> "MeasurementSettings":
         """The value with ``names`` blanked (a report section's key: see ``TABLE_DIMENSIONS``)."""
@@ -297,6 +325,8 @@ class MeasurementSettings:
         if self.searched:
             out["budget"] = self.budget
             out["attack_options"] = dict(self.attack_options)
+            if self.search is not None:  # only then, so exhaustive searches keep the keys they had
+                out["search"] = self.search
         return out
 
     def label(self) -> str:

@@ -40,6 +40,7 @@ from promptrobust.engine.measuring.statistics import (
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
 from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
+from promptrobust.engine.measuring.racing import RacingSettings
 from promptrobust.engine.measuring.records import AttackRecord, Cost
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.measuring.target import MeasurementTarget
@@ -68,8 +69,10 @@ class Workbench:
     scheduler: Scheduler
     chance_rate: float | None
 
-    def evaluator(self, *, chunk_size: int = 32, early_stopping: bool = True) -> Evaluator:
-        """A fresh evaluator (its own cost counters) on the shared scheduler."""
+    def evaluator(self, *, chunk_size: int = 32, early_stopping: bool = True,
+                  racing: RacingSettings | None = None) -> Evaluator:
+        """A fresh evaluator (its own cost counters) on the shared scheduler; ``racing``: race each
+        search step's candidates (``engine.measuring.racing``)."""
         return Evaluator(
             self.scheduler,
             self.task,
@@ -79,6 +82,8 @@ class Workbench:
             examples=self.examples,
             chunk_size=chunk_size,
             early_stopping=early_stopping,
+            racing=racing,
+            seed=self.evaluation.seed,
             max_tokens=self.evaluation.max_new_tokens,
             stop=self.evaluation.stop,
             system_instruction=self.evaluation.system_instruction,
@@ -437,6 +442,7 @@ def _record_base(bench: Workbench, prompt: Prompt, attack: str, settings: Attack
         "clean_prompt": prompt.text,
         "budget": settings.budget,
         "early_stopping": settings.early_stopping,
+        "search": settings.search,
         "chance_rate": bench.chance_rate,
         "kind": "attack",
         "attack_options": dict(settings.options.get(attack, {})),
@@ -470,7 +476,9 @@ async def attack_one(
             at_chance=clean.at_chance, clean_sample_scores=list(clean.sample_scores),
             cost=Cost(wall_seconds=round(time.monotonic() - started, 3)),
         )
-    evaluator = bench.evaluator(chunk_size=settings.chunk_size, early_stopping=settings.early_stopping == "exact")
+    evaluator = bench.evaluator(chunk_size=settings.chunk_size, early_stopping=settings.early_stopping == "exact",
+                                racing=settings.racing())
+    evaluator.reference_prompt = prompt.text  # its label margins order a race's samples when no prompt is to be beaten
     attack = get_attack(attack_name, **settings.options.get(attack_name, {}))
     semantic_source = OWN_SEMANTIC_SET if semantic_prompts is None else "given"
     if isinstance(semantic_prompts, SemanticPrompts):
@@ -492,6 +500,9 @@ async def attack_one(
         deduplicated=evaluator.requests.deduplicated,
         saved_by_early_stopping=evaluator.cost.saved_by_early_stopping,
         pruned_candidates=evaluator.cost.pruned_candidates,
+        saved_by_racing=evaluator.cost.saved_by_racing,
+        races=evaluator.cost.races,
+        raced_out=evaluator.cost.raced_out,
         samples_evaluated=outcome.samples_evaluated,
         wall_seconds=round(time.monotonic() - started, 3),
     )

@@ -1,0 +1,188 @@
+"""Racing a search step's candidates (engine/measuring/racing.py): the best candidate is never
+dropped when it is clearly best, the stated error rate holds on simulated candidates over many
+seeds (near ties, the hardest case), a tolerance bounds how far from the best the kept one can be,
+and an attack run with racing reports the exact PDR of the prompt it kept."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from promptrobust.engine.measuring.racing import Race, RacingSettings, sample_order
+
+
+def _run_race(arms: np.ndarray, settings: RacingSettings, seed: int, *, incumbent: bool = False,
+              margins: list[float] | None = None, keep: int = 1) -> tuple[list[int], int]:
+    """Race ``arms`` (arms x samples of 0/1 scores) as the evaluator does; (arms kept, calls made)."""
+    k, n = arms.shape
+    order, prefix = sample_order(n, margins, settings, seed)
+    race = Race(arms=k, total=n, exact_prefix=prefix, error_rate=settings.error_rate, tolerance=settings.tolerance, keep=keep)
+    if incumbent:
+        race.observe(0, [arms[0, j] for j in order])
+    calls = 0
+    while True:
+        plan = race.needed(settings.round_size)
+        if not plan:
+            break
+        for i, positions in plan.items():
+            race.observe(i, [arms[i, order[p]] for p in positions])
+            calls += len(positions)
+        race.drop()
+    return race.winners(), calls
+
+
+def _candidates(rng: np.random.Generator, n: int, means: list[float], shared: float) -> np.ndarray:
+    """Candidates that answer alike on most samples (as a search step's do): each agrees with a common
+    base answer on a ``shared`` share of the samples and draws its own answer elsewhere."""
+    base = (rng.random(n) < 0.8).astype(float)
+    rows = []
+    for m in means:
+        own = (rng.random(n) < m).astype(float)
+        same = rng.random(n) < shared
+        rows.append(np.where(same, base, own))
+    return np.array(rows)
+
+
+def test_a_clearly_best_candidate_is_kept_and_clearly_worse_ones_leave_early() -> None:
+    rng = np.random.default_rng(0)
+    settings = RacingSettings(error_rate=0.05)
+    for seed in range(40):
+        n = 200
+        arms = np.ones((6, n))
+        arms[2, rng.choice(n, size=60, replace=False)] = 0.0  # the attacker's best: 30 points lower
+        for i in (0, 1, 3, 4, 5):  # the others lower the metric a little, on a few samples
+            arms[i, rng.choice(n, size=int(rng.integers(0, 8)), replace=False)] = 0.0
+        kept, calls = _run_race(arms, settings, seed)
+        assert kept == [2]
+        assert calls < arms.size * 0.6  # the losers left well before the end
+
+
+def test_the_prompt_to_beat_wins_when_no_candidate_beats_it() -> None:
+    """A step whose candidates all do worse than the current prompt changes nothing."""
+    rng = np.random.default_rng(1)
+    n = 200
+    for seed in range(20):
+        incumbent = (rng.random(n) < 0.5).astype(float)
+        arms = [incumbent]
+        for _ in range(5):
+            worse = incumbent.copy()
+            worse[rng.choice(np.flatnonzero(worse == 0), size=40, replace=False)] = 1.0
+            arms.append(worse)
+        kept, _ = _run_race(np.array(arms), RacingSettings(error_rate=0.05), seed, incumbent=True)
+        assert kept == [0]
+
+
+@pytest.mark.parametrize("error_rate", [0.05, 0.2])
+def test_the_error_rate_holds_on_near_ties(error_rate: float) -> None:
+    """Many seeded steps whose best candidate is only slightly better than the rest (the case where
+    a test is most likely to err): the share of steps that keep a candidate that is not a best one
+    stays within the stated rate (a binomial margin of 3 standard deviations for the finite count)."""
+    rng = np.random.default_rng(2)
+    settings = RacingSettings(error_rate=error_rate)
+    trials, wrong = 300, 0
+    for seed in range(trials):
+        k, n = int(rng.integers(3, 9)), 200
+        gap = rng.uniform(0.01, 0.06)
+        means = [0.7] * k
+        means[int(rng.integers(k))] = 0.7 - gap
+        arms = _candidates(rng, n, means, shared=0.7)
+        kept, _ = _run_race(arms, settings, seed)
+        truth = arms.mean(axis=1)
+        wrong += truth[kept[0]] > truth.min() + 1e-12
+    margin = 3 * math.sqrt(error_rate * (1 - error_rate) / trials)
+    assert wrong / trials <= error_rate + margin
+
+
+def test_a_tolerance_bounds_how_far_from_the_best_the_kept_candidate_is() -> None:
+    rng = np.random.default_rng(3)
+    settings = RacingSettings(error_rate=0.1, tolerance=0.03)
+    trials, wrong = 200, 0
+    for seed in range(trials):
+        k, n = int(rng.integers(3, 7)), 400
+        arms = _candidates(rng, n, [0.7 - rng.uniform(0, 0.05) for _ in range(k)], shared=0.8)
+        kept, _ = _run_race(arms, settings, seed)
+        truth = arms.mean(axis=1)
+        wrong += truth[kept[0]] > truth.min() + settings.tolerance + 1e-12
+    assert wrong / trials <= 0.1 + 3 * math.sqrt(0.1 * 0.9 / trials)
+
+
+def test_identical_candidates_run_to_the_end_and_the_first_is_kept_as_exhaustive_search_keeps_it() -> None:
+    arms = np.tile((np.arange(100) % 3 == 0).astype(float), (4, 1))
+    kept, calls = _run_race(arms, RacingSettings(), 0)
+    assert kept == [0] and calls == arms.size
+
+
+def test_the_k_best_are_kept_when_racing_for_several() -> None:
+    rng = np.random.default_rng(4)
+    for seed in range(20):
+        n = 200
+        means = [0.3, 0.32, 0.5, 0.55, 0.6, 0.9, 0.85]
+        arms = (rng.random((len(means), n)) < np.array(means)[:, None]).astype(float)
+        kept, _ = _run_race(arms, RacingSettings(), seed, keep=2)
+        truth = arms.mean(axis=1)
+        assert sorted(kept) == sorted(np.argsort(truth, kind="stable")[:2].tolist())
+
+
+def test_the_order_puts_the_least_sure_samples_first_and_shuffles_the_rest_by_seed() -> None:
+    margins = [5.0, 0.1, 3.0, 0.2, 9.0, 0.05, 7.0, 1.0]
+    settings = RacingSettings(informative_fraction=0.25)
+    order, prefix = sample_order(8, margins, settings, seed=1)
+    assert prefix == 2 and order[:2] == [5, 1]
+    assert sorted(order) == list(range(8))
+    assert sample_order(8, margins, settings, seed=1) == (order, prefix)
+    assert sample_order(8, None, settings, seed=1)[1] == 0  # generation: no margins, no informative part
+    random_part = {tuple(sample_order(8, margins, settings, seed=s)[0][2:]) for s in range(20)}
+    assert len(random_part) > 10
+
+
+def test_racing_settings_refuse_impossible_values() -> None:
+    for bad in ({"error_rate": 0.0}, {"error_rate": 1.5}, {"tolerance": -0.1}, {"round_size": 0}):
+        with pytest.raises(ValueError):
+            RacingSettings(**bad)
+
+
+def test_an_attack_with_racing_reports_the_exact_pdr_of_the_prompt_it_kept(tmp_path: Path) -> None:
+    """End to end on the fake OpenAI server: the record says racing and its error rate, its cost
+    counts the race, and its PDR is the exact one of the adversarial prompt it kept, scored again
+    on every sample by a separate exhaustive evaluation."""
+    from promptrobust.cli.main import main
+    from promptrobust.engine.measuring.settings import EvaluationSettings
+    from promptrobust.engine.runs.api import evaluate
+    from promptrobust.tasks.base import Prompt
+    from promptrobust.testing.fake_openai import FakeOpenAIServer
+    from tests.sweep_helpers import hashed_text_answer
+
+    with FakeOpenAIServer(answer=hashed_text_answer) as srv:
+        code = main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--limit", "24",
+                     "--mode", "choices", "--top-k", "1", "--prompt", "sst2-task-02", "--attack",
+                     "deepwordbug,stresstest", "--early-stopping", "racing", "--error-rate", "0.1", "--cache",
+                     str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), "--no-progress"])
+        assert code == 0
+        (folder,) = (tmp_path / "runs").iterdir()
+        records = [orjson.loads(line) for line in (folder / "results.jsonl").read_bytes().splitlines()]
+        assert {r["attack"] for r in records} == {"deepwordbug", "stresstest"}
+        for r in records:
+            assert r["early_stopping"] == "racing" and r["search"] == "racing (error rate 0.1 per step)"
+            assert r["cost"]["races"] >= 1
+            again = evaluate(EvaluationSettings(limit=24, mode="choices"), model="openai:fake-model",
+                             model_args={"base_url": srv.url}, cache=str(tmp_path / "fresh.sqlite"), progress=False,
+                             prompts=[Prompt("c", "rotten_tomatoes", "task", r["clean_prompt"]),
+                                      Prompt("a", "rotten_tomatoes", "task", r["adversarial_prompt"])])
+            clean, adversarial = (c.score for c in again.clean)
+            assert r["clean_score"] == pytest.approx(clean) and r["adversarial_score"] == pytest.approx(adversarial)
+            assert r["pdr"] == pytest.approx(1 - adversarial / clean)
+            assert r["adversarial_sample_scores"] == list(again.clean[1].sample_scores)
+
+
+def test_sample_orders_differ_between_races_of_one_attack() -> None:
+    """Each race of an attack draws its own random order (seed + race number), so one unlucky
+    order does not decide every step."""
+    settings = RacingSettings()
+    orders = {tuple(sample_order(50, None, settings, seed=7 + k)[0]) for k in range(5)}
+    assert len(orders) == 5
+    assert random.Random(7).random() == random.Random(7).random()  # seeded: runs repeat
