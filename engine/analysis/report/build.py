@@ -10,6 +10,7 @@ import promptrobust.engine.analysis.report.word_frequency as wfq
 from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.analysis.report.load import RunData, Setting
 from promptrobust.engine.analysis.report.model import KIND_ORDER, Figure, Section
+from promptrobust.engine.analysis.report.semantic import set_mean_view
 from promptrobust.engine.analysis.report.tables import (
     Table,
     apdr_tables,
@@ -79,7 +80,8 @@ def build_sections(
             section.notes.append(transfer_selection_note(attacked))
         else:
             section.tables.append(defense_table(attacked, suffix, title_suffix))
-        section.tables += [group_table(attacked, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
+        grouped = set_mean_view(attacked)[0] if kind == "attack" else attacked  # a prompt set as its mean
+        section.tables += [group_table(grouped, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
     return sections
@@ -107,19 +109,23 @@ def _dimensions(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[st
 
 def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
                    word_threshold: float | None, figures: bool) -> None:
-    """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
-    grids = apdr_tables(attacked, suffix, title_suffix)
+    """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures.
+    Every APDR table averages a prompt set's record (Semantic) as the mean over its set (``set_mean_view``)."""
+    from promptrobust.engine.analysis.report.semantic import left_out_note, semantic_table
+
+    averaged, no_mean = set_mean_view(attacked)  # issue 40: the paper's statistic in every grid
+    if no_mean:
+        section.notes.append(left_out_note(no_mean))
+    grids = apdr_tables(averaged, suffix, title_suffix)
     section.tables += grids
     from promptrobust.engine.analysis.report.acceptable import acceptable_table, not_acceptable_table
 
     left_out = not_acceptable_table(attacked, suffix, title_suffix)  # issue 30: acceptable-only APDR
-    section.tables += [acceptable_table(attacked, suffix, title_suffix), *([left_out] if left_out else [])]
-    from promptrobust.engine.analysis.report.semantic import semantic_table
-
+    section.tables += [acceptable_table(averaged, suffix, title_suffix), *([left_out] if left_out else [])]
     semantic = semantic_table(attacked, suffix, title_suffix)  # issue 30: the worst of the set beside its mean
     from promptrobust.engine.analysis.report.studies import size_table, tuning_table
 
-    studies = (size_table(attacked, suffix, title_suffix), tuning_table(attacked, suffix, title_suffix))  # issue 30
+    studies = (size_table(averaged, suffix, title_suffix), tuning_table(averaged, suffix, title_suffix))  # issue 30
     from promptrobust.engine.analysis.report.joint import joint_table
 
     joint = joint_table(attacked, suffix, title_suffix)  # issue 30: the AdvGLUE table

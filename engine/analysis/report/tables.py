@@ -26,13 +26,21 @@ from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, PDRSummary,
 
 ALL = "all"
 MISSING = "–"
-APDR_STATISTIC = ("APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs "
-                  "(Semantic: each record's worst prompt of its set)")
+APDR_STATISTIC = "APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs"
 APDR_NOTE = (
     "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
     "then its 95% interval (bootstrap over prompts and samples; none where the records hold no per-sample scores); "
-    "one record shows its PDR alone. A Semantic record's PDR is its set's worst prompt (a selection); "
-    "the Semantic table shows the mean over the set beside it"
+    "one record: its PDR and its own 95% interval (paired bootstrap over samples)"
+)
+#: Marks a cell that holds a prompt-set record (Semantic) as its set's mean PDR (``semantic.set_mean_view``).
+SET_MEAN_MARK = "†"
+#: The field of such a record's view that says so.
+SET_MEAN_FIELD = "set_mean"
+SET_MEAN_STATISTIC = f"{SET_MEAN_MARK}: a Semantic record enters as the mean PDR over its prompt set (the paper's statistic)"
+SET_MEAN_NOTE = (
+    f"{SET_MEAN_MARK}: the cell holds Semantic records, each entered as the mean PDR over its prompt set (the paper's "
+    "statistic; its own interval is the two-level bootstrap over the set's prompts and samples, drawn as normal "
+    "replicates where records are pooled), never as the worst prompt of the set, which the Semantic table shows"
 )
 PROMPT_TYPE_ORDER = ("zero-shot task", "zero-shot role", "few-shot task", "few-shot role")
 COST_COLUMNS = (
@@ -141,21 +149,36 @@ def has_sample_scores(records: Iterable[Mapping[str, Any]]) -> bool:
     return all(r.get("has_sample_scores", True) for r in records)
 
 
-def apdr_cell(s: PDRSummary, digits: int = 2, *, samples: bool = True) -> str:
-    """'0.31 ± 0.12 [0.20, 0.43]'; the PDR alone for one record; '–' for none;
-    without per-sample scores the interval is replaced by ``NO_INTERVAL``."""
+def apdr_cell(s: PDRSummary, digits: int = 2, *, samples: bool = True, marked: bool = False) -> str:
+    """'0.31 ± 0.12 [0.20, 0.43]'; one record: its PDR and its own interval ('0.25 [0.10, 0.40]', the
+    interval the figures draw), or its PDR alone when it kept none; '–' for none; without per-sample
+    scores the interval is replaced by ``NO_INTERVAL``; ``marked``: the cell holds a prompt set's mean
+    (``SET_MEAN_MARK`` at the end)."""
     if s.n == 0 or s.mean is None:
         return MISSING
+    mark = f" {SET_MEAN_MARK}" if marked else ""
     if s.n == 1 or s.std is None:
-        return f"{s.mean:.{digits}f}" + ("" if samples else f" ({NO_INTERVAL})")
+        if s.ci95 is not None:
+            return f"{s.mean:.{digits}f} {interval_text(s.ci95, digits)}{mark}"
+        return f"{s.mean:.{digits}f}" + ("" if samples else f" ({NO_INTERVAL})") + mark
     interval = interval_text(s.ci95, digits) if samples else f"({NO_INTERVAL})"
-    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval}"
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval}{mark}"
+
+
+def set_means(members: Iterable[Mapping[str, Any]]) -> int:
+    """How many of ``members`` are a prompt set's mean (``semantic.set_mean_view``)."""
+    return sum(1 for r in members if r.get(SET_MEAN_FIELD) and r.get("status") == "attacked")
 
 
 def _summary(members: Sequence[Mapping[str, Any]]) -> tuple[PDRSummary, bool]:
-    """APDR of ``members`` and whether its interval may be shown (it is withheld without per-sample scores)."""
+    """APDR of ``members`` and whether its interval may be shown (it is withheld without per-sample scores).
+    One record's interval is its own PDR interval (the figures draw the same one)."""
     s = summarize_pdrs(members)
-    samples = has_sample_scores(r for r in members if r.get("status") == "attacked")
+    attacked = [r for r in members if r.get("status") == "attacked"]
+    samples = has_sample_scores(attacked)
+    if s.n == 1:
+        own = next(r.get("pdr_ci95") for r in attacked if r.get("pdr") is not None and math.isfinite(float(r["pdr"])))
+        return PDRSummary(s.mean, None, (float(own[0]), float(own[1])) if own else None, 1, s.n_prompts), samples
     if not samples and s.ci95 is not None:
         s = PDRSummary(s.mean, s.std, None, s.n, s.n_prompts)
     return s, samples
@@ -220,17 +243,26 @@ def grid_table(
                 means.append(None)
                 continue
             s, samples = _summary(members)
-            line.append(apdr_cell(s, samples=samples))
+            n_sets = set_means(members)
+            line.append(apdr_cell(s, samples=samples, marked=n_sets > 0))
             means.append(s.mean)
-            long.append({row_title: rv, col_title: cv, **summary_columns(s)})
-            attacked = [r for r in members if r.get("status") == "attacked"]
-            if len(attacked) == 1 and attacked[0].get("pdr_ci95"):
-                lo, hi = attacked[0]["pdr_ci95"]
-                own[(rv, cv)] = (float(lo), float(hi))
+            long.append({row_title: rv, col_title: cv, **summary_columns(s), "set_means": n_sets})
+            if s.n == 1 and s.ci95 is not None:
+                own[(rv, cv)] = s.ci95
         display.append(line)
         numeric[rv] = means
-    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, note, numeric,
-                 statistic=APDR_STATISTIC, record_ci95=own)
+    marked = set_means(records) > 0
+    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, with_set_note(note, marked),
+                 numeric, statistic=with_set_statistic(APDR_STATISTIC, marked), record_ci95=own)
+
+
+def with_set_note(note: str, marked: bool) -> str:
+    """``note`` and, where a prompt set's mean is in the table, what its mark means (said only then)."""
+    return f"{note}; {SET_MEAN_NOTE}" if marked else note
+
+
+def with_set_statistic(statistic: str, marked: bool) -> str:
+    return f"{statistic} ({SET_MEAN_STATISTIC})" if marked else statistic
 
 
 def apdr_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
@@ -256,11 +288,14 @@ def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], su
     display, long = [], []
     for key in sorted(groups):
         s, samples = _summary(groups[key])
-        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples)])
-        long.append({**dict(zip(columns, key)), **summary_columns(s)})
+        n_sets = set_means(groups[key])
+        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples, marked=n_sets > 0)])
+        long.append({**dict(zip(columns, key)), **summary_columns(s), "set_means": n_sets})
     name = (name or "apdr_by_" + "_".join(columns)) + suffix
     title = (title or "APDR by " + ", ".join(columns)) + title_suffix
-    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE, statistic=APDR_STATISTIC)
+    marked = set_means(records) > 0
+    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, with_set_note(APDR_NOTE, marked),
+                 statistic=with_set_statistic(APDR_STATISTIC, marked))
 
 
 def column_value(rec: Mapping[str, Any], column: str) -> Any:
