@@ -44,8 +44,7 @@ REWRITE_NOTE = (
     "the word-level check cannot judge a rewrite and no whole-prompt verdict is calibrated, so it is neither "
     "acceptable nor changed until a person reads the set (its mean over the set is under 'APDR all')"
 )
-REWRITE_REASON = ("a rewrite of the whole prompt (a prompt set): the word-level check cannot judge it; "
-                  "a person must read whether it keeps the instruction")
+REWRITE_REASON = "a rewrite of the whole prompt: a person must judge whether it keeps the instruction"
 
 
 def _rewrite(r: Mapping[str, Any]) -> bool:

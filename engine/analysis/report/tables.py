@@ -71,7 +71,10 @@ class Table:
     """What the numbers are, in a few words (the LaTeX caption says it; ``note`` says it in full)."""
     record_ci95: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     """(row, column) -> the record's own 95% PDR interval, for grid cells that hold one record
-    (the table shows its PDR alone; the figures draw this interval as its error bar)."""
+    (the table shows it beside the PDR; the figures draw it as the error bar)."""
+    bookkeeping: tuple[str, ...] = ()
+    """Columns (by header) that find a row again (the run folder, how the score was made) but say
+    nothing a paper reports: the LaTeX table leaves them out; Markdown, HTML and CSV keep them."""
 
     @property
     def frame(self) -> Any:
@@ -126,8 +129,8 @@ def _md(text: str) -> str:
     return markdown_text(text).replace("|", "\\|")
 
 
-#: A number (then, after a space, anything: '0.31 ± 0.12 [0.20, 0.43]'), or an interval.
-_NUMBER_CELL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?(\s.*)?|\[.*")
+#: A number (then, after a space, anything: '0.31 ± 0.12 [0.20, 0.43]'), a bound ('< 0.001'), or an interval.
+_NUMBER_CELL = re.compile(r"(<\s)?[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?(\s.*)?|\[.*")
 
 
 def numeric_column(cells: Sequence[str]) -> bool:
@@ -142,6 +145,13 @@ def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
 
 
 NO_INTERVAL = "no interval: per-sample scores not recorded"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value with the 3 decimals the PDRs beside it have ('0.250'); '< 0.001' below that; '–' for none."""
+    if p is None:
+        return MISSING
+    return "< 0.001" if p < 0.0005 else f"{p:.3f}"
 
 
 def has_sample_scores(records: Iterable[Mapping[str, Any]]) -> bool:
@@ -374,7 +384,7 @@ def clean_prompts_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", ti
     return Table("clean_prompts" + suffix, "Clean score of every prompt" + title_suffix,
                  ["model", "dataset", "prompt", "clean score", "95% interval", "at chance", "chance rate", "scored as", "run"],
                  display, long, f"95% interval: Wilson (0/1 scores) or bootstrap over samples; at chance: {AT_CHANCE_NOTE}",
-                 statistic="clean score of each prompt [95% interval over samples]")
+                 statistic="clean score of each prompt [95% interval over samples]", bookkeeping=("scored as", "run"))
 
 
 def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
@@ -459,7 +469,7 @@ def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
                    else ("worst_prompts", "Most damaging adversarial prompts"))
     display = []
     for i, r in enumerate(rows, 1):
-        p = MISSING if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
+        p = p_text(r.get("mcnemar_p"))
         ci = interval_text(r.get("pdr_ci95"), 3) if r.get("pdr_ci95") else NO_INTERVAL
         display.append([str(i), f"{r['pdr']:.3f}", ci, p, "yes" if r.get("at_chance") else "",
                         r["attack"], r["model"], r["dataset"], r["prompt_id"]])
