@@ -26,7 +26,8 @@ examples:
   pre report runs/a runs/b --output-dir report/ --format md,html
   pre report runs/eval-pairs --group-by source_model  # an extra column of a pairs file
 
-Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads):
+Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads;
+`pre report runs` writes runs-report/, which a checkout of promptrobust ignores as it ignores runs/):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
   *.png *.svg *.pdf  APDR bars (95% intervals) and heat maps centred on 0 (cells: APDR, interval,

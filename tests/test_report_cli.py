@@ -35,7 +35,7 @@ def test_full_report_writes_every_format(tmp_path: Path, capsys) -> None:
         "apdr_by_attack", "apdr_by_model", "heatmap_attack_x_dataset", "heatmap_model_x_attack", "word_frequency"]
     assert all(p.read_bytes()[:8] == PNG for p in pngs)
     csv = pl.read_csv(out / "apdr_attack_x_dataset.csv")  # one attack setting: no suffix
-    assert csv.columns == ["attack", "dataset", "mean", "std", "ci_low", "ci_high", "count", "prompts"]
+    assert csv.columns == ["attack", "dataset", "mean", "std", "ci_low", "ci_high", "count", "prompts", "set_means"]
     assert csv.filter((pl.col("attack") == "textbugger") & (pl.col("dataset") == "sst2"))["mean"].item() == pytest.approx(0.6)
     assert "APDR by model and attack" in (out / "report.md").read_text(encoding="utf-8")
 
@@ -100,3 +100,20 @@ def test_help_names_output_dir_and_meaningful_defaults(capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "--output-dir DIR" in out and "--output DIR" not in out
     assert "(default: )" not in out and "default: the median PDR" in out
+
+
+def test_the_default_report_of_the_runs_folder_is_ignored_in_a_checkout() -> None:
+    """Issue 42 item 14: `pre report runs` (runs/: pre run's default folder, ignored) writes runs-report/
+    beside it; a checkout ignores that too, so it never shows as untracked."""
+    import argparse
+    import subprocess
+
+    from promptrobust.cli.report import output_folder
+
+    root = Path(__file__).resolve().parents[1]
+    folder = output_folder(argparse.Namespace(output_dir=None, run_dirs=[str(root / "runs")]))
+    assert folder == root / "runs-report"
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("runs/x/results.jsonl", "runs-report/report.md"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode == 0, path
