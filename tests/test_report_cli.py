@@ -35,7 +35,7 @@ def test_full_report_writes_every_format(tmp_path: Path, capsys) -> None:
         "apdr_by_attack", "apdr_by_model", "heatmap_attack_x_dataset", "heatmap_model_x_attack", "word_frequency"]
     assert all(p.read_bytes()[:8] == PNG for p in pngs)
     csv = pl.read_csv(out / "apdr_attack_x_dataset.csv")  # one attack setting: no suffix
-    assert csv.columns == ["attack", "dataset", "mean", "std", "ci_low", "ci_high", "count", "prompts", "set_means"]
+    assert csv.columns == ["attack", "dataset", "mean", "std", "ci_low", "ci_high", "count", "prompts"]
     assert csv.filter((pl.col("attack") == "textbugger") & (pl.col("dataset") == "sst2"))["mean"].item() == pytest.approx(0.6)
     assert "APDR by model and attack" in (out / "report.md").read_text(encoding="utf-8")
 

@@ -76,6 +76,8 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
     groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for r in attacked:
         groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
+    any_rewrites = any(_rewrite(r) for r in attacked)  # the rewrites' column and note only where there are some
+    marked = set_means(attacked) > 0
     display, long = [], []
     for key in sorted(groups):
         members = groups[key]
@@ -85,7 +87,7 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
         cells = [str(every.n), apdr_cell(every, samples=samples, marked=set_means(members) > 0)]
         row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],
                                **{f"all_{k}": v for k, v in summary_columns(every).items()},
-                               "all_set_means": set_means(members)}
+                               **({"all_set_means": set_means(members)} if marked else {})}
         rewrites = verdicts.count(NEEDS_A_HUMAN)
         if kept:
             ok, ok_samples = _summary(kept)
@@ -95,13 +97,13 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
             cells += ["0", NEEDS_A_HUMAN if rewrites == len(members) else MISSING]
             row.update({"acceptable_count": 0, "acceptable_mean": None})
         changed, unchecked = verdicts.count("changed"), verdicts.count("not checked")
-        display.append([*key, *cells, str(changed), str(unchecked), str(rewrites)])
-        long.append({**row, "changed": changed, "not_checked": unchecked, "needs_a_human": rewrites})
-    any_rewrites = any(_rewrite(r) for r in attacked)
+        display.append([*key, *cells, str(changed), str(unchecked), *([str(rewrites)] if any_rewrites else [])])
+        long.append({**row, "changed": changed, "not_checked": unchecked,
+                     **({"needs_a_human": rewrites} if any_rewrites else {})})
     return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
                  ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked", "needs a human"], display, long,
-                 with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else ""), set_means(attacked) > 0),
+                  "meaning changed", "not checked", *(["needs a human"] if any_rewrites else [])], display, long,
+                 with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else ""), marked),
                  statistic="APDR (mean ± sample s.d. [95% bootstrap]) over all and over acceptable adversarial prompts; counts")
 
 

@@ -239,6 +239,7 @@ def grid_table(
         cells.setdefault((rk(r), ALL), []).append(r)
     rows = _order({k[0] for k in cells}, row_order)
     cols = _order({k[1] for k in cells} - {ALL}) + [ALL]
+    marked = set_means(records) > 0  # a prompt set's mean in the table: its cells say so (and only then)
     display: list[list[str]] = []
     long: list[dict[str, Any]] = []
     numeric: dict[str, list[float | None]] = {}
@@ -256,12 +257,11 @@ def grid_table(
             n_sets = set_means(members)
             line.append(apdr_cell(s, samples=samples, marked=n_sets > 0))
             means.append(s.mean)
-            long.append({row_title: rv, col_title: cv, **summary_columns(s), "set_means": n_sets})
+            long.append({row_title: rv, col_title: cv, **summary_columns(s), **({"set_means": n_sets} if marked else {})})
             if s.n == 1 and s.ci95 is not None:
                 own[(rv, cv)] = s.ci95
         display.append(line)
         numeric[rv] = means
-    marked = set_means(records) > 0
     return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, with_set_note(note, marked),
                  numeric, statistic=with_set_statistic(APDR_STATISTIC, marked), record_ci95=own)
 
@@ -295,15 +295,15 @@ def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], su
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in records:
         groups.setdefault(tuple(_column_text(r, c) for c in columns), []).append(r)
+    marked = set_means(records) > 0
     display, long = [], []
     for key in sorted(groups):
         s, samples = _summary(groups[key])
         n_sets = set_means(groups[key])
         display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples, marked=n_sets > 0)])
-        long.append({**dict(zip(columns, key)), **summary_columns(s), "set_means": n_sets})
+        long.append({**dict(zip(columns, key)), **summary_columns(s), **({"set_means": n_sets} if marked else {})})
     name = (name or "apdr_by_" + "_".join(columns)) + suffix
     title = (title or "APDR by " + ", ".join(columns)) + title_suffix
-    marked = set_means(records) > 0
     return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, with_set_note(APDR_NOTE, marked),
                  statistic=with_set_statistic(APDR_STATISTIC, marked))
 
