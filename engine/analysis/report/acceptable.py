@@ -108,11 +108,11 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
 
 
 def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
-    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none,
-    or when no record has a verdict: runs made before the check, said by the counts alone)."""
-    if not any(isinstance(r.get("meaning"), Mapping) or _rewrite(r) for r in attacked):
-        return None
-    rows = sorted((r for r in attacked if verdict_of(r) != "kept"),
+    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none).
+    Records without a recorded verdict are listed only beside records that have one: in runs made
+    before the check, the counts say it (rewrites, which have a verdict of their own, are listed)."""
+    checked = any(isinstance(r.get("meaning"), Mapping) for r in attacked)
+    rows = sorted((r for r in attacked if verdict_of(r) != "kept" and (checked or _rewrite(r))),
                   key=lambda r: (r["attack"], r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None

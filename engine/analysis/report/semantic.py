@@ -10,6 +10,7 @@ mean, no interval).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from promptrobust.engine.analysis.report.tables import MISSING, SET_MEAN_FIELD, Table
@@ -40,9 +41,24 @@ def set_statistic(r: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def is_prompt_set(r: Mapping[str, Any]) -> bool:
     """A record of a whole prompt set (Semantic's): it carries the set's statistic, or the prompt scores
-    it is derived from, or names its set in its settings (a record that kept neither)."""
+    it is derived from, or names its set in its settings; a record older than all three is one when the
+    recipe its attack names scores a given prompt set (the recipe's search, never the name itself)."""
     settings = r.get("settings")
-    return set_statistic(r) is not None or (isinstance(settings, Mapping) and "prompt_set" in settings)
+    if set_statistic(r) is not None or (isinstance(settings, Mapping) and "prompt_set" in settings):
+        return True
+    return _recipe_scores_a_prompt_set(str(r.get("attack") or ""))
+
+
+@lru_cache(maxsize=64)
+def _recipe_scores_a_prompt_set(attack: str) -> bool:
+    from promptrobust.attacks.components import PromptSetSearch
+    from promptrobust.attacks.errors import UnknownAttackError
+    from promptrobust.attacks.registry import recipe_of
+
+    try:
+        return isinstance(recipe_of(attack).search, PromptSetSearch)
+    except UnknownAttackError:  # a name from a pairs file
+        return False
 
 
 def set_mean_view(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
