@@ -14,7 +14,7 @@ Two runs are reported together:
   samples, so the APDR tables show Semantic's set mean (marked †) beside the other attacks.
 The LaTeX pages shown: the clean scores (no bookkeeping columns), the Semantic section's APDR grids,
 and a page of figures. Needs chromium, pdflatex and pdftoppm (Debian: apt-get install chromium
-texlive-latex-recommended poppler-utils); PNGs are reduced to a 128-colour palette (Pillow).
+texlive-latex-recommended poppler-utils); PNGs are reduced to a 256-colour palette (Pillow).
 """
 
 from __future__ import annotations
@@ -105,14 +105,14 @@ def shoot(browser: str, page: Path, out: Path, size: str, profile: Path) -> None
 
 
 def small_png(src: Path, dst: Path, width: int | None = None) -> None:
-    """``src`` as a 128-colour PNG (optionally scaled to ``width``): a few tens of KB a picture."""
+    """``src`` as a 256-colour PNG (optionally scaled to ``width``): a few tens of KB a picture."""
     from PIL import Image
 
     with Image.open(src) as im:
         im = im.convert("RGB")
         if width and im.width > width:
             im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
-        im.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(dst, optimize=True)
+        im.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(dst, optimize=True)
 
 
 def pages_with(pdf: Path, needles: list[tuple[str, ...]]) -> list[int]:

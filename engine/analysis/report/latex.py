@@ -233,7 +233,9 @@ def table(t: Table, settings: str = "", *, title: str | None = None, see: str | 
         below = r"{\footnotesize Note as under Table~\ref{" + see + "}.}"
     else:  # a minipage sets the note as a justified paragraph under the centred table
         below = (r"\begin{minipage}{\linewidth}\footnotesize " + cell(t.note) + r"\end{minipage}") if t.note else ""
-    setup = rf"\{lay.size}\setlength{{\tabcolsep}}{{{lay.colsep:g}pt}}"
+    # a caption above its table: no skip above it, some below it (the class's defaults suit captions below)
+    setup = (rf"\{lay.size}\setlength{{\tabcolsep}}{{{lay.colsep:g}pt}}"
+             r"\setlength{\abovecaptionskip}{0pt}\setlength{\belowcaptionskip}{6pt}")
     if len(rows) > LONG_ROWS:
         return "\n".join([
             r"{" + setup,
