@@ -112,6 +112,7 @@ def test_all_columns_average_the_set_mean_never_the_worst(run: tuple[Path, list[
         assert long["set_means"] == 1
         (line,) = t.rows
         assert line[-1].startswith(f"{mean:.2f} ± ") and line[-1].endswith(SET_MEAN_MARK)
+        assert long["ci_low"] is not None and long["ci_low"] <= mean <= long["ci_high"]  # pooled: still an interval
 
 
 def test_the_worst_of_the_set_stays_in_its_own_table(run: tuple[Path, list[dict]], report: Report) -> None:
@@ -124,6 +125,8 @@ def test_notes_say_what_the_mark_means_only_where_a_set_is(report: Report) -> No
     t = report.table("apdr_attack_x_dataset")
     assert SET_MEAN_MARK in t.note and "mean PDR over its prompt set" in t.note
     assert "mean PDR over its prompt set" in t.statistic
+    doc = report.latex(None)
+    assert r"\dag{}" in doc and "[U+2020]" not in doc  # the mark is set as a dagger, never as a code point
     v010 = build_report([Path(__file__).parent / "fixtures" / "run_folders" / "v010" / "runs"], figures=False)
     for table in v010.tables:
         assert "Semantic" not in table.note and "Semantic" not in table.statistic, table.name
@@ -141,3 +144,20 @@ def test_rewrites_have_a_verdict_of_their_own_in_the_acceptable_view(run: tuple[
     left_out = report.table("not_acceptable")
     (why,) = [r for r in left_out.rows if r[0] == rec["attack"]]
     assert why[5].startswith(NEEDS_A_HUMAN)
+
+
+def test_a_set_mean_enters_a_pooled_interval_through_replicates_of_its_own_interval() -> None:
+    """The inner level of a set mean in the APDR bootstrap: normal draws with the s.d. its own 95%
+    interval implies, the same draws wherever it is summarised."""
+    import numpy as np
+
+    from promptrobust.engine.measuring.statistics import interval_replicates, summarize_pdrs
+
+    reps = interval_replicates(0.25, [0.05, 0.45])
+    assert np.array_equal(reps, interval_replicates(0.25, [0.05, 0.45]))  # seeded by the numbers
+    assert abs(float(np.mean(reps)) - 0.25) < 0.01 and abs(float(np.std(reps)) - 0.4 / 3.92) < 0.01
+    fixed = {"status": "attacked", "pdr": 0.25, "clean_prompt": "a"}
+    other = {"status": "attacked", "pdr": 0.35, "clean_prompt": "b"}
+    narrow = summarize_pdrs([fixed, other]).ci95
+    wide = summarize_pdrs([{**fixed, "pdr_replicates": reps}, other]).ci95
+    assert narrow is not None and wide is not None and wide[1] - wide[0] > narrow[1] - narrow[0]
