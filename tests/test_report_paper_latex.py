@@ -159,3 +159,15 @@ def test_a_single_record_shows_the_same_interval_in_table_and_figure(two_section
     container = next(c for c in bars.containers if isinstance(c, BarContainer))
     ((_, low), (_, high)), = container.errorbar.lines[2][0].get_segments()
     assert (low, high) == pytest.approx((-0.03, 0.23))
+
+
+def test_a_table_longer_than_a_page_is_a_longtable_that_fits_too(tmp_path: Path) -> None:
+    _write(tmp_path / "runs" / "a", [{**rec(f"prompt-{i:02d}", "checklist", 0.125 * (i % 4), [0.0, 0.3]),
+                                      "clean_sample_scores": [], "adversarial_sample_scores": []} for i in range(45)])
+    report = build_report([tmp_path / "runs"], figures=False)
+    doc = report.latex(None)
+    assert doc.count(r"\begin{longtable}") == 1  # the 45 prompts' clean scores
+    assert "no interval: per-sample" not in doc and "no interval" in doc  # the long remark shortened in the paper table
+    if TEX:
+        (tmp_path / "report.tex").write_text(doc, encoding="utf-8")
+        assert "Overfull \\hbox" not in _compile(tmp_path)

@@ -86,7 +86,7 @@ def cell(text: str, *, numeric: bool = False, wrap: bool = False) -> str:
 def number_lines(text: str) -> list[str]:
     """A number cell's lines: '0.31 ± 0.12 [0.20, 0.43] †' -> ['0.31 ± 0.12 †', '[0.20, 0.43]']; the
     long remark of a cell without an interval is shortened (the table's note says it in full)."""
-    text = text.replace(f"({NO_INTERVAL})", "(no interval)").replace(NO_INTERVAL, "no interval")
+    text = _short(text)
     mark = ""
     if text.endswith(f" {SET_MEAN_MARK}"):
         text, mark = text[: -len(SET_MEAN_MARK) - 1], f" {SET_MEAN_MARK}"
@@ -199,10 +199,15 @@ def _body_cell(text: str, kind: str) -> str:
     return cell(text, wrap=kind == "wrap")
 
 
+def _short(text: str) -> str:
+    """A cell's long remark shortened (the table's note says it in full)."""
+    return text.replace(f"({NO_INTERVAL})", "(no interval)").replace(NO_INTERVAL, "no interval")
+
+
 def paper_columns(t: Table) -> tuple[list[str], list[list[str]]]:
-    """The header and rows a paper shows: the table without its bookkeeping columns."""
+    """The header and rows a paper shows: the table without its bookkeeping columns, long remarks shortened."""
     keep = [i for i, h in enumerate(t.header) if h not in t.bookkeeping]
-    return [t.header[i] for i in keep], [[row[i] for i in keep if i < len(row)] for row in t.rows]
+    return [t.header[i] for i in keep], [[_short(row[i]) for i in keep if i < len(row)] for row in t.rows]
 
 
 def caption(t: Table, settings: str, title: str | None = None) -> str:
@@ -246,7 +251,7 @@ def table(t: Table, settings: str = "", *, title: str | None = None, see: str | 
             r"\bottomrule", r"\endlastfoot",
             *body,
             r"\end{longtable}}",
-            below + r"\par\medskip" if below else "",
+            r"\noindent" + below + r"\par\medskip" if below else "",
         ])
     tabular = [r"\begin{tabular}{" + spec + "}", r"\toprule", head, r"\midrule", *body, r"\bottomrule", r"\end{tabular}"]
     if not lay.fits:  # wider than the page even at 8 pt: centred over both margins, never shrunk
