@@ -26,7 +26,8 @@ examples:
   pre report runs/a runs/b --output-dir report/ --format md,html
   pre report runs/eval-pairs --group-by source_model  # an extra column of a pairs file
 
-Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads):
+Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never inside what it reads;
+`pre report runs` writes runs-report/, which a checkout of promptrobust ignores as it ignores runs/):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
   *.png *.svg *.pdf  APDR bars (95% intervals) and heat maps centred on 0 (cells: APDR, interval,
@@ -35,12 +36,16 @@ Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never insi
                   helpful adversarial prompts next to their clean originals
   samples/*.html  with report.html: one page per record whose samples were logged (--log-samples):
                   each sample's input, clean and adversarial answers and scores, filterable by flipped
-  report.tex      --format latex: booktabs tables with intervals, captions stating the statistic
-                  and the settings (compiles with pdflatex)
+  report.tex      --format latex: booktabs tables with intervals fitted to the line at 9 or 8 pt,
+                  captions stating the statistic and the settings, the figures included from
+                  their files (--format latex,pdf); compiles with pdflatex
 
 APDR cells are the mean ± sample standard deviation (ddof=1) of PDR over the
 attacked records in the cell, then the 95% interval (bootstrap over prompts
-and samples). Records of different settings (mode, parser, generation length,
+and samples); a cell of one record shows its PDR and its own interval. A
+Semantic record enters every APDR table as the mean PDR over its prompt set
+(the paper's statistic), its cells marked †; the worst prompt of each set is
+in the Semantic table. Records of different settings (mode, parser, generation length,
 samples, budget) are reported in separate sections, never pooled; a rerun of
 the same measurement counts once; skipped (clean score 0) and failed records
 are listed, not averaged.

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from promptrobust.cli.main import main
+from promptrobust.engine.analysis.report import build_report
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.tasks import get_task
 from promptrobust.tasks.adversarial_samples import load_adversarial_samples
@@ -73,6 +74,15 @@ def test_joint_prompt_and_sample_attack(tmp_path: Path, capsys) -> None:  # noqa
     assert "adversarial samples dev.json" in md  # its own section: never pooled with clean-sample records
     csv = (report / "joint_prompt_and_samples.csv").read_text()
     assert "0.5" in csv and "1.0" in csv
+    # each of the three scores keeps its own interval (issue 40 item 4: the third was always '-')
+    table = build_report([out], figures=False).table("joint_prompt_and_samples")
+    (row,) = [dict(zip(table.header, line)) for line in table.rows]
+    for column, score, ci in (("clean prompt + clean samples", clean["score"], clean["ci95"]),
+                              ("clean prompt + adv. samples", rec["clean_score"], rec["clean_ci95"]),
+                              ("adv. prompt + adv. samples", rec["adversarial_score"], rec["adversarial_ci95"])):
+        assert ci and row[column] == f"{score:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]", column
+    (long,) = table.long
+    assert long["adversarial_prompt_adversarial_samples_ci95"] == pytest.approx(rec["adversarial_ci95"])
 
 
 def test_a_missing_adversarial_file_is_one_line(tmp_path: Path, capsys) -> None:  # noqa: ANN001

@@ -114,7 +114,8 @@ def test_records_whose_pdr_disagrees_with_their_sample_scores_do_not_crash_the_p
         results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     out = tmp_path / "rep"
     assert main(["report", str(sweep), "--output-dir", str(out), "--quiet"]) == 0, capsys.readouterr().err
-    assert len(list(out.glob("*.png"))) >= 4
+    # the bar charts are drawn; the one sound record left is a single cell, so no heat map (issue 42)
+    assert {p.name for p in out.glob("*.png")} >= {"apdr_by_attack.png", "apdr_by_model.png"}
 
 
 def test_nul_and_bidi_controls_are_shown_not_kept_in_csv_html_and_latex(tmp_path):

@@ -100,3 +100,20 @@ def test_help_names_output_dir_and_meaningful_defaults(capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "--output-dir DIR" in out and "--output DIR" not in out
     assert "(default: )" not in out and "default: the median PDR" in out
+
+
+def test_the_default_report_of_the_runs_folder_is_ignored_in_a_checkout() -> None:
+    """Issue 42 item 14: `pre report runs` (runs/: pre run's default folder, ignored) writes runs-report/
+    beside it; a checkout ignores that too, so it never shows as untracked."""
+    import argparse
+    import subprocess
+
+    from promptrobust.cli.report import output_folder
+
+    root = Path(__file__).resolve().parents[1]
+    folder = output_folder(argparse.Namespace(output_dir=None, run_dirs=[str(root / "runs")]))
+    assert folder == root / "runs-report"
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("runs/x/results.jsonl", "runs-report/report.md"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode == 0, path

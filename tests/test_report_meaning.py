@@ -82,7 +82,7 @@ def test_report_shows_apdr_over_all_and_over_acceptable_prompts_with_counts(tmp_
     line = next(x for x in table.splitlines() if x.startswith("| textfooler"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[3] == "3" and cells[4].startswith("0.27 ± 0.21")  # all three: (0.5 + 0.2 + 0.1) / 3
-    assert cells[5] == "1" and cells[6].startswith("0.20") and cells[7:] == ["1", "1"]  # the kept one; 1 changed, 1 not checked
+    assert cells[5] == "1" and cells[6].startswith("0.20") and cells[7:] == ["1", "1"]  # the kept one; 1 changed, 1 not checked (no rewrite: no column for them)
     import csv
 
     (row,) = list(csv.DictReader((out / "apdr_acceptable.csv").open(encoding="utf-8")))

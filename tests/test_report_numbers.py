@@ -67,7 +67,7 @@ def test_impossible_numbers_are_left_out_with_a_note_and_never_crash_any_format(
     assert any("2 clean score(s)" in w for w in warnings) and any("per-sample scores" in w for w in warnings)
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "4 record(s) hold a PDR that cannot be right" in md and "'mystery' (1)" in md  # said in the report too
-    assert {"report.html", "report.tex", "apdr_by_attack.svg", "heatmap_attack_x_dataset.pdf"} <= {p.name for p in out.iterdir()}
+    assert {"report.html", "report.tex", "apdr_by_attack.svg", "apdr_by_model.pdf"} <= {p.name for p in out.iterdir()}
 
 
 def test_only_sound_records_are_averaged_and_the_rest_are_listed_with_their_reason(hostile: Path) -> None:

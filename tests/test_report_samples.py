@@ -5,6 +5,7 @@ script, built from samples.jsonl and escaped like everything else."""
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,56 @@ def test_without_any_samples_the_page_says_how_to_log_them() -> None:
     report = build_report([fixture], figures=False)
     assert report.sample_pages() == {}
     assert HOW_TO_LOG.replace("'", "&#x27;") in report.html()
+
+
+TICKETS = Path(__file__).resolve().parents[1] / "docs" / "examples" / "tickets" / "tickets.toml"
+_BILLING = ("charged", "refund", "invoice", "paid", "billed", "price", "receipt", "payment", "plan")
+_TECHNICAL = ("error", "crash", "app", "page", "log in", "pdf", "search", "notification", "freezes", "upload")
+
+
+def _route(text: str) -> str:
+    """A fake dispatcher: the queue from keywords of the last ticket in the input; anything after a
+    CheckList suffix (a digit before the question mark) routes to billing, so some samples break."""
+    ticket = text.rsplit("Ticket: ", 1)[-1].split("\nAnswer:", 1)[0].lower()
+    instruction = text.split("\n", 1)[0]
+    if any(ch.isdigit() for ch in instruction):
+        return "billing"
+    if any(w in ticket for w in _BILLING):
+        return "billing"
+    return "technical" if any(w in ticket for w in _TECHNICAL) else "other"
+
+
+def test_a_few_shot_own_task_page_shows_each_sample_and_answers_as_words(tmp_path: Path) -> None:
+    """Issue 42 item 1: the 3 worked examples (identical on every row) are shown once, folded; each row
+    shows the sample being classified; target and answers are the task's words with its label value beside."""
+    runs = tmp_path / "runs"
+    with FakeOpenAIServer(answer=_route) as srv:
+        assert main(["run", "--task", str(TICKETS), "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}",
+                     "--mode", "choices", "--shots", "3", "--attack", "checklist", "--top-k", "1", "--limit", "12",
+                     "--budget", "10", "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(runs), "--no-progress",
+                     "--log-samples"]) == 0
+    (folder,) = list(runs.iterdir())
+    logged = [orjson.loads(x) for x in (folder / "samples.jsonl").read_bytes().splitlines()]
+    examples = ["My credit card was charged for a plan I never ordered.", "The website shows a blank page after I sign in."]
+    assert all(e in row["input"] for row in logged for e in examples)  # every input starts with the worked examples
+    out = tmp_path / "rep"
+    assert main(["report", str(runs), "--output-dir", str(out), "--format", "html", "--quiet"]) == 0
+    (page_path,) = list((out / "samples").iterdir())
+    page = page_path.read_text(encoding="utf-8")
+    for example in examples:
+        assert page.count(example) == 1  # once, in the folded block, not on each of the 12 rows
+    shared = page[page.index('<details class="shared">'):page.index("</details>")]
+    assert all(e in shared for e in examples) and "3 worked examples" in shared
+    rows = re.findall(r'<tr class="[^"]*">(.*?)</tr>', page, flags=re.S)
+    clean = [r for r in logged if r["role"] == "clean"]
+    assert len(rows) == len(clean) == 12
+    for row, sample in zip(rows, clean):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)
+        ticket = sample["input"].rsplit("Ticket: ", 1)[-1].split("\nAnswer:", 1)[0]
+        assert html.escape(ticket, quote=True) in cells[2] and "Answer: billing" not in cells[2]  # the sample itself
+        words = {"BIL": "billing", "TEC": "technical", "OTH": "other"}
+        assert cells[3] == f'{words[sample["target"]]} <span class="code">{sample["target"]}</span>'
+        assert cells[4] == f'{words[sample["prediction"]]} <span class="code">{sample["prediction"]}</span>'
+        assert cells[6].split(" ", 1)[0] in words.values()
+    assert "billing = BIL, technical = TEC, other = OTH" in page
+    assert "broken" in page  # the suffix broke some samples: the page has something to show

@@ -185,10 +185,11 @@ def test_report_api_writes_tables_and_figures(tmp_path: Path) -> None:
     write_run(tmp_path / "runs" / "a", [rec(prompt_id=str(i), clean_prompt=f"Prompt number {i}.", pdr=p)
                                          for i, p in enumerate((-0.1, 0.2, 0.4))])
     report = build_report(tmp_path / "runs")
-    assert {f.name for f in report.figures} >= {"apdr_by_attack", "heatmap_attack_x_dataset"}
+    assert {f.name for f in report.figures} >= {"apdr_by_attack", "apdr_by_model"}
+    assert not any(f.name.startswith("heatmap_") for f in report.figures)  # one attack on one dataset: 1 x 1, not drawn
     written = report.write(tmp_path / "out", formats=("md", "csv", "png"))
     names = {p.name for p in written}
-    assert {"report.md", "apdr_attack_x_dataset.csv", "heatmap_model_x_attack.png", "most_helpful_prompts.csv"} <= names
+    assert {"report.md", "apdr_attack_x_dataset.csv", "apdr_by_model.png", "most_helpful_prompts.csv"} <= names
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written if p.suffix == ".png")
 
 

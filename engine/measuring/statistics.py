@@ -275,7 +275,12 @@ def _record_pdr_replicates(record: Any, n_boot: int, seed: int) -> np.ndarray:
     """Bootstrap PDR replicates of one record from its paired sample scores,
     or its point PDR alone when it has none. The inner generator is seeded
     from the scores themselves, so a record gets the same replicates in
-    whichever group (or program) it is summarised."""
+    whichever group (or program) it is summarised. A record that brings its own
+    replicates (``pdr_replicates``: ``interval_replicates`` of a statistic kept only
+    as a value and an interval) is drawn from those."""
+    given = _get(record, "pdr_replicates")
+    if given is not None and len(given):
+        return np.asarray(given, dtype=float)
     clean = _get(record, "clean_sample_scores")
     adv = _get(record, "adversarial_sample_scores")
     if clean and adv and len(clean) == len(adv):
@@ -293,6 +298,20 @@ def _cached_replicates(clean: bytes, adv: bytes, n_boot: int, seed: int) -> np.n
     digest = hashlib.sha256(clean + b"|" + adv).digest()
     rng = np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
     reps = _paired_pdr_replicates(c, a, n_boot, rng)
+    reps.setflags(write=False)
+    return reps
+
+
+def interval_replicates(mean: float, ci95: Sequence[float], *, n_boot: int = _N_BOOT, seed: int = 0) -> np.ndarray:
+    """Bootstrap replicates of a statistic known by its value and its 95% interval alone (a Semantic
+    record's mean PDR over its prompt set: its own two-level bootstrap is kept as an interval, not as
+    per-sample scores): normal draws centred on ``mean`` with s.d. = the interval's width / 3.92. Seeded
+    by the numbers, so a record gets the same replicates wherever it is summarised; ``summarize_pdrs``
+    draws a record's inner level from them (``pdr_replicates``)."""
+    lo, hi = float(ci95[0]), float(ci95[1])
+    digest = hashlib.sha256(np.asarray([mean, lo, hi], dtype=float).tobytes()).digest()
+    rng = np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+    reps = rng.normal(float(mean), max(hi - lo, 0.0) / (2 * 1.959964), size=n_boot)
     reps.setflags(write=False)
     return reps
 

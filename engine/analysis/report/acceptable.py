@@ -5,7 +5,12 @@ over all of them.
 The verdict is the attack record's ``meaning`` (``attacks.meaning_check``,
 independent of the attack's search): kept, changed or not checked. A record
 without a verdict (pairs, records made before the check) counts as not
-checked, never as acceptable.
+checked, never as acceptable. A prompt set's record (Semantic: every prompt a
+rewrite of the whole instruction, written by people) has a verdict of its own,
+``NEEDS_A_HUMAN``: the word-level check cannot judge a rewrite, and no machine
+verdict for whole rewrites has been calibrated, so whether its prompts keep the
+instruction is left to a reader (the prompts are in the Semantic table and the
+task's prompt files); its mean over the set is in the "APDR all" column.
 """
 
 from __future__ import annotations
@@ -13,19 +18,44 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promptrobust.engine.analysis.report.tables import MISSING, Table, _summary, apdr_cell, summary_columns
+from promptrobust.engine.analysis.report.semantic import is_prompt_set
+from promptrobust.engine.analysis.report.tables import (
+    MISSING,
+    SET_MEAN_FIELD,
+    Table,
+    _summary,
+    apdr_cell,
+    set_means,
+    summary_columns,
+    with_set_note,
+)
 
+#: The verdict of a rewritten prompt set for the acceptable-only view.
+NEEDS_A_HUMAN = "needs a human"
 ACCEPTABLE_NOTE = (
     "acceptable: the adversarial prompts whose meaning check (independent of the attack: all-MiniLM-L6-v2 "
     "in-context similarity of each replaced word, no replacement in a label's clause, no opposites; "
     "docs/fidelity.md) kept the meaning, as the paper's Appendix C.4 reports acceptable ones apart; "
-    "changed: the check found the meaning changed; not checked: rewritten prompts (Semantic), a missing "
-    "encoder, or records made before the check, never counted as acceptable. APDR cells as in the APDR tables"
+    "changed: the check found the meaning changed; not checked: a missing encoder, or records made before the "
+    "check, never counted as acceptable. APDR cells as in the APDR tables"
 )
+REWRITE_NOTE = (
+    "needs a human: a prompt set of rewrites (Semantic), each prompt the whole instruction rewritten by a person; "
+    "the word-level check cannot judge a rewrite and no whole-prompt verdict is calibrated, so it is neither "
+    "acceptable nor changed until a person reads the set (its mean over the set is under 'APDR all')"
+)
+REWRITE_REASON = "a rewrite of the whole prompt: a person must judge whether it keeps the instruction"
+
+
+def _rewrite(r: Mapping[str, Any]) -> bool:
+    return bool(r.get(SET_MEAN_FIELD)) or is_prompt_set(r)
 
 
 def verdict_of(r: Mapping[str, Any]) -> str:
-    """A record's meaning verdict: kept, changed or not checked (none recorded)."""
+    """A record's meaning verdict: kept, changed, not checked (none recorded) or, for a prompt set of
+    rewrites, ``NEEDS_A_HUMAN``."""
+    if _rewrite(r):
+        return NEEDS_A_HUMAN
     meaning = r.get("meaning")
     verdict = meaning.get("verdict") if isinstance(meaning, Mapping) else None
     return verdict if verdict in ("kept", "changed") else "not checked"
@@ -33,6 +63,8 @@ def verdict_of(r: Mapping[str, Any]) -> str:
 
 def verdict_text(r: Mapping[str, Any]) -> str:
     """The verdict with its reasons, for a table cell."""
+    if _rewrite(r):
+        return f"{NEEDS_A_HUMAN}: {REWRITE_REASON}"
     if not isinstance(r.get("meaning"), Mapping):
         return "not checked: no verdict recorded"
     reasons = "; ".join(str(x) for x in r["meaning"].get("reasons") or [])
@@ -44,37 +76,43 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
     groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for r in attacked:
         groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
+    any_rewrites = any(_rewrite(r) for r in attacked)  # the rewrites' column and note only where there are some
+    marked = set_means(attacked) > 0
     display, long = [], []
     for key in sorted(groups):
         members = groups[key]
         verdicts = [verdict_of(r) for r in members]
         kept = [r for r, v in zip(members, verdicts) if v == "kept"]
         every, samples = _summary(members)
-        cells = [str(every.n), apdr_cell(every, samples=samples)]
+        cells = [str(every.n), apdr_cell(every, samples=samples, marked=set_means(members) > 0)]
         row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],
-                               **{f"all_{k}": v for k, v in summary_columns(every).items()}}
+                               **{f"all_{k}": v for k, v in summary_columns(every).items()},
+                               **({"all_set_means": set_means(members)} if marked else {})}
+        rewrites = verdicts.count(NEEDS_A_HUMAN)
         if kept:
             ok, ok_samples = _summary(kept)
             cells += [str(ok.n), apdr_cell(ok, samples=ok_samples)]
             row.update({f"acceptable_{k}": v for k, v in summary_columns(ok).items()})
         else:
-            cells += ["0", MISSING]
+            cells += ["0", NEEDS_A_HUMAN if rewrites == len(members) else MISSING]
             row.update({"acceptable_count": 0, "acceptable_mean": None})
         changed, unchecked = verdicts.count("changed"), verdicts.count("not checked")
-        display.append([*key, *cells, str(changed), str(unchecked)])
-        long.append({**row, "changed": changed, "not_checked": unchecked})
+        display.append([*key, *cells, str(changed), str(unchecked), *([str(rewrites)] if any_rewrites else [])])
+        long.append({**row, "changed": changed, "not_checked": unchecked,
+                     **({"needs_a_human": rewrites} if any_rewrites else {})})
     return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
                  ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked"], display, long, ACCEPTABLE_NOTE,
+                  "meaning changed", "not checked", *(["needs a human"] if any_rewrites else [])], display, long,
+                 with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else ""), marked),
                  statistic="APDR (mean ± sample s.d. [95% bootstrap]) over all and over acceptable adversarial prompts; counts")
 
 
 def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
-    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none,
-    or when no record has a verdict: runs made before the check, said by the counts alone)."""
-    if not any(isinstance(r.get("meaning"), Mapping) for r in attacked):
-        return None
-    rows = sorted((r for r in attacked if verdict_of(r) != "kept"),
+    """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none).
+    Records without a recorded verdict are listed only beside records that have one: in runs made
+    before the check, the counts say it (rewrites, which have a verdict of their own, are listed)."""
+    checked = any(isinstance(r.get("meaning"), Mapping) for r in attacked)
+    rows = sorted((r for r in attacked if verdict_of(r) != "kept" and (checked or _rewrite(r))),
                   key=lambda r: (r["attack"], r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import promptrobust.engine.analysis.report.word_frequency as wfq
 from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.analysis.report.load import RunData, Setting
 from promptrobust.engine.analysis.report.model import KIND_ORDER, Figure, Section
+from promptrobust.engine.analysis.report.semantic import set_mean_view
 from promptrobust.engine.analysis.report.tables import (
     Table,
     apdr_tables,
@@ -46,6 +48,7 @@ def build_sections(
     keys = section_keys(data)
     several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
     sections = []
+    pictures: list[_Pictures] = []  # drawn once every section is built: figures compared share one scale
     for kind, setting in keys:
         suffix = f"__{_short_slug(setting.slug())}" if several[kind] else ""
         title_suffix = f" ({setting.label()})" if several[kind] else ""
@@ -71,7 +74,9 @@ def build_sections(
         if n_chance:
             section.notes.append(f"{n_chance} of {len(attacked)} records have a clean score at chance: {AT_CHANCE_NOTE}")
         if kind == "attack":
-            _attack_tables(section, attacked, suffix, title_suffix, words=words, word_threshold=word_threshold, figures=figures)
+            drawn = _attack_tables(section, attacked, suffix, title_suffix, words=words, word_threshold=word_threshold)
+            if figures:
+                pictures.append(drawn)
         elif kind == "pair":
             section.tables += pair_tables(attacked, suffix, title_suffix)
         elif kind == "transfer":
@@ -79,10 +84,56 @@ def build_sections(
             section.notes.append(transfer_selection_note(attacked))
         else:
             section.tables.append(defense_table(attacked, suffix, title_suffix))
-        section.tables += [group_table(attacked, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
+        grouped = set_mean_view(attacked)[0] if kind == "attack" else attacked  # a prompt set as its mean
+        section.tables += [group_table(grouped, [c], f"__{kind}{suffix}" if kind != "attack" else suffix, title_suffix)
                            for c in group_by if any(column_value(r, c) is not None for r in attacked)]
         sections.append(section)
+    if pictures:
+        _draw(pictures)
     return sections
+
+
+@dataclass
+class _Pictures:
+    """What one attack section draws (``_draw``)."""
+
+    section: Section
+    grids: list[Table]
+    words: Any
+    suffix: str
+    title_suffix: str
+
+
+def _draw(pictures: Sequence[_Pictures]) -> None:
+    """Every attack section's figures, on one scale (``plots.Scale``): a colour or a bar height is the
+    same APDR in each. A heat map of a single cell is not drawn (the table holds it), said in a note."""
+    import promptrobust.engine.analysis.report.plots as plots  # matplotlib: only when figures are drawn
+
+    heat = [(p, name, g, rows, cols) for p in pictures for name, g, rows, cols in (
+        ("attack_x_dataset", p.grids[0], "attack", "dataset"), ("model_x_attack", p.grids[3], "model", "attack"))]
+    drawn_heat = [g for _, _, g, _, _ in heat if plots.cells_of(g) > 1]
+    scale = plots.Scale.of(drawn_heat, [g for p in pictures for g in (p.grids[0], p.grids[1])])
+    for p in pictures:
+        by_attack, by_model = p.grids[0], p.grids[1]
+        axis = f"APDR axis {scale.low:.2f} to {scale.high:.2f}, shared by every bar chart of this report."
+        p.section.figures += [
+            Figure("apdr_by_attack" + p.suffix, "APDR by attack" + p.title_suffix, plots.apdr_bars(by_attack, "attack", scale),
+                   note=axis),
+            Figure("apdr_by_model" + p.suffix, "APDR by model" + p.title_suffix, plots.apdr_bars(by_model, "model", scale),
+                   note=axis),
+        ]
+        for q, name, grid, rows, cols in heat:
+            if q is not p:
+                continue
+            if plots.cells_of(grid) < 2:
+                p.section.notes.append(f"heat map {rows} x {cols} not drawn: a single cell (see the table)")
+                continue
+            p.section.figures.append(Figure(f"heatmap_{name}" + p.suffix, f"APDR heat map: {rows} x {cols}" + p.title_suffix,
+                                            plots.heatmap(grid, rows, cols, scale),
+                                            note=f"Colour scale ±{scale.colour:.2f}, shared by every heat map of this report."))
+        if p.words is not None:
+            p.section.figures.append(Figure("word_frequency" + p.suffix, "Relative frequency difference per word" + p.title_suffix,
+                                            plots.word_bars(p.words.robust_words(), p.words.vulnerable_words())))
 
 
 def transfer_selection_note(records: Sequence[dict[str, Any]]) -> str:
@@ -105,21 +156,26 @@ def _dimensions(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[st
     return {n: sorted({str(r[n]) for r in rows if r.get(n) not in (None, "")}) for n in names}
 
 
-def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
-                   word_threshold: float | None, figures: bool) -> None:
-    """The paper's tables for an attack's own search: APDR grids, cost, word frequency and figures."""
-    grids = apdr_tables(attacked, suffix, title_suffix)
+def _attack_tables(section: Section, attacked: list[dict[str, Any]], suffix: str, title_suffix: str, *, words: int,
+                   word_threshold: float | None) -> _Pictures:
+    """The paper's tables for an attack's own search: APDR grids, cost and word frequency, and what its
+    figures are drawn from (``_draw``).
+    Every APDR table averages a prompt set's record (Semantic) as the mean over its set (``set_mean_view``)."""
+    from promptrobust.engine.analysis.report.semantic import left_out_note, semantic_table
+
+    averaged, no_mean = set_mean_view(attacked)  # issue 40: the paper's statistic in every grid
+    if no_mean:
+        section.notes.append(left_out_note(no_mean))
+    grids = apdr_tables(averaged, suffix, title_suffix)
     section.tables += grids
     from promptrobust.engine.analysis.report.acceptable import acceptable_table, not_acceptable_table
 
     left_out = not_acceptable_table(attacked, suffix, title_suffix)  # issue 30: acceptable-only APDR
-    section.tables += [acceptable_table(attacked, suffix, title_suffix), *([left_out] if left_out else [])]
-    from promptrobust.engine.analysis.report.semantic import semantic_table
-
+    section.tables += [acceptable_table(averaged, suffix, title_suffix), *([left_out] if left_out else [])]
     semantic = semantic_table(attacked, suffix, title_suffix)  # issue 30: the worst of the set beside its mean
     from promptrobust.engine.analysis.report.studies import size_table, tuning_table
 
-    studies = (size_table(attacked, suffix, title_suffix), tuning_table(attacked, suffix, title_suffix))  # issue 30
+    studies = (size_table(averaged, suffix, title_suffix), tuning_table(averaged, suffix, title_suffix))  # issue 30
     from promptrobust.engine.analysis.report.joint import joint_table
 
     joint = joint_table(attacked, suffix, title_suffix)  # issue 30: the AdvGLUE table
@@ -131,21 +187,7 @@ def _attack_tables(section: Any, attacked: list[dict[str, Any]], suffix: str, ti
         section.tables += wfq.tables(wf, suffix, title_suffix)
     except wfq.WordFrequencyError as exc:
         section.notes.append(f"word frequency skipped: {exc}")
-    if figures:
-        import promptrobust.engine.analysis.report.plots as plots  # matplotlib: only when figures are drawn
-
-        by_attack, by_model, _, model_attack = grids
-        section.figures += [
-            Figure("apdr_by_attack" + suffix, "APDR by attack" + title_suffix, plots.apdr_bars(by_attack, "attack")),
-            Figure("apdr_by_model" + suffix, "APDR by model" + title_suffix, plots.apdr_bars(by_model, "model")),
-            Figure("heatmap_attack_x_dataset" + suffix, "APDR heat map: attack x dataset" + title_suffix,
-                   plots.heatmap(by_attack, "attack", "dataset")),
-            Figure("heatmap_model_x_attack" + suffix, "APDR heat map: model x attack" + title_suffix,
-                   plots.heatmap(model_attack, "model", "attack")),
-        ]
-        if wf is not None:
-            section.figures.append(Figure("word_frequency" + suffix, "Relative frequency difference per word" + title_suffix,
-                                          plots.word_bars(wf.robust_words(), wf.vulnerable_words())))
+    return _Pictures(section, grids, wf, suffix, title_suffix)
 
 
 def extremes_and_excluded(data: RunData, top: int) -> tuple[list[Table], Table | None, list[str]]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.report.prompt_diff import CAPPED_NOTE, word_diff
 from promptrobust.engine.analysis.report.samples import HOW_TO_LOG
-from promptrobust.engine.analysis.report.tables import ALL, MISSING, Table, numeric_column
+from promptrobust.engine.analysis.report.tables import ALL, MISSING, Table, numeric_column, p_text
 from promptrobust.engine.measuring.records import KINDS
 from promptrobust.engine.safe_io.output_safety import html_text as escape  # controls made visible, then html.escape
 
@@ -122,7 +122,7 @@ def prompts_html(rows: Sequence[Mapping[str, Any]], links: Mapping[tuple[str, ..
         left, right = word_diff(r["clean_prompt"], r["adversarial_prompt"])
         ci = r.get("pdr_ci95")
         extra = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        p = "" if r.get("mcnemar_p") is None else f"<br>McNemar p {r['mcnemar_p']:.3g}"
+        p = "" if r.get("mcnemar_p") is None else f"<br>McNemar p {escape(p_text(r['mcnemar_p']))}"
         chance = "<br><i>clean score at chance</i>" if r.get("at_chance") else ""
         info = (
             f"<b>PDR {r['pdr']:.3f}</b>{escape(extra)}{p}<br>{escape(str(r['attack']))}<br>{escape(str(r['model']))}<br>"

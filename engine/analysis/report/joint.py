@@ -48,9 +48,12 @@ def joint_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_s
                         f"{fmt(r['adversarial_score'])} {interval_text(r.get('adversarial_ci95'), 3)}",
                         fmt(samples_drop), fmt(both_drop), f"{fmt(r['pdr'])} {interval_text(r.get('pdr_ci95'), 3)}"])
         long.append({"model": r["model"], "dataset": r["dataset"], "attack": r["attack"], "prompt_id": r["prompt_id"],
-                     "clean_prompt_clean_samples": base, "clean_samples": clean.get("samples"),
+                     "clean_prompt_clean_samples": base, "clean_prompt_clean_samples_ci95": clean.get("ci95"),
+                     "clean_samples": clean.get("samples"),
                      "clean_prompt_adversarial_samples": r["clean_score"],
+                     "clean_prompt_adversarial_samples_ci95": r.get("clean_ci95"),
                      "adversarial_prompt_adversarial_samples": r["adversarial_score"],
+                     "adversarial_prompt_adversarial_samples_ci95": r.get("adversarial_ci95"),
                      "adversarial_samples": r.get("samples"), "pdr_samples": samples_drop,
                      "pdr_prompt_and_samples": both_drop, "pdr_prompt_on_adversarial_samples": r["pdr"],
                      "pdr_prompt_on_adversarial_samples_ci95": r.get("pdr_ci95")})

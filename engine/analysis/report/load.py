@@ -179,6 +179,7 @@ def normalise(row: Mapping[str, Any], source: str, problems: ReadProblems | None
         "samples": _int_or_none(row.get("samples")), "seed": _int_or_none(row.get("seed")), "budget": _int_or_none(row.get("budget")),
         "metric": str(row.get("metric") or ""), "early_stopping": str(row.get("early_stopping") or ""),
         "clean_ci95": _interval(row.get("clean_ci95"), problems), "pdr_ci95": _interval(row.get("pdr_ci95"), problems),
+        "adversarial_ci95": _interval(row.get("adversarial_ci95"), problems),
         "mcnemar_p": _measured(row.get("mcnemar_p"), problems, low=0.0, high=1.0),
         "chance_rate": _measured(row.get("chance_rate"), problems, *checks.SCORE_RANGE),
         "clean_sample_scores": clean_samples, "adversarial_sample_scores": adversarial_samples,

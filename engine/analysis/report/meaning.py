@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promptrobust.engine.analysis.report.tables import MISSING, Table, interval_text
+from promptrobust.engine.analysis.report.tables import MISSING, Table, interval_text, p_text
 
 IN_SAMPLE_NOTE = (
     "in-sample: measured on the samples the ranking and the search chose on (biased upward); "
@@ -88,8 +88,7 @@ def held_out_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
     display, long = [], []
     for r in rows:
         h = r["held_out"]
-        p_in = MISSING if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
-        p_out = MISSING if h.get("mcnemar_p") is None else f"{h['mcnemar_p']:.3g}"
+        p_in, p_out = p_text(r.get("mcnemar_p")), p_text(h.get("mcnemar_p"))
         display.append([r["attack"], r["model"], r["dataset"], r["prompt_id"],
                         f"{r['pdr']:.3f}", interval_text(r.get("pdr_ci95"), 3), p_in, str(r.get("samples") or MISSING),
                         f"{h['pdr']:.3f}", interval_text(h.get("pdr_ci95"), 3), p_out, str(h.get("samples"))])

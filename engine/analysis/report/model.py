@@ -40,6 +40,8 @@ class Figure:
     name: str
     caption: str
     drawing: Drawing
+    note: str = ""
+    """What a reader of the figure alone must know (a scale it shares with other figures)."""
     _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
 
     def render(self, fmt: str) -> bytes:
@@ -150,12 +152,13 @@ class Report:
         link to their per-sample pages (``sample_pages``) when their samples were logged."""
         return render(self)
 
-    def latex(self) -> str:
+    def latex(self, figures: str | None = "pdf") -> str:
         """A LaTeX document: one booktabs table per report table, with intervals and a caption
-        that states the statistic and the settings (``latex.document``)."""
+        that states the statistic and the settings, and the figures included from their files
+        beside it (``figures``: their format, pdf or png; None when not written; ``latex.document``)."""
         from promptrobust.engine.analysis.report.latex import document
 
-        return document(self)
+        return document(self, figures)
 
     def samples(self) -> Mapping[str, RecordSamples]:
         """Each record's logged samples by run_key (read from the run folders' samples.jsonl once)."""
@@ -201,7 +204,8 @@ class Report:
                     for f in self.figures:
                         staged.write_bytes(out / f"{f.name}.{fmt}", f.render(fmt))
             if "latex" in chosen:
-                staged.write_text(out / "report.tex", self.latex())
+                written_as = next((fmt for fmt in ("pdf", "png") if fmt in chosen), None)  # what \includegraphics finds
+                staged.write_text(out / "report.tex", self.latex(written_as))
             if "html" in chosen:
                 staged.write_text(out / "report.html", self.html())
                 for path, page in pages.items():

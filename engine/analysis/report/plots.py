@@ -6,7 +6,9 @@ picture are the same drawing. Heat maps use a diverging colour scale centred on
 0: red where attacks lowered the score, blue where they raised it (negative
 PDR); each cell shows its APDR, its 95% interval and its number of records.
 Error bars are 95% intervals; a bar of one record draws that record's own
-paired-bootstrap PDR interval.
+paired-bootstrap PDR interval. Pictures that are compared share their scale
+(``Scale``: one colour range for every heat map of a report, one APDR axis for
+every bar chart), so a colour or a bar height means the same number in each.
 
 A PDR is at most 1; one below ``CLIP_LOW`` (the adversarial score more than
 twice the clean one) would squash every other bar and colour, so bars and
@@ -35,7 +37,9 @@ matplotlib.rcParams.update(PLOT_RC)
 # The same report gives the same files: fixed SVG ids; TrueType in PDFs (journals refuse Type 3 fonts).
 matplotlib.rcParams.update({"svg.hashsalt": "promptrobust", "pdf.fonttype": 42})
 
-from promptrobust.engine.analysis.report.tables import ALL, Table
+from dataclasses import dataclass
+
+from promptrobust.engine.analysis.report.tables import ALL, SET_MEAN_MARK, Table
 
 _DPI = 110
 FORMATS = ("png", "svg", "pdf")
@@ -46,6 +50,30 @@ CLIP_LOW = -1.0
 CLIPPED_NOTE = f"values below {CLIP_LOW:g} drawn at {CLIP_LOW:g}; labels give the value"
 #: Said where a bar or cell has no interval to draw (records without per-sample scores or PDR interval).
 NO_INTERVAL = "no interval"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The ranges figures share: ``colour``, the heat maps' colour bound (-colour..colour); ``low`` and
+    ``high``, the bar charts' APDR axis. ``of`` computes them from every grid a report draws."""
+
+    colour: float = 0.05
+    low: float = 0.0
+    high: float = 0.05
+
+    @classmethod
+    def of(cls, heat: Sequence[Table], bars: Sequence[Table]) -> "Scale":
+        cells = [abs(v) for t in heat for line in t.numeric.values() for v in line[:-1] if v is not None]
+        colour = min(-CLIP_LOW, max([0.05, *cells]))
+        ends = [_bar_ends(t) for t in bars]
+        low = min([0.0, *(e[0] for e in ends)])
+        high = max([0.05, *(e[1] for e in ends)])
+        return cls(colour, max(CLIP_LOW, low) * 1.15, high * 1.15)
+
+
+def cells_of(table: Table) -> int:
+    """Cells a heat map of ``table`` would draw (its grid without the 'all' column)."""
+    return sum(1 for line in table.numeric.values() for v in line[:-1] if v is not None)
 
 
 def render(drawing: Drawing, fmt: str) -> bytes:
@@ -80,10 +108,25 @@ def _interval(row: Mapping[str, Any], own: tuple[float, float] | None) -> tuple[
     return low, high
 
 
-def apdr_bars(table: Table, what: str) -> Drawing:
-    """Bars of each row's overall APDR (the grid's 'all' column) with its 95% interval as error bars."""
+def _bar_rows(table: Table, what: str) -> tuple[str, list[Mapping[str, Any]]]:
     row_col, col_col = list(table.long[0])[:2] if table.long else (what, "")
-    data = [r for r in table.long if r.get(col_col) == ALL and _finite(r.get("mean")) is not None]
+    return row_col, [r for r in table.long if r.get(col_col) == ALL and _finite(r.get("mean")) is not None]
+
+
+def _bar_ends(table: Table) -> tuple[float, float]:
+    """The lowest and highest point a bar chart of ``table`` draws (bars and their intervals)."""
+    row_col, data = _bar_rows(table, "")
+    points = [0.0]
+    for r in data:
+        low, high = _interval(r, table.record_ci95.get((str(r[row_col]), ALL)))
+        points += [max(CLIP_LOW, float(r["mean"])), *(max(CLIP_LOW, x) for x in (low, high) if x is not None)]
+    return min(points), max(points)
+
+
+def apdr_bars(table: Table, what: str, scale: Scale | None = None) -> Drawing:
+    """Bars of each row's overall APDR (the grid's 'all' column) with its 95% interval as error bars;
+    ``scale``: the APDR axis shared with the report's other bar charts (else this chart's own)."""
+    row_col, data = _bar_rows(table, what)
     labels = [str(r[row_col]) for r in data]
     means = [float(r["mean"]) for r in data]
     shown = [max(CLIP_LOW, m) for m in means]
@@ -101,18 +144,24 @@ def apdr_bars(table: Table, what: str) -> Drawing:
     yerr = [[x if d else math.nan for x, d in zip(side, drawn)] for side in (lows, highs)]
     bars = ax.bar(range(len(labels)), shown, yerr=yerr, capsize=4, color=colors, ecolor="#333333",
                   hatch=["//" if m < CLIP_LOW else "" for m in means])
-    for b, m, s, h, d in zip(bars, means, shown, highs, drawn):
-        label = f"{m:.2f}" if d else f"{m:.2f}\n{NO_INTERVAL}"
+    marks = [f" {SET_MEAN_MARK}" if r.get("set_means") else "" for r in data]
+    for b, m, s, h, d, mark in zip(bars, means, shown, highs, drawn, marks):
+        label = f"{m:.2f}{mark}" if d else f"{m:.2f}{mark}\n{NO_INTERVAL}"
         ax.annotate(label, (b.get_x() + b.get_width() / 2, max(s + h, s, 0.0)), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8, color="#222222")
     lo = min([0.0, *(s - low for s, low in zip(shown, lows))])
     hi = max([0.05, *(s + h for s, h in zip(shown, highs))])
-    ax.set_ylim(max(CLIP_LOW, lo) * 1.15, hi * 1.15)
+    if scale is None:
+        ax.set_ylim(max(CLIP_LOW, lo) * 1.15, hi * 1.15)
+    else:
+        ax.set_ylim(scale.low, scale.high)
     _xticks(ax, [f"{_text(label)} ({n})" for label, n in zip(labels, counts)])
     ax.set_ylabel("APDR (mean PDR)")
     ax.set_xlabel(_text(what))
     title = (f"APDR by {_text(what)} (records in brackets)\n"
              "error bars: 95% interval (of one record: its own PDR interval)")
+    if any(marks):
+        title += f"\n{SET_MEAN_MARK} Semantic as the mean over its prompt set"
     ax.set_title(title + (f"\n{CLIPPED_NOTE}" if clipped else ""), fontsize=9)
     ax.axhline(0, color="#888888", linewidth=0.8)
     ax.grid(axis="y", alpha=0.3)
@@ -124,23 +173,24 @@ def _cell_text(row: Mapping[str, Any] | None, own: tuple[float, float] | None) -
     """'0.25', its 95% interval (or 'no interval') and n, one per line; '–' for an empty cell."""
     if row is None or _finite(row.get("mean")) is None:
         return "–"
-    lines = [f"{row['mean']:.2f}"]
+    lines = [f"{row['mean']:.2f}" + (f" {SET_MEAN_MARK}" if row.get("set_means") else "")]
     low, high = _interval(row, own)
     lines.append(f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None else NO_INTERVAL)
     lines.append(f"n={row.get('count')}")
     return "\n".join(lines)
 
 
-def heatmap(table: Table, row_label: str, col_label: str) -> Drawing:
+def heatmap(table: Table, row_label: str, col_label: str, scale: Scale | None = None) -> Drawing:
     """Heat map of the grid's cells (without 'all'), centred on 0 with a diverging scale;
-    each cell shows its APDR, 95% interval and records (n)."""
+    each cell shows its APDR, 95% interval and records (n). ``scale``: the colour range shared
+    with the report's other heat maps (else this map's own)."""
     cols = [c for c in table.header[1:] if c != ALL]
     rows = list(table.numeric)
     row_col, col_col = list(table.long[0])[:2] if table.long else ("", "")
     cells = {(str(r[row_col]), str(r[col_col])): r for r in table.long}
     values = [[_finite((cells.get((rv, cv)) or {}).get("mean")) for cv in cols] for rv in rows]
     flat = [abs(v) for line in values for v in line if v is not None]
-    bound = min(-CLIP_LOW, max([0.05, *flat]))
+    bound = scale.colour if scale is not None else min(-CLIP_LOW, max([0.05, *flat]))
     clipped = any(v is not None and v < CLIP_LOW for line in values for v in line)
     grid = [[math.nan if v is None else v for v in line] for line in values]
     label_room = 0.075 * max((len(r) for r in rows), default=0)
@@ -160,6 +210,10 @@ def heatmap(table: Table, row_label: str, col_label: str) -> Drawing:
     ax.set_xlabel(_text(col_label))
     ax.set_ylabel(_text(row_label))
     title = f"APDR: {_text(row_label)} x {_text(col_label)} (0 = white; cells: APDR, 95% interval, records)"
+    if scale is not None:
+        title += f"\ncolour scale ±{bound:.2f}, shared by every heat map of this report"
+    if any(r.get("set_means") for r in table.long):
+        title += f"\n{SET_MEAN_MARK} Semantic as the mean over its prompt set"
     ax.set_title(title + (f"\ncolours of {CLIPPED_NOTE}" if clipped else ""), fontsize=9)
     fig.colorbar(im, ax=ax, label="APDR (negative: the attack helped)", extend="min" if clipped else "neither")
     return fig

@@ -10,17 +10,23 @@ paired by ``sample_id``; a sample whose score changed has *flipped* (broken when
 fell, fixed when it rose).
 
 Each page is static HTML (inline CSS, no script, nothing fetched): the two prompts
-with the changed words marked, then one row per sample, filterable by flipped or
-unchanged with radio buttons and a CSS rule. Every text from the files goes
-through ``output_safety.html_text``.
+with the changed words marked, then the text every input starts with (the prompt and
+the worked examples of a few-shot run, the same on every row) once, folded, then one
+row per sample showing the rest of its input, the sample itself, filterable by
+flipped or unchanged with radio buttons and a CSS rule. Answers are the model's
+words: a user's task scores label values (``BIL``) that the model answers with words
+(``billing``, the task's ``labels`` in the run's results.json), so the word is shown
+with the value beside it; a generated answer is shown as generated, with the label it
+was read as. Every text from the files goes through ``output_safety.html_text``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os.path
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +47,15 @@ class SamplePair:
     input: str
     target: str
     clean_answer: str | None
+    """What the model answered: its generated text, else (label scoring) the label it scored highest."""
     adversarial_answer: str | None
     clean_score: float | None
     adversarial_score: float | None
+    clean_label: str | None = None
+    """The label the answer was read as (None: unparseable, or the side is missing)."""
+    adversarial_label: str | None = None
+    input_from_clean: bool = True
+    """The input shown is the clean prompt's (False: a sample logged under the adversarial prompt only)."""
 
     @property
     def change(self) -> str:
@@ -65,6 +77,8 @@ class RecordSamples:
 
     record: Mapping[str, Any]
     pairs: tuple[SamplePair, ...]
+    label_words: Mapping[str, str] = field(default_factory=dict)
+    """A user's task: label value in the data -> the word the model answers with (empty: the labels are words)."""
 
     @property
     def page(self) -> str:
@@ -87,6 +101,10 @@ def _answer(row: Mapping[str, Any]) -> str | None:
     if row.get("answer") is not None:
         return str(row["answer"])
     return None if row.get("prediction") is None else str(row["prediction"])
+
+
+def _label(row: Mapping[str, Any] | None) -> str | None:
+    return None if row is None or row.get("prediction") is None else str(row["prediction"])
 
 
 class _SourceIndex:
@@ -129,8 +147,27 @@ def _pairs(clean: Sequence[Mapping[str, Any]], adversarial: Sequence[Mapping[str
             clean_answer=_answer(c) if c else None, adversarial_answer=_answer(a) if a else None,
             clean_score=checks.score(c.get("score")) if c else None,
             adversarial_score=checks.score(a.get("score")) if a else None,
+            clean_label=_label(c), adversarial_label=_label(a), input_from_clean=c is not None,
         ))
     return tuple(out)
+
+
+def _label_words(source: Path) -> dict[str, dict[str, str]]:
+    """A run folder's users' tasks: (task name and definition hash) -> {label value: answer word}, from its
+    results.json ``tasks`` (a built-in dataset's labels are its words: none listed)."""
+    from promptrobust.engine.analysis.report.load import _read_json
+
+    path = source / "results.json"
+    data = _read_json(path) if path.is_file() else None
+    out: dict[str, dict[str, str]] = {}
+    for task in (data or {}).get("tasks") or []:
+        labels = task.get("labels") if isinstance(task, Mapping) else None
+        if isinstance(labels, Mapping) and labels:
+            words = {str(k): str(v) for k, v in labels.items()}
+            out[str(task.get("name"))] = words
+            if task.get("definition_hash"):
+                out[str(task["definition_hash"])] = words
+    return out
 
 
 def find_samples(records: Sequence[Mapping[str, Any]]) -> dict[str, RecordSamples]:
@@ -139,19 +176,22 @@ def find_samples(records: Sequence[Mapping[str, Any]]) -> dict[str, RecordSample
     from promptrobust.engine.measuring.records import read_jsonl
 
     indexes: dict[str, _SourceIndex | None] = {}
+    words: dict[str, dict[str, dict[str, str]]] = {}
     out: dict[str, RecordSamples] = {}
     for r in records:
         source = str(r["source"])
         if source not in indexes:
             path = Path(source) / "samples.jsonl"
             indexes[source] = _SourceIndex(read_jsonl(path, non_finite=True)) if path.is_file() else None
+            words[source] = _label_words(Path(source)) if path.is_file() else {}
         index = indexes[source]
         if index is None:
             continue
         clean = index.rows(r, "clean")
         adversarial = index.rows(r, "adversarial") if r.get("adversarial_prompt") else []
         if clean or adversarial:
-            out[str(r["run_key"])] = RecordSamples(r, _pairs(clean, adversarial))
+            task = words[source].get(str(r.get("task_definition") or "")) or words[source].get(str(r["dataset"])) or {}
+            out[str(r["run_key"])] = RecordSamples(r, _pairs(clean, adversarial), task)
     return out
 
 
@@ -163,13 +203,18 @@ p.meta{color:#5b6472;margin:2px 0;font-size:13px}
 a{color:#1f5fa8}
 table{border-collapse:collapse;font-size:13px;width:100%;table-layout:fixed}
 th,td{border:1px solid #d9dde3;padding:5px 7px;vertical-align:top}
-td{overflow-wrap:anywhere}th{overflow-wrap:break-word}
+td{overflow-wrap:anywhere}th{overflow-wrap:normal}
 thead th{background:#eef1f5;position:sticky;top:0}
 table.prompts td{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;line-height:1.5}
 del{background:#fde2e1;color:#9b1c1c;text-decoration:line-through;border-radius:3px;padding:0 2px}
 ins{background:#dcf5dd;color:#14532d;text-decoration:none;font-weight:600;border-radius:3px;padding:0 2px}
-div.input{white-space:pre-wrap;max-height:9.5em;overflow:auto;font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px}
+div.input{white-space:pre-wrap;max-height:16em;overflow:auto;font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px}
 span.ph{background:#eef1f5;color:#5b6472;border-radius:3px;padding:0 3px;font-style:italic}
+details.shared{margin:12px 0 4px;border:1px solid #d9dde3;border-radius:4px;padding:6px 10px;background:#fafbfc;font-size:13px}
+details.shared summary{cursor:pointer;color:#1d2430}
+details.shared div.input{max-height:none;margin-top:6px}
+span.code{color:#5b6472;font-size:11.5px;font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;white-space:nowrap}
+span.gen{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.broken td{background:#fdf0ef}tr.fixed td{background:#eff8f0}
 td.change{font-weight:600}tr.broken td.change{color:#9b1c1c}tr.fixed td.change{color:#14532d}
@@ -178,8 +223,8 @@ td.change{font-weight:600}tr.broken td.change{color:#9b1c1c}tr.fixed td.change{c
 #show-flipped:checked~table tr.same{display:none}
 #show-same:checked~table tr.flip{display:none}
 #show-flipped:checked~table tr.unknown,#show-same:checked~table tr.unknown{display:none}
-col.n{width:3%}col.id{width:12%}col.in{width:28%}col.t{width:7%}col.a{width:15%}col.s{width:6%}col.c{width:8%}
-td.change{overflow-wrap:normal}
+col.n{width:3%}col.id{width:8%}col.in{width:30%}col.t{width:9%}col.a{width:13%}col.s{width:8%}col.c{width:8%}
+td.change{overflow-wrap:normal;font-size:12px}
 """
 
 
@@ -189,6 +234,36 @@ def _input_html(text: str, prompt: str) -> str:
         before, after = text.split(prompt, 1)
         return f'{esc(before)}<span class="ph">[clean prompt]</span>{esc(after)}'
     return esc(text)
+
+
+def shared_start(texts: Sequence[str]) -> str:
+    """The text every one of ``texts`` starts with, up to a line's end (the prompt and the worked
+    examples of a few-shot input); '' for fewer than two texts or when no whole line is shared."""
+    if len(texts) < 2:
+        return ""
+    common = os.path.commonprefix(list(texts))
+    return common[: common.rfind("\n") + 1]
+
+
+def shared_end(texts: Sequence[str]) -> str:
+    """The whole lines every one of ``texts`` ends with (the answer cue, 'Answer:'); '' when none."""
+    if len(texts) < 2:
+        return ""
+    common = os.path.commonprefix([t[::-1] for t in texts])[::-1]
+    cut = common.find("\n")
+    return common[cut:] if cut >= 0 else ""
+
+
+def answer_html(answer: str | None, label: str | None, words: Mapping[str, str]) -> str:
+    """An answer as the model's words with the label it scores as beside: 'billing BIL' for label
+    scoring of a user's task; a generated answer as generated, with the label it was read as."""
+    if answer is None:
+        return "–"
+    if answer == label or label is None and answer in words:  # label scoring: the answer is a label value
+        word = words.get(answer)
+        return f'{esc(word)} <span class="code">{esc(answer)}</span>' if word is not None else esc(answer)
+    read = "unparseable" if label is None else (f"{words[label]} = {label}" if label in words else label)
+    return f'<span class="gen">{esc(answer)}</span> <span class="code">read as {esc(read)}</span>'
 
 
 def _score(x: float | None) -> str:
@@ -208,16 +283,37 @@ def page_html(samples: RecordSamples, *, report_link: str = "../report.html") ->
     scores = " → ".join("–" if r.get(k) is None else f"{r[k]:.3f}" for k in ("clean_score", "adversarial_score"))
     setting = r["setting"].label() if hasattr(r.get("setting"), "label") else ""
     title = f"{r['model']} / {r['dataset']} / {r['attack']} / {r['prompt_id']}"
+    words = samples.label_words
+    prompt = str(r["clean_prompt"])
+    inputs = [p.input for p in pairs if p.input_from_clean]
+    shared = shared_start(inputs)
+    ending = shared_end([t[len(shared):] for t in inputs])
     rows = []
     for i, p in enumerate(pairs, 1):
         css = {"broken": "broken flip", "fixed": "fixed flip", "unknown": "unknown"}.get(p.change, "same")
+        own = p.input[len(shared):len(p.input) - len(ending)] if p.input_from_clean else p.input
+        target = (f'{esc(words[p.target])} <span class="code">{esc(p.target)}</span>' if p.target in words
+                  else esc(p.target))
         rows.append(
             f'<tr class="{css}"><td class="num">{i}</td><td>{esc(p.sample_id)}</td>'
-            f'<td><div class="input">{_input_html(p.input, str(r["clean_prompt"]))}</div></td><td>{esc(p.target)}</td>'
-            f'<td>{esc(p.clean_answer) if p.clean_answer is not None else "–"}</td><td class="num">{_score(p.clean_score)}</td>'
-            f'<td>{esc(p.adversarial_answer) if p.adversarial_answer is not None else "–"}</td>'
+            f'<td><div class="input">{_input_html(own, prompt)}</div></td><td>{target}</td>'
+            f'<td>{answer_html(p.clean_answer, p.clean_label, words)}</td><td class="num">{_score(p.clean_score)}</td>'
+            f'<td>{answer_html(p.adversarial_answer, p.adversarial_label, words)}</td>'
             f'<td class="num">{_score(p.adversarial_score)}</td><td class="change">{p.change}</td></tr>'
         )
+    shots = r.get("shots")
+    examples = f" and the {shots} worked example{'s' if shots != 1 else ''}" if isinstance(shots, int) and shots > 0 else ""
+    shared_html = (
+        f'<details class="shared"><summary>The start of every input below, the same on all {len(pairs)} rows '
+        f"(the clean prompt{examples}; {shared.count(chr(10))} lines): show</summary>"
+        f'<div class="input">{_input_html(shared, prompt)}</div></details>' if shared else "")
+    if ending.strip():
+        shared_html += (f'<p class="meta">every input then ends with <span class="gen">{esc(ending.strip())}</span> '
+                        "(left out of the rows below)</p>")
+    if words:
+        labels = ", ".join(f"{v} = {k}" for k, v in words.items())
+        shared_html += (f'<p class="meta">answers are the model\'s words, with the label value of the data beside '
+                        f"them: {esc(labels)}</p>")
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -233,13 +329,14 @@ def page_html(samples: RecordSamples, *, report_link: str = "../report.html") ->
             p.change == "unknown" for p in pairs) else "") + "</p>",
         '<table class="prompts"><thead><tr><th>clean prompt</th><th>adversarial prompt</th></tr></thead>',
         f"<tbody><tr><td>{left}</td><td>{right}</td></tr></tbody></table>",
+        shared_html,
         '<div class="filter">show:'
         '<input type="radio" name="show" id="show-all" checked><label for="show-all">all</label>'
         f'<input type="radio" name="show" id="show-flipped"><label for="show-flipped">flipped ({flipped})</label>'
         f'<input type="radio" name="show" id="show-same"><label for="show-same">unchanged ({unchanged})</label>',
         '<table class="samples"><colgroup><col class="n"><col class="id"><col class="in"><col class="t"><col class="a">'
         '<col class="s"><col class="a"><col class="s"><col class="c"></colgroup>',
-        "<thead><tr><th>#</th><th>sample</th><th>input</th><th>target</th><th>clean answer</th><th>clean score</th>"
+        "<thead><tr><th>#</th><th>sample</th><th>input (the sample)</th><th>target</th><th>clean answer</th><th>clean score</th>"
         "<th>adversarial answer</th><th>adversarial score</th><th>change</th></tr></thead>",
         f"<tbody>{''.join(rows)}</tbody></table></div>",
         "</main></body></html>",

@@ -10,16 +10,18 @@ mean, no interval).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
-from promptrobust.engine.analysis.report.tables import MISSING, Table
+from promptrobust.engine.analysis.report.tables import MISSING, SET_MEAN_FIELD, Table
+from promptrobust.engine.measuring.statistics import interval_replicates
 
 SEMANTIC_STATISTIC = ("worst of N: the PDR of the set's worst prompt [95% paired bootstrap]; mean over the set: "
                       "mean PDR of all N prompts [95% two-level bootstrap over prompts and samples]")
 SEMANTIC_NOTE = (
-    "worst of N is the record's PDR (and the Semantic cells of the APDR tables): the minimum score over N prompts "
-    "on the same samples, so it is biased upward by the selection; the mean over the set is the APDR over the set's "
-    "prompts and selects nothing. 'derived': a record made before the set statistic, its mean computed from the "
+    "worst of N is the record's PDR: the minimum score over N prompts on the same samples, so it is biased upward "
+    "by the selection; the mean over the set is the APDR over the set's prompts and selects nothing, and is what "
+    "the APDR tables show for these records (marked). 'derived': a record made before the set statistic, its mean computed from the "
     "recorded prompt scores (no interval); '–': a record that kept neither (made before prompt scores were recorded)"
 )
 
@@ -37,10 +39,60 @@ def set_statistic(r: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"mean": sum(pdrs) / len(pdrs), "ci95": None, "prompts": len(pdrs), "worst": max(pdrs), "derived": True}
 
 
+def is_prompt_set(r: Mapping[str, Any]) -> bool:
+    """A record of a whole prompt set (Semantic's): it carries the set's statistic, or the prompt scores
+    it is derived from, or names its set in its settings; a record older than all three is one when the
+    recipe its attack names scores a given prompt set (the recipe's search, never the name itself)."""
+    settings = r.get("settings")
+    if set_statistic(r) is not None or (isinstance(settings, Mapping) and "prompt_set" in settings):
+        return True
+    return _recipe_scores_a_prompt_set(str(r.get("attack") or ""))
+
+
+@lru_cache(maxsize=64)
+def _recipe_scores_a_prompt_set(attack: str) -> bool:
+    from promptrobust.attacks.components import PromptSetSearch
+    from promptrobust.attacks.errors import UnknownAttackError
+    from promptrobust.attacks.registry import recipe_of
+
+    try:
+        return isinstance(recipe_of(attack).search, PromptSetSearch)
+    except UnknownAttackError:  # a name from a pairs file
+        return False
+
+
+def set_mean_view(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:
+    """``records`` as the APDR tables average them, and how many were left out: a prompt-set record
+    enters as the mean PDR over its set (the paper's statistic), its own interval the set's two-level
+    bootstrap interval, which pooled cells draw from (``statistics.interval_replicates``); marked by
+    ``SET_MEAN_FIELD``. A record whose mean was derived (no interval) has no inner level, so the cells
+    it is in show no interval; one that kept no prompt scores has no mean and is left out (its worst
+    prompt stays in the Semantic table). Every other record is passed as it is."""
+    out: list[Mapping[str, Any]] = []
+    left_out = 0
+    for r in records:
+        stat = set_statistic(r) if r.get("status") == "attacked" else None
+        if stat is None:
+            if r.get("status") == "attacked" and is_prompt_set(r):
+                left_out += 1
+            else:
+                out.append(r)
+            continue
+        ci = stat.get("ci95")
+        out.append({**r, "pdr": float(stat["mean"]), "pdr_ci95": list(ci) if ci else None, SET_MEAN_FIELD: True,
+                    "clean_sample_scores": [], "adversarial_sample_scores": [], "has_sample_scores": bool(ci),
+                    "pdr_replicates": interval_replicates(float(stat["mean"]), ci) if ci else None})
+    return out, left_out
+
+
+def left_out_note(n: int) -> str:
+    return (f"{n} Semantic record(s) kept no prompt scores (made before they were recorded): no mean over the set, "
+            "so they are left out of the APDR tables; their worst prompt is in the Semantic table")
+
+
 def semantic_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
-    """One row per Semantic record: its worst prompt's PDR beside the mean PDR over its whole set."""
-    rows = sorted((r for r in attacked if r["attack"] == "semantic"),
-                  key=lambda r: (r["model"], r["dataset"], r["prompt_id"]))
+    """One row per prompt-set record (Semantic's): its worst prompt's PDR beside the mean PDR over its whole set."""
+    rows = sorted((r for r in attacked if is_prompt_set(r)), key=lambda r: (r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None
     display: list[list[str]] = []

@@ -26,13 +26,21 @@ from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, PDRSummary,
 
 ALL = "all"
 MISSING = "–"
-APDR_STATISTIC = ("APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs "
-                  "(Semantic: each record's worst prompt of its set)")
+APDR_STATISTIC = "APDR: mean ± sample s.d. [95% bootstrap interval over prompts and samples] of per-record PDRs"
 APDR_NOTE = (
     "mean ± sample standard deviation (ddof=1) of PDR over the attacked records, "
     "then its 95% interval (bootstrap over prompts and samples; none where the records hold no per-sample scores); "
-    "one record shows its PDR alone. A Semantic record's PDR is its set's worst prompt (a selection); "
-    "the Semantic table shows the mean over the set beside it"
+    "one record: its PDR and its own 95% interval (paired bootstrap over samples)"
+)
+#: Marks a cell that holds a prompt-set record (Semantic) as its set's mean PDR (``semantic.set_mean_view``).
+SET_MEAN_MARK = "†"
+#: The field of such a record's view that says so.
+SET_MEAN_FIELD = "set_mean"
+SET_MEAN_STATISTIC = f"{SET_MEAN_MARK}: a Semantic record enters as the mean PDR over its prompt set (the paper's statistic)"
+SET_MEAN_NOTE = (
+    f"{SET_MEAN_MARK}: the cell holds Semantic records, each entered as the mean PDR over its prompt set (the paper's "
+    "statistic; its own interval is the two-level bootstrap over the set's prompts and samples, drawn as normal "
+    "replicates where records are pooled), never as the worst prompt of the set, which the Semantic table shows"
 )
 PROMPT_TYPE_ORDER = ("zero-shot task", "zero-shot role", "few-shot task", "few-shot role")
 COST_COLUMNS = (
@@ -63,7 +71,10 @@ class Table:
     """What the numbers are, in a few words (the LaTeX caption says it; ``note`` says it in full)."""
     record_ci95: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     """(row, column) -> the record's own 95% PDR interval, for grid cells that hold one record
-    (the table shows its PDR alone; the figures draw this interval as its error bar)."""
+    (the table shows it beside the PDR; the figures draw it as the error bar)."""
+    bookkeeping: tuple[str, ...] = ()
+    """Columns (by header) that find a row again (the run folder, how the score was made) but say
+    nothing a paper reports: the LaTeX table leaves them out; Markdown, HTML and CSV keep them."""
 
     @property
     def frame(self) -> Any:
@@ -118,8 +129,8 @@ def _md(text: str) -> str:
     return markdown_text(text).replace("|", "\\|")
 
 
-#: A number (then, after a space, anything: '0.31 ± 0.12 [0.20, 0.43]'), or an interval.
-_NUMBER_CELL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?(\s.*)?|\[.*")
+#: A number (then, after a space, anything: '0.31 ± 0.12 [0.20, 0.43]'), a bound ('< 0.001'), or an interval.
+_NUMBER_CELL = re.compile(r"(<\s)?[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?(\s.*)?|\[.*")
 
 
 def numeric_column(cells: Sequence[str]) -> bool:
@@ -136,26 +147,48 @@ def interval_text(ci: Sequence[float] | None, digits: int = 2) -> str:
 NO_INTERVAL = "no interval: per-sample scores not recorded"
 
 
+def p_text(p: float | None) -> str:
+    """A p-value with the 3 decimals the PDRs beside it have ('0.250'); '< 0.001' below that; '–' for none."""
+    if p is None:
+        return MISSING
+    return "< 0.001" if p < 0.0005 else f"{p:.3f}"
+
+
 def has_sample_scores(records: Iterable[Mapping[str, Any]]) -> bool:
     """Every record carries per-sample scores (so a bootstrap over samples is possible)."""
     return all(r.get("has_sample_scores", True) for r in records)
 
 
-def apdr_cell(s: PDRSummary, digits: int = 2, *, samples: bool = True) -> str:
-    """'0.31 ± 0.12 [0.20, 0.43]'; the PDR alone for one record; '–' for none;
-    without per-sample scores the interval is replaced by ``NO_INTERVAL``."""
+def apdr_cell(s: PDRSummary, digits: int = 2, *, samples: bool = True, marked: bool = False) -> str:
+    """'0.31 ± 0.12 [0.20, 0.43]'; one record: its PDR and its own interval ('0.25 [0.10, 0.40]', the
+    interval the figures draw), or its PDR alone when it kept none; '–' for none; without per-sample
+    scores the interval is replaced by ``NO_INTERVAL``; ``marked``: the cell holds a prompt set's mean
+    (``SET_MEAN_MARK`` at the end)."""
     if s.n == 0 or s.mean is None:
         return MISSING
+    mark = f" {SET_MEAN_MARK}" if marked else ""
     if s.n == 1 or s.std is None:
-        return f"{s.mean:.{digits}f}" + ("" if samples else f" ({NO_INTERVAL})")
+        if s.ci95 is not None:
+            return f"{s.mean:.{digits}f} {interval_text(s.ci95, digits)}{mark}"
+        return f"{s.mean:.{digits}f}" + ("" if samples else f" ({NO_INTERVAL})") + mark
     interval = interval_text(s.ci95, digits) if samples else f"({NO_INTERVAL})"
-    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval}"
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f} {interval}{mark}"
+
+
+def set_means(members: Iterable[Mapping[str, Any]]) -> int:
+    """How many of ``members`` are a prompt set's mean (``semantic.set_mean_view``)."""
+    return sum(1 for r in members if r.get(SET_MEAN_FIELD) and r.get("status") == "attacked")
 
 
 def _summary(members: Sequence[Mapping[str, Any]]) -> tuple[PDRSummary, bool]:
-    """APDR of ``members`` and whether its interval may be shown (it is withheld without per-sample scores)."""
+    """APDR of ``members`` and whether its interval may be shown (it is withheld without per-sample scores).
+    One record's interval is its own PDR interval (the figures draw the same one)."""
     s = summarize_pdrs(members)
-    samples = has_sample_scores(r for r in members if r.get("status") == "attacked")
+    attacked = [r for r in members if r.get("status") == "attacked"]
+    samples = has_sample_scores(attacked)
+    if s.n == 1:
+        own = next(r.get("pdr_ci95") for r in attacked if r.get("pdr") is not None and math.isfinite(float(r["pdr"])))
+        return PDRSummary(s.mean, None, (float(own[0]), float(own[1])) if own else None, 1, s.n_prompts), samples
     if not samples and s.ci95 is not None:
         s = PDRSummary(s.mean, s.std, None, s.n, s.n_prompts)
     return s, samples
@@ -206,6 +239,7 @@ def grid_table(
         cells.setdefault((rk(r), ALL), []).append(r)
     rows = _order({k[0] for k in cells}, row_order)
     cols = _order({k[1] for k in cells} - {ALL}) + [ALL]
+    marked = set_means(records) > 0  # a prompt set's mean in the table: its cells say so (and only then)
     display: list[list[str]] = []
     long: list[dict[str, Any]] = []
     numeric: dict[str, list[float | None]] = {}
@@ -220,17 +254,25 @@ def grid_table(
                 means.append(None)
                 continue
             s, samples = _summary(members)
-            line.append(apdr_cell(s, samples=samples))
+            n_sets = set_means(members)
+            line.append(apdr_cell(s, samples=samples, marked=n_sets > 0))
             means.append(s.mean)
-            long.append({row_title: rv, col_title: cv, **summary_columns(s)})
-            attacked = [r for r in members if r.get("status") == "attacked"]
-            if len(attacked) == 1 and attacked[0].get("pdr_ci95"):
-                lo, hi = attacked[0]["pdr_ci95"]
-                own[(rv, cv)] = (float(lo), float(hi))
+            long.append({row_title: rv, col_title: cv, **summary_columns(s), **({"set_means": n_sets} if marked else {})})
+            if s.n == 1 and s.ci95 is not None:
+                own[(rv, cv)] = s.ci95
         display.append(line)
         numeric[rv] = means
-    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, note, numeric,
-                 statistic=APDR_STATISTIC, record_ci95=own)
+    return Table(name, title, [f"{row_title} \\ {col_title}", *cols], display, long, with_set_note(note, marked),
+                 numeric, statistic=with_set_statistic(APDR_STATISTIC, marked), record_ci95=own)
+
+
+def with_set_note(note: str, marked: bool) -> str:
+    """``note`` and, where a prompt set's mean is in the table, what its mark means (said only then)."""
+    return f"{note}; {SET_MEAN_NOTE}" if marked else note
+
+
+def with_set_statistic(statistic: str, marked: bool) -> str:
+    return f"{statistic} ({SET_MEAN_STATISTIC})" if marked else statistic
 
 
 def apdr_tables(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> list[Table]:
@@ -253,14 +295,17 @@ def group_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], su
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in records:
         groups.setdefault(tuple(_column_text(r, c) for c in columns), []).append(r)
+    marked = set_means(records) > 0
     display, long = [], []
     for key in sorted(groups):
         s, samples = _summary(groups[key])
-        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples)])
-        long.append({**dict(zip(columns, key)), **summary_columns(s)})
+        n_sets = set_means(groups[key])
+        display.append([*key, str(s.n), str(s.n_prompts), apdr_cell(s, samples=samples, marked=n_sets > 0)])
+        long.append({**dict(zip(columns, key)), **summary_columns(s), **({"set_means": n_sets} if marked else {})})
     name = (name or "apdr_by_" + "_".join(columns)) + suffix
     title = (title or "APDR by " + ", ".join(columns)) + title_suffix
-    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, APDR_NOTE, statistic=APDR_STATISTIC)
+    return Table(name, title, [*columns, "records", "prompts", "APDR"], display, long, with_set_note(APDR_NOTE, marked),
+                 statistic=with_set_statistic(APDR_STATISTIC, marked))
 
 
 def column_value(rec: Mapping[str, Any], column: str) -> Any:
@@ -339,7 +384,7 @@ def clean_prompts_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", ti
     return Table("clean_prompts" + suffix, "Clean score of every prompt" + title_suffix,
                  ["model", "dataset", "prompt", "clean score", "95% interval", "at chance", "chance rate", "scored as", "run"],
                  display, long, f"95% interval: Wilson (0/1 scores) or bootstrap over samples; at chance: {AT_CHANCE_NOTE}",
-                 statistic="clean score of each prompt [95% interval over samples]")
+                 statistic="clean score of each prompt [95% interval over samples]", bookkeeping=("scored as", "run"))
 
 
 def at_chance_table(clean: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
@@ -424,7 +469,7 @@ def prompts_table(rows: Sequence[Mapping[str, Any]], *, helpful: bool) -> Table:
                    else ("worst_prompts", "Most damaging adversarial prompts"))
     display = []
     for i, r in enumerate(rows, 1):
-        p = MISSING if r.get("mcnemar_p") is None else f"{r['mcnemar_p']:.3g}"
+        p = p_text(r.get("mcnemar_p"))
         ci = interval_text(r.get("pdr_ci95"), 3) if r.get("pdr_ci95") else NO_INTERVAL
         display.append([str(i), f"{r['pdr']:.3f}", ci, p, "yes" if r.get("at_chance") else "",
                         r["attack"], r["model"], r["dataset"], r["prompt_id"]])
