@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from promptrobust.attacks.needs import check_attack_extras
-from promptrobust.attacks.registry import attack_options, get_attack, list_attacks
+from promptrobust.attacks.registry import attack_options, get_attack, list_attacks, prompt_set_of, recipe_of
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode, parse_budget
@@ -309,15 +309,17 @@ def check_adversarial_samples(source: str | None, attacks: AttackSettings | None
 
 def with_promptbench_checklist(attacks: AttackSettings | None, checkout: str | None) -> AttackSettings | None:
     """With ``--promptbench CHECKOUT``, CheckList inserts the checkout's own fixed strings (the paper's
-    50), as the Semantic attack scores its semantic set; options the user gave for the strings win."""
-    if attacks is None or not checkout or "checklist" not in attacks.attacks:
+    50), as the Semantic attack scores its semantic set; options the user gave for the strings win
+    (``Recipe.promptbench_options``)."""
+    if attacks is None or not checkout:
         return attacks
-    given = attacks.options.get("checklist", {})
-    if set(given) & {"promptbench", "count", "length", "strings_seed"}:
-        return attacks
-    options = {**attacks.options, "checklist": {**given, "promptbench": checkout}}
-    get_attack("checklist", **options["checklist"])  # an unreadable checkout is said before any model loads
-    return attacks.with_(options=options)
+    options = dict(attacks.options)
+    for name in attacks.attacks:
+        taken = recipe_of(name).promptbench_options(options.get(name, {}), checkout)
+        if taken is not None:
+            get_attack(name, **taken)  # an unreadable checkout is said before any model loads
+            options[name] = {key: str(value) for key, value in taken.items()}
+    return attacks if options == dict(attacks.options) else attacks.with_(options=options)
 
 
 def base_model_note(spec: ModelSpec, evaluation: EvaluationSettings) -> Note | None:
@@ -379,8 +381,9 @@ def _target(task: Task, evaluation: EvaluationSettings, choice: PromptChoice, at
     chosen = choose_prompts(task, prompt_ids=",".join(choice.ids) or None, prompt_type=choice.type, text=choice.text,
                             promptbench=choice.promptbench, shots=shots)  # bad prompt ids fail before any model loads
     semantic = None
-    if attacks is not None and "semantic" in attacks.attacks and choice.promptbench:
-        found = load_promptbench_prompts(choice.promptbench, task.name, types=["semantic"], shot="few" if shots else "zero")
+    prompt_set = next((s for s in map(prompt_set_of, attacks.attacks) if s), None) if attacks is not None else None
+    if prompt_set is not None and choice.promptbench:
+        found = load_promptbench_prompts(choice.promptbench, task.name, types=[prompt_set], shot="few" if shots else "zero")
         check_no_content_placeholder((p.id, p.text) for p in found)
         semantic = SemanticPrompts([(p.language, p.text) for p in found], f"promptbench checkout {choice.promptbench}")
     return RunTarget(task=task, evaluation=evaluation.with_(dataset=task.name, task=own), mode=mode, shots=shots,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from promptrobust.attacks.registry import prompt_set_of
 from promptrobust.engine.analysis.report.tables import MISSING, Table
 
 SEMANTIC_STATISTIC = ("worst of N: the PDR of the set's worst prompt [95% paired bootstrap]; mean over the set: "
@@ -39,7 +40,7 @@ def set_statistic(r: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def semantic_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table | None:
     """One row per Semantic record: its worst prompt's PDR beside the mean PDR over its whole set."""
-    rows = sorted((r for r in attacked if r["attack"] == "semantic"),
+    rows = sorted((r for r in attacked if prompt_set_of(r["attack"]) is not None),
                   key=lambda r: (r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None
