@@ -42,7 +42,8 @@ from promptrobust.attacks.search import (
     prompt_set_search,
 )
 from promptrobust.attacks.suffix import insert_after_last_word, promptbench_checklist_strings, random_strings
-from promptrobust.attacks.synonyms import SYNONYM_FLOOR, Guarded, LexiconNeighbours, contrast_words
+from promptrobust.attacks.pos import PosTagger, load_spacy_tagger
+from promptrobust.attacks.synonyms import SENSE_SHARE, SYNONYM_FLOOR, Guarded, InContext, LexiconNeighbours, contrast_words
 from promptrobust.attacks.transformations import CharacterEdits, EmbeddingNeighbours
 from promptrobust.attacks.words import STOPWORDS_NAME
 
@@ -254,6 +255,7 @@ class CharacterBugs(Part):
 
 
 _SYNONYM_SOURCES = ("auto", "wordnet", "none")
+_WORD_SENSES = ("context", "any")
 
 
 class EmbeddingChoice:
@@ -301,6 +303,11 @@ class EmbeddingSwap(Part):
     vectors: str | WordEmbedding = PARAGRAMCF_NAME
     #: Offline synonym source (``synonyms`` option; see ``EmbeddingChoice``).
     synonyms: str = "auto"
+    #: Which senses the WordNet synonyms come from (``word_senses`` option): "context", the
+    #: word's sense in its prompt (``synonyms.LexiconNeighbours`` with a tagger), or "any".
+    word_senses: str = "context"
+    #: A part-of-speech tagger given instead of spaCy's (the ``tagger`` option; tests).
+    tagger: PosTagger | None = field(default=None, compare=False, repr=False)
 
     extras = ("attacks",)
 
@@ -315,14 +322,18 @@ class EmbeddingSwap(Part):
         out: dict[str, object] = {"neighbours": self.neighbours}
         if self.min_cos is not None:
             out["min_word_cos"] = self.min_cos
-        return {**out, "embedding": "auto", "synonyms": "auto"}
+        return {**out, "embedding": "auto", "synonyms": "auto", "word_senses": "context", "tagger": None}
 
     def configure(self, options: Mapping[str, object]) -> EmbeddingSwap:
         k = _option(options, "neighbours", self.neighbours)
         if k <= 0:
             raise ValueError(f"neighbours must be positive, got {k}")
+        senses = _option(options, "word_senses", "context")
+        if senses not in _WORD_SENSES:
+            raise ValueError(f"word_senses must be one of {', '.join(_WORD_SENSES)}, got {senses!r}")
         return replace(self, neighbours=k, min_cos=_option(options, "min_word_cos", self.min_cos),
-                       vectors=_option(options, "embedding", "auto"), synonyms=_option(options, "synonyms", "auto"))
+                       vectors=_option(options, "embedding", "auto"), synonyms=_option(options, "synonyms", "auto"),
+                       word_senses=senses, tagger=_option(options, "tagger", None))
 
     def live(self) -> EmbeddingChoice:
         return EmbeddingChoice(self.vectors, self.synonyms)
@@ -340,7 +351,13 @@ class EmbeddingSwap(Part):
             return out
         name = live.resolved.embedding.name
         out["word_embedding"] = live.resolved.recorded
-        if live.uses_lexicon:
+        if live.uses_lexicon and self.word_senses == "context":
+            out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word in its sense in the prompt "
+                                                       f"(its part of speech as tagged there by spaCy en_core_web_sm; its "
+                                                       f"senses with >= {SENSE_SHARE:.0%} of its sense-tagged uses, and "
+                                                       f"synonyms that mean that sense as often), re-inflected, ranked "
+                                                       f"by {name} cosine (>= {SYNONYM_FLOOR})")
+        elif live.uses_lexicon:
             out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word's lemma (same part of speech "
                                                        f"as its inflection), re-inflected, ranked by {name} cosine "
                                                        f"(>= {SYNONYM_FLOOR})")
@@ -361,8 +378,11 @@ class EmbeddingSwap(Part):
         inner: WordTransformation
         name = "embedding_neighbours"
         if live.uses_lexicon:
+            context = None
+            if self.word_senses == "context":
+                context = InContext(self.tagger if self.tagger is not None else load_spacy_tagger())
             inner = LexiconNeighbours(k=self.neighbours, min_cos=self.min_cos, embedding=resolved.embedding,
-                                      lexicon=lexicon, name=name)
+                                      lexicon=lexicon, name=name, context=context)
         else:
             inner = EmbeddingNeighbours(k=self.neighbours, min_cos=self.min_cos, embedding=resolved.embedding,
                                         filter_antonyms=False, name=name)
