@@ -301,3 +301,48 @@ def _opposes(word: str, new: str, lexicon: Lexicon | None) -> bool:
 def opposite_substitutions(pairs: Iterable[tuple[str, str]], lexicon: Lexicon | None = None) -> list[tuple[str, str]]:
     """The substitutions that replace a word by its opposite (should be none)."""
     return [(o, n) for o, n in pairs if o.isalpha() and n.isalpha() and is_opposite(o, n, lexicon)]
+
+
+# -- how two words relate in WordNet (evidence for the meaning verdict) ------------------------------
+
+#: Relations ``relation`` finds, closest first.
+Relation = str
+SYNONYM, RARER_SENSE, RELATED, SAME_FIELD, UNRELATED, UNKNOWN = (
+    "synonym in a usual sense", "synonym in a rarer sense only", "related (kind of, similar to)",
+    "same field (another kind of the same thing)", "unrelated", "not in WordNet")
+
+
+def _lemmas(word: str, lexicon: Lexicon) -> set[str]:
+    low = word.lower()
+    return {low, *(f.lemma for f in lemma_forms(low, lexicon))}
+
+
+def relation(old: str, new: str, pos: str | None, lexicon: Lexicon) -> Relation:
+    """How ``new`` relates to ``old`` in WordNet 3.0, in ``pos`` (n v a r; None: any): a synonym in
+    one of old's usual senses (``usual_senses``), a synonym in a rarer sense only, related (one is a
+    kind of the other, or similar adjectives), in the same field (both kinds of the same thing:
+    judge and referee, tone and pitch), unrelated, or unknown. Adverbs in -ly relate as their adjectives."""
+    wanted = [pos] if pos else ["n", "v", "a", "r"]
+    olds, news = _lemmas(old, lexicon), _lemmas(new, lexicon)
+    old_senses = {sid for w in olds for sid in lexicon.senses_in(w, wanted)}
+    new_senses = {sid for w in news for sid in lexicon.senses_in(w, wanted)}
+    if pos == "r" and old.lower().endswith("ly") and new.lower().endswith("ly"):
+        adjectives = relation(old.lower()[:-2], new.lower()[:-2], "a", lexicon)
+        if adjectives not in (UNKNOWN, UNRELATED):
+            return adjectives
+    if not old_senses or not new_senses:
+        known = any(lexicon.senses(w) for w in olds) and any(lexicon.senses(w) for w in news)
+        return UNRELATED if known else UNKNOWN
+    shared = old_senses & new_senses
+    if shared:
+        usual = {sid for w in olds for p in wanted for sid in usual_senses(w, p, lexicon)}
+        return SYNONYM if shared & usual else RARER_SENSE
+    up_old = {h for s in old_senses for h in lexicon.hypernyms(s)}
+    up_new = {h for s in new_senses for h in lexicon.hypernyms(s)}
+    heads_old = {lexicon.head(s) or s for s in old_senses}
+    heads_new = {lexicon.head(s) or s for s in new_senses}
+    if up_old & new_senses or up_new & old_senses or heads_old & heads_new:
+        return RELATED
+    if up_old & up_new:
+        return SAME_FIELD
+    return UNRELATED
