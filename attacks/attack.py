@@ -4,7 +4,7 @@
 (``Recipe.configure``) and makes each part's resource; nothing heavy loads
 until the search needs it (word vectors, USE, spaCy, a masked LM), and tests
 pass small ones as options. ``settings`` is what every record carries: the
-run's values against the recipe's (``recipe.compare``).
+run's values against the recipe's (``deviations.compare``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from promptrobust.attacks.base import Constraint, PromptScorer, WordTransformation
+from promptrobust.attacks.base import Constraint, PromptScorer, Recipe, WordTransformation
 from promptrobust.attacks.changes import substitutions
 from promptrobust.attacks.components import MeaningGuard
 from promptrobust.attacks.constraints import SentenceSimilarity
-from promptrobust.attacks.recipe import Recipe, Setting, compare
+from promptrobust.attacks.deviations import Setting, compare
 from promptrobust.attacks.result import AttackOutcome, performance_drop_rate
 from promptrobust.attacks.search import TrackedScorer
 from promptrobust.attacks.sentence import CachedEncoder
@@ -84,7 +84,7 @@ class Attack:
     def _encoder(self) -> Callable[[], CachedEncoder] | None:
         for live in self._lives:
             if isinstance(live, SentenceSimilarity):
-                return lambda: live.encoder
+                return live.loaded_encoder
         return None
 
     # -- what records say -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Callable
+from dataclasses import dataclass
 
 CharEdit = Callable[[str, random.Random], list[str]]
 
@@ -173,15 +174,33 @@ def make_homoglyph_edit(table: dict[str, str] | None = None) -> CharEdit:
     return homoglyph
 
 
-TEXTBUGGER_EDITS: tuple[CharEdit, ...] = (
-    insert_space,
-    delete_inner,
-    swap_inner,
-    make_homoglyph_edit(),
+@dataclass(frozen=True)
+class EditSet:
+    """The character edits a recipe applies to one word, with how records and
+    `pre list attacks` describe them."""
+
+    edits: tuple[CharEdit, ...]
+    #: The records' ``transformation`` entry.
+    described: str
+    #: The phrase `pre list attacks` shows.
+    summary: str
+    #: Candidates per word, at most, for planning (``pre sweep --dry-run``; docs/scale.md).
+    per_word: int
+
+
+#: TextBugger (Li et al. 2018) bugs 1-4: insert a space, delete an inner
+#: character, swap two inner neighbours, a visually similar character.
+TEXTBUGGER_BUGS = EditSet(
+    (insert_space, delete_inner, swap_inner, make_homoglyph_edit()),
+    "one random space insertion, inner deletion, inner swap; a Unicode look-alike at every position",
+    "character bugs (space, delete, swap, Unicode homoglyph)",
+    per_word=5,
 )
-DEEPWORDBUG_EDITS: tuple[CharEdit, ...] = (
-    swap_adjacent,
-    substitute_random,
-    delete_random,
-    insert_random,
+#: DeepWordBug (Gao et al. 2018): swap, substitute, delete or insert one
+#: character, any letter of either case (TextAttack's random_one edits).
+DEEPWORDBUG_EDITS = EditSet(
+    (swap_adjacent, substitute_random, delete_random, insert_random),
+    "one random adjacent swap, substitution, deletion, insertion per word (letters a-z and A-Z)",
+    "swap/substitute/delete/insert one character (letters of both cases)",
+    per_word=4,
 )

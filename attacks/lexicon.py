@@ -16,7 +16,12 @@ three relations:
 * ``s <id> <pos> w1 w2 ...``: a synset (its members are synonyms);
 * ``a <id1> <w1> <id2> <w2>``: a direct (lexical) antonym pair, with the
   synsets (senses) it was declared in;
-* ``& <id1> <id2>``: an adjective satellite and its head ("similar to").
+* ``& <id1> <id2>``: an adjective satellite and its head ("similar to");
+* ``@ <id> <hypernym id>``: a noun or verb synset and its hypernym (also
+  instance hypernyms): what it is a kind of;
+* ``f <word> <id> <sense number> <count>``: how often the word was tagged in
+  that sense in WordNet's sense-tagged corpus (``index.sense``; the sense
+  number orders a word's senses, most frequent first). Only counts > 0.
 
 Indirect antonyms (the paper's WordNet notion for adjectives: "elated" is
 similar to "happy", whose antonym is "unhappy") are derived at load time:
@@ -58,6 +63,9 @@ class WordNetData:
     synsets: dict[str, Synset] = field(default_factory=dict)
     antonyms: set[tuple[str, str, str, str]] = field(default_factory=set)  # (synset, word, synset, word)
     similar: set[tuple[str, str]] = field(default_factory=set)  # (satellite id, head id)
+    hypernyms: set[tuple[str, str]] = field(default_factory=set)  # (synset id, hypernym id)
+    #: (word, synset id) -> (sense number, tag count), from index.sense.
+    frequencies: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
 def _data_lines(folder: Path, pos: str) -> Iterator[str]:
@@ -110,6 +118,8 @@ def read_wordnet(folder: str | Path) -> WordNetData:
                     pending.append((synset.id, target, src, dst, sym))
                 elif sym == "&" and synset.pos == "s":
                     out.similar.add((synset.id, target))
+                elif sym in ("@", "@i"):
+                    out.hypernyms.add((synset.id, target))
     for source, target, src, dst, _ in pending:
         a_syn, b_syn = out.synsets.get(source), out.synsets.get(target)
         if a_syn is None or b_syn is None:
@@ -120,7 +130,20 @@ def read_wordnet(folder: str | Path) -> WordNetData:
             for b in b_words:
                 if a != b:
                     out.antonyms.add(min((source, a, target, b), (target, b, source, a)))
+    sense_index = root / "index.sense"
+    if sense_index.is_file():
+        with sense_index.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:  # lemma%ss_type:lex_filenum:lex_id:head_word:head_id offset sense_number tag_count
+                key, offset, number, count = line.split()
+                lemma, rest = key.split("%", 1)
+                pos = _SS_TYPE[rest.split(":", 1)[0]]
+                if int(count) > 0:
+                    out.frequencies[(lemma.lower(), f"{pos}{offset}")] = (int(number), int(count))
     return out
+
+
+#: index.sense's synset types -> the data file's part of speech (5: adjective satellite).
+_SS_TYPE = {"1": "n", "2": "v", "3": "a", "4": "r", "5": "a"}
 
 
 def write_table(data: WordNetData, path: str | Path) -> int:
@@ -139,6 +162,12 @@ def write_table(data: WordNetData, path: str | Path) -> int:
     for sat, headid in sorted(data.similar):
         if sat in kept and headid in kept:
             lines.append(f"&\t{sat}\t{headid}")
+    for sid, hyper in sorted(data.hypernyms):
+        if sid in kept:
+            lines.append(f"@\t{sid}\t{hyper}")
+    for (word, sid), (number, count) in sorted(data.frequencies.items()):
+        if sid in kept and word in kept[sid]:
+            lines.append(f"f\t{word}\t{sid}\t{number}\t{count}")
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as fh:
         fh.write("# WordNet 3.0 (Princeton University), single words; see attacks/lexicon.py\n")
         fh.write("\n".join(lines) + "\n")
@@ -151,8 +180,19 @@ class Lexicon:
 
     def __init__(self, synsets: Iterable[tuple[str, str, tuple[str, ...]]],
                  antonym_pairs: Iterable[tuple[str, str, str, str]],
-                 similar: Iterable[tuple[str, str]] = (), *, name: str = LEXICON_NAME) -> None:
+                 similar: Iterable[tuple[str, str]] = (), *, name: str = LEXICON_NAME,
+                 hypernyms: Iterable[tuple[str, str]] = (),
+                 frequencies: Iterable[tuple[str, str, int, int]] = ()) -> None:
         self.name = name
+        self._pos_of: dict[str, str] = {}
+        self._words_of: dict[str, tuple[str, ...]] = {}
+        self._hyper: dict[str, set[str]] = defaultdict(set)
+        for sid, hyper in hypernyms:
+            self._hyper[sid].add(hyper)
+        self._head: dict[str, str] = {}
+        self._count: dict[tuple[str, str], int] = {}
+        for word, sid, _number, count in frequencies:
+            self._count[(word, sid)] = count
         self._syn: dict[str, set[str]] = defaultdict(set)
         self._syn_pos: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._ant: dict[str, set[str]] = defaultdict(set)
@@ -160,6 +200,8 @@ class Lexicon:
         word_synsets: dict[str, set[str]] = defaultdict(set)
         for sid, _pos, words in synsets:
             members[sid] = words
+            self._pos_of[sid] = "a" if _pos == "s" else _pos
+            self._words_of[sid] = words
             for w in words:
                 word_synsets[w].add(sid)
                 self._syn[w].update(x for x in words if x != w)
@@ -168,6 +210,7 @@ class Lexicon:
         cluster: dict[str, set[str]] = defaultdict(set)
         for sat, head in similar:
             cluster[head].update(members.get(sat, ()))
+            self._head[sat] = head
         for sa, a, sb, b in antonym_pairs:
             self._ant[a].add(b)
             self._ant[b].add(a)
@@ -204,11 +247,38 @@ class Lexicon:
         """The synsets (senses) a lemma belongs to."""
         return self._senses.get(word.lower(), frozenset())
 
+    def senses_in(self, word: str, pos: Iterable[str]) -> list[str]:
+        """The lemma's synsets of those parts of speech (n v a r), most often tagged first (ties: by id)."""
+        w, wanted = word.lower(), set(pos)
+        found = [sid for sid in self._senses.get(w, ()) if self._pos_of.get(sid) in wanted]
+        return sorted(found, key=lambda sid: (-self._count.get((w, sid), 0), sid))
+
+    def pos_of(self, sid: str) -> str:
+        """A synset's part of speech (n v a r; satellites are a)."""
+        return self._pos_of.get(sid, "")
+
+    def members(self, sid: str) -> tuple[str, ...]:
+        return self._words_of.get(sid, ())
+
+    def tag_count(self, word: str, sid: str) -> int:
+        """How often WordNet's sense-tagged corpus tagged ``word`` in sense ``sid`` (0: never or unknown)."""
+        return self._count.get((word.lower(), sid), 0)
+
+    def hypernyms(self, sid: str) -> frozenset[str]:
+        """What the synset is a kind of (nouns and verbs)."""
+        return frozenset(self._hyper.get(sid, ()))
+
+    def head(self, sid: str) -> str | None:
+        """An adjective satellite's head synset ("similar to"); None for heads and other parts of speech."""
+        return self._head.get(sid)
+
 
 def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
     synsets: list[tuple[str, str, tuple[str, ...]]] = []
     antonyms: list[tuple[str, str, str, str]] = []
     similar: list[tuple[str, str]] = []
+    hypernyms: list[tuple[str, str]] = []
+    frequencies: list[tuple[str, str, int, int]] = []
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
@@ -219,9 +289,13 @@ def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
                     antonyms.append((parts[1], parts[2], parts[3], parts[4]))
                 elif parts[0] == "&" and len(parts) == 3:
                     similar.append((parts[1], parts[2]))
+                elif parts[0] == "@" and len(parts) == 3:
+                    hypernyms.append((parts[1], parts[2]))
+                elif parts[0] == "f" and len(parts) == 5:
+                    frequencies.append((parts[1], parts[2], int(parts[3]), int(parts[4])))
     except (OSError, EOFError) as exc:
         raise AttackResourceError(f"cannot read the synonym lexicon {path} ({exc})") from exc
-    return Lexicon(synsets, antonyms, similar, name=name)
+    return Lexicon(synsets, antonyms, similar, name=name, hypernyms=hypernyms, frequencies=frequencies)
 
 
 @functools.cache

@@ -13,15 +13,33 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   synonym stays close. ``CONTEXT_THRESHOLD`` is calibrated on pairs labelled by
   hand (``tests/fixtures/meaning/labelled_pairs.jsonl``; docs/fidelity.md
   quotes precision and recall).
-* **the words that define the labels** (``label_words``): a word in the same
-  clause as a label word, or opposed by another word of the prompt, is never
-  replaced by another word.
+* **the instruction's words** (``attacks.instructions``): a language name, a
+  scope word (only, also, all, none, first, three, ...) or a role of the task
+  (premise, hypothesis, question, answer, source, target, ...) replaced by a
+  word of another group changes the instruction; within one group ("only" ->
+  "solely", "question" -> "query") it keeps it.
+* **the words that define the labels** (``label_words``): a word opposed by
+  another word of the prompt is never replaced; a word in the same clause as a
+  label word only by a word WordNet relates to it closely (below) that also
+  passes the encoder's test.
 * **opposites** (``synonyms.is_opposite``).
-* **WordNet sense agreement**, as evidence shown beside each substitution: how
-  many of the old word's senses the new word shares, from the WordNet 3.0 table
-  the project ships (``attacks.lexicon``; NLTK's WordNet data is not available
-  offline, and its ``wup``/``lesk`` are not used). "shares 1 of 4 senses" flags
-  a synonym of a rarer sense.
+* **WordNet 3.0** (the table the project ships, ``attacks.lexicon``; NLTK's
+  data is not available offline): the old word's part of speech as spaCy tags
+  it in the clean prompt; a noun replaced by a word WordNet lists only as a verb
+  (or the reverse: "judge" -> "justice") changes the meaning, and so does a
+  real word spelled like the old one that WordNet does not relate to it ("tone"
+  -> "tune"). ``synonyms.relation`` classes the pair (a synonym in one of the
+  word's usual senses, related: a kind of it or a similar adjective; or a
+  rarer sense only, the same field, unrelated, unknown), and the encoder's
+  threshold depends on the class: ``THRESHOLD_CLOSE`` for the close ones,
+  ``THRESHOLD_FAR`` for the rest. The sense agreement ("shares 1 of 4 senses")
+  is shown beside each substitution.
+
+Independence: the offline word source proposes WordNet synonyms of the word's
+usual senses in its tagged part of speech, so for its candidates the WordNet
+evidence is met by construction and only the encoder decides; WordNet and the
+tagger can only add a "changed" for candidates from elsewhere (counter-fitted
+vectors, a masked LM, character edits that make another word).
 
 Character edits a reader still reads as the word (a typo, a split word, a
 look-alike letter) keep the meaning, as the paper's human check of
@@ -43,25 +61,42 @@ from promptrobust.attacks.changes import Change, changes
 from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
+from promptrobust.attacks.instructions import instruction_change
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
-from promptrobust.attacks.synonyms import contrast_words, is_opposite, lemma_forms
+from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
+from promptrobust.attacks.synonyms import (
+    RELATED,
+    SYNONYM,
+    WORDNET_POS,
+    contrast_words,
+    is_opposite,
+    lemma_forms,
+    relation,
+)
 from promptrobust.attacks.words import STOPWORDS, has_letter, is_protected, mentions_protected, word_count, word_spans
 
 #: Layer of all-MiniLM-L6-v2 (1-6) whose token vectors are compared: the last;
 #: on the labelled pairs layers 4-6 separate best (scripts/calibrate_meaning_check.py),
 #: and the last catches the most changed meanings.
 CONTEXT_LAYER = 6
-#: In-context cosine at or above which a replacement word keeps the meaning
-#: (calibrated on the labelled pairs; see docs/fidelity.md).
-CONTEXT_THRESHOLD = 0.43
+#: In-context cosine at or above which a replacement word keeps the meaning when WordNet
+#: relates the two words closely (a synonym in a usual sense, or related), and when it does
+#: not (a rarer sense, the same field, unrelated, unknown). Chosen on the calibration half of
+#: tests/fixtures/meaning/verdict_pairs.jsonl (scripts/calibrate_meaning_check.py); the
+#: held-out half's figures are in docs/fidelity.md.
+THRESHOLD_CLOSE = 0.69
+THRESHOLD_FAR = 0.47
+#: The threshold of the previous verdict (one for every word), kept for its calibration script's readers.
+CONTEXT_THRESHOLD = THRESHOLD_CLOSE
 #: Characters of context on each side of a change given to the encoder.
 CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
 #: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v1: all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
-         f">= {CONTEXT_THRESHOLD}, label-defining words, opposites")
+CHECK = (f"promptrobust meaning check v2: instruction words (languages, scope, roles), opposites, label-defining "
+         f"words, WordNet 3.0 part of speech and relation, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+         f">= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
 
 Verdict = Literal["kept", "changed", "not checked"]
 
@@ -81,6 +116,8 @@ class SubstitutionCheck:
     similarity: float | None = None
     #: WordNet 3.0 sense agreement, e.g. "shares 1 of 4 senses".
     senses: str = ""
+    #: How WordNet relates the new word to the old in the old word's part of speech (``synonyms.relation``).
+    relation: str = ""
 
 
 @dataclass(frozen=True)
@@ -199,9 +236,36 @@ def _words(text: str) -> list[str]:
     return [text[a:b] for a, b in word_spans(text)]
 
 
+#: WordNet relations under which the encoder's lower threshold applies.
+CLOSE_RELATIONS = (SYNONYM, RELATED)
+
+
+def forms_of(word: str, lexicon: Lexicon) -> list[str]:
+    """The word, lowercased, then its lemmas."""
+    low = word.lower()
+    return [low, *(f.lemma for f in lemma_forms(low, lexicon))]
+
+
+def crosses_noun_and_verb(old: str, new: str, pos: str | None, lexicon: Lexicon) -> bool:
+    """Whether ``old``, tagged ``pos`` (n or v) in its prompt, becomes a word WordNet lists only in the
+    other of the two ("judge" as a verb -> "justice", a noun only)."""
+    if pos not in ("n", "v"):
+        return False
+    other = "v" if pos == "n" else "n"
+    new_pos = {lexicon.pos_of(sid) for f in forms_of(new, lexicon) for sid in lexicon.senses(f)}
+    return bool(new_pos) and pos not in new_pos and other in new_pos
+
+
+def spelled_alike(old: str, new: str) -> bool:
+    """Within a typo's distance (``reads_as``' rule), whether or not ``new`` is a word."""
+    o, n = old.lower(), new.lower()
+    allowed = 2 if len(o) >= 4 else 1
+    return o != n and levenshtein(o, n, allowed) <= allowed
+
+
 def _check_change(change: Change, clean: str, adversarial: str, *, protected: frozenset[str],
                   contrast: frozenset[str], clauses: list[tuple[int, int]], lexicon: Lexicon,
-                  encoder: Any) -> SubstitutionCheck:
+                  encoder: Any, tags: list[TaggedSpan] | None = None) -> SubstitutionCheck:
     old, new = change.old, change.new
     if not has_letter(old):
         if mentions_protected(new, protected):
@@ -217,24 +281,49 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     old_words, new_words = _words(old), _words(new)
     if any(is_opposite(a, b, lexicon) for a in old_words for b in new_words):
         return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
-    in_label_clause = any(a <= change.old_start and change.old_end <= b for a, b in clauses)
-    hit = [w for w in old_words if linked(w, protected)] if in_label_clause else []
-    if hit:
-        return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, in a clause with a label word",
-                                 senses=senses)
+    old_forms = [f for w in old_words for f in forms_of(w, lexicon)]
+    new_forms = [f for w in new_words for f in forms_of(w, lexicon)]
+    instruction = instruction_change(old_forms, new_forms)
+    if instruction is not None:
+        return SubstitutionCheck(old, new, "word", instruction[0], instruction[1], senses=senses)
     hit = [w for w in old_words if w.lower() in contrast]
     if hit:
         return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, which another word of the prompt "
                                  "opposes", senses=senses)
+    pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
+    single = len(old_words) == 1 and len(new_words) == 1
+    related = relation(old_words[0], new_words[0], pos, lexicon) if single else ""
+    if single and crosses_noun_and_verb(old, new, pos, lexicon):
+        kind = "a verb" if pos == "v" else "a noun"
+        return SubstitutionCheck(old, new, "word", False, f"{kind} replaced by a word WordNet lists only as "
+                                 f"{'a noun' if pos == 'v' else 'a verb'}", senses=senses, relation=related)
+    if single and spelled_alike(old, new) and related not in CLOSE_RELATIONS:
+        return SubstitutionCheck(old, new, "word", False, f"another word spelled like {old!r}", senses=senses,
+                                 relation=related)
+    in_label_clause = any(a <= change.old_start and change.old_end <= b for a, b in clauses)
+    label_linked = bool([w for w in old_words if linked(w, protected)]) if in_label_clause else False
     if isinstance(encoder, str):
-        return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder}", senses=senses)
+        return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder}", senses=senses, relation=related)
     sim = context_similarity(encoder, clean, adversarial, change)
     if sim is None:
-        return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses)
-    kept = sim >= CONTEXT_THRESHOLD
-    relation = ">=" if kept else "<"
-    return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation} {CONTEXT_THRESHOLD}",
-                             round(sim, 6), senses)
+        return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses,
+                                 relation=related)
+    # A word that says what a label means gets no discount for being a WordNet synonym.
+    threshold = THRESHOLD_CLOSE if related in CLOSE_RELATIONS and not label_linked else THRESHOLD_FAR
+    kept = sim >= threshold
+    relation_text = ">=" if kept else "<"
+    where = ", in a clause with a label word" if label_linked else ""
+    return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
+                             round(sim, 6), senses, related)
+
+
+def _tagged(text: str) -> list[TaggedSpan] | None:
+    """spaCy's tags of ``text``, or None when the tagger cannot be had (the part-of-speech rule is then skipped)."""
+    try:
+        tagger: PosTagger = load_spacy_tagger()
+    except AttackResourceError:
+        return None
+    return tagger.tag([text])[0]
 
 
 def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = frozenset(), *,
@@ -251,6 +340,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     contrast = contrast_words(clean, protected, lexicon)
     clauses = label_clauses(clean, protected) if protected else []
     source: Any = encoder
+    tags = _tagged(clean) if any(has_letter(c.old) and has_letter(c.new) for c in found) else None
     checks = []
     for change in found:
         if source is None and has_letter(change.old) and has_letter(change.new) and reads_as(change.old, change.new, lexicon) is None:
@@ -259,7 +349,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
             except AttackResourceError as exc:
                 source = f"all-MiniLM-L6-v2 unavailable ({exc})"
         checks.append(_check_change(change, clean, adversarial, protected=protected, contrast=contrast,
-                                    clauses=clauses, lexicon=lexicon, encoder=source))
+                                    clauses=clauses, lexicon=lexicon, encoder=source, tags=tags))
     failed = [c for c in checks if c.kept is False]
     open_ = [c for c in checks if c.kept is None]
     if failed:

@@ -6,12 +6,18 @@ sentence that fixes it: the TextAttack recipes as promptbench builds them
 promptbench fcda538). What a run does differently (an option, an offline
 substitute, a fact of this implementation) is never written here: it is
 derived by comparing the configured recipe with this one
-(``attacks.recipe.compare``), recorded in every record's ``settings`` and
+(``attacks.deviations.compare``), recorded in every record's ``settings`` and
 explained in docs/fidelity.md.
+
+This is the one module where attack names are written: everything else asks a
+recipe what it is (``attacks.base.Recipe``) or looks it up by the name a user
+or a record gives (``attacks.registry``); ``tests/test_attack_names.py`` keeps it so.
 """
 
 from __future__ import annotations
 
+from promptrobust.attacks.base import Recipe
+from promptrobust.attacks.chars import DEEPWORDBUG_EDITS, TEXTBUGGER_BUGS
 from promptrobust.attacks.components import (
     BruteForce,
     CharacterBugs,
@@ -19,17 +25,18 @@ from promptrobust.attacks.components import (
     EmbeddingSwap,
     GivenPrompts,
     GreedyWordSwapWIR,
-    MaxLevenshtein,
     MeaningGuard,
-    PartOfSpeech,
     PromptSetSearch,
     RandomSuffix,
     TautologySuffix,
-    UseSimilarity,
     WordSwapMaskedLM,
 )
-from promptrobust.attacks.recipe import Recipe
+from promptrobust.attacks.constraints import MaxLevenshtein, PartOfSpeechMatch, SentenceSimilarity
+from promptrobust.attacks.sentence import TEXTATTACK_USE_URL
 from promptrobust.attacks.suffix import STRESS_SUFFIXES
+
+#: The sentence encoder TextAttack's USE constraint loads (TF Hub).
+TEXTATTACK_USE = f"tfhub:{TEXTATTACK_USE_URL}"
 
 #: TextAttack's ``StopwordModification()`` default: NLTK's English list.
 NLTK_STOPWORDS = "NLTK English stop words"
@@ -40,7 +47,9 @@ TEXTBUGGER = Recipe(
     transformation=Composite((
         # TextBugger (Li et al. 2018) bugs 1-4: insert a space, delete an inner
         # character, swap two inner neighbours, a visually similar character.
-        CharacterBugs("textbugger", homoglyphs="TextAttack's table (a-z, 0-9, - '), one candidate per position"),
+        # Each word's random draws are seeded by "textbugger_chars" (kept: a seed gives what it gave).
+        CharacterBugs(TEXTBUGGER_BUGS, stream="textbugger_chars",
+                      homoglyphs="TextAttack's table (a-z, 0-9, - '), one candidate per position"),
         # Bug 5, Sub-W: "topk = 5" nearest neighbours; promptbench attack_config
         # textbugger max_candidates=5 over TextAttack's counter-fitted paragram vectors.
         EmbeddingSwap(neighbours=5, min_cos=None),
@@ -48,8 +57,8 @@ TEXTBUGGER = Recipe(
     constraints=(
         # promptbench attack_config textbugger min_sentence_cos_sim=0.8, passed to
         # TextAttack's UniversalSentenceEncoder (angular by default), whole text, against the original.
-        UseSimilarity(threshold=0.8, metric="angular", window=None, skip_shorter_than_window=False,
-                      compare_against="clean"),
+        SentenceSimilarity(threshold=0.8, metric="angular", window=None, skip_shorter_than_window=False,
+                           reference="clean", sentence_encoder=TEXTATTACK_USE),
         # No guard: counter-fitting pushes antonyms apart.
         MeaningGuard(rule="none (counter-fitted vectors repel antonyms)"),
     ),
@@ -66,7 +75,8 @@ DEEPWORDBUG = Recipe(
     source="TextAttack DeepWordBugGao2018 as promptbench configures it",
     # DeepWordBug (Gao et al. 2018): swap, substitute, delete or insert one
     # character, any letter of either case (TextAttack's random_one edits).
-    transformation=CharacterBugs("deepwordbug"),
+    # Each word's random draws are seeded by "deepwordbug" (kept: a seed gives what it gave).
+    transformation=CharacterBugs(DEEPWORDBUG_EDITS, stream="deepwordbug"),
     # promptbench attack_config deepwordbug levenshtein_edit_distance=30, against the original.
     constraints=(MaxLevenshtein(max_distance=30),),
     # DeepWordBug scores a word by replacing it with [UNK] (TextAttack: GreedyWordSwapWIR("unk")).
@@ -82,11 +92,11 @@ TEXTFOOLER = Recipe(
     transformation=EmbeddingSwap(neighbours=50, min_cos=0.6),
     constraints=(
         # PartOfSpeech(allow_verb_noun_swap=True), NLTK's universal tagger on the original text.
-        PartOfSpeech(tagging="NLTK universal tagger, tagged in the original prompt", allow_noun_verb_swap=True),
+        PartOfSpeechMatch(tagging="NLTK universal tagger, tagged in the original prompt", allow_noun_verb_swap=True),
         # promptbench min_sentence_cos_sim=0.840845057 (an angle of 0.5 radians: 1 - 0.5/pi),
         # angular, over a 15-word window, texts shorter than it skipped, against the previous step.
-        UseSimilarity(threshold=0.840845057, metric="angular", window=15, skip_shorter_than_window=True,
-                      compare_against="current"),
+        SentenceSimilarity(threshold=0.840845057, metric="angular", window=15, skip_shorter_than_window=True,
+                           reference="current", sentence_encoder=TEXTATTACK_USE),
         MeaningGuard(rule="none (counter-fitted vectors repel antonyms)"),
     ),
     # GreedyWordSwapWIR (deletion importance) and the TextFooler release's own stop words.
@@ -108,8 +118,8 @@ BERTATTACK = Recipe(
                                     max_words_perturbed=1.0),
     constraints=(
         # promptbench min_sentence_cos_sim=0.8 (TextAttack 0.2), cosine, whole text, against the original.
-        UseSimilarity(threshold=0.8, metric="cosine", window=None, skip_shorter_than_window=False,
-                      compare_against="clean"),
+        SentenceSimilarity(threshold=0.8, metric="cosine", window=None, skip_shorter_than_window=False,
+                           reference="clean", sentence_encoder=TEXTATTACK_USE),
         MeaningGuard(rule="none"),
     ),
     # [UNK] importance (TextAttack: GreedyWordSwapWIR(wir_method="unk")).
@@ -146,11 +156,17 @@ SEMANTIC = Recipe(
     name="semantic",
     source="promptbench semantic attack (SEMANTIC_ADV_PROMPT_SET)",
     # The paper scores 10 prompts per language written by speakers of six languages
-    # and reports every one's score.
-    transformation=GivenPrompts(),
+    # (the task's "semantic" prompts: 60 per dataset) and reports every one's score.
+    transformation=GivenPrompts(prompt_type="semantic", paper_set_size=60),
     constraints=(),
     search=PromptSetSearch(every_score=True),
 )
 
 #: The paper's seven attacks, in its order.
 RECIPES: tuple[Recipe, ...] = (TEXTBUGGER, DEEPWORDBUG, TEXTFOOLER, BERTATTACK, CHECKLIST, STRESSTEST, SEMANTIC)
+
+#: The attack the Python API runs when none is named, and the one `pre run` suggests
+#: first: StressTest, the cheapest (3 candidates).
+DEFAULT_ATTACK = STRESSTEST.name
+#: What `pre run` suggests after an attack, in this order (those not yet run that run here).
+SUGGESTED_NEXT: tuple[str, ...] = (DEEPWORDBUG.name, TEXTFOOLER.name, CHECKLIST.name)

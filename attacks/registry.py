@@ -1,13 +1,13 @@
-"""Attack names -> attacks, for the CLI (`pre run --attack NAME`, `pre list attacks`)."""
+"""Attack names -> attacks, for the CLI (`pre run --attack NAME`, `pre list attacks`),
+and what a named attack is, for callers that hold only a name (a setting, a record)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from promptrobust.attacks.attack import Attack
-from promptrobust.attacks.components import GreedyWordSwapWIR
+from promptrobust.attacks.base import Recipe
 from promptrobust.attacks.errors import AttackOptionError, UnknownAttackError
-from promptrobust.attacks.recipe import Recipe
 from promptrobust.attacks.recipes import RECIPES
 
 _RECIPES: dict[str, Recipe] = {recipe.name: recipe for recipe in RECIPES}
@@ -85,4 +85,32 @@ def get_attack(name: str, **options: Any) -> Attack:
 
 def is_word_attack(name: str) -> bool:
     """Whether the attack edits words (and so needs the task's protected words)."""
-    return isinstance(recipe_of(name).search, GreedyWordSwapWIR)
+    return recipe_of(name).edits_words
+
+
+def prompt_set_of(name: str) -> str | None:
+    """The type of the task's prompts the attack scores as its candidates (Semantic's set); None when
+    it edits the prompt, or for a name no recipe has (an old record's)."""
+    recipe = _RECIPES.get(name.strip().lower()) if isinstance(name, str) else None
+    return recipe.prompt_set if recipe is not None else None
+
+
+class InsertionAttacks:
+    """The attacks that only insert text, told apart by content: what a promptbench archive's or a
+    pairs file's label is checked against (``tasks.promptbench_import.ContentCheck``)."""
+
+    def shown_by(self, clean: str, adversarial: str) -> str | None:
+        """The attack whose insertion alone turns ``clean`` into ``adversarial``, or None."""
+        for recipe in RECIPES:
+            if recipe.transformation.only_inserts(clean, adversarial):
+                return recipe.name
+        return None
+
+    def inserts(self, name: str) -> str | None:
+        """What the attack inserts ("tautologies"), or None when it is not an insertion attack (or unknown)."""
+        recipe = _RECIPES.get(name.strip().lower())
+        return recipe.transformation.inserts() if recipe is not None else None
+
+
+#: The one instance callers pass around.
+INSERTION_ATTACKS = InsertionAttacks()

@@ -6,6 +6,11 @@
   ``min_cos`` and ``k`` apply as to plain neighbours. So a candidate is both a
   listed synonym and an embedding neighbour: "writer" -> "author", never
   "literature" (an association) or "elated" for "displeased" (an antonym).
+  With a tagger (``InContext``) it proposes the word in its sense in this
+  prompt: only synonyms of the part of speech the word has here (a verb stays a
+  verb: "judge" -> "evaluate", never "justice"), from the senses WordNet's
+  sense-tagged corpus gives the word most of the time, and only candidates
+  that themselves usually mean that sense (``SENSE_SHARE``).
 * ``is_opposite``: the antonym guard, the union of the hand-written pairs, the
   negating-prefix rule (``embeddings.is_antonym``) and WordNet's antonyms
   (direct and indirect), tried on the words and on their lemmas.
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from promptrobust.attacks.base import WordSite, WordTransformation
 from promptrobust.attacks.embeddings import _ANTONYMS, _NEGATING_PREFIXES, WordEmbedding, is_antonym
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.pos import PosTagger, TaggedSpan, tag_at
 from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
 
 # Inflection classes: (class, surface suffix, lemma suffix), WordNet's
@@ -156,11 +162,59 @@ def contrast_words(text: str, protected: frozenset[str], lexicon: Lexicon | None
 #: senses of the word ("or" -> "surgery", for "operating room"): dropped.
 SYNONYM_FLOOR = 0.5
 
+#: Universal part-of-speech tags -> WordNet's parts of speech. A word tagged
+#: otherwise in its prompt (a preposition, a determiner, a number) has no synonym.
+WORDNET_POS = {"NOUN": "n", "PROPN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
+#: A sense counts as the word's sense here when WordNet's sense-tagged corpus
+#: (``index.sense``) tags the lemma in it at least this share of its tagged uses
+#: in the part of speech (a lemma never tagged keeps every sense); and a
+#: candidate is kept only when it means that sense at least this share of its
+#: own tagged uses ("inspection" is rarely a review; "justice" rarely a judge).
+SENSE_SHARE = 0.2
+
+
+class InContext:
+    """The part of speech of a word in its prompt, from a tagger; each prompt tagged once."""
+
+    def __init__(self, tagger: PosTagger, max_prompts: int = 256) -> None:
+        self.tagger = tagger
+        self._tagged: dict[str, list[TaggedSpan]] = {}
+        self._max = max_prompts
+
+    def pos(self, site: WordSite) -> str | None:
+        """WordNet's part of speech (n v a r) of the site's word as tagged in its prompt, or None."""
+        text = "".join(site.tokens)
+        spans = self._tagged.get(text)
+        if spans is None:
+            if len(self._tagged) >= self._max:
+                self._tagged.clear()
+            spans = self._tagged[text] = self.tagger.tag([text])[0]
+        tag = tag_at(spans, len("".join(site.tokens[: site.index])))
+        return WORDNET_POS.get(tag or "")
+
+
+def usual_senses(lemma: str, pos: str, lexicon: Lexicon, share: float = SENSE_SHARE) -> list[str]:
+    """The lemma's synsets of ``pos`` that its tagged uses fall in at least ``share`` of the time
+    (every synset when it was never tagged), most frequent first."""
+    senses = lexicon.senses_in(lemma, [pos])
+    counts = [lexicon.tag_count(lemma, sid) for sid in senses]
+    total = sum(counts)
+    if total == 0:
+        return senses
+    return [sid for sid, n in zip(senses, counts) if n >= share * total]
+
+
+def means_usually(word: str, sid: str, lexicon: Lexicon, share: float = SENSE_SHARE) -> bool:
+    """Whether ``sid`` is among the usual senses of ``word`` in its part of speech."""
+    return sid in usual_senses(word, lexicon.pos_of(sid), lexicon, share)
+
 
 class LexiconNeighbours:
     """Listed synonyms that are also embedding neighbours (the offline
     stand-in for counter-fitted vectors): up to ``k``, cosine >= ``min_cos``
-    and >= ``floor`` (``SYNONYM_FLOOR``), most similar first; opposites never."""
+    and >= ``floor`` (``SYNONYM_FLOOR``), most similar first; opposites never.
+    With ``context`` (the word's part of speech in its prompt): only synonyms
+    in the word's usual senses of that part of speech that usually mean it."""
 
     def __init__(
         self,
@@ -171,6 +225,7 @@ class LexiconNeighbours:
         min_cos: float | None = None,
         floor: float = SYNONYM_FLOOR,
         name: str = "lexicon_neighbours",
+        context: InContext | None = None,
     ) -> None:
         if k <= 0:
             raise ValueError(f"number of neighbours must be positive, got {k}")
@@ -180,13 +235,28 @@ class LexiconNeighbours:
         self.embedding = embedding
         self.lexicon = lexicon if lexicon is not None else load_lexicon()
         self.name = name
+        self.context = context
 
-    def scored(self, word: str) -> list[tuple[str, float, str]]:
-        """(replacement, cosine, lemma synonym it came from), best first."""
+    def _synonyms(self, form: Form, tagged: str | None) -> set[str]:
+        if self.context is None:
+            return set(self.lexicon.synonyms(form.lemma, form.pos))
+        if tagged is None or (form.pos is not None and tagged not in form.pos):
+            return set()
+        out: set[str] = set()
+        antonyms = self.lexicon.antonyms(form.lemma)
+        for sid in usual_senses(form.lemma, tagged, self.lexicon):
+            for syn in self.lexicon.members(sid):
+                if syn != form.lemma and syn not in antonyms and means_usually(syn, sid, self.lexicon):
+                    out.add(syn)
+        return out
+
+    def scored(self, word: str, tagged: str | None = None) -> list[tuple[str, float, str]]:
+        """(replacement, cosine, lemma synonym it came from), best first; ``tagged``: the
+        word's part of speech in its prompt (used with ``context``)."""
         low = word.lower()
         seen: dict[str, tuple[float, str]] = {}
         for form in lemma_forms(low, self.lexicon):
-            for syn in self.lexicon.synonyms(form.lemma, form.pos):
+            for syn in sorted(self._synonyms(form, tagged)):
                 surface = inflect(syn, form.inflection)
                 if surface == low or surface in seen or not self.embedding.proposable(surface):
                     continue
@@ -201,8 +271,9 @@ class LexiconNeighbours:
 
     def replacements(self, site: WordSite) -> list[str]:
         word = site.word
+        tagged = self.context.pos(site) if self.context is not None else None
         out: list[str] = []
-        for cand, _cos, _syn in self.scored(word):
+        for cand, _cos, _syn in self.scored(word, tagged):
             new = match_case(word, cand)
             if new != word and new not in out:
                 out.append(new)
@@ -230,3 +301,48 @@ def _opposes(word: str, new: str, lexicon: Lexicon | None) -> bool:
 def opposite_substitutions(pairs: Iterable[tuple[str, str]], lexicon: Lexicon | None = None) -> list[tuple[str, str]]:
     """The substitutions that replace a word by its opposite (should be none)."""
     return [(o, n) for o, n in pairs if o.isalpha() and n.isalpha() and is_opposite(o, n, lexicon)]
+
+
+# -- how two words relate in WordNet (evidence for the meaning verdict) ------------------------------
+
+#: Relations ``relation`` finds, closest first.
+Relation = str
+SYNONYM, RARER_SENSE, RELATED, SAME_FIELD, UNRELATED, UNKNOWN = (
+    "synonym in a usual sense", "synonym in a rarer sense only", "related (kind of, similar to)",
+    "same field (another kind of the same thing)", "unrelated", "not in WordNet")
+
+
+def _lemmas(word: str, lexicon: Lexicon) -> set[str]:
+    low = word.lower()
+    return {low, *(f.lemma for f in lemma_forms(low, lexicon))}
+
+
+def relation(old: str, new: str, pos: str | None, lexicon: Lexicon) -> Relation:
+    """How ``new`` relates to ``old`` in WordNet 3.0, in ``pos`` (n v a r; None: any): a synonym in
+    one of old's usual senses (``usual_senses``), a synonym in a rarer sense only, related (one is a
+    kind of the other, or similar adjectives), in the same field (both kinds of the same thing:
+    judge and referee, tone and pitch), unrelated, or unknown. Adverbs in -ly relate as their adjectives."""
+    wanted = [pos] if pos else ["n", "v", "a", "r"]
+    olds, news = _lemmas(old, lexicon), _lemmas(new, lexicon)
+    old_senses = {sid for w in olds for sid in lexicon.senses_in(w, wanted)}
+    new_senses = {sid for w in news for sid in lexicon.senses_in(w, wanted)}
+    if pos == "r" and old.lower().endswith("ly") and new.lower().endswith("ly"):
+        adjectives = relation(old.lower()[:-2], new.lower()[:-2], "a", lexicon)
+        if adjectives not in (UNKNOWN, UNRELATED):
+            return adjectives
+    if not old_senses or not new_senses:
+        known = any(lexicon.senses(w) for w in olds) and any(lexicon.senses(w) for w in news)
+        return UNRELATED if known else UNKNOWN
+    shared = old_senses & new_senses
+    if shared:
+        usual = {sid for w in olds for p in wanted for sid in usual_senses(w, p, lexicon)}
+        return SYNONYM if shared & usual else RARER_SENSE
+    up_old = {h for s in old_senses for h in lexicon.hypernyms(s)}
+    up_new = {h for s in new_senses for h in lexicon.hypernyms(s)}
+    heads_old = {lexicon.head(s) or s for s in old_senses}
+    heads_new = {lexicon.head(s) or s for s in new_senses}
+    if up_old & new_senses or up_new & old_senses or heads_old & heads_new:
+        return RELATED
+    if up_old & up_new:
+        return SAME_FIELD
+    return UNRELATED

@@ -85,19 +85,3 @@ class EmbeddingNeighbours:
             if new != word and new not in out:
                 out.append(new)
         return out
-
-
-class Combined:
-    """The union of several transformations' proposals, in order."""
-
-    def __init__(self, parts: Sequence[object], *, name: str = "combined") -> None:
-        self.parts = tuple(parts)
-        self.name = name
-
-    def replacements(self, site: WordSite) -> list[str]:
-        out: list[str] = []
-        for part in self.parts:
-            for new in part.replacements(site):  # type: ignore[attr-defined]
-                if new not in out:
-                    out.append(new)
-        return out

@@ -23,6 +23,7 @@ from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
 from promptrobust import AttackSettings, EvaluationSettings, SchedulerSettings
 from promptrobust.engine.runs.catalog import DEFAULT_DATASET, DEFAULT_MODEL
+from promptrobust.engine.runs.catalog import PROMPT_TYPES as catalog_prompt_types
 
 if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
     from promptrobust.engine.analysis.commands import SourceSettings
@@ -30,7 +31,8 @@ if TYPE_CHECKING:  # the plans load what they plan with: read when a command run
     from promptrobust.engine.runs.plan import TaskChoice
     from promptrobust.engine.runs.task_choice import Target
 
-PROMPT_TYPES = ("task", "role", "semantic", "all")
+#: The prompt sets a command may take (catalog.PROMPT_TYPES), or all (task + role).
+PROMPT_TYPES = (*catalog_prompt_types, "all")
 
 
 class Subcommands(Protocol):

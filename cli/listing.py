@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from promptrobust.cli.errors import UserError
+from promptrobust.engine.runs.catalog import PROMPT_TYPES
 
 if TYPE_CHECKING:
     from promptrobust.cli.flags import Subcommands
@@ -23,7 +24,7 @@ def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> Non
     p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
     p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
     p.add_argument("--task", default=None, metavar="FILE", help="your own task's file, whose prompts to list (docs/your-task.md)")
-    p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=["task", "role", "semantic"], help="only prompts of this type")
+    p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=list(PROMPT_TYPES), help="only prompts of this type")
     p.add_argument("--promptbench", default=None, metavar="CHECKOUT", help="list the paper's own prompts from a promptbench checkout")
     p.add_argument("--shots", type=int, default=0, help="with --promptbench: the few-shot prompt files when > 0 (the paper's layout keeps them apart)")
     p.set_defaults(handler=handle)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 ResultT = TypeVar("ResultT")
 
 from promptrobust.cli.errors import with_flag
-from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here
+from promptrobust.engine.runs.catalog import DEFAULT_MODEL, attack_runs_here, default_attack, suggested_attacks
 from promptrobust.engine.safe_io import redact_text
 
 if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes over
@@ -214,7 +214,7 @@ def after_clean(args: argparse.Namespace, clean: Sequence[CleanScore], samples: 
     usable = [c for c in clean if not c.at_chance and c.score > 0]
     if usable:
         best = max(usable, key=lambda c: c.score)
-        return f"{command(args, '--attack', 'stresstest', '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
+        return f"{command(args, '--attack', default_attack(), '--top-k', '1')}  (attack the best prompt, {best.prompt.id}; PDR with its interval)"
     return at_chance_advice(args, samples, labels=labels)
 
 
@@ -241,7 +241,7 @@ def after_attack(args: argparse.Namespace, records: Sequence[AttackRecord], atta
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)
         advice = at_chance_advice(args, samples, "the attacked prompts score at chance, so their PDR is noise", labels=labels)
         return f"{report}\n  {advice}"
-    others = [a for a in ("deepwordbug", "textfooler", "checklist") if a not in attacks and attack_runs_here(a)][:2]
+    others = [a for a in suggested_attacks() if a not in attacks and attack_runs_here(a)][:2]
     if not others:
         return report
     top_k = getattr(args, "top_k", None)

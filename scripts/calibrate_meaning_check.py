@@ -1,84 +1,137 @@
-"""Calibrate the meaning check on the pairs labelled by hand.
+"""Calibrate the meaning verdict on pairs labelled by hand, and measure it on pairs it never saw.
 
-    python scripts/calibrate_meaning_check.py [tests/fixtures/meaning/labelled_pairs.jsonl]
+    python scripts/calibrate_meaning_check.py [--show-wrong]
 
-For each layer of all-MiniLM-L6-v2 and each threshold, the verdict's precision
-and recall at finding a changed meaning (and the kept ones' too), over all
-pairs and with the threshold chosen on one half and measured on the other.
-docs/fidelity.md quotes the committed setting's figures.
+``tests/fixtures/meaning/verdict_pairs.jsonl`` holds 217 (clean, adversarial) pairs written
+for promptrobust, each labelled kept or changed, in categories (wrong sense, same field,
+changed instructions: language, scope, role; real-word typos, synonyms, words in a label's
+clause, opposites, character edits, insertions, deletions). Each pair's ``split`` was fixed
+before anything was measured: within each category, alternately ``calibration`` and
+``held-out``. The verdict's two numbers (``meaning_check.THRESHOLD_CLOSE`` and
+``THRESHOLD_FAR``: the encoder's in-context cosine a replacement needs when WordNet relates
+it closely to the old word, and when not) are chosen on the calibration pairs only (most
+pairs right; ties: more changed meanings found, then the lower thresholds); the held-out
+pairs, never used to choose them, give the figures docs/fidelity.md quotes, per category.
+The rules (instruction words, opposites, part of speech, spelling, WordNet relations) have
+no number fitted to these pairs. The earlier 80 pairs (``labelled_pairs.jsonl``, issue 30)
+are scored too, as a further set.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import promptrobust.attacks.meaning_check as mc
+from promptrobust.attacks.words import normalize_protected
 
-PAIRS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning" / "labelled_pairs.jsonl"
+HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
+PAIRS = HERE / "verdict_pairs.jsonl"
+EARLIER = HERE / "labelled_pairs.jsonl"
+GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 
 
-def scores(rows: list[dict], layer: int) -> list[tuple[str, float | None, bool | None]]:
-    """(label, lowest in-context similarity of the pair's word substitutions, rule verdict if no similarity decides)."""
-    encoder = mc.ContextEncoder(layer)
+@dataclass(frozen=True)
+class Evidence:
+    """What the verdict saw on one pair: per changed stretch, its rule verdict when no
+    similarity decides it, else its similarity and whether the close threshold applies."""
+
+    label: str
+    category: str
+    split: str
+    why: str
+    checks: tuple[tuple[bool | None, float | None, bool], ...]
+
+    def changed(self, close: float, far: float) -> bool:
+        for rule, sim, is_close in self.checks:
+            if sim is None:
+                if rule is not True:
+                    return True
+            elif sim < (close if is_close else far):
+                return True
+        return False
+
+
+def _verdict(row: dict[str, object], close: float, far: float) -> mc.MeaningVerdict:
+    saved = mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR
+    mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR = close, far
+    try:
+        return mc.meaning_verdict(str(row["clean"]), str(row["adversarial"]),
+                                  normalize_protected(row["labels"]))  # type: ignore[arg-type]
+    finally:
+        mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR = saved
+
+
+def evidence(path: Path) -> list[Evidence]:
+    """Each pair's evidence: run once with every similarity passing under the close threshold only
+    (so a check that passes there is in the close class) and once with every similarity passing."""
     out = []
-    for r in rows:
-        saved = mc.CONTEXT_THRESHOLD
-        mc.CONTEXT_THRESHOLD = -2.0  # every similarity passes: what is left is the rules' verdict
-        try:
-            v = mc.meaning_verdict(r["clean"], r["adversarial"], frozenset(r["labels"]), encoder=encoder)
-        finally:
-            mc.CONTEXT_THRESHOLD = saved
-        sims = [s.similarity for s in v.substitutions if s.similarity is not None]
-        out.append((r["meaning"], min(sims) if sims else None, v.verdict == "kept"))
+    for row in (json.loads(line) for line in path.read_text().splitlines() if line.strip()):
+        open_close = _verdict(row, -2.0, 2.0).substitutions
+        everything = _verdict(row, -2.0, -2.0).substitutions
+        checks = tuple((c.kept if c.similarity is None else None, c.similarity, bool(k.kept))
+                       for c, k in zip(everything, open_close))
+        out.append(Evidence(str(row["meaning"]), str(row.get("category", "earlier set")),
+                            str(row.get("split", "earlier set")), str(row["why"]), checks))
     return out
 
 
-def confusion(rows: list[tuple[str, float | None, bool | None]], threshold: float) -> dict[str, float]:
-    tp = fp = fn = tn = 0
-    for label, sim, rules_keep in rows:
-        kept = bool(rules_keep) and (sim is None or sim >= threshold)
-        if label == "changed":
-            tp += not kept
-            fn += kept
-        else:
-            fp += not kept
-            tn += kept
-    prec = tp / (tp + fp) if tp + fp else 1.0
-    rec = tp / (tp + fn) if tp + fn else 1.0
-    kept_prec = tn / (tn + fn) if tn + fn else 1.0
-    kept_rec = tn / (tn + fp) if tn + fp else 1.0
-    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "precision": prec, "recall": rec,
-            "kept_precision": kept_prec, "kept_recall": kept_rec, "accuracy": (tp + tn) / len(rows)}
+def score(rows: list[Evidence], close: float, far: float) -> dict[str, float]:
+    right = sum((e.label == "changed") == e.changed(close, far) for e in rows)
+    changed = [e for e in rows if e.label == "changed"]
+    found = sum(e.changed(close, far) for e in changed)
+    flagged = sum(e.changed(close, far) for e in rows)
+    return {"pairs": len(rows), "accuracy": right / len(rows) if rows else float("nan"),
+            "changed": len(changed), "recall": found / len(changed) if changed else float("nan"),
+            "precision": found / flagged if flagged else float("nan")}
 
 
-def best(rows: list[tuple[str, float | None, bool | None]]) -> float:
-    """The threshold with the most pairs right (ties: the lowest)."""
-    grid = [round(0.20 + 0.01 * i, 2) for i in range(61)]
-    return max(grid, key=lambda t: (confusion(rows, t)["accuracy"], -t))
+def choose(rows: list[Evidence]) -> tuple[float, float]:
+    def key(pair: tuple[float, float]) -> tuple[float, float, float, float]:
+        s = score(rows, *pair)
+        return s["accuracy"], s["recall"], -pair[0], -pair[1]
+
+    return max(((c, f) for c in GRID for f in GRID), key=key)
+
+
+def lines(title: str, rows: list[Evidence], close: float, far: float) -> Iterator[str]:
+    groups: dict[str, list[Evidence]] = defaultdict(list)
+    for e in rows:
+        groups[e.category].append(e)
+    yield title
+    for name, members in [("all", rows), *sorted(groups.items())]:
+        s = score(members, close, far)
+        recall = f"{s['recall']:.3f} ({round(s['recall'] * s['changed'])}/{s['changed']})" if s["changed"] else "-"
+        yield (f"  {name:24} pairs {s['pairs']:3}  accuracy {s['accuracy']:.3f}  recall of changed {recall}")
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[0]) if argv else PAIRS
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    print(f"{len(rows)} pairs, {sum(r['meaning'] == 'changed' for r in rows)} changed")
-    for layer in range(1, 7):
-        s = scores(rows, layer)
-        t = best(s)
-        half_a, half_b = s[0::2], s[1::2]
-        held = [confusion(half_b, best(half_a)), confusion(half_a, best(half_b))]
-        c = confusion(s, t)
-        print(f"layer {layer}: best threshold {t:.2f}: precision {c['precision']:.3f} recall {c['recall']:.3f} "
-              f"accuracy {c['accuracy']:.3f} | two-fold (threshold from the other half): accuracy "
-              f"{(held[0]['accuracy'] + held[1]['accuracy']) / 2:.3f}")
-    s = scores(rows, mc.CONTEXT_LAYER)
-    c = confusion(s, mc.CONTEXT_THRESHOLD)
-    print(f"committed: layer {mc.CONTEXT_LAYER}, threshold {mc.CONTEXT_THRESHOLD}: " + json.dumps(c))
-    for (label, sim, rules_keep), r in zip(s, rows):
-        kept = bool(rules_keep) and (sim is None or sim >= mc.CONTEXT_THRESHOLD)
-        if (label == "kept") != kept:
-            print(f"  wrong: {label:8} sim={'-' if sim is None else f'{sim:.3f}'} {r['why']}")
+    rows = evidence(PAIRS)
+    calibration = [e for e in rows if e.split == "calibration"]
+    held_out = [e for e in rows if e.split == "held-out"]
+    close, far = choose(calibration)
+    print(f"{len(rows)} pairs ({sum(e.label == 'changed' for e in rows)} changed); calibration {len(calibration)}, "
+          f"held-out {len(held_out)}")
+    print(f"chosen on the calibration pairs: THRESHOLD_CLOSE {close}, THRESHOLD_FAR {far}; committed: "
+          f"{mc.THRESHOLD_CLOSE}, {mc.THRESHOLD_FAR}")
+    for line in lines("calibration pairs (used to choose the thresholds):", calibration, mc.THRESHOLD_CLOSE,
+                      mc.THRESHOLD_FAR):
+        print(line)
+    for line in lines("HELD-OUT pairs (never used to choose anything):", held_out, mc.THRESHOLD_CLOSE,
+                      mc.THRESHOLD_FAR):
+        print(line)
+    earlier = evidence(EARLIER)
+    for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, mc.THRESHOLD_CLOSE,
+                      mc.THRESHOLD_FAR):
+        print(line)
+    if "--show-wrong" in argv:
+        for e in rows + earlier:
+            if (e.label == "changed") != e.changed(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
+                print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0
 
 

@@ -14,6 +14,13 @@ from typing import Any, Literal
 
 # "given": a prompt a caller passed in to be scored (pre eval, score_prompts), from no prompt set.
 PromptType = Literal["task", "role", "semantic", "given"]
+#: The type of the prompts written as speakers of other languages phrase English, each with its
+#: language: the Semantic attack's candidates. This module owns the prompt types; the one
+#: prompt type that shares its word with an attack's name is written here only
+#: (tests/test_attack_names.py).
+SEMANTIC_PROMPTS: PromptType = "semantic"
+#: The paper's prompt sets: task-oriented, role-oriented and the semantic prompts.
+PROMPT_TYPES: tuple[PromptType, ...] = ("task", "role", SEMANTIC_PROMPTS)
 Shot = Literal["zero", "few"]
 ParserName = Literal["last_word", "robust"]
 

@@ -19,19 +19,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import cast
 
-from promptrobust.tasks.base import Prompt, PromptType, Task
+from promptrobust.tasks.base import PROMPT_TYPES, SEMANTIC_PROMPTS, Prompt, PromptType, Task
 from promptrobust.tasks.errors import PromptFileError, UnknownPromptError
 from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
-PROMPT_TYPES = ("task", "role", "semantic")
 _KEYS = {"id", "type", "language", "text"}
 
 
 def builtin_files(dataset: str) -> dict[str, Path]:
     """``{"en": path, "semantic": path}`` for the dataset's built-in files (may not exist)."""
     base = prompt_dataset(dataset)
-    return {"en": PROMPT_DIR / f"{base}.toml", "semantic": PROMPT_DIR / "semantic" / f"{base}.toml"}
+    return {"en": PROMPT_DIR / f"{base}.toml", SEMANTIC_PROMPTS: PROMPT_DIR / SEMANTIC_PROMPTS / f"{base}.toml"}
 
 
 @lru_cache(maxsize=128)
@@ -101,8 +100,8 @@ def load_prompts(
         files = builtin_files(name)
         if wanted & {"task", "role"}:
             paths.append(files["en"])
-        if "semantic" in wanted:
-            paths.append(files["semantic"])
+        if SEMANTIC_PROMPTS in wanted:
+            paths.append(files[SEMANTIC_PROMPTS])
         present = [p for p in paths if p.is_file()]
         if not present and not extra_files:
             expected = " or ".join(str(p) for p in paths)

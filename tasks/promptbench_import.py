@@ -44,11 +44,11 @@ import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
-from promptrobust.tasks.base import Prompt
+from promptrobust.tasks.base import PROMPT_TYPES, SEMANTIC_PROMPTS, Prompt
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.registry import canonical_name, prompt_dataset
 
@@ -65,12 +65,12 @@ SEMANTIC_LANGUAGES = {"chinese": "zh", "french": "fr", "arabic": "ar", "spanish"
 _DICT_NAMES = {
     "task": ("TASK_ORIENTED_PROMPT_SET", "TASK_ORIENTED_PROMPTS"),
     "role": ("ROLE_ORIENTED_PROMPT_SET", "ROLE_ORIENTED_PROMPTS"),
-    "semantic": ("SEMANTIC_ADV_PROMPT_SET",),
+    SEMANTIC_PROMPTS: ("SEMANTIC_ADV_PROMPT_SET",),
 }
 _CONTENT = re.compile(r"[ \t]*\n?[ \t]*Question:[ \t]*\{content\}[ \t]*\n?[ \t]*Answer:[ \t]*")
 _NAMED_SLOT = re.compile(r"\{(?:task|soruce_lang|source_lang|target_lang)\}")
 _SCORE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*:\s*(-?\d+(?:\.\d+)?)\s*%")
-_TYPES = ("task", "role", "semantic")
+_TYPES = PROMPT_TYPES
 
 
 #: The deepest expression a promptbench file may hold: brackets, operators and chained calls each
@@ -101,7 +101,7 @@ class PromptbenchLayout:
     adv_dir: Path | None
 
     def prompt_file(self, prompt_type: str, shot: Shot) -> Path:
-        if prompt_type == "semantic":
+        if prompt_type == SEMANTIC_PROMPTS:
             return self.prompts_dir / "semantic_atk_prompts.py"
         name = f"{prompt_type}_oriented.py"
         if self.kind == "package":
@@ -250,7 +250,7 @@ def load_promptbench_prompts(
     for prompt_type in wanted:
         path = layout.prompt_file(prompt_type, shot)
         table = read_literal_dict(path, _DICT_NAMES[prompt_type])
-        if prompt_type == "semantic":
+        if prompt_type == SEMANTIC_PROMPTS:
             entry = _dataset_entry(table, _SEMANTIC_KEYS.get(key, key), path)
             if not isinstance(entry, dict):
                 raise PromptbenchImportError(f"{path}: {key!r} must map languages to prompt lists")
@@ -259,7 +259,7 @@ def load_promptbench_prompts(
                 if langs is not None and code not in langs:
                     continue
                 for n, text in enumerate(_string_list(texts, f"{path} [{key}][{lang_name}]"), 1):
-                    prompts.append(Prompt(f"pb-{key}-semantic-{code}-{n:02d}", name, "semantic",
+                    prompts.append(Prompt(f"pb-{key}-semantic-{code}-{n:02d}", name, SEMANTIC_PROMPTS,
                                           normalize_prompt_text(text), code))
         else:
             if langs is not None and "en" not in langs:
@@ -295,7 +295,7 @@ class AdversarialPair:
     dropped: float | None
     source: str
     #: The file's heading when the pair's content shows another attack
-    #: (``classify_pair``) and ``attack`` was corrected; "" otherwise.
+    #: (``ContentCheck``) and ``attack`` was corrected; "" otherwise.
     labelled_attack: str = ""
 
     def to_row(self) -> dict[str, Any]:
@@ -347,7 +347,7 @@ class AdversarialPairs(list):
     """A list of :class:`AdversarialPair` plus ``skipped``: one line per incomplete
     block of the files (the published files have a few), so nothing is dropped
     silently; and ``relabelled``: one line per block whose pairs' content shows
-    another attack than its heading (``classify_pair``)."""
+    another attack than its heading (``ContentCheck``)."""
 
     def __init__(self, pairs: Iterable[AdversarialPair] = (), skipped: Iterable[str] = (),
                  relabelled: Iterable[str] = ()) -> None:
@@ -356,40 +356,23 @@ class AdversarialPairs(list):
         self.relabelled: list[str] = list(relabelled)
 
 
-_RANDOM_SUFFIX = re.compile(r"\s*(?<![A-Za-z0-9])([A-Za-z0-9]{10})(?![A-Za-z0-9])")
-_TAUTOLOGIES = re.compile(r"\s*(?:\band (?:true is true|false is not true)\s*)+", re.IGNORECASE)
+class ContentCheck(Protocol):
+    """Tells an insertion attack's prompts by their content (``attacks.registry.INSERTION_ATTACKS``):
+    the archive's heading of a block is checked against it."""
+
+    def shown_by(self, clean: str, adversarial: str) -> str | None:
+        """The attack whose insertion alone turns ``clean`` into ``adversarial``, or None."""
+        ...
+
+    def inserts(self, name: str) -> str | None:
+        """What the attack inserts, or None when it is not an insertion attack."""
+        ...
 
 
-def _same_text(a: str, b: str) -> bool:
-    """Equal up to whitespace (runs of it, and space before punctuation)."""
-    def norm(t: str) -> str:
-        return re.sub(r"\s+([.,:;!?\"'])", r"\1", " ".join(t.split()))
-
-    return norm(a) == norm(b)
-
-
-def classify_pair(clean: str, adversarial: str) -> str | None:
-    """The sentence-level attack a pair's content shows, or None.
-
-    CheckList inserts one random 10-character alphanumeric string into the
-    prompt; StressTest inserts tautologies ("and true is true", "and false is
-    not true", repeated). A pair whose only change is such an insertion is one
-    of those, whatever block of the archive it sits in."""
-    if _same_text(clean, adversarial):
-        return None
-    if _TAUTOLOGIES.search(adversarial) and _same_text(_TAUTOLOGIES.sub(" ", adversarial), clean):
-        return "stresstest"
-    for m in _RANDOM_SUFFIX.finditer(adversarial):
-        token = m.group(1)
-        if token in clean or not (any(c.isdigit() for c in token) or token != token.lower()):
-            continue  # a word of the prompt, or a plain lowercase word
-        if _same_text(adversarial[: m.start()] + " " + adversarial[m.end() :], clean):
-            return "checklist"
-    return None
-
-
-def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
-    """Every (clean, attacked) pair of one promptbench adversarial-prompt ``.md`` file."""
+def parse_adversarial_file(path: str | Path, content: ContentCheck | None = None) -> AdversarialPairs:
+    """Every (clean, attacked) pair of one promptbench adversarial-prompt ``.md`` file. With ``content``,
+    a pair whose content shows an insertion attack other than its block's heading is relabelled, and
+    a pair under an insertion attack's heading that changes words is left out (``relabelled`` says so)."""
     p = Path(path)
     if not p.is_file():
         raise PromptbenchImportError(f"{p}: adversarial-prompt file not found; check the path")
@@ -443,11 +426,11 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
             c, a, d = _scores(line)
             tag = f"{model}-{shot}shot" if shot else model
             clean_text, adv_text = "\n".join(clean).strip(), adversarial.strip()
-            shown = classify_pair(clean_text, adv_text)
+            shown = content.shown_by(clean_text, adv_text) if content is not None else None
             relabel = shown if shown is not None and shown != attack else None
             if relabel is not None:
                 moved[(dataset, attack, relabel)] = moved.get((dataset, attack, relabel), 0) + 1
-            elif shown is None and attack in ("checklist", "stresstest"):
+            elif shown is None and content is not None and content.inserts(attack) is not None:
                 # a sentence-level block whose pair changes words: some word attack's, which one is unknown
                 moved[(dataset, attack, "")] = moved.get((dataset, attack, ""), 0) + 1
                 clean, adversarial = None, None
@@ -460,14 +443,14 @@ def parse_adversarial_file(path: str | Path) -> AdversarialPairs:
             clean, adversarial = None, None
         elif clean is not None and adversarial is None and line.strip():
             clean.append(line)  # an original prompt that spans lines
-    what = {"checklist": "a random 10-character suffix", "stresstest": "tautologies"}
     for (ds, heading, shown), n in moved.items():
+        assert content is not None  # nothing moves without it
         if shown:
             out.relabelled.append(f"{p.name}: {ds} '## {heading}' block: {n} pair(s) hold {shown} prompts "
-                                  f"({what[shown]} inserted, nothing else changed); relabelled {shown}")
+                                  f"({content.inserts(shown)} inserted, nothing else changed); relabelled {shown}")
         else:
             out.relabelled.append(f"{p.name}: {ds} '## {heading}' block: {n} pair(s) change words instead of inserting "
-                                  f"{what[heading]} (another attack's prompts, which one the file does not say); left out")
+                                  f"{content.inserts(heading)} (another attack's prompts, which one the file does not say); left out")
     return out
 
 
@@ -495,16 +478,18 @@ def load_adversarial_prompts(
     dataset: str | None = None,
     *,
     shot: Shot | None = None,
+    content: ContentCheck | None = None,
 ) -> AdversarialPairs:
     """The authors' published adversarial prompts, optionally only those found on
     ``model`` (e.g. "chatgpt", "t5", "vicuna"), for ``dataset`` (ours; rotten_tomatoes
     reads SST-2's) and of one ``shot`` setting. Filters that match nothing raise
-    an error naming what is there."""
+    an error naming what is there. ``content``: check each block's heading against
+    its pairs' content (``parse_adversarial_file``)."""
     pairs: list[AdversarialPair] = []
     skipped: list[str] = []
     relabelled: list[str] = []
     for f in adversarial_files(path_or_checkout):
-        parsed = parse_adversarial_file(f)
+        parsed = parse_adversarial_file(f, content)
         pairs.extend(parsed)
         skipped.extend(parsed.skipped)
         relabelled.extend(parsed.relabelled)

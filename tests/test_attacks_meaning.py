@@ -81,7 +81,7 @@ def offline_word_parts():
     enc = CachedEncoder(FlatEncoder())
     fooler = get_attack("textfooler", embedding="glove", encoder=enc)
     bugger = get_attack("textbugger", embedding="glove", encoder=enc)
-    words = bugger.transformation(0).parts[1]  # Combined([chars, words])
+    words = bugger.transformation(0).parts[1]  # Composite((chars, words))
     return {"textfooler": fooler.transformation(0), "textbugger": words}
 
 

@@ -18,7 +18,7 @@ from promptrobust.attacks.base import CandidateScore
 from promptrobust.attacks.errors import ScorerContractError
 from promptrobust.attacks.attack import Attack
 from promptrobust.attacks.components import ConstraintOf, GreedyWordSwapWIR, WordSwapOf
-from promptrobust.attacks.recipe import Recipe
+from promptrobust.attacks.base import Recipe
 from promptrobust.attacks.suffix import STRESS_SUFFIXES, random_strings
 from promptrobust.attacks.search import TrackedScorer, rank_words
 from promptrobust.testing.synthetic import SyntheticScorer, contract_violations

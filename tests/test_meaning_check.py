@@ -58,20 +58,50 @@ def test_the_labelled_pairs_hold_every_wrong_sense_of_the_issue_and_both_verdict
     assert all(p["meaning"] == "changed" for p in PAIRS if (p["why"].startswith("wrong sense")))
 
 
-def test_precision_and_recall_on_the_labelled_pairs_are_the_ones_quoted():
-    tp = fp = fn = 0
-    for p in PAIRS:
-        verdict = mc.meaning_verdict(p["clean"], p["adversarial"], normalize_protected(p["labels"]))
-        assert verdict.verdict != "not checked", (p["why"], verdict.reasons)
-        found = verdict.verdict == "changed"
-        want = p["meaning"] == "changed"
-        tp, fp, fn = tp + (found and want), fp + (found and not want), fn + (want and not found)
-    precision, recall = tp / (tp + fp), tp / (tp + fn)
-    one_pair = 1 / 36  # numerics of another CPU may move a pair at the threshold, not more
-    assert precision == pytest.approx(quoted("precision"), abs=one_pair + 0.0005)
-    assert recall == pytest.approx(quoted("recall"), abs=one_pair + 0.0005)
-    assert recall >= 0.8 and precision >= 0.65
-    assert f"{mc.CONTEXT_THRESHOLD:.2f}" in (ROOT / "docs/fidelity.md").read_text()
+def _calibration():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("calibrate_meaning_check", ROOT / "scripts/calibrate_meaning_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["calibrate_meaning_check"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+VERDICT_PAIRS = [json.loads(line) for line in
+                 (ROOT / "tests/fixtures/meaning/verdict_pairs.jsonl").read_text().splitlines()]
+CATEGORIES = {"wrong sense", "same field", "instruction: language", "instruction: scope", "instruction: role",
+              "real-word typo", "synonym", "label clause", "opposite", "character edit", "insertion", "deletion"}
+
+
+def test_the_verdict_pairs_hold_every_category_both_labels_and_a_fixed_split():
+    assert len(VERDICT_PAIRS) >= 200
+    assert {p["category"] for p in VERDICT_PAIRS} == CATEGORIES
+    assert {p["split"] for p in VERDICT_PAIRS} == {"calibration", "held-out"}
+    for name in ("instruction: language", "instruction: scope", "instruction: role", "label clause", "synonym"):
+        assert {p["meaning"] for p in VERDICT_PAIRS if p["category"] == name} == {"kept", "changed"}, name
+    for name in CATEGORIES:  # alternate within each category, fixed before anything was measured
+        splits = [p["split"] for p in VERDICT_PAIRS if p["category"] == name]
+        assert splits == ["calibration", "held-out"] * (len(splits) // 2) + ["calibration"] * (len(splits) % 2)
+
+
+def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_are_quoted():
+    calibrate = _calibration()
+    rows = calibrate.evidence(calibrate.PAIRS)
+    calibration = [e for e in rows if e.split == "calibration"]
+    held_out = [e for e in rows if e.split == "held-out"]
+    assert calibrate.choose(calibration) == (mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    held = calibrate.score(held_out, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    one_pair = 1 / 60  # numerics of another CPU may move a pair at a threshold, not more
+    assert held["accuracy"] == pytest.approx(quoted("held-out accuracy"), abs=one_pair)
+    assert held["recall"] == pytest.approx(quoted("held-out recall of changed"), abs=one_pair)
+    # changed instructions are caught, held out too
+    for name in ("instruction: language", "instruction: scope", "instruction: role"):
+        assert calibrate.score([e for e in held_out if e.category == name], mc.THRESHOLD_CLOSE,
+                               mc.THRESHOLD_FAR)["recall"] == 1.0, name
+    text = (ROOT / "docs/fidelity.md").read_text()
+    assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
 
 
 # -- the verdict's rules -----------------------------------------------------------------------
@@ -87,11 +117,11 @@ def test_precision_and_recall_on_the_labelled_pairs_are_the_ones_quoted():
         (TASK_06.replace("criticism.", "criticism Xq9."), "kept", "insertion"),
         (TASK_06.replace("criticism.", "criticism and positive."), "changed", "insertion"),
         (TASK_06.replace("for praise", "for kudos"), "changed", "word"),
-        (TASK_06.replace("for criticism", "for critique"), "changed", "word"),
+        (TASK_06.replace("for criticism", "for critique"), "kept", "word"),  # a synonym the encoder keeps
         (TASK_06.replace("praise or", "blame or"), "changed", "word"),
     ],
 )
-def test_verdict_rules_without_the_encoder(adversarial, verdict, kind):
+def test_verdict_rules_and_the_encoder(adversarial, verdict, kind):
     got = mc.meaning_verdict(TASK_06, adversarial, SST2, encoder=None)
     assert got.verdict == verdict, got
     if kind is not None:
@@ -102,17 +132,38 @@ def test_verdict_rules_without_the_encoder(adversarial, verdict, kind):
 def test_label_clause_words_are_changed_and_say_why():
     got = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
     assert got.verdict == "changed" and "in a clause with a label word" in got.reasons[0]
+    assert f"< {mc.THRESHOLD_FAR}" in got.reasons[0], "a label's word gets no discount as a WordNet synonym"
     assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
 
 
 def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
-    clean = "Judge the polarity of the sentence and respond with positive or negative."
-    wrong = mc.meaning_verdict(clean, clean.replace("the sentence", "the conviction"), SST2)
+    clean = "Judge the polarity of the review and respond with positive or negative."
+    wrong = mc.meaning_verdict(clean, clean.replace("the review", "the inspection"), SST2)
     right = mc.meaning_verdict("Is the writer pleased? Answer positive or negative.",
                                "Is the author pleased? Answer positive or negative.", SST2)
-    assert wrong.verdict == "changed" and wrong.substitutions[0].similarity < mc.CONTEXT_THRESHOLD
-    assert right.verdict == "kept" and right.substitutions[0].similarity >= mc.CONTEXT_THRESHOLD
+    assert wrong.verdict == "changed" and wrong.substitutions[0].similarity < mc.THRESHOLD_FAR
+    assert wrong.substitutions[0].relation == "synonym in a rarer sense only"
+    assert right.verdict == "kept" and right.substitutions[0].similarity >= mc.THRESHOLD_CLOSE
+    assert right.substitutions[0].relation == "synonym in a usual sense"
     assert wrong.substitutions[0].senses.startswith("shares 1 of")  # WordNet: a synonym of another sense
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("German", "Dutch", "another language"), ("only", "also", "another scope word"),
+    ("premise", "hypothesis", "another role"), ("judge", "justice", "a verb replaced by a word WordNet lists only as a noun"),
+    ("tone", "tune", "another word spelled like 'tone'"),
+])
+def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encoder(monkeypatch, old, new, why):
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    clean = ("Read the premise and the hypothesis, judge the tone only, and translate your German verdict: "
+             "answer positive or negative.")
+    got = mc.meaning_verdict(clean, clean.replace(old, new, 1), SST2)
+    assert got.verdict == "changed" and why in got.reasons[0], got.reasons
+    same = mc.meaning_verdict(clean, clean.replace("only", "solely"), SST2)
+    assert same.verdict == "kept" and "the same scope word" in same.substitutions[0].reason
 
 
 def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(monkeypatch):
@@ -128,7 +179,7 @@ def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(monkeypatch):
     assert got.verdict == "not checked" and "unavailable" in got.reasons[0]
     # the rules that need no encoder still decide
     assert mc.meaning_verdict(clean, clean.replace("negative.", "negative x9."), SST2).verdict == "kept"
-    assert mc.meaning_verdict(clean, clean.replace("Answer", "Reply"), SST2).verdict == "changed"
+    assert mc.meaning_verdict(clean, clean.replace("Answer", "Reply"), SST2).verdict == "kept"  # the same act
 
 
 # -- the guard: label-linked words are never attacked (sst2-task-06) ---------------------------

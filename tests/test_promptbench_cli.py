@@ -14,7 +14,10 @@ import pytest
 
 from promptrobust.cli.main import main
 from promptrobust.tasks import get_task
-from promptrobust.tasks.promptbench_import import classify_pair, load_adversarial_prompts, load_promptbench_prompts
+from promptrobust.attacks.registry import INSERTION_ATTACKS
+from promptrobust.tasks.promptbench_import import load_adversarial_prompts, load_promptbench_prompts
+
+classify_pair = INSERTION_ATTACKS.shown_by
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
 FIX = Path(__file__).parent / "fixtures" / "promptbench"
@@ -103,7 +106,8 @@ def test_eval_promptbench_adv_from_the_command_line(tmp_path, server, capsys) ->
 
 
 def test_mislabelled_blocks_are_relabelled_or_left_out_with_a_note() -> None:
-    pairs = load_adversarial_prompts(MISLABELLED)
+    assert not load_adversarial_prompts(MISLABELLED).relabelled, "headings are taken as given without a content check"
+    pairs = load_adversarial_prompts(MISLABELLED, content=INSERTION_ATTACKS)
     by_heading = {(p.labelled_attack or p.attack, p.attack) for p in pairs}
     # the bertattack block holds CheckList prompts, the deepwordbug block StressTest ones
     assert ("bertattack", "checklist") in by_heading and ("deepwordbug", "stresstest") in by_heading
@@ -118,7 +122,8 @@ def test_mislabelled_blocks_are_relabelled_or_left_out_with_a_note() -> None:
     row = next(p for p in pairs if p.labelled_attack == "bertattack").to_row()
     assert row["attack"] == "checklist" and row["labelled_attack"] == "bertattack"
     # a correctly labelled archive is left as it is
-    assert not load_adversarial_prompts(PAPER).relabelled and not load_adversarial_prompts(PACKAGE).relabelled
+    assert not load_adversarial_prompts(PAPER, content=INSERTION_ATTACKS).relabelled
+    assert not load_adversarial_prompts(PACKAGE, content=INSERTION_ATTACKS).relabelled
 
 
 def test_classify_pair_by_content() -> None:

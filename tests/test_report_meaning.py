@@ -88,7 +88,7 @@ def test_report_shows_apdr_over_all_and_over_acceptable_prompts_with_counts(tmp_
     (row,) = list(csv.DictReader((out / "apdr_acceptable.csv").open(encoding="utf-8")))
     assert (row["all_count"], row["acceptable_count"], row["changed"], row["not_checked"]) == ("3", "1", "1", "1")
     assert float(row["all_mean"]) == pytest.approx(0.8 / 3) and float(row["acceptable_mean"]) == pytest.approx(0.2)
-    assert "changed: sentence → conviction: in-context similarity" in md  # the left-out prompts, with why
+    assert "changed: sentence → conviction: changes the instruction: another role" in md  # the left-out prompts, with why
     left_out = list(csv.DictReader((out / "not_acceptable.csv").open(encoding="utf-8")))
     assert sorted((r["prompt_id"], r["meaning_check"]) for r in left_out) == [("sst2-task-01", "changed"),
                                                                             ("sst2-task-03", "not checked")]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from promptrobust.attacks.registry import INSERTION_ATTACKS
 from promptrobust.engine.analysis.attention import AttentionComparison, compare_prompts, worst_source
 from promptrobust.engine.analysis.defense import DefenseResult, defend
 from promptrobust.engine.analysis.prompt_eval import (
@@ -116,14 +117,15 @@ def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None,
     spec, scheduler = model_and_scheduler(model, model_args, scheduler)
     notes: list[str | Note] = []
     if promptbench_adv:
-        pairs = load_adversarial_prompts(promptbench_adv, model=source_model, dataset=evaluation.dataset, shot=source_shot)  # type: ignore[arg-type]
+        pairs = load_adversarial_prompts(promptbench_adv, model=source_model, dataset=evaluation.dataset, shot=source_shot,  # type: ignore[arg-type]
+                                         content=INSERTION_ATTACKS)
         notes = [*pairs.skipped, *pairs.relabelled]
         items = items_from_rows(Path(promptbench_adv), [pr.to_row() for pr in pairs])
     elif source_model or source_shot:
         raise SettingsError("source_model and source_shot choose among promptbench's published prompts: "
                             "give a promptbench checkout too", setting="promptbench_adv")
     elif prompts and _is_adversarial_archive(prompts):  # one of the paper's archive files: read as --promptbench-adv
-        pairs = load_adversarial_prompts(prompts, dataset=evaluation.dataset)
+        pairs = load_adversarial_prompts(prompts, dataset=evaluation.dataset, content=INSERTION_ATTACKS)
         notes = [*pairs.skipped, *pairs.relabelled]
         items = items_from_rows(Path(prompts), [pr.to_row() for pr in pairs])
     elif prompts:

@@ -171,12 +171,6 @@ def items_from_rows(source: Path, rows: Sequence[Any]) -> list[PromptItem]:
     return [_item(source, n, row) for n, row in enumerate(rows, 1)]
 
 
-#: Attacks whose prompts show themselves by content (``classify_pair``): an inserted random string
-#: or tautologies and nothing else changed.
-_SENTENCE_ATTACKS = ("checklist", "stresstest")
-_INSERTED = {"checklist": "a random 10-character suffix", "stresstest": "tautologies"}
-
-
 def relabel_by_content(items: Sequence[PromptItem], source: str) -> tuple[list[PromptItem], list[str]]:
     """Pairs labelled with one of the paper's attacks, checked against their content as
     ``--promptbench-adv`` checks the archive's blocks: a pair that only inserts CheckList's string or
@@ -185,8 +179,8 @@ def relabel_by_content(items: Sequence[PromptItem], source: str) -> tuple[list[P
     another attack's, which one the file does not say). One note per (label, content) says so."""
     from dataclasses import replace
 
+    from promptrobust.attacks.registry import INSERTION_ATTACKS as insertions
     from promptrobust.attacks.registry import list_attacks
-    from promptrobust.tasks.promptbench_import import classify_pair
 
     known = {name for name, _ in list_attacks()}
     kept: list[PromptItem] = []
@@ -196,18 +190,18 @@ def relabel_by_content(items: Sequence[PromptItem], source: str) -> tuple[list[P
         if not it.is_pair or label not in known:
             kept.append(it)
             continue
-        shown = classify_pair(it.clean or "", it.adversarial or "")
+        shown = insertions.shown_by(it.clean or "", it.adversarial or "")
         if shown is not None and shown != label:
             moved[(label, shown)] = moved.get((label, shown), 0) + 1
             kept.append(replace(it, attack=shown, extra={**it.extra, "labelled_attack": it.attack}))
-        elif shown is None and label in _SENTENCE_ATTACKS:
+        elif shown is None and insertions.inserts(label) is not None:
             moved[(label, "")] = moved.get((label, ""), 0) + 1
         else:
             kept.append(it)
     notes = [
-        (f"{source}: {n} pair(s) labelled {label} hold {shown} prompts ({_INSERTED[shown]} inserted, nothing else "
+        (f"{source}: {n} pair(s) labelled {label} hold {shown} prompts ({insertions.inserts(shown)} inserted, nothing else "
          f"changed); relabelled {shown} (labelled_attack keeps the file's label)") if shown else
-        (f"{source}: {n} pair(s) labelled {label} change words instead of inserting {_INSERTED[label]} (another "
+        (f"{source}: {n} pair(s) labelled {label} change words instead of inserting {insertions.inserts(label)} (another "
          "attack's prompts, which one the file does not say); left out")
         for (label, shown), n in moved.items()
     ]

@@ -19,12 +19,11 @@ from promptrobust.engine.analysis.scoring import AnalysisInputError
 from promptrobust.engine.measuring.records import AttackRecord, is_record_row, read_jsonl, results_files
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.errors import SettingsError
-from promptrobust.tasks.base import Task
+from promptrobust.tasks.base import PROMPT_TYPES, Task
 from promptrobust.tasks.own import task_from_provenance
 
 __all__ = ["SourceRecord", "SourceSettings", "load_source_records", "most_vulnerable", "select_sources"]
 
-PROMPT_TYPES = ("task", "role", "semantic")
 
 #: Which source records an analysis re-scores: ``most_vulnerable``, the paper's transfer selection
 #: (per source model, dataset, attack and prompt type, the adversarial prompt with the highest

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from promptrobust.attacks.registry import prompt_set_of
 from promptrobust.engine import progress
 from promptrobust.engine.safe_io.redact import redact_text
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
@@ -157,7 +158,7 @@ async def run_protocol(
                     with progress.reserve(bound.requests, kind="attack", cached=bound.cached,
                                           after_search=bound.after_search):  # progress: its budget bounds what it asks
                         record = await bench.attack(clean.prompt, name, settings, clean=clean,
-                                                    semantic_prompts=semantic_prompts if name == "semantic" else None)
+                                                    semantic_prompts=semantic_prompts if prompt_set_of(name) else None)
                 except fail_fast:
                     raise
                 except Exception as exc:  # noqa: BLE001 - reported as a failed record, the others go on

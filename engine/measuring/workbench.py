@@ -38,6 +38,7 @@ from promptrobust.engine.measuring.statistics import (
     score_interval,
 )
 from promptrobust.engine.measuring.evaluator import Evaluator, PromptEvaluation
+from promptrobust.attacks.registry import prompt_set_of
 from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.racing import RacingSettings
@@ -408,10 +409,12 @@ OWN_SEMANTIC_SET = "promptrobust's own semantic prompts (tasks/prompts/semantic)
 
 
 def semantic_prompts_for(task: Task, attack_name: str) -> list[tuple[str, str]]:
-    """The Semantic attack's candidates as (language, prompt); nothing for other attacks."""
-    if attack_name != "semantic":
+    """The candidates of an attack that scores one of the task's prompt sets (Semantic's) as
+    (language, prompt); nothing for other attacks."""
+    prompt_type = prompt_set_of(attack_name)
+    if prompt_type is None:
         return []
-    prompts = [(p.language, p.text) for p in load_prompts(task, types=["semantic"])]
+    prompts = [(p.language, p.text) for p in load_prompts(task, types=[prompt_type])]
     if not prompts and task.own_prompts() is not None:
         raise TaskError(f"task {task.name} has no semantic prompts for the Semantic attack; add prompts with "
                         "type = \"semantic\" and a language to the task")
@@ -509,7 +512,8 @@ async def attack_one(
     # Per-sample scores of the winner for the paired statistics: a separate evaluator
     # (its requests are cache hits or in flight, and do not count as the attack's cost).
     adversarial = await bench.evaluator().evaluate(outcome.adversarial_prompt)
-    set_pdr = await _prompt_set_pdr(bench, clean, getattr(outcome, "prompt_scores", ())) if attack_name == "semantic" else None
+    scores_a_set = attack.recipe.prompt_set is not None
+    set_pdr = await _prompt_set_pdr(bench, clean, getattr(outcome, "prompt_scores", ())) if scores_a_set else None
     stats = pair_statistics(clean.sample_scores, adversarial.sample_scores, binary=bench.binary, chance=bench.chance_rate)
     return AttackRecord(
         **{**base, "chance_rate": stats.pop("chance_rate")},
@@ -523,7 +527,7 @@ async def attack_one(
         cost=cost,
         budget_exhausted=outcome.budget_exhausted,
         perturbed_words=outcome.perturbed_words,
-        settings={**outcome.settings, **({"prompt_set": semantic_source} if attack_name == "semantic" else {})},
+        settings={**outcome.settings, **({"prompt_set": semantic_source} if scores_a_set else {})},
         prompt_scores=[list(x) for x in getattr(outcome, "prompt_scores", ())],
         substitutions=[list(x) for x in getattr(outcome, "substitutions", ())],
         final_similarity=dict(getattr(outcome, "final_similarity", {}) or {}),

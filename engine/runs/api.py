@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from promptrobust.attacks.recipes import DEFAULT_ATTACK
 from promptrobust.engine.serving.registry import DEFAULT_MODEL
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -65,7 +66,7 @@ def evaluate(
 
 def attack(
     prompt: str,
-    attack: str = "stresstest",
+    attack: str = DEFAULT_ATTACK,
     evaluation: EvaluationSettings | None = None,
     settings: AttackSettings | None = None,
     *,

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 from promptrobust.engine.measuring.settings import DEFAULT_DATASET
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
+from promptrobust.tasks.base import PROMPT_TYPES
 
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
-__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets", "have_hub",
-           "is_offline", "models", "prompts"]
+__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "PROMPT_TYPES", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets",
+           "default_attack", "have_hub", "is_offline", "models", "prompts", "suggested_attacks"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def prompts(dataset: str | Task | None = None, *, task_file: str | None = None, 
         if task.own_prompts() is not None:
             raise SettingsError(f"promptbench holds the paper's prompts of its datasets, not of your task {task.name}",
                                 setting="promptbench")
-        types = [prompt_type] if prompt_type else ["task", "role", "semantic"]
+        types = [prompt_type] if prompt_type else list(PROMPT_TYPES)
         return list(load_promptbench_prompts(promptbench, task.name, types=types, shot="few" if shots > 0 else "zero"))
     return load_prompts(task, types=[prompt_type] if prompt_type else None)
 
@@ -115,6 +116,20 @@ def attacks() -> list[AttackRow]:
     needs = dict(attack_requirements())
     return [AttackRow(name, description, attack_options(name, cli_only=True), needs.get(name, ""))
             for name, description in list_attacks()]
+
+
+def default_attack() -> str:
+    """The attack the Python API runs when none is named, and `pre run` suggests first (``attacks.recipes``)."""
+    from promptrobust.attacks.recipes import DEFAULT_ATTACK
+
+    return DEFAULT_ATTACK
+
+
+def suggested_attacks() -> tuple[str, ...]:
+    """The attacks `pre run` suggests after one has run, in order (``attacks.recipes``)."""
+    from promptrobust.attacks.recipes import SUGGESTED_NEXT
+
+    return SUGGESTED_NEXT
 
 
 def attack_runs_here(name: str) -> bool:

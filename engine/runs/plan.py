@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from promptrobust.attacks.needs import check_attack_extras
-from promptrobust.attacks.registry import attack_options, get_attack, list_attacks
+from promptrobust.attacks.registry import attack_options, get_attack, list_attacks, prompt_set_of, recipe_of
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, parse_budget
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
@@ -210,15 +210,17 @@ def check_adversarial_samples(source: str | None, attacks: AttackSettings | None
 
 def with_promptbench_checklist(attacks: AttackSettings | None, checkout: str | None) -> AttackSettings | None:
     """With ``--promptbench CHECKOUT``, CheckList inserts the checkout's own fixed strings (the paper's
-    50), as the Semantic attack scores its semantic set; options the user gave for the strings win."""
-    if attacks is None or not checkout or "checklist" not in attacks.attacks:
+    50), as the Semantic attack scores its semantic set; options the user gave for the strings win
+    (``Recipe.promptbench_options``)."""
+    if attacks is None or not checkout:
         return attacks
-    given = attacks.options.get("checklist", {})
-    if set(given) & {"promptbench", "count", "length", "strings_seed"}:
-        return attacks
-    options = {**attacks.options, "checklist": {**given, "promptbench": checkout}}
-    get_attack("checklist", **options["checklist"])  # an unreadable checkout is said before any model loads
-    return attacks.with_(options=options)
+    options = dict(attacks.options)
+    for name in attacks.attacks:
+        taken = recipe_of(name).promptbench_options(options.get(name, {}), checkout)
+        if taken is not None:
+            get_attack(name, **taken)  # an unreadable checkout is said before any model loads
+            options[name] = {key: str(value) for key, value in taken.items()}
+    return attacks if options == dict(attacks.options) else attacks.with_(options=options)
 
 
 def base_model_note(spec: ModelSpec, target: MeasurementTarget) -> Note | None:
@@ -271,8 +273,9 @@ def _target(spec: ModelSpec, task: Task, evaluation: EvaluationSettings, choice:
     chosen = choose_prompts(task, prompt_ids=",".join(choice.ids) or None, prompt_type=choice.type, text=choice.text,
                             promptbench=choice.promptbench, shots=measured.shots)  # bad prompt ids fail before any model loads
     semantic = None
-    if attacks is not None and "semantic" in attacks.attacks and choice.promptbench:
-        found = load_promptbench_prompts(choice.promptbench, task.name, types=["semantic"],
+    prompt_set = next((s for s in map(prompt_set_of, attacks.attacks) if s), None) if attacks is not None else None
+    if prompt_set is not None and choice.promptbench:
+        found = load_promptbench_prompts(choice.promptbench, task.name, types=[prompt_set],
                                          shot="few" if measured.shots else "zero")
         check_no_content_placeholder((p.id, p.text) for p in found)
         semantic = SemanticPrompts([(p.language, p.text) for p in found], f"promptbench checkout {choice.promptbench}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from promptrobust.tasks.base import Prompt, Task
 from promptrobust.tasks.errors import TaskError
 from promptrobust.tasks.placeholders import check_no_content_placeholder
+from promptrobust.tasks.base import PROMPT_TYPES as TASK_PROMPT_TYPES
 from promptrobust.tasks.prompt_sets import get_prompt, load_prompts
 from promptrobust.tasks.own import resolve_task
 from promptrobust.tasks.promptbench_import import load_promptbench_prompts
@@ -14,7 +15,7 @@ from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 __all__ = ["PROMPT_TYPES", "choose_prompts", "prompt_set"]
 
 #: Prompt sets a run may score ('all' = task + role, the paper's two attacked sets).
-PROMPT_TYPES = ("task", "role", "semantic", "all")
+PROMPT_TYPES = (*TASK_PROMPT_TYPES, "all")
 
 
 def choose_prompts(task: Task | str, *, prompt_ids: str | None = None, prompt_type: str = "task",

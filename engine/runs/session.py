@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from promptrobust.attacks.recipes import DEFAULT_ATTACK
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
@@ -255,7 +256,7 @@ class Session:
     async def attack(
         self,
         prompt: str | Prompt,
-        attack: str = "stresstest",
+        attack: str = DEFAULT_ATTACK,
         evaluation: EvaluationSettings | None = None,
         settings: AttackSettings | None = None,
         *,
@@ -291,7 +292,7 @@ class Session:
         attack becomes a ``failed`` record. ``semantic_prompts``: the Semantic attack's prompts
         from a promptbench checkout instead of the built-in set."""
         evaluation = _evaluation(evaluation, evaluation_fields)
-        settings = settings or AttackSettings(attacks=("stresstest",))
+        settings = settings or AttackSettings(attacks=(DEFAULT_ATTACK,))
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
         return await run_protocol(

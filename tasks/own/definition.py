@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from promptrobust.tasks.base import Prompt
+from promptrobust.tasks.base import PROMPT_TYPES, Prompt
 from promptrobust.tasks.common import ANSWER_CUE
 from promptrobust.tasks.errors import TaskDefinitionError, UnknownTaskError
 from promptrobust.tasks.own.template import InputTemplate
@@ -41,9 +41,6 @@ from promptrobust.tasks.registry import canonical_name
 #: Metrics of label tasks and of free-text tasks (``metric``).
 LABEL_METRICS = ("accuracy", "macro_f1")
 TEXT_METRICS = ("exact_match", "squad_f1", "bleu")
-#: The paper's prompt types; a user's semantic prompts (type "semantic", with a language)
-#: are the Semantic attack's candidates.
-PROMPT_TYPES = ("task", "role", "semantic")
 #: promptbench's generation length for every label task (20 new tokens).
 DEFAULT_MAX_TOKENS = 20
 #: The paper's few-shot set: 3 worked examples.

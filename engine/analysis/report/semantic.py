@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from promptrobust.attacks.registry import prompt_set_of
 from promptrobust.engine.analysis.report.tables import MISSING, SET_MEAN_FIELD, Table
 from promptrobust.engine.measuring.statistics import interval_replicates
 
@@ -51,14 +52,7 @@ def is_prompt_set(r: Mapping[str, Any]) -> bool:
 
 @lru_cache(maxsize=64)
 def _recipe_scores_a_prompt_set(attack: str) -> bool:
-    from promptrobust.attacks.components import PromptSetSearch
-    from promptrobust.attacks.errors import UnknownAttackError
-    from promptrobust.attacks.registry import recipe_of
-
-    try:
-        return isinstance(recipe_of(attack).search, PromptSetSearch)
-    except UnknownAttackError:  # a name from a pairs file
-        return False
+    return prompt_set_of(attack) is not None  # None too for a name no recipe has (a pairs file's)
 
 
 def set_mean_view(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], int]:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from promptrobust.attacks.embeddings import textattack_cache_dir
+from promptrobust.attacks.embeddings import PARAGRAMCF_NAME, textattack_cache_dir
+from promptrobust.attacks.registry import recipe_of
 from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.backends.base import BackendError
@@ -128,17 +129,19 @@ def masked_lm_cached(model_id: str = "bert-base-uncased") -> bool:
 
 
 def _attack(name: str) -> Finding | None:
-    if name == "bertattack" and not masked_lm_cached():
+    recipe = recipe_of(name)
+    masked_lm = recipe.resource("masked LM")
+    if masked_lm is not None and not masked_lm_cached(masked_lm):
         offline = hub_offline()
         how = "offline (HF_HUB_OFFLINE is set) it cannot be downloaded" if offline else "it is downloaded on first use, which needs the network"
         return Finding(
-            "attack bertattack",
-            f"needs the masked LM bert-base-uncased, which is not in the local Hugging Face cache; {how}. "
+            f"attack {recipe.name}",
+            f"needs the masked LM {masked_lm}, which is not in the local Hugging Face cache; {how}. "
             "A sweep takes no attack options: run it online once, or use "
-            "`pre run --attack bertattack --attack-option mlm=PATH` with a local copy",
+            f"`pre run --attack {recipe.name} --attack-option mlm=PATH` with a local copy",
             BLOCKED if offline else NETWORK,
         )
-    if name in ("textfooler", "textbugger"):
+    if recipe.resource("word vectors") == PARAGRAMCF_NAME:
         if not (textattack_cache_dir() / "word_embeddings" / "paragramcf" / "paragram.npy").exists():
             return Finding(f"attack {name}", "TextAttack's counter-fitted vectors are not cached: offline it falls "
                            "back to GloVe 6B 50d (recorded; run once online to download paragramcf)", SUBSTITUTE)

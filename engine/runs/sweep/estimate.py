@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from promptrobust.attacks.registry import recipe_of
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
@@ -29,20 +30,12 @@ from promptrobust.tasks.base import Task
 CHARS_PER_TOKEN = 4
 
 
-#: Candidates one search step tries per word of the prompt, by recipe (docs/scale.md: TextFooler's
-#: 50 neighbours, BertAttack's 48 masked-LM words, TextBugger's 5 neighbours + 5 bugs, DeepWordBug's
-#: 4 edits), plus one word-importance candidate per word; fixed-size attacks try a set.
-PER_WORD = {"textbugger": 10, "deepwordbug": 4, "textfooler": 50, "bertattack": 48}
-FIXED = {"checklist": 50, "stresstest": 3, "semantic": 60}
-
-
 def attack_candidates(attack: str, words: float, budget: int | None) -> int:
     """Candidate prompts one attacked prompt costs in the worst case (every word walked,
-    the paper's unlimited budget), capped by ``budget``."""
-    if attack in PER_WORD:
-        n = round(words * (PER_WORD[attack] + 1))
-    else:
-        n = FIXED.get(attack, round(words * 20))
+    the paper's unlimited budget), capped by ``budget``: the recipe's own count
+    (``Recipe.worst_case_candidates``: per word its candidates plus the word-importance
+    one, e.g. TextFooler's 50 neighbours; or its set, e.g. CheckList's 50 strings)."""
+    n = recipe_of(attack).worst_case_candidates(words)
     return n if budget is None else min(n, budget)
 
 

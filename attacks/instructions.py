@@ -1,0 +1,120 @@
+"""The words that carry a prompt's instruction: languages, scope and the task's roles.
+
+A word attack that swaps one of these changes what the model is asked to do, however close
+the new word sits in any vector space: "into German" -> "into Dutch", "report only the
+number" -> "report also the number", "the premise entails the hypothesis" -> "the
+hypothesis entails the hypothesis". The meaning verdict (``attacks.meaning_check``) treats
+a change between two different groups below as a changed instruction, and a change
+within one group ("only" -> "solely", "question" -> "query") as the same instruction.
+
+Where the lists come from (written for promptrobust, not learned from the verdict's
+labelled pairs):
+
+* ``LANGUAGES``: the English names of the ISO 639-1 languages most used on the web and in
+  the paper's translation sets (IWSLT 2017, UN Multi), each its own group; a nationality
+  is not its language ("English" -> "British" changes the instruction).
+* ``SCOPE``: English quantifiers, focusing adverbs, frequency adverbs, ordinals and small
+  cardinals (the closed classes of a grammar of English: determiners and quantifiers,
+  "only"/"also"/"even", "always"/"never", "first"/"last"), grouped by meaning.
+* ``ROLES``: the names the paper's tasks give the parts of their input (GLUE's premise and
+  hypothesis, question and passage or context, sentence pairs; translation's source and
+  target; classification's category; summarisation's summary and headline), with the verbs
+  that name the same act ("respond" as "answer", "return" as "output").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+LANGUAGES: tuple[tuple[str, ...], ...] = tuple((name,) for name in (
+    "english", "german", "french", "spanish", "italian", "portuguese", "dutch", "russian", "chinese",
+    "mandarin", "cantonese", "japanese", "korean", "arabic", "hindi", "bengali", "urdu", "turkish",
+    "persian", "polish", "ukrainian", "czech", "slovak", "hungarian", "romanian", "bulgarian", "greek",
+    "hebrew", "swedish", "norwegian", "danish", "finnish", "icelandic", "estonian", "latvian",
+    "lithuanian", "serbian", "croatian", "bosnian", "slovenian", "albanian", "catalan", "basque",
+    "galician", "irish", "welsh", "vietnamese", "thai", "indonesian", "malay", "tagalog", "swahili",
+    "latin", "tamil", "telugu", "marathi", "punjabi", "gujarati", "kannada", "malayalam", "nepali",
+))
+
+SCOPE: tuple[tuple[str, ...], ...] = (
+    ("only", "solely", "exclusively", "merely", "just"),
+    ("also", "too", "additionally", "likewise", "furthermore"),
+    ("even",),
+    ("all", "every", "each", "entire", "whole"),
+    ("any",),
+    ("some", "several"),
+    ("none", "no", "nothing"),
+    ("not",),
+    ("both",),
+    ("either",),
+    ("neither", "nor"),
+    ("always", "invariably"),
+    ("never",),
+    ("sometimes", "occasionally"),
+    ("often", "frequently", "usually"),
+    ("rarely", "seldom"),
+    ("exactly", "precisely", "exact", "precise"),
+    ("approximately", "roughly", "about", "around", "nearly", "almost", "approximate", "rough"),
+    ("most", "maximum"),
+    ("least", "minimum", "fewest"),
+    ("more",),
+    ("less", "fewer"),
+    ("first", "initial"),
+    ("second",),
+    ("third",),
+    ("last", "final"),
+    ("one", "single"),
+    ("double",),
+    ("two",),
+    ("three",),
+    ("four",),
+    ("five",),
+    ("six",),
+    ("seven",),
+    ("eight",),
+    ("nine",),
+    ("ten",),
+)
+
+ROLES: tuple[tuple[str, ...], ...] = (
+    ("premise",),
+    ("hypothesis",),
+    ("conclusion",),
+    ("evidence",),
+    ("question", "query", "inquiry", "enquiry"),
+    ("answer", "reply", "response", "respond"),
+    ("context", "passage", "paragraph", "text"),
+    ("sentence", "statement", "claim", "assertion", "phrase"),
+    ("source",),
+    ("target",),
+    ("input",),
+    ("output", "return"),
+    ("headline", "title"),
+    ("summary", "abstract"),
+    ("category", "class"),
+)
+
+#: kind -> its groups, in the order the verdict names them.
+VOCABULARY: dict[str, tuple[tuple[str, ...], ...]] = {"language": LANGUAGES, "scope word": SCOPE, "role": ROLES}
+
+_GROUP: dict[str, tuple[str, int]] = {
+    word: (kind, n) for kind, groups in VOCABULARY.items() for n, group in enumerate(groups) for word in group
+}
+
+
+def group_of(forms: Iterable[str]) -> tuple[str, int] | None:
+    """(kind, group) of the first of a word's forms (the word, its lemmas) that is an instruction word."""
+    return next((_GROUP[f] for f in forms if f.lower() in _GROUP), None)
+
+
+def instruction_change(old_forms: Iterable[str], new_forms: Iterable[str]) -> tuple[bool, str] | None:
+    """Whether replacing a word (given by its forms) by another keeps the instruction: (True, why)
+    within one group, (False, why) across groups or out of one; None when neither is an instruction word."""
+    old, new = group_of(old_forms), group_of(new_forms)
+    if old is None and new is None:
+        return None
+    if old == new:
+        assert old is not None
+        return True, f"the same {old[0]}"
+    kind = (old or new)[0]  # type: ignore[index]
+    return False, f"changes the instruction: another {kind}"
