@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from promptrobust.engine.analysis.report.build import build_sections, extremes_and_excluded, meta_and_notes
 from promptrobust.engine.analysis.report.load import ReportInputError, RunData, load_runs
 from promptrobust.engine.analysis.report.meaning import meaning_text
-from promptrobust.engine.analysis.report.model import FORMATS, Figure, Report, Section
+from promptrobust.engine.analysis.report.model import FORMATS, Report
+from promptrobust.engine.analysis.report.parts import Figure, Section
 from promptrobust.engine.analysis.report.tables import Table, column_value
 
 __all__ = ["FORMATS", "Figure", "Report", "ReportInputError", "Section", "Table", "build_report", "meaning_text"]

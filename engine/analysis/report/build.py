@@ -10,7 +10,7 @@ from typing import Any
 import promptrobust.engine.analysis.report.word_frequency as wfq
 from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.analysis.report.load import RunData, Setting
-from promptrobust.engine.analysis.report.model import KIND_ORDER, Figure, Section
+from promptrobust.engine.analysis.report.parts import KIND_ORDER, Figure, Section
 from promptrobust.engine.analysis.report.semantic import set_mean_view
 from promptrobust.engine.analysis.report.tables import (
     Table,

@@ -24,7 +24,7 @@ from promptrobust.engine.safe_io.output_safety import html_text as escape  # con
 __all__ = ["CAPPED_NOTE", "render", "table_html", "word_diff"]
 
 if TYPE_CHECKING:
-    from promptrobust.engine.analysis.report import Report
+    from promptrobust.engine.analysis.report.parts import ReportContent as Report
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#1d2430;background:#f6f7f9;margin:0}

@@ -38,7 +38,7 @@ from promptrobust.engine.analysis.report.tables import NO_INTERVAL, SET_MEAN_MAR
 from promptrobust.engine.safe_io.output_safety import latex_text
 
 if TYPE_CHECKING:
-    from promptrobust.engine.analysis.report.model import Figure, Report
+    from promptrobust.engine.analysis.report.parts import Figure, ReportContent as Report
 
 #: More rows than this and a table becomes a longtable (a float cannot break across pages).
 LONG_ROWS = 40

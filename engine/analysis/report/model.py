@@ -1,6 +1,7 @@
-"""What a report is: sections of tables and figures (built by ``build``, read by the
-HTML page, the LaTeX document and the CLI). Kept apart from ``build`` so neither
-imports the package."""
+"""What a report is: sections of tables and figures (``parts``; built by ``build``), written as
+Markdown, CSV, figures, the HTML page (``html``) and the LaTeX document (``latex``). Kept apart
+from ``build`` so neither imports the package; the renderers read a report through
+``parts.ReportContent``, so none of them imports this module back."""
 
 from __future__ import annotations
 
@@ -11,87 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.report.html import render
-from promptrobust.engine.analysis.report.load import ReportInputError, Setting
+from promptrobust.engine.analysis.report.latex import document
+from promptrobust.engine.analysis.report.load import ReportInputError
+from promptrobust.engine.analysis.report.parts import Figure, Section
 from promptrobust.engine.analysis.report.tables import Table
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure as Drawing
-
     from promptrobust.engine.analysis.report.samples import RecordSamples
 
 FORMATS = ("md", "csv", "png", "svg", "pdf", "html", "latex")
 FIGURE_FORMATS = ("png", "svg", "pdf")
-
-KIND_TITLES = {
-    "clean": "Clean scores",
-    "attack": "Attacks (each attack's own search)",
-    "pair": "Given pairs (pre eval)",
-    "transfer": "Transfers (adversarial prompts of a source model on a target model)",
-    "defense": "Defenses (adversarial prompts repaired before scoring)",
-}
-KIND_ORDER = tuple(KIND_TITLES)
-
-
-@dataclass(frozen=True, eq=False)
-class Figure:
-    """One picture, drawn once: saved as ``<name>.png``, ``.svg`` and ``.pdf`` (each rendered
-    from the same drawing when first asked for), the PNG embedded in the HTML page."""
-
-    name: str
-    caption: str
-    drawing: Drawing
-    note: str = ""
-    """What a reader of the figure alone must know (a scale it shares with other figures)."""
-    _rendered: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
-
-    def render(self, fmt: str) -> bytes:
-        """The picture as ``fmt`` (png, svg or pdf)."""
-        if fmt not in self._rendered:
-            from promptrobust.engine.analysis.report.plots import render
-
-            self._rendered[fmt] = render(self.drawing, fmt)
-        return self._rendered[fmt]
-
-    @property
-    def png(self) -> bytes:
-        return self.render("png")
-
-    @property
-    def svg(self) -> bytes:
-        return self.render("svg")
-
-    @property
-    def pdf(self) -> bytes:
-        return self.render("pdf")
-
-
-@dataclass
-class Section:
-    """The tables and figures of one kind of measurement under one setting."""
-
-    setting: Setting | None
-    kind: str = "attack"
-    """clean, attack, pair, transfer or defense (``engine.records``)."""
-    tables: list[Table] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    dimensions: dict[str, list[str]] = field(default_factory=dict)
-    """Values of the fields the tables lay out as rows and columns (shots, metric), for captions."""
-
-    @property
-    def title(self) -> str:
-        head = KIND_TITLES.get(self.kind, self.kind)
-        return head if self.setting is None else f"{head}: {self.setting.label()}"
-
-    @property
-    def settings_text(self) -> str:
-        """The kind of measurement and every setting its numbers were made under (for captions)."""
-        parts = [KIND_TITLES.get(self.kind, self.kind)]
-        if self.setting is not None:
-            parts.append(self.setting.label())
-        parts += [f"{name} {', '.join(values)}" for name, values in self.dimensions.items() if values]
-        return "; ".join(parts)
-
 
 @dataclass
 class Report:
@@ -156,8 +86,6 @@ class Report:
         """A LaTeX document: one booktabs table per report table, with intervals and a caption
         that states the statistic and the settings, and the figures included from their files
         beside it (``figures``: their format, pdf or png; None when not written; ``latex.document``)."""
-        from promptrobust.engine.analysis.report.latex import document
-
         return document(self, figures)
 
     def samples(self) -> Mapping[str, RecordSamples]:
