@@ -31,6 +31,7 @@ from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode, parse_budget
 from promptrobust.engine.measuring.workbench import SemanticPrompts, with_selection
+from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
 from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
 from promptrobust.engine.runs.task_choice import COLUMN_SETTINGS, TaskChoice
@@ -40,6 +41,7 @@ from promptrobust.engine.serving.registry import (
     check_available,
     check_values,
     parse_model_args,
+    registration_of,
     resolve_model,
 )
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -56,16 +58,6 @@ __all__ = [
 
 #: ``attack_settings(names="all")``: every registered attack.
 ALL_ATTACKS = "all"
-
-
-@dataclass(frozen=True)
-class Note:
-    """Something a run says beside its results (a rule applied, a limit met); not an error."""
-
-    text: str
-    """One line; starts with the setting's name when ``setting`` is given."""
-    setting: str | None = None
-    """The setting the note is about (the CLI names its flag)."""
 
 
 @dataclass(frozen=True)
@@ -186,13 +178,17 @@ def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapp
     """The model resolved with its arguments checked, and the scheduler settings that go with it.
 
     ``chat``: send inputs as chat messages (lm-eval's ``--apply_chat_template``: the backend's own
-    switch, ``api=chat`` for OpenAI-compatible servers, ``chat=true`` otherwise). Batch size lives
-    in one place: the scheduler's ``batch_size`` and a ``batch_size`` model argument mean the same
-    micro-batch and may not disagree (an in-process backend cuts its passes at that size too)."""
+    switch, its registration's ``chat_switch``: ``api=chat`` for OpenAI-compatible servers,
+    ``chat=true`` in process). Batch size lives in one place: the scheduler's ``batch_size`` and a
+    ``batch_size`` model argument mean the same micro-batch and may not disagree (a backend that
+    takes a ``batch_size`` argument cuts its passes at that size too)."""
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
     spec = model.with_args(args) if isinstance(model, ModelSpec) else resolve_model(model, args)
+    backend = registration_of(spec)
     if chat:
-        key, value = ("api", "chat") if spec.backend == "openai" else ("chat", True)
+        if backend.chat_switch is None:
+            raise SettingsError(f"the {backend.name} backend takes no chat input: drop --apply_chat_template", setting="model_args")
+        key, value = backend.chat_switch
         current = spec.args.get(key)
         if current is not None and str(current).lower() not in (str(value).lower(), "auto"):
             raise SettingsError(f"chat input and the model argument {key}={current} disagree: give one", setting="model_args")
@@ -206,7 +202,7 @@ def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapp
     size = given if given is not None else (int(in_args) if in_args is not None else None)
     if size is not None:
         scheduler = replace(scheduler, batch_size=size)
-        if spec.backend == "hf":  # in-process: the backend cuts its forward passes at this size too
+        if "batch_size" in backend.argument_names:  # the backend cuts its forward passes at this size too
             spec = replace(spec, args={**spec.args, "batch_size": size})
     return spec, scheduler
 
