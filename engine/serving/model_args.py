@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from promptrobust.engine.errors import SettingsError
-from promptrobust.engine.safe_io.redact import redact_text, redact_url
+from promptrobust.engine.safe_io.redact import redact_text, redact_url, register_secret
 
 __all__ = [
     "SHOWN_CHARS", "ArgumentRow", "Check", "Flag", "ModelArg", "ModelArgsError", "Number", "OneOf", "Text", "Urls",
@@ -327,9 +327,12 @@ def options_problem(kind: type, args: Mapping[str, object]) -> str | None:
 
 def check_fields(options: object) -> None:
     """Every declared field of an options value checked (its ``__post_init__`` calls this): the first
-    bad one raises ``ModelArgsError``, in the words ``options_from_args`` uses."""
+    bad one raises ``ModelArgsError``, in the words ``options_from_args`` uses. A secret's value is
+    remembered (``safe_io.redact.register_secret``), so no log, error, record or stored setting shows it."""
     for name, (f, d) in _declared(type(options)).items():
         value = getattr(options, f.name)
+        if d.secret and isinstance(value, str):
+            register_secret(value)
         what = d.check.problem(value)
         if what:
             raise ModelArgsError(_message(name, value, d, what))
