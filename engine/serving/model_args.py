@@ -253,12 +253,12 @@ class ModelArg:
     """A credential: never shown (results' recorded command, errors)."""
     name: str | None = None
     """The argument's name where it is not the field's (``base_url`` for ``base_urls``)."""
-    read: Callable[[Any], Any] | None = None
+    read: Callable[[object], object] | None = None
     """The field's value from the typed argument (``split_urls``); None: taken as given."""
 
 
-def model_arg(default: Any, check: Check, *, secret: bool = False, name: str | None = None,
-              read: Callable[[Any], Any] | None = None) -> Any:
+def model_arg(default: object, check: Check, *, secret: bool = False, name: str | None = None,
+              read: Callable[[object], object] | None = None) -> Any:
     """A dataclass field that is a model argument: its default, its check, and how it is read."""
     return field(default=default, metadata={_METADATA_KEY: ModelArg(check, secret, name, read)})
 

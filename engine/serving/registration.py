@@ -23,14 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, is_dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.model_args import ModelArgsError, argument_names, options_from_args, secret_arguments
 
 __all__ = ["SPEC_ARGUMENTS", "BackendRegistration", "ModelSpec"]
-
-O = TypeVar("O")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 #: Model arguments every model takes, whatever its backend (``ModelSpec.with_args``).
@@ -75,15 +73,16 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class BackendRegistration(Generic[O]):
+class BackendRegistration:
     """One backend, as its module declares it (``REGISTRATION``)."""
 
     name: str
     """The ``BACKEND`` of ``--model BACKEND:ID`` and of ``--model-args backend=BACKEND``."""
-    options: type[O]
+    options: type
     """Its one frozen options value: the model arguments it takes, their checks, help and secrets."""
-    build: Callable[[ModelSpec, O], Backend]
-    """Construct (not start) the backend of a model with its checked options: loads and sends nothing."""
+    build: Callable[[ModelSpec, Any], Backend]
+    """Construct (not start) the backend of a model with its checked options (an ``options`` value): loads and
+    sends nothing."""
     description: str
     """One line for ``pre list backends``."""
     extra: str | None = None
@@ -91,7 +90,7 @@ class BackendRegistration(Generic[O]):
     own package) brings everything."""
     missing_extra_hint: str = ""
     """Said after the missing extra's install command (another way to run the model)."""
-    check_ready: Callable[[ModelSpec, O], None] | None = None
+    check_ready: Callable[[ModelSpec, Any], None] | None = None
     """Beyond the extra: raise ``BackendUnavailable`` in a second, sending nothing, when the model cannot run
     from here (the openai backend reads its API key)."""
     model_spec: Callable[[str], ModelSpec] | None = None
@@ -129,6 +128,6 @@ class BackendRegistration(Generic[O]):
         """The model arguments its options declare secret."""
         return secret_arguments(self.options)
 
-    def options_for(self, args: Mapping[str, object]) -> O:
+    def options_for(self, args: Mapping[str, object]) -> object:
         """Its options value from (typed) model arguments; one ``ModelArgsError`` line when one is bad."""
         return options_from_args(self.options, args, self.name)

@@ -40,7 +40,7 @@ from promptrobust.engine.serving.registration import SPEC_ARGUMENTS, BackendRegi
 __all__ = [
     "BUILT_IN", "DEFAULT_MODEL", "ENTRY_POINT_GROUP", "REGISTRY", "BackendRegistration", "ModelArgsError", "ModelSpec",
     "UnknownModelError", "backend_names", "backend_registration", "build_backend", "check_available", "check_values",
-    "model_argument_secrecy", "parse_model_args", "register_backend", "registration_of", "registrations", "resolve_model",
+    "find_backend", "model_argument_secrecy", "parse_model_args", "register_backend", "registration_of", "resolve_model",
 ]
 
 #: The built-in backends: name -> ``module:ATTRIBUTE`` of its registration (imported when first asked for).
@@ -53,7 +53,7 @@ BUILT_IN: dict[str, str] = {
 #: The entry point group a plugin's package declares its backend in (``NAME = "module:REGISTRATION"``).
 ENTRY_POINT_GROUP = "promptrobust.backends"
 #: The backend of a bare Hugging Face id or local folder.
-_BARE_NAMES = "hf"
+_BARE_NAME_BACKEND = "hf"
 
 
 class UnknownModelError(PromptRobustError, ValueError):
@@ -106,12 +106,12 @@ DEFAULT_MODEL = "gemma3-270m"
 
 # -- finding backends ------------------------------------------------------------------------
 
-_REGISTERED: dict[str, BackendRegistration[Any]] = {}
-_LOADED: dict[str, BackendRegistration[Any]] = {}
+_REGISTERED: dict[str, BackendRegistration] = {}
+_LOADED: dict[str, BackendRegistration] = {}
 _ENTRY_POINTS: dict[tuple[str, ...], dict[str, importlib.metadata.EntryPoint]] = {}
 
 
-def register_backend(registration: BackendRegistration[Any]) -> BackendRegistration[Any]:
+def register_backend(registration: BackendRegistration) -> BackendRegistration:
     """Make a backend known in this process (a Python user's own; packages use the entry point group).
     Returns it, so a module may write ``REGISTRATION = register_backend(BackendRegistration(...))``."""
     if not isinstance(registration, BackendRegistration):
@@ -132,12 +132,13 @@ def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def backend_names() -> tuple[str, ...]:
-    """Every backend known here: the built-in ones, then those registered at run time and by plugins."""
+    """Every backend known here: the built-in ones, then those registered at run time and by plugins
+    (a plugin's entry point named like a built-in backend is not used)."""
     others = sorted((set(_REGISTERED) | set(_entry_points())) - set(BUILT_IN))
     return (*BUILT_IN, *others)
 
 
-def _load(name: str, target: str, where: str) -> BackendRegistration[Any]:
+def _load(name: str, target: str, where: str) -> BackendRegistration:
     module, _, attribute = target.partition(":")
     try:
         found = getattr(importlib.import_module(module), attribute)
@@ -150,7 +151,7 @@ def _load(name: str, target: str, where: str) -> BackendRegistration[Any]:
     return found
 
 
-def find_backend(name: str) -> BackendRegistration[Any] | None:
+def find_backend(name: str) -> BackendRegistration | None:
     """The registration of backend ``name``, or None when no backend is called that."""
     if name in _LOADED:
         return _LOADED[name]
@@ -167,7 +168,7 @@ def find_backend(name: str) -> BackendRegistration[Any] | None:
     return found
 
 
-def backend_registration(name: str) -> BackendRegistration[Any]:
+def backend_registration(name: str) -> BackendRegistration:
     """The registration of backend ``name``; an unknown name is one ``ModelArgsError`` line."""
     found = find_backend(name)
     if found is None:
@@ -175,12 +176,7 @@ def backend_registration(name: str) -> BackendRegistration[Any]:
     return found
 
 
-def registrations() -> list[BackendRegistration[Any]]:
-    """Every backend's registration (imports each one's module)."""
-    return [backend_registration(name) for name in backend_names()]
-
-
-def registration_of(spec: ModelSpec) -> BackendRegistration[Any]:
+def registration_of(spec: ModelSpec) -> BackendRegistration:
     """The registration that builds ``spec``: its ``built_by`` backend, else the one serving it."""
     if spec.built_by:
         builder = backend_registration(spec.built_by)
@@ -203,8 +199,8 @@ def model_argument_secrecy() -> dict[str, bool]:
         except BackendUnavailable:
             continue
         secret = registration.secret_arguments
-        for name in registration.argument_names:
-            out[name] = out.get(name, False) or name in secret
+        for argument in registration.argument_names:
+            out[argument] = out.get(argument, False) or argument in secret
     return out
 
 
@@ -220,7 +216,7 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
         if registration is not None:
             spec = _backend_model(registration, name, rest)
         elif "/" in name or os.path.isdir(name):
-            spec = ModelSpec(name, _BARE_NAMES, name, f"{name} via {_BARE_NAMES}")
+            spec = ModelSpec(name, _BARE_NAME_BACKEND, name, f"{name} via {_BARE_NAME_BACKEND}")
         else:
             raise UnknownModelError(
                 f"unknown model {shown(name)}: use a name from `pre list models`, a Hugging Face id "
@@ -231,7 +227,7 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
     return spec
 
 
-def _backend_model(registration: BackendRegistration[Any], name: str, model: str) -> ModelSpec:
+def _backend_model(registration: BackendRegistration, name: str, model: str) -> ModelSpec:
     """``BACKEND:ID``'s spec, as the backend names its models; one it does not know is an unknown model."""
     if registration.model_spec is None:
         return ModelSpec(name, registration.name, model, f"{model} via {registration.name}")
@@ -257,7 +253,7 @@ def check_available(spec: ModelSpec) -> None:
         registration.check_ready(spec, registration.options_for(spec.args))
 
 
-def _require_extra(registration: BackendRegistration[Any], spec: ModelSpec) -> None:
+def _require_extra(registration: BackendRegistration, spec: ModelSpec) -> None:
     if registration.extra is None:
         return
     from promptrobust.extras import MissingExtraError, require_extra
