@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from bench.environment import describe, describe_line
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from promptrobust.engine.serving.ratelimit import RateLimiter
@@ -194,7 +194,7 @@ async def run_scheduler(cfg: ApiBenchConfig) -> ClientResult:
     requests = [Request(kind="generate", prompt=p, decoding=Decoding(max_tokens=1)) for p in prompts]
     srv = _server(cfg)
     try:
-        backend = OpenAIBackend(MODEL, base_urls=[srv.url], api_key_env=_NO_KEY_ENV, max_connections=cfg.concurrency)
+        backend = OpenAIBackend(MODEL, OpenAIOptions(base_urls=[srv.url], api_key_env=_NO_KEY_ENV, max_connections=cfg.concurrency))
         limiter = RateLimiter(rpm=cfg.rpm, burst_seconds=cfg.window_s / 60.0)
         sched = Scheduler(backend, settings=SchedulerSettings(concurrency=cfg.concurrency), limiter=limiter)
         await sched.start()  # probes GET /models before the clock starts

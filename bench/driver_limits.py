@@ -70,13 +70,13 @@ _SERVER = (
 
 
 async def bench_http(url: str, n: int, concurrency: int, cache_path: Path | None) -> dict[str, float]:
-    from promptrobust.engine.serving.backends.openai import OpenAIBackend
+    from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
     from promptrobust.engine.serving.cache import ScoreCache
     from promptrobust.engine.serving.scheduler import Scheduler
     from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
     from promptrobust.engine.serving.types import Decoding, Request
 
-    backend = OpenAIBackend("m", base_urls=[url], api_key_env="PRE_BENCH_NO_KEY", max_connections=concurrency)
+    backend = OpenAIBackend("m", OpenAIOptions(base_urls=[url], api_key_env="PRE_BENCH_NO_KEY", max_connections=concurrency))
     cache = ScoreCache(cache_path) if cache_path else None
     sched = Scheduler(backend, cache=cache, settings=SchedulerSettings(concurrency=concurrency))
     await sched.start()

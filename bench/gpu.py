@@ -396,15 +396,14 @@ async def run(cfg: GpuBenchConfig, log: Any = None) -> GpuBenchResult:
     """Build the model once, run (a), (b), (c), then the batch-size sweep and prefix sharing."""
     import torch
 
-    from promptrobust.engine.serving.backends.hf import HFOptions
-    from promptrobust.engine.serving.backends.random_model import RandomHFBackend
+    from promptrobust.engine.serving.backends.random_model import RandomHFBackend, RandomOptions
 
     cfg.validate()
     say = log or (lambda text: print(f"# {text}", file=sys.stderr, flush=True))
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise GpuBenchError(f"--device {cfg.device}: this machine has no CUDA device; use --device auto or cpu")
-    options = HFOptions(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size)
-    backend = RandomHFBackend(cfg.model, options, seed=cfg.seed, tokenizer=cfg.tokenizer)
+    options = RandomOptions(device=cfg.device, dtype=cfg.dtype, batch_size=cfg.batch_size, seed=cfg.seed, tokenizer=cfg.tokenizer)
+    backend = RandomHFBackend(cfg.model, options)
     device, dtype = backend.placement()
     check_memory(cfg, _meta_params(backend), device, dtype)
     say(f"building {cfg.model} on {device} in {dtype} (seed {cfg.seed})")

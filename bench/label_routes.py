@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from bench.environment import describe_line
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
@@ -43,7 +43,7 @@ def _requests(samples: int, labels: int, shots: int) -> list[Request]:
 
 
 async def _run(url: str, route: str, requests: list[Request], concurrency: int) -> float:
-    backend = OpenAIBackend(MODEL, base_urls=[url], api="completions", scoring=route, api_key_env="PRE_BENCH_NO_KEY")
+    backend = OpenAIBackend(MODEL, OpenAIOptions(base_urls=[url], api="completions", scoring=route, api_key_env="PRE_BENCH_NO_KEY"))
     await backend.start()
     gate = asyncio.Semaphore(concurrency)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
 from promptrobust import AttackSettings, EvaluationSettings, SchedulerSettings
-from promptrobust.engine.runs.catalog import DEFAULT_DATASET, DEFAULT_MODEL
+from promptrobust.engine.runs.catalog import BUILT_IN_BACKENDS, DEFAULT_DATASET, DEFAULT_MODEL
 from promptrobust.engine.runs.catalog import PROMPT_TYPES as catalog_prompt_types
 
 if TYPE_CHECKING:  # the plans load what they plan with: read when a command runs, not for --help
@@ -101,9 +101,11 @@ def settings_from(args: argparse.Namespace, kind: type, **values: Any) -> Any:
 
 
 def add_model_arguments(g: argparse._ArgumentGroup, *, default: str | None = DEFAULT_MODEL) -> None:
-    g.add_argument("--model", default=default, help="registry name, HF id/folder, or BACKEND:ID (hf, vllm, openai, random)")
+    g.add_argument("--model", default=default,
+                   help=f"registry name, HF id/folder, or BACKEND:ID ({', '.join(BUILT_IN_BACKENDS)}, or a plugin's)")
     g.add_argument("--model-args", default="",
-                   help="backend arguments key=value,... e.g. dtype=bfloat16,batch_size=8 or base_url=http://host:8000/v1")
+                   help="backend arguments key=value,... e.g. dtype=bfloat16,batch_size=8 or base_url=http://host:8000/v1 "
+                        "(what each backend takes: `pre list backends`)")
 
 
 def add_data_arguments(g: argparse._ArgumentGroup) -> None:

@@ -11,17 +11,17 @@ from promptrobust.engine.runs.catalog import PROMPT_TYPES
 if TYPE_CHECKING:
     from promptrobust.cli.flags import Subcommands
 
-HELP = "list models, datasets, prompts or attacks"
+HELP = "list models, backends (and their model arguments), datasets, prompts or attacks"
 
 
 def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> None:
     p = sub.add_parser(
         "list", help=HELP, description=HELP, formatter_class=formatter,
-        epilog="examples:\n  pre list models\n  pre list prompts --dataset sst2 --prompt-type role\n"
+        epilog="examples:\n  pre list models\n  pre list backends\n  pre list prompts --dataset sst2 --prompt-type role\n"
         "  pre list prompts --dataset sst2 --promptbench ~/src/promptbench --shots 3\n"
         "  pre list prompts --task docs/examples/tickets/tickets.toml   # your own task's prompts (docs/your-task.md)\n",
     )
-    p.add_argument("what", choices=["models", "datasets", "prompts", "attacks"])
+    p.add_argument("what", choices=["models", "backends", "datasets", "prompts", "attacks"])
     p.add_argument("--dataset", default=None, help="dataset whose prompts to list (for `pre list prompts`)")
     p.add_argument("--task", default=None, metavar="FILE", help="your own task's file, whose prompts to list (docs/your-task.md)")
     p.add_argument("--prompt-type", "--type", dest="type", default=None, choices=list(PROMPT_TYPES), help="only prompts of this type")
@@ -36,7 +36,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.what == "models":
         _table([(m.name, m.backend, m.model, ",".join(m.tags), m.description) for m in catalog.models()],
                ("name", "backend", "model", "tags", "description"))
-        print("\nAny other model: hf:ORG/NAME, vllm:ORG/NAME or a local folder, openai:MODEL --model-args base_url=URL")
+        print("\nAny other model: hf:ORG/NAME, vllm:ORG/NAME or a local folder, openai:MODEL --model-args base_url=URL; "
+              "what each backend takes: `pre list backends`")
+    elif args.what == "backends":
+        for i, b in enumerate(catalog.backends()):
+            extra = f" (needs the [{b.extra}] extra)" if b.extra else ""
+            print(("\n" if i else "") + f"{b.name}: {b.description}{extra}")
+            _table([(a.name, a.takes, a.default) for a in b.arguments], ("--model-args", "takes", "default"))
+        print("\nEvery model also takes backend=NAME (another backend serves it) and base_model=true|false "
+              "(not instruction-tuned: the paper's few-shot rule).")
     elif args.what == "datasets":
         hub = catalog.have_hub()
         _table([(d.name, str(d.samples), d.metric, "/".join(d.labels) if d.labels else "(open)",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,11 +38,29 @@ ALIASES: dict[str, str] = {
     "--apply-chat-template": "--apply_chat_template", "--system-instruction": "--system_instruction",
 }
 
-#: lm-eval's --model (a backend type; the model itself is in --model_args) -> pre's backend prefix.
-LM_EVAL_BACKENDS = {
-    "hf": "hf", "huggingface": "hf", "vllm": "vllm",
-    "local-completions": "openai", "local-chat-completions": "openai",
-    "openai-completions": "openai", "openai-chat-completions": "openai",
+@dataclass(frozen=True)
+class LmEvalModel:
+    """What one of lm-eval's ``--model`` types is in pre's spelling."""
+
+    backend: str
+    """pre's backend prefix (``--model BACKEND:NAME``)."""
+    name_keys: tuple[str, ...]
+    """The ``--model_args`` keys that name the model, the first given wins (``pretrained=``; API types: ``model=``)."""
+    implied: str = ""
+    """A model argument the type implies unless given (``api=chat`` for a chat-completions type)."""
+
+
+_IN_PROCESS = ("pretrained",)
+_API = ("model", "pretrained")  # lm-eval's API models take pretrained= too (model= wins)
+
+#: lm-eval's --model (a backend type; the model itself is in --model_args) -> pre's spelling.
+LM_EVAL_MODELS: dict[str, LmEvalModel] = {
+    "hf": LmEvalModel("hf", _IN_PROCESS), "huggingface": LmEvalModel("hf", _IN_PROCESS),
+    "vllm": LmEvalModel("vllm", _IN_PROCESS),
+    "local-completions": LmEvalModel("openai", _API, "api=completions"),
+    "local-chat-completions": LmEvalModel("openai", _API, "api=chat"),
+    "openai-completions": LmEvalModel("openai", _API, "api=completions"),
+    "openai-chat-completions": LmEvalModel("openai", _API, "api=chat"),
 }
 
 
@@ -128,21 +146,20 @@ def _lm_eval_model(model: str, model_args: str) -> tuple[str, str]:
     """lm-eval's ``--model hf --model_args pretrained=ORG/NAME,dtype=...`` -> pre's
     ``--model hf:ORG/NAME --model-args dtype=...`` (``model=`` for the API types; ``api`` follows
     the chat/completions choice). Anything else is returned unchanged."""
-    backend = LM_EVAL_BACKENDS.get(model)
-    if backend is None:
+    kind = LM_EVAL_MODELS.get(model)
+    if kind is None:
         return model, model_args
     items = [i.strip() for i in model_args.split(",") if i.strip()]
-    key = "model" if backend == "openai" else "pretrained"
-    named = [i for i in items if i.partition("=")[0].strip() == key]
-    if not named and backend == "openai":  # lm-eval's API models take pretrained= too (model= wins)
-        named = [i for i in items if i.partition("=")[0].strip() == "pretrained"]
+    keyed = {key: [i for i in items if i.partition("=")[0].strip() == key] for key in kind.name_keys}
+    named = next((found for found in keyed.values() if found), [])
     if not named:
-        raise UserError(f"--model {model} needs --model_args {key}=NAME (lm-eval style), or write --model {backend}:NAME")
-    names = ("model", "pretrained") if backend == "openai" else (key,)
-    rest = [_base_url(i) for i in items if i.partition("=")[0].strip() not in names]
-    if backend == "openai" and not any(i.startswith("api=") for i in rest):
-        rest.append("api=chat" if "chat" in model else "api=completions")
-    return f"{backend}:{named[0].partition('=')[2].strip()}", ",".join(rest)
+        raise UserError(f"--model {model} needs --model_args {kind.name_keys[0]}=NAME (lm-eval style), "
+                        f"or write --model {kind.backend}:NAME")
+    rest = [_base_url(i) for i in items if i.partition("=")[0].strip() not in kind.name_keys]
+    implied_key = kind.implied.partition("=")[0]
+    if kind.implied and not any(i.partition("=")[0].strip() == implied_key for i in rest):
+        rest.append(kind.implied)
+    return f"{kind.backend}:{named[0].partition('=')[2].strip()}", ",".join(rest)
 
 
 def _base_url(item: str) -> str:

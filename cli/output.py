@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes ove
     from promptrobust import AttackRecord, CleanScore
     from promptrobust.engine.analysis.commands import Outcome
     from promptrobust.engine.runs.execute import TargetOutcome
-    from promptrobust.engine.runs.executor import Note, Plan
+    from promptrobust.engine.runs.executor import Plan
+    from promptrobust.engine.runs.notes import Note
 
 
 class AnalysisPlan(Protocol[ResultT]):

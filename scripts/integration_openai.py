@@ -22,13 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 
 
 async def run_integration(base_url: str, model: str, n: int = 200, concurrency: int = 4) -> dict[str, object]:
-    backend = OpenAIBackend(model, base_urls=base_url.split("|"), timeout=120.0)
+    backend = OpenAIBackend(model, OpenAIOptions(base_urls=base_url.split("|"), timeout=120.0))
     await backend.start()
     reviews = load_reviews(n)
     policy = RetryPolicy(max_attempts=5, base_delay=0.5)

@@ -24,24 +24,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend
+from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend, VLLMOptions
 from scripts.sentiment_probe import load_reviews, make_request, predicted_label
 
 
 def make_backend(model: str | None, max_model_len: int, kv_gib: float) -> VLLMBackend:
     kwargs = {"kv_cache_memory_bytes": int(kv_gib * (1 << 30))}
     if model:
-        return VLLMBackend(model, max_model_len=max_model_len, engine_kwargs=kwargs)
+        return VLLMBackend(model, VLLMOptions(max_model_len=max_model_len), engine_kwargs=kwargs)
     from promptrobust.engine.serving.model_store import ensure_embedded
 
     em = ensure_embedded("smollm2-135m-instruct")
-    return VLLMBackend(
-        str(em.path),
-        max_model_len=max_model_len,
-        engine_kwargs=kwargs,
-        identity_revision=em.revision,
-        chat=em.is_chat,
-    )
+    return VLLMBackend(str(em.path), VLLMOptions(max_model_len=max_model_len, chat=em.is_chat), engine_kwargs=kwargs,
+                       identity_revision=em.revision)
 
 
 async def run(args: argparse.Namespace) -> dict:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from promptrobust.engine.serving.backends.base import BadAnswerError, TransientBackendError
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, MAX_JSON_DEPTH, BodyTooLarge, json_depth
 from promptrobust.engine.serving.cache import ScoreCache
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
@@ -138,9 +138,9 @@ REQ = Request("generate", prompt="Sentence:\na great film")
 
 def test_the_default_body_limit_is_a_few_mib():
     assert 1 <= MAX_BODY_MB <= 16
-    assert OpenAIBackend("m", base_urls=["http://127.0.0.1:9/v1"]).max_body_bytes == int(MAX_BODY_MB * 2**20)
+    assert OpenAIBackend("m", OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"])).max_body_bytes == int(MAX_BODY_MB * 2**20)
     with pytest.raises(ValueError, match="max_body_mb"):
-        OpenAIBackend("m", base_urls=["http://127.0.0.1:9/v1"], max_body_mb=0)
+        OpenAIBackend("m", OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"], max_body_mb=0))
 
 
 @pytest.mark.parametrize("with_length", [True, False])
@@ -148,8 +148,7 @@ async def test_a_200_mb_body_is_refused_as_transient_after_reading_at_most_the_l
     with RawServer([]) as srv:
         srv.posts = [srv.huge(with_length=with_length), srv.good]
         # scoring fixed: no start-up path detection takes the test server's scripted answers
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", max_body_mb=1, timeout=60,
-                          scoring="top_logprobs")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="completions", max_body_mb=1, timeout=60, scoring="top_logprobs"))
         await b.start()
         with pytest.raises(BodyTooLarge, match="body over the 1 MiB limit|MiB over the 1 MiB limit") as err:
             await b.complete(REQ)
@@ -167,7 +166,7 @@ async def test_headers_a_byte_at_a_time_are_cut_off_by_the_total_deadline_and_re
         # 0.05 s a byte keeps every single read far below the 2 s read timeout; the whole
         # answer would take about 20 s, so only a deadline over the whole request stops it.
         srv.posts = [srv.dripping(0.05, give_up_after=30.0), srv.good]
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", timeout=2.0, scoring="top_logprobs")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="completions", timeout=2.0, scoring="top_logprobs"))
         await b.start()
         errors: list[str] = []
         fast = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02, jitter=0.0)
@@ -198,7 +197,7 @@ def test_the_depth_of_an_answer_is_read_without_parsing_it():
 
 async def test_a_deeply_nested_answer_is_one_line_at_once_never_a_traceback():
     with FakeOpenAIServer(model="fake-model") as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="completions", scoring="top_logprobs"))
         await b.start()
         srv.script("nested_json")
         with pytest.raises(BadAnswerError) as err:
@@ -213,7 +212,7 @@ async def test_a_deeply_nested_answer_is_one_line_at_once_never_a_traceback():
 async def test_a_server_that_sends_nested_answers_fails_the_request_once_without_retries(tmp_path):
     cache = ScoreCache(tmp_path / "c.sqlite")
     with FakeOpenAIServer(model="fake-model", faults=FaultPlan({"nested_json": 1.0})) as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs", logprobs=True)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="completions", scoring="top_logprobs", logprobs=True))
         async with Scheduler(b, cache=cache) as sched:  # the default 7 retries
             with pytest.raises(BadAnswerError, match="nested"):
                 await sched.submit(REQ)
@@ -237,7 +236,7 @@ def test_pre_run_against_a_server_of_nested_answers_exits_2_with_one_line(tmp_pa
 async def test_a_nested_model_list_is_no_reason_to_stop(caplog):
     with RawServer([], models=NESTED) as srv:
         srv.posts = [srv.good]
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="completions", scoring="top_logprobs")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="completions", scoring="top_logprobs"))
         with caplog.at_level(logging.WARNING):
             await b.start()
         assert "nested 200000 levels deep" in caplog.text and "carrying on" in caplog.text

@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendUnavailable
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.retry import RetryPolicy
 from promptrobust.engine.serving.scheduler import Scheduler
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -56,7 +56,7 @@ EXPECTED = ["positive" if i % 2 else "negative" for i in range(80)]
 
 async def test_an_endpoint_answering_500_is_ejected_and_the_run_is_complete():
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=FaultPlan({"500": 1.0})) as dead:
-        b = OpenAIBackend("fake-model", base_urls=[dead.url, good.url], cooldown=30)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[dead.url, good.url], cooldown=30))
         assert await run_all(b, 80) == EXPECTED
         # Ejected after a few failures in a row (a handful in flight at once), never probed within its cool-down.
         assert posts(dead) <= 3 + 8
@@ -67,14 +67,14 @@ async def test_an_endpoint_refusing_connections_at_start_starts_ejected(caplog):
     caplog.set_level(logging.WARNING)
     refused = free_port_url()
     with FakeOpenAIServer() as good:
-        b = OpenAIBackend("fake-model", base_urls=[refused, good.url], cooldown=30)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[refused, good.url], cooldown=30))
         assert await run_all(b, 40) == EXPECTED[:40]
         assert b.endpoint_counts[refused] == 0 and b.endpoint_health[refused] == "ejected"
         assert "cannot reach" in caplog.text and "carrying on" in caplog.text
 
 
 async def test_no_reachable_endpoint_is_unavailable():
-    b = OpenAIBackend("fake-model", base_urls=[free_port_url(), free_port_url()])
+    b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[free_port_url(), free_port_url()]))
     with pytest.raises(BackendUnavailable, match="is the server running"):
         await b.start()
 
@@ -82,7 +82,7 @@ async def test_no_reachable_endpoint_is_unavailable():
 async def test_a_hanging_endpoint_is_ejected_by_timeouts():
     plan = FaultPlan({"timeout": 1.0}, hang=5.0)
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=plan) as hanging:
-        b = OpenAIBackend("fake-model", base_urls=[hanging.url, good.url], timeout=1.0, cooldown=30)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[hanging.url, good.url], timeout=1.0, cooldown=30))
         assert await run_all(b, 80) == EXPECTED
         assert posts(hanging) <= 3 + 8 and b.endpoint_health[hanging.url] == "ejected"
 
@@ -90,14 +90,14 @@ async def test_a_hanging_endpoint_is_ejected_by_timeouts():
 async def test_the_scheduler_request_timeout_also_ejects_a_hanging_endpoint():
     plan = FaultPlan({"timeout": 1.0}, hang=5.0)
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=plan) as hanging:
-        b = OpenAIBackend("fake-model", base_urls=[hanging.url, good.url], cooldown=30)  # its own timeout: 60 s
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[hanging.url, good.url], cooldown=30))  # its own timeout: 60 s
         assert await run_all(b, 40, request_timeout=1.0) == EXPECTED[:40]
         assert b.endpoint_health[hanging.url] == "ejected"
 
 
 async def test_a_retry_goes_to_another_endpoint():
     with FakeOpenAIServer() as a, FakeOpenAIServer() as c:
-        b = OpenAIBackend("fake-model", base_urls=[a.url, c.url], logprobs=True)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[a.url, c.url], logprobs=True))
         await b.start()
         a.script("500")
         req = requests(1)[0]
@@ -114,7 +114,7 @@ async def test_a_retry_goes_to_another_endpoint():
 async def test_an_ejected_endpoint_is_probed_after_its_cool_down_and_readmitted(caplog):
     caplog.set_level(logging.WARNING)
     with FakeOpenAIServer() as a, FakeOpenAIServer() as c:
-        b = OpenAIBackend("fake-model", base_urls=[a.url, c.url], logprobs=True, eject_after=2, cooldown=0.5)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[a.url, c.url], logprobs=True, eject_after=2, cooldown=0.5))
         await b.start()
         a.script("500", "503")
         async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
@@ -130,7 +130,7 @@ async def test_an_ejected_endpoint_is_probed_after_its_cool_down_and_readmitted(
 
 async def test_a_probe_that_fails_rests_the_endpoint_longer():
     with FakeOpenAIServer() as good, FakeOpenAIServer(faults=FaultPlan({"500": 1.0})) as dead:
-        b = OpenAIBackend("fake-model", base_urls=[dead.url, good.url], eject_after=1, cooldown=0.02)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[dead.url, good.url], eject_after=1, cooldown=0.02))
         await b.start()
         async with Scheduler(b, settings=SchedulerSettings(concurrency=1), retry_policy=FAST, owns_backend=False) as sched:
             for i in range(6):
@@ -143,7 +143,7 @@ async def test_a_probe_that_fails_rests_the_endpoint_longer():
 
 async def test_a_429_does_not_count_against_an_endpoints_health():
     with FakeOpenAIServer() as a, FakeOpenAIServer() as c:
-        b = OpenAIBackend("fake-model", base_urls=[a.url, c.url], logprobs=True, eject_after=2)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[a.url, c.url], logprobs=True, eject_after=2))
         await b.start()
         a.script("429:0", "429:0")
         c.script("429:0", "429:0")
@@ -161,7 +161,7 @@ async def test_an_outage_is_waited_out_without_spending_the_requests_attempts(ca
     caplog.set_level(logging.WARNING)
     srv = FakeOpenAIServer().start()
     port = srv.port
-    b = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=600)
+    b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=600))
     try:
         async with Scheduler(b, settings=SchedulerSettings(concurrency=4), retry_policy=ONE_ATTEMPT) as sched:
             assert [o.text for o in await sched.submit_many(requests(4))] == EXPECTED[:4]
@@ -185,7 +185,7 @@ async def test_an_outage_is_waited_out_without_spending_the_requests_attempts(ca
 
 async def test_a_dead_endpoint_still_fails_in_bounded_time_with_one_line():
     with FakeOpenAIServer() as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=0.5)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True, cooldown=0.05, max_outage=0.5))
         async with Scheduler(b, settings=SchedulerSettings(concurrency=4), retry_policy=FAST) as sched:
             srv.stop()  # it never comes back
             with pytest.raises(BackendUnavailable) as err:
@@ -197,7 +197,7 @@ async def test_a_dead_endpoint_still_fails_in_bounded_time_with_one_line():
 
 async def test_an_endpoint_that_goes_down_hands_its_requests_to_the_others_without_spending_attempts():
     with FakeOpenAIServer() as good, FakeOpenAIServer() as dying:
-        b = OpenAIBackend("fake-model", base_urls=[dying.url, good.url], logprobs=True, cooldown=30)
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[dying.url, good.url], logprobs=True, cooldown=30))
         async with Scheduler(b, settings=SchedulerSettings(concurrency=8), retry_policy=ONE_ATTEMPT) as sched:
             await sched.submit_many(requests(8))
             dying_url = dying.url

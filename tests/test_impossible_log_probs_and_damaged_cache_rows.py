@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from promptrobust.engine.serving.backends.base import BadAnswerError, TransientBackendError
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.backends.openai.answers import logprob_problem
 from promptrobust.engine.serving.cache import ScoreCache, decode_completion
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
@@ -59,7 +59,7 @@ def test_a_log_probability_must_be_finite_and_not_above_zero(value, ok):
 async def test_impossible_log_probabilities_fail_at_once_in_one_line(fault, chat):
     """Issue 32: a server that computes an impossible number would compute it again: no retry, one line."""
     with FakeOpenAIServer(model="fake-model") as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api="chat" if chat else "completions")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api="chat" if chat else "completions"))
         await b.start()
         req = scoring("a great film", chat)
         srv.script(fault)  # the very first scoring answer: nothing is decided about log-probs yet
@@ -81,7 +81,7 @@ async def test_a_server_that_only_sends_impossible_numbers_fails_at_once_and_not
     cache = ScoreCache(tmp_path / "c.sqlite")
     plan = FaultPlan({"positive_logprobs": 0.5, "nan_logprobs": 0.25, "inf_logprobs": 0.25}, seed=3)
     with FakeOpenAIServer(model="fake-model", faults=plan) as srv:
-        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        backend = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True))
         async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
             with pytest.raises(BadAnswerError, match="impossible answer"):
                 await sched.submit(scoring("a great film", chat=True))
@@ -95,7 +95,7 @@ async def test_through_the_scheduler_an_impossible_answer_is_never_cached_and_a_
     cache = ScoreCache(tmp_path / "c.sqlite")
     request = scoring("a bad film", chat=True)
     with FakeOpenAIServer(model="fake-model") as srv:
-        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        backend = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True))
         async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
             srv.script("nan_logprobs")
             with pytest.raises(BadAnswerError):
@@ -137,7 +137,7 @@ async def test_damaged_rows_are_misses_recomputed_overwritten_and_reported_once(
     requests = [scoring(f"{'a great' if i % 2 else 'a dull'} film number {i}", chat=True) for i in range(60)]
     with FakeOpenAIServer(model="fake-model") as srv:
         cache = ScoreCache(path)
-        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        backend = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True))
         async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
             clean = await sched.submit_many(requests)
             identity = backend.identity
@@ -153,7 +153,7 @@ async def test_damaged_rows_are_misses_recomputed_overwritten_and_reported_once(
         sent_before = srv.count("/v1/chat/completions")
 
         cache = ScoreCache(path)
-        backend = OpenAIBackend("fake-model", base_urls=[srv.url], logprobs=True)
+        backend = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], logprobs=True))
         with caplog.at_level(logging.WARNING):
             async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
                 again = await sched.submit_many(requests)

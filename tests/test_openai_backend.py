@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable, TransientBackendError
-from promptrobust.engine.serving.backends.openai import LogprobsUnsupported, OpenAIBackend
+from promptrobust.engine.serving.backends.openai import LogprobsUnsupported, OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.backends.openai.answers import answer_text
 from promptrobust.engine.serving.backends.openai.backend import PROBE_ANSWERS
 from promptrobust.engine.serving.backends.openai.endpoints import clean_url
@@ -37,7 +37,7 @@ def _no_ambient_key(monkeypatch):
 
 async def started(url: str | list[str], **kw) -> OpenAIBackend:
     urls = [url] if isinstance(url, str) else url
-    b = OpenAIBackend("fake-model", base_urls=urls, **kw)
+    b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=urls, **kw))
     await b.start()
     return b
 
@@ -149,7 +149,7 @@ async def test_key_is_sent_but_never_leaks(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     with FakeOpenAIServer(model="fake-model", api_key="sk-right-key-0000000000") as srv:
         monkeypatch.setenv("PRE_TEST_KEY", SECRET)
-        b = OpenAIBackend("fake-model", base_urls=[srv.url], api_key_env="PRE_TEST_KEY")
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url], api_key_env="PRE_TEST_KEY"))
         assert SECRET not in repr(b) and SECRET not in str(b.identity)
         with pytest.raises(BackendUnavailable, match="rejected the API key") as err:
             await b.start()
@@ -177,7 +177,7 @@ async def test_key_is_sent_but_never_leaks(monkeypatch, caplog):
 ])
 def test_the_key_and_any_long_piece_of_it_are_scrubbed(monkeypatch, echo):
     monkeypatch.setenv("PRE_TEST_KEY", SECRET)
-    b = OpenAIBackend("fake-model", base_urls=["http://127.0.0.1:9/v1"], api_key_env="PRE_TEST_KEY")
+    b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"], api_key_env="PRE_TEST_KEY"))
     out = b._redact(f"upstream said: key '{echo}' is not valid\n(see docs)")
     assert "***" in out and "\n" not in out and "upstream said" in out
     body = SECRET.removeprefix("sk-")
@@ -190,7 +190,7 @@ async def test_unreachable_endpoint_is_unavailable():
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens here now
-    b = OpenAIBackend("fake-model", base_urls=[f"http://user:pw@127.0.0.1:{port}/v1"])
+    b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[f"http://user:pw@127.0.0.1:{port}/v1"]))
     with pytest.raises(BackendUnavailable, match="is the server running") as err:
         await b.start()
     msg = str(err.value)
@@ -199,7 +199,7 @@ async def test_unreachable_endpoint_is_unavailable():
 
 
 async def test_model_not_served_is_unavailable(server):
-    b = OpenAIBackend("other-model", base_urls=[server.url])
+    b = OpenAIBackend("other-model", OpenAIOptions(base_urls=[server.url]))
     with pytest.raises(BackendUnavailable, match=r"not served .*it serves: fake-model"):
         await b.start()
     await b.close()
@@ -212,11 +212,11 @@ async def test_model_not_served_is_unavailable(server):
 )
 def test_bad_arguments_raise_clear_errors(kw, msg):
     with pytest.raises(ValueError, match=msg):
-        OpenAIBackend("m", **({"base_urls": ["http://127.0.0.1:1/v1"]} | kw))
+        OpenAIBackend("m", OpenAIOptions(**({"base_urls": ["http://127.0.0.1:1/v1"]} | kw)))
 
 
 def test_identity_is_model_and_first_url_without_credentials():
-    b = OpenAIBackend("m", base_urls=["http://u:p@10.0.0.1:8000/v1/?k=v", "http://10.0.0.2:8000/v1"])
+    b = OpenAIBackend("m", OpenAIOptions(base_urls=["http://u:p@10.0.0.1:8000/v1/?k=v", "http://10.0.0.2:8000/v1"]))
     ident = b.identity
     assert ident.backend == "openai" and ident.name == "m"
     assert ident.extra == (("base_url", "http://10.0.0.1:8000/v1"),)
@@ -403,7 +403,7 @@ async def test_scheduler_with_limits_against_rate_limited_server():
     from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
     with FakeOpenAIServer(model="fake-model", rpm=10, window=0.5) as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url])
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         sched = Scheduler(b, settings=SchedulerSettings(concurrency=8), retry_policy=RetryPolicy(max_attempts=20, base_delay=0.02, max_delay=0.2))
         async with sched:
             reqs = [Request("score_choices", prompt=f"Sentence:\n{'good' if i % 2 else 'bad'} movie {i}",
@@ -421,16 +421,16 @@ async def test_the_logprobs_probe_is_cached_and_a_rerun_sends_nothing(tmp_path):
 
     cache = ScoreCache(tmp_path / "c.sqlite")
     with FakeOpenAIServer(model="fake-model") as srv:
-        first = OpenAIBackend("fake-model", base_urls=[srv.url])
+        first = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         async with Scheduler(first, cache=cache):
             assert first.supports_choice_scoring and first.capability_probe() is None  # decided at start
         assert srv.count("/v1/chat/completions") == 1
-        again = OpenAIBackend("fake-model", base_urls=[srv.url])
+        again = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         async with Scheduler(again, cache=cache) as sched:
             assert again.capability_probe() is None and sched.stats.probes == 1
         assert srv.count("/v1/chat/completions") == 1  # the cached answer decided it
     with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
-        none = OpenAIBackend("fake-model", base_urls=[srv.url])
+        none = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         async with Scheduler(none, cache=cache, retry_policy=FAST) as sched:
             assert not none.supports_choice_scoring  # decided at start; the run goes on
             assert (await sched.submit(Request("generate", messages=chat("good")))).text == "positive"
@@ -449,7 +449,7 @@ async def test_a_choices_evaluation_without_logprobs_generates_says_so_and_cache
     samples = task.load(limit=6)
     cache = ScoreCache(tmp_path / "c.sqlite")
     with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
-        b = OpenAIBackend("fake-model", base_urls=[srv.url])
+        b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         async with Scheduler(b, cache=cache, retry_policy=FAST) as sched:
             ev = Evaluator(sched, task, samples, mode="choices")
             assert ev.mode == "generate"  # and so every record written from it

@@ -23,7 +23,7 @@ pytest.importorskip("transformers")
 
 import promptrobust.engine.serving.backends.openai.scoring as openai_scoring
 from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.model_store import ModelNotInstalled
 from promptrobust.engine.serving.types import Request
 from promptrobust.testing.hf_server import HFCompletionsServer
@@ -59,7 +59,7 @@ def smol() -> HFBackend:
 
 
 async def _openai_scores(url: str, **kwargs) -> tuple[str, list[tuple[float, ...]], tuple]:
-    backend = OpenAIBackend(NAME, base_urls=[url], api="completions", **kwargs)
+    backend = OpenAIBackend(NAME, OpenAIOptions(base_urls=[url], api="completions", **kwargs))
     await backend.start()
     try:
         answers = [await backend.complete(r) for r in _requests()]
@@ -135,7 +135,7 @@ def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) 
     want = asyncio.run(chat_hf.complete_batch(requests))
 
     async def over_http(url: str) -> tuple[str, list]:
-        backend = OpenAIBackend(NAME, base_urls=[url], scoring="prompt_logprobs")
+        backend = OpenAIBackend(NAME, OpenAIOptions(base_urls=[url], scoring="prompt_logprobs"))
         await backend.start()
         try:
             return backend.label_scoring, [await backend.complete(r) for r in requests]
@@ -164,7 +164,7 @@ def test_chat_requests_on_vllm_are_scored_exactly_by_token_ids(smol: HFBackend) 
     want = asyncio.run(chat_hf.complete_batch(requests))
 
     async def over_http(url: str) -> tuple[str, list, tuple]:
-        backend = OpenAIBackend(NAME, base_urls=[url])
+        backend = OpenAIBackend(NAME, OpenAIOptions(base_urls=[url]))
         await backend.start()
         try:
             return backend.label_scoring, [await backend.complete(r) for r in requests], backend.identity.extra
@@ -202,11 +202,11 @@ def test_a_server_that_ignores_logprob_token_ids_is_not_trusted() -> None:
 
 def test_scoring_argument_is_checked() -> None:
     with pytest.raises(ValueError, match="api=completions"):
-        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="echo")
+        OpenAIBackend(NAME, OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"], scoring="echo"))
     with pytest.raises(ValueError, match="drop logprobs=false"):
-        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], scoring="prompt_logprobs", logprobs=False)
+        OpenAIBackend(NAME, OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"], scoring="prompt_logprobs", logprobs=False))
     with pytest.raises(ValueError, match="scoring must be one of"):
-        OpenAIBackend(NAME, base_urls=["http://127.0.0.1:9/v1"], api="completions", scoring="exactish")
+        OpenAIBackend(NAME, OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"], api="completions", scoring="exactish"))
 
 
 def test_a_run_records_which_scoring_path_it_used(smol: HFBackend, tmp_path: Path) -> None:

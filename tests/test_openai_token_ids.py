@@ -16,7 +16,7 @@ import math
 import pytest
 
 import promptrobust.engine.serving.backends.openai.scoring as scoring
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.serving.types import ChatMessage, Completion, Request
 from promptrobust.testing import FakeOpenAIServer
 from promptrobust.testing.fake_openai import FAKE_VOCAB_SIZE
@@ -30,7 +30,7 @@ OTHER = math.log((1 - sum(TABLE.values())) / FAKE_VOCAB_SIZE)
 
 
 async def _scores(url: str, requests: list[Request], **kwargs: object) -> tuple[str, list[Completion], tuple]:
-    backend = OpenAIBackend("fake-model", base_urls=[url], **kwargs)  # type: ignore[arg-type]
+    backend = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[url], **kwargs))  # type: ignore[arg-type]
     await backend.start()
     try:
         return backend.label_scoring, [await backend.complete(r) for r in requests], backend.identity.extra

@@ -9,11 +9,11 @@ import socket
 import pytest
 
 from promptrobust.engine.serving.backends.base import BackendUnavailable
-from promptrobust.engine.serving.backends.hf import HFOptions
 from promptrobust.engine.serving.backends.random_model import (
     RANDOM_CONFIGS,
     RandomHFBackend,
     RandomModelError,
+    RandomOptions,
     build_model,
     random_config,
     save_tokenizer,
@@ -97,9 +97,9 @@ def test_unknown_config_names_the_choices():
 def test_same_seed_same_weights_and_answers_other_seed_differs_and_no_network(tokenizer_dir, no_network):
     import torch
 
-    a = _start(RandomHFBackend("random:tiny-llama", HFOptions(batch_size=4), seed=7, tokenizer=str(tokenizer_dir)))
-    b = _start(RandomHFBackend("random:tiny-llama", HFOptions(batch_size=4), seed=7, tokenizer=str(tokenizer_dir)))
-    c = _start(RandomHFBackend("random:tiny-llama", HFOptions(batch_size=4), seed=8, tokenizer=str(tokenizer_dir)))
+    a = _start(RandomHFBackend("random:tiny-llama", RandomOptions(batch_size=4, seed=7, tokenizer=str(tokenizer_dir))))
+    b = _start(RandomHFBackend("random:tiny-llama", RandomOptions(batch_size=4, seed=7, tokenizer=str(tokenizer_dir))))
+    c = _start(RandomHFBackend("random:tiny-llama", RandomOptions(batch_size=4, seed=8, tokenizer=str(tokenizer_dir))))
     wa, wb, wc = (m.model.state_dict() for m in (a, b, c))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert not all(torch.equal(wa[k], wc[k]) for k in wa)
@@ -111,28 +111,28 @@ def test_same_seed_same_weights_and_answers_other_seed_differs_and_no_network(to
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    _start(RandomHFBackend("random:tiny-llama", seed=7, tokenizer=str(tokenizer_dir)))
+    _start(RandomHFBackend("random:tiny-llama", RandomOptions(seed=7, tokenizer=str(tokenizer_dir))))
     assert torch.equal(torch.rand(3), expected)
     assert no_network == []
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-t5"])
 def test_generation_decodes_exactly_max_tokens_whatever_eos_and_stops(tokenizer_dir, name):
-    backend = _start(RandomHFBackend(f"random:{name}", HFOptions(batch_size=3), tokenizer=str(tokenizer_dir)))
+    backend = _start(RandomHFBackend(f"random:{name}", RandomOptions(batch_size=3, tokenizer=str(tokenizer_dir))))
     out = _generate(backend, [f"review number {i}: " + "good " * i for i in range(5)], max_tokens=6)
     assert [c.completion_tokens for c in out] == [6] * 5
     assert backend.model.config.vocab_size == len(backend.tokenizer)  # vocabulary follows the tokenizer
 
 
 def test_label_scoring_gives_finite_log_probabilities(tokenizer_dir):
-    backend = _start(RandomHFBackend("random:tiny-llama", HFOptions(batch_size=2), tokenizer=str(tokenizer_dir)))
+    backend = _start(RandomHFBackend("random:tiny-llama", RandomOptions(batch_size=2, tokenizer=str(tokenizer_dir))))
     reqs = [Request(kind="score_choices", prompt=f"Review {i}. Answer:", choices=(" positive", " negative")) for i in range(3)]
     out = asyncio.run(backend.complete_batch(reqs))
     assert all(len(c.choice_logprobs) == 2 and all(math.isfinite(x) and x < 0 for x in c.choice_logprobs) for c in out)
 
 
 def test_tokenizer_directory_without_files_is_one_line(tmp_path):
-    backend = RandomHFBackend("random:tiny-llama", tokenizer=str(tmp_path))
+    backend = RandomHFBackend("random:tiny-llama", RandomOptions(tokenizer=str(tmp_path)))
     with pytest.raises(BackendUnavailable, match="tokenizer=DIR") as info:
         asyncio.run(backend.start())
     assert "\n" not in str(info.value)

@@ -38,21 +38,23 @@ def test_every_hf_lever_is_a_model_arg() -> None:
 
 def test_hf_options_are_built_from_model_args_in_one_place() -> None:
     """The model-argument names are the options' fields, and the early value check is the options' own."""
-    from promptrobust.engine.serving.model_args import check_model_args
-    from promptrobust.engine.serving.registry import _hf_args
+    from promptrobust.engine.serving.registry import backend_registration, check_values
 
-    assert _hf_args() == set(OPTION_NAMES) and set(HFOptions.levers(HFOptions())) <= set(OPTION_NAMES)
+    assert backend_registration("hf").argument_names == OPTION_NAMES
+    assert set(HFOptions.levers(HFOptions())) <= set(OPTION_NAMES)
     for bad, words in [({"dtype": "float99"}, "dtype must be one of auto, float32"), ({"batch_size": 0}, "batch_size must be"),
-                       ({"kv_views": 3}, "kv_views must be true or false"), ({"prefix_cache_mb": -1}, "MiB >= 0")]:
-        early = check_model_args("hf", bad)
+                       ({"kv_views": 3}, "kv_views must be true or false"), ({"prefix_cache_mb": -1}, "MiB from 0 to")]:
+        with pytest.raises(ModelArgsError) as early:
+            check_values(resolve_model("org/some-model", bad))
         with pytest.raises(SettingsError) as built:
             HFOptions.from_model_args(bad)
-        assert early == str(built.value) and words in early  # judged once, in the same words
+        assert str(early.value) == str(built.value) and words in str(early.value)  # judged once, in the same words
         with pytest.raises(ModelArgsError, match=words):
             build_backend(resolve_model("org/some-model", bad))
     with pytest.raises(SettingsError, match="not understood by the hf backend"):
         HFOptions.from_model_args({"bogus": 1})
-    assert check_model_args("hf", {"seed": 3}) is None  # a random model's own argument is not an hf option
+    with pytest.raises(ModelArgsError, match="seed not understood by the hf backend"):  # a random model's own argument
+        check_values(resolve_model("org/some-model", {"seed": 3}))
 
 
 def test_a_repeated_model_argument_is_refused_in_one_line() -> None:

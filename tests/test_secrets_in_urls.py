@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from promptrobust.engine.serving.backends.openai import OpenAIBackend
+from promptrobust.engine.serving.backends.openai import OpenAIBackend, OpenAIOptions
 from promptrobust.engine.safe_io.redact import redact_text, redact_url, scrub
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 
@@ -51,12 +51,12 @@ def test_scrub_stars_credential_fields_but_keeps_names_that_only_look_alike():
 
 def test_the_backend_redacts_an_echoed_basic_header_and_url(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    b = OpenAIBackend("m", base_urls=["http://127.0.0.1:9/v1"])
+    b = OpenAIBackend("m", OpenAIOptions(base_urls=["http://127.0.0.1:9/v1"]))
     basic = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
     message = b._redact(f"bad header Authorization: Basic {basic} for http://alice:{PASSWORD}@x/v1?key={KEY}")
     assert basic not in message and PASSWORD not in message and KEY not in message
     with pytest.raises(ValueError) as err:
-        OpenAIBackend("m", base_urls=[f"http://alice:{PASSWORD}@127.0.0.1:notaport/v1?api-key={KEY}"])
+        OpenAIBackend("m", OpenAIOptions(base_urls=[f"http://alice:{PASSWORD}@127.0.0.1:notaport/v1?api-key={KEY}"]))
     assert PASSWORD not in str(err.value) and KEY not in str(err.value)
 
 

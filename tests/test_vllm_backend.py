@@ -14,6 +14,7 @@ from promptrobust.engine.serving.backends.base import BackendError, BackendUnava
 from promptrobust.engine.serving.backends.vllm_backend import (
     MISSING_VLLM,
     VLLMBackend,
+    VLLMOptions,
     check_vllm_version,
     continuation_ids,
     cpu_memory_share,
@@ -69,7 +70,7 @@ def test_complete_before_start_is_a_clear_error() -> None:
 )
 def test_bad_settings_are_rejected(kwargs: dict, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
-        VLLMBackend("m", **kwargs)
+        VLLMBackend("m", VLLMOptions(**kwargs))
     with pytest.raises(ValueError, match="model"):
         VLLMBackend("  ")
 
@@ -122,7 +123,7 @@ def test_cpu_memory_share_leaves_room_on_a_small_machine() -> None:
 
 
 def test_memory_share_keeps_what_the_user_set_and_vllms_default_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert VLLMBackend("m", gpu_memory_utilization=0.3)._memory_share(on_cpu=True) == 0.3
+    assert VLLMBackend("m", VLLMOptions(gpu_memory_utilization=0.3))._memory_share(on_cpu=True) == 0.3
     assert VLLMBackend("m", engine_kwargs={"gpu_memory_utilization": 0.2})._memory_share(on_cpu=True) == 0.2
     assert VLLMBackend("m")._memory_share(on_cpu=False) == 0.9
     assert VLLMBackend("m", engine_kwargs={"kv_cache_memory_bytes": 1 << 30})._memory_share(on_cpu=True) == 0.9
@@ -170,7 +171,7 @@ def test_engine_arguments_vllm_rejects_become_one_line() -> None:
         raise RuntimeError("max_model_len 99999 exceeds the model's 8192\ntraceback...")
 
     with pytest.raises(BackendUnavailable) as info:
-        VLLMBackend("m", gpu_memory_utilization=0.5)._engine_args(strict_args)
+        VLLMBackend("m", VLLMOptions(gpu_memory_utilization=0.5))._engine_args(strict_args)
     assert "exceeds" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -187,19 +188,19 @@ def _model_dir(tmp_path: Path, weights: bytes) -> Path:
 
 def test_identity_hashes_local_weights(tmp_path: Path) -> None:
     d = _model_dir(tmp_path, b"weights-v1")
-    a = VLLMBackend(str(d), dtype="bfloat16", max_model_len=512).identity
+    a = VLLMBackend(str(d), VLLMOptions(dtype="bfloat16", max_model_len=512)).identity
     assert a.backend == "vllm" and a.name == str(d)
     assert a.revision.startswith("sha256:")
     assert dict(a.extra) == {"dtype": "bfloat16", "max_model_len": "512"}
     (d / "model.safetensors").write_bytes(b"weights-v2")
-    b = VLLMBackend(str(d), dtype="bfloat16", max_model_len=512).identity
+    b = VLLMBackend(str(d), VLLMOptions(dtype="bfloat16", max_model_len=512)).identity
     assert b.revision != a.revision and b.fingerprint() != a.fingerprint()
 
 
 def test_identity_prefers_explicit_revisions(tmp_path: Path) -> None:
     d = _model_dir(tmp_path, b"w")
     assert VLLMBackend(str(d), identity_revision="abc").identity.revision == "abc"
-    assert VLLMBackend(str(d), revision="r1").identity.revision == "r1"
+    assert VLLMBackend(str(d), VLLMOptions(revision="r1")).identity.revision == "r1"
     assert VLLMBackend("org/remote-model").identity.revision == ""
     changed = VLLMBackend(str(d), engine_kwargs={"quantization": "fp8"}).identity
     assert changed.fingerprint() != VLLMBackend(str(d)).identity.fingerprint()
@@ -215,7 +216,7 @@ def test_chat_mode_detected_from_tokenizer_config(tmp_path: Path) -> None:
     assert VLLMBackend(str(d)).is_chat is False
     (d / "tokenizer_config.json").write_text('{"chat_template": "{{ messages }}"}')
     assert VLLMBackend(str(d)).is_chat is True
-    assert VLLMBackend(str(d), chat=False).is_chat is False
+    assert VLLMBackend(str(d), VLLMOptions(chat=False)).is_chat is False
 
 
 # ----------------------------------------------------------------- log-prob arithmetic

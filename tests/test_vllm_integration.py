@@ -21,7 +21,7 @@ pytest.importorskip(
 )
 
 from promptrobust.engine.serving.backends.base import BackendError
-from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend
+from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend, VLLMOptions
 from promptrobust.engine.serving.types import ChatMessage, Decoding, Request
 
 LABELS = ("positive", "negative")
@@ -59,21 +59,15 @@ def _backend() -> VLLMBackend:
         "kv_cache_memory_bytes": 1 << 30
     }  # CPU backend: a small, explicit KV cache
     if path := os.environ.get("PRE_VLLM_TEST_MODEL"):
-        return VLLMBackend(path, max_model_len=1024, engine_kwargs=kwargs, dtype=DTYPE)
+        return VLLMBackend(path, VLLMOptions(max_model_len=1024, dtype=DTYPE), engine_kwargs=kwargs)
     try:
         from promptrobust.engine.serving.model_store import ensure_embedded
 
         em = ensure_embedded("smollm2-135m-instruct")
     except (BackendError, ImportError, OSError) as exc:
         pytest.skip(f"embedded SmolLM2 unavailable: {exc}")
-    return VLLMBackend(
-        str(em.path),
-        max_model_len=1024,
-        dtype=DTYPE,
-        engine_kwargs=kwargs,
-        identity_revision=em.revision,
-        chat=em.is_chat,
-    )
+    return VLLMBackend(str(em.path), VLLMOptions(max_model_len=1024, dtype=DTYPE, chat=em.is_chat), engine_kwargs=kwargs,
+                       identity_revision=em.revision)
 
 
 MULTI_CHOICES = ("positive", "positive!", "very negative")
@@ -202,7 +196,7 @@ def test_vllm_backend_starts_on_cpu_with_its_defaults() -> None:
         em = ensure_embedded("smollm2-135m-instruct")
     except (BackendError, ImportError, OSError) as exc:
         pytest.skip(f"embedded SmolLM2 unavailable: {exc}")
-    backend = VLLMBackend(str(em.path), max_model_len=1024, identity_revision=em.revision, chat=em.is_chat)
+    backend = VLLMBackend(str(em.path), VLLMOptions(max_model_len=1024, chat=em.is_chat), identity_revision=em.revision)
 
     async def run() -> tuple[float, ...]:
         await backend.start()

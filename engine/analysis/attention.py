@@ -467,11 +467,12 @@ def answer_word(task: Any, sample: Any) -> str:
 
 def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, *, device: str = "cpu") -> tuple[Any, Any, bool, Any]:
     """(model, tokenizer, chat, spec) of an hf model (gradients need the weights in-process)."""
-    from promptrobust.engine.serving.registry import resolve_model
+    from promptrobust.engine.serving.registry import registration_of, resolve_model
 
     spec = resolve_model(model, model_args)
-    if spec.backend != "hf":
-        raise AttentionError(f"word importance needs gradients, so an hf model (transformers); {model} uses the {spec.backend} backend")
+    backend = registration_of(spec)
+    if not backend.gradients:
+        raise AttentionError(f"word importance needs gradients, so an hf model (transformers); {model} uses the {backend.name} backend")
     from promptrobust.extras import MissingExtraError, require_extra
 
     try:

@@ -33,7 +33,8 @@ from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.statistics import AT_CHANCE_NOTE, format_apdr
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
-from promptrobust.engine.runs.executor import Context, Note, OutputOptions, SessionOptions
+from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
+from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.plan import base_model_note, check_paths, model_and_scheduler
 from promptrobust.engine.runs.run_folder import RunFolder
 from promptrobust.engine.runs.session import SessionFacts

@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from promptrobust.engine.measuring.settings import DEFAULT_DATASET
-from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
+from promptrobust.engine.serving.model_args import ArgumentRow, argument_rows
+from promptrobust.engine.serving.registry import BUILT_IN, DEFAULT_MODEL, REGISTRY, backend_names, backend_registration
 from promptrobust.tasks.base import PROMPT_TYPES
 
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
-__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "PROMPT_TYPES", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets",
-           "default_attack", "have_hub", "is_offline", "models", "prompts", "suggested_attacks"]
+__all__ = ["BUILT_IN_BACKENDS", "DEFAULT_DATASET", "DEFAULT_MODEL", "PROMPT_TYPES", "ArgumentRow", "AttackRow", "BackendRow",
+           "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "backends", "datasets", "default_attack", "have_hub",
+           "is_offline", "models", "prompts", "suggested_attacks"]
+
+#: The backends that come with pre (a plugin's package may add more: ``pre list backends``).
+BUILT_IN_BACKENDS: tuple[str, ...] = tuple(BUILT_IN)
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,16 @@ class ModelRow:
     tags: tuple[str, ...]
     """embedded, paper, base (few-shot only), bench (random weights)."""
     description: str
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    name: str
+    description: str
+    extra: str
+    """The extra it needs ("" for none)."""
+    arguments: tuple[ArgumentRow, ...]
+    """Its model arguments (``--model-args KEY=VALUE``), from its options value."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,16 @@ def models() -> list[ModelRow]:
     for name in RANDOM_CONFIGS:
         rows.append(ModelRow(f"random:{name}", "hf", "(random weights)", ("bench",),
                              f"{name} architecture, random weights: benchmarks only"))
+    return rows
+
+
+def backends() -> list[BackendRow]:
+    """Every backend here (built in, then plugins'), with the model arguments its options value declares."""
+    rows = []
+    for name in backend_names():
+        registration = backend_registration(name)
+        rows.append(BackendRow(name, registration.description, registration.extra or "",
+                               tuple(argument_rows(registration.options))))
     return rows
 
 

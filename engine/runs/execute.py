@@ -25,7 +25,8 @@ from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode
 from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench
-from promptrobust.engine.runs.executor import Context, Note, OutputOptions, SessionOptions
+from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
+from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.run_folder import RunFolder
 from promptrobust.engine.runs.run_results import clean_document, protocol_document, results_file_document
 from promptrobust.engine.runs.session import EvaluationResult, evaluate_prompts

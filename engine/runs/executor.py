@@ -24,12 +24,13 @@ from promptrobust.engine import progress as events
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.measuring.workbench import Workbench
+from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.session import BackendFactory, Session, SessionFacts
 from promptrobust.engine.runs.sync import run_sync
 from promptrobust.engine.serving.registry import ModelSpec
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 
-__all__ = ["Context", "Hooks", "Note", "Plan", "OutputOptions", "Progress", "SessionOptions", "execute", "in_session",
+__all__ = ["Context", "Hooks", "Plan", "OutputOptions", "Progress", "SessionOptions", "execute", "in_session",
            "run_plan"]
 
 R = TypeVar("R")
@@ -38,16 +39,6 @@ R_co = TypeVar("R_co", covariant=True)
 #: ``progress``: True = phase lines and a status line on stderr, False = none, None = whatever
 #: reporter already listens (the CLI's), a reporter = that one.
 Progress = bool | events.Reporter | None
-
-
-@dataclass(frozen=True)
-class Note:
-    """Something a run says beside its results (a rule applied, a limit met); not an error."""
-
-    text: str
-    """One line; starts with the setting's name when ``setting`` is given."""
-    setting: str | None = None
-    """The setting the note is about (the CLI names its flag)."""
 
 
 @dataclass(frozen=True)

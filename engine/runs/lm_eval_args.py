@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.errors import PromptRobustError, SettingsError
-from promptrobust.engine.runs.executor import Note
-from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+from promptrobust.engine.runs.notes import Note
+from promptrobust.engine.serving.registry import parse_model_args, registration_of, resolve_model
 
-__all__ = ["ApiModelArgs", "MappedSetting", "api_model_args", "backend_of"]
+__all__ = ["SECRET_API_ARGUMENTS", "ApiModelArgs", "MappedSetting", "api_model_args", "argument_secrecy"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,19 @@ class ApiModelArgs:
     """Arguments accepted that change nothing pre sends, each with why."""
 
 
-def backend_of(model: str) -> str | None:
-    """The backend a model name resolves to; None for a name the plan will refuse in its own words."""
+def _served_over_http(model: str) -> bool:
+    """Whether a model's answers come from a server over HTTP (its backend's ``http_api``), where
+    lm-eval's API model arguments apply; False for a name the plan will refuse in its own words."""
     try:
-        return resolve_model(model).backend
+        return registration_of(resolve_model(model)).http_api
     except PromptRobustError:
-        return None
+        return False
 
 
 def api_model_args(model: str, model_args: str) -> ApiModelArgs:
     """``model_args`` with lm-eval's API arguments mapped (see the module docstring); unchanged
-    for a model that is not on the openai backend."""
-    if backend_of(model) != "openai":
+    for a model whose backend is not an HTTP API (the openai backend is)."""
+    if not _served_over_http(model):
         return ApiModelArgs(model_args)
     kept: list[str] = []
     settings: list[MappedSetting] = []
@@ -175,3 +176,10 @@ _RULES: dict[str, Rule] = {
     "header": _refused("pre sends no extra HTTP headers; a key comes from the environment (OPENAI_API_KEY, or api_key_env=NAME)"),
     "eos_string": _refused('give stop sequences with --gen_kwargs until=["..."]'),
 }
+#: lm-eval's API model arguments that carry a credential (refused, and never shown in a recorded command).
+SECRET_API_ARGUMENTS = frozenset({"auth_token", "header"})
+
+
+def argument_secrecy() -> dict[str, bool]:
+    """lm-eval's API model arguments -> whether one holds a secret (what a recorded command hides)."""
+    return {name: name in SECRET_API_ARGUMENTS for name in _RULES}

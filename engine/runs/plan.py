@@ -34,7 +34,8 @@ from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSet
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
 from promptrobust.engine.measuring.workbench import SemanticPrompts
 from promptrobust.engine.runs.execute import RunPlan, RunTarget
-from promptrobust.engine.runs.executor import Note, OutputOptions
+from promptrobust.engine.runs.executor import OutputOptions
+from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
 from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
 from promptrobust.engine.runs.task_choice import COLUMN_SETTINGS, TaskChoice
@@ -44,6 +45,7 @@ from promptrobust.engine.serving.registry import (
     check_available,
     check_values,
     parse_model_args,
+    registration_of,
     resolve_model,
 )
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -88,13 +90,17 @@ def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapp
     """The model resolved with its arguments checked, and the scheduler settings that go with it.
 
     ``chat``: send inputs as chat messages (lm-eval's ``--apply_chat_template``: the backend's own
-    switch, ``api=chat`` for OpenAI-compatible servers, ``chat=true`` otherwise). Batch size lives
-    in one place: the scheduler's ``batch_size`` and a ``batch_size`` model argument mean the same
-    micro-batch and may not disagree (an in-process backend cuts its passes at that size too)."""
+    switch, its registration's ``chat_switch``: ``api=chat`` for OpenAI-compatible servers,
+    ``chat=true`` in process). Batch size lives in one place: the scheduler's ``batch_size`` and a
+    ``batch_size`` model argument mean the same micro-batch and may not disagree (a backend that
+    takes a ``batch_size`` argument cuts its passes at that size too)."""
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
     spec = model.with_args(args) if isinstance(model, ModelSpec) else resolve_model(model, args)
+    backend = registration_of(spec)
     if chat:
-        key, value = ("api", "chat") if spec.backend == "openai" else ("chat", True)
+        if backend.chat_switch is None:
+            raise SettingsError(f"the {backend.name} backend takes no chat input: drop --apply_chat_template", setting="model_args")
+        key, value = backend.chat_switch
         current = spec.args.get(key)
         if current is not None and str(current).lower() not in (str(value).lower(), "auto"):
             raise SettingsError(f"chat input and the model argument {key}={current} disagree: give one", setting="model_args")
@@ -108,7 +114,7 @@ def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapp
     size = given if given is not None else (int(in_args) if in_args is not None else None)
     if size is not None:
         scheduler = replace(scheduler, batch_size=size)
-        if spec.backend == "hf":  # in-process: the backend cuts its forward passes at this size too
+        if "batch_size" in backend.argument_names:  # the backend cuts its forward passes at this size too
             spec = replace(spec, args={**spec.args, "batch_size": size})
     return spec, scheduler
 

@@ -55,6 +55,8 @@ from promptrobust.engine.progress import library_warnings
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.records import AttackRecord, append_jsonl, consolidate_parquet, now, read_jsonl
+from promptrobust.engine.runs.lm_eval_args import argument_secrecy
+from promptrobust.engine.serving.registry import model_argument_secrecy
 
 __all__ = [
     "FORMAT",
@@ -274,15 +276,51 @@ def _redact_value(text: str) -> str:
                   lambda m: f"{m.group(1)}={REDACTED}" if _SECRET_NAME.search(m.group(1)) else m.group(0), text)
 
 
+_MODEL_ARGS_FLAGS = ("--model-args", "--model_args")
+
+
+def _declared_model_arguments() -> dict[str, bool]:
+    """Each model argument a backend (or lm-eval's API spelling) declares -> whether it is a secret."""
+    declared = argument_secrecy()
+    for name, secret in model_argument_secrecy().items():
+        declared[name] = declared.get(name, False) or secret
+    return declared
+
+
+def _redact_model_args(text: str, declared: dict[str, bool]) -> str:
+    """``--model-args`` items: a declared argument by its declaration (a secret's value hidden; any other
+    value keeps only URL credentials out), an argument nobody declares by its name, as any flag's."""
+    items = []
+    for item in text.split(","):
+        key, eq, value = item.partition("=")
+        if eq and key.strip() in declared:
+            items.append(f"{key}={REDACTED}" if declared[key.strip()] else f"{key}={_redact_value(value)}")
+        else:
+            items.append(_redact_value(item))
+    return ",".join(items)
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """The command line with secrets replaced: values of flags named like a secret
-    (--api-key X, --token=X), KEY=VALUE items whose key is, and URL credentials."""
+    """The command line with secrets replaced: ``--model-args`` items their backend's options declare
+    secret, values of flags named like a secret (--api-key X, --token=X), other KEY=VALUE items whose
+    key is, and URL credentials."""
     out: list[str] = []
-    hide_next = False
+    hide_next = model_args_next = False
+    declared: dict[str, bool] | None = None
     for arg in argv:
         if hide_next:
             out.append(REDACTED)
             hide_next = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if model_args_next or (flag in _MODEL_ARGS_FLAGS and eq):
+            declared = _declared_model_arguments() if declared is None else declared
+            out.append(_redact_model_args(arg, declared) if model_args_next else f"{flag}={_redact_model_args(value, declared)}")
+            model_args_next = False
+            continue
+        if arg in _MODEL_ARGS_FLAGS:
+            out.append(arg)
+            model_args_next = True
             continue
         if arg.startswith("--") and _SECRET_NAME.search(arg.split("=", 1)[0]):
             if "=" in arg:

