@@ -201,6 +201,7 @@ async def record_run(folder: Path, cache: Path, out: Path, *, attacks: Sequence[
                 prompt_id=row["prompt_id"], clean_prompt=row["clean_prompt"], samples=len(bench.samples), seed=row["seed"],
                 mode=row["mode"],
                 source={"run": folder.name, "commit": _commit(), "adversarial_prompt": row["adversarial_prompt"],
+                        "attack_options": dict(row.get("attack_options") or {}),
                         "pdr": row["pdr"], "pdr_ci95": row["pdr_ci95"], "clean_score": row["clean_score"],
                         "adversarial_score": row["adversarial_score"]},
                 calls=recorder.calls, scores=recorder.scores, margins=recorder.margins,

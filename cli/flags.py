@@ -141,9 +141,13 @@ def add_query_arguments(g: argparse._ArgumentGroup) -> None:
 
 
 def add_scheduler_arguments(g: argparse._ArgumentGroup) -> None:
-    """Every limit of the model's scheduler (``SchedulerSettings``), one flag per field."""
+    """Every limit of the model's scheduler (``SchedulerSettings``), one flag per field; its price as IN,OUT."""
     for f in fields(SchedulerSettings):
-        add_field(g, SchedulerSettings, f.name)
+        if f.name != "price":
+            add_field(g, SchedulerSettings, f.name)
+    g.add_argument("--price-per-mtok", default=None, metavar="IN,OUT",
+                   help="US dollars per million input and output tokens of an API model (default: the price table "
+                        "shipped with pre, for the models it lists): the cost said while it runs and in results.json")
 
 
 def add_output_arguments(g: argparse._ArgumentGroup) -> None:
@@ -230,7 +234,7 @@ def evaluation_settings(args: argparse.Namespace, target: Target | None = None) 
 
 
 def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
-    result: SchedulerSettings = settings_from(args, SchedulerSettings)
+    result: SchedulerSettings = settings_from(args, SchedulerSettings, price=getattr(args, "price_per_mtok", None))
     return result
 
 

@@ -120,7 +120,7 @@ def test_the_wheel_carries_version_license_and_type_marker(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         assert "promptrobust/py.typed" in names
-        assert {"promptrobust/engine/runs/sweep/presets/paper.toml", "promptrobust/engine/runs/sweep/presets/prices.toml"} <= set(names)
+        assert {"promptrobust/engine/runs/sweep/presets/paper.toml", "promptrobust/engine/serving/prices.toml"} <= set(names)
         (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert zf.read(license_file).startswith(b"MIT License")
 

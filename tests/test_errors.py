@@ -156,7 +156,7 @@ def test_serving_and_sweep_errors_keep_their_old_bases_and_there_is_one_prompt_f
     from promptrobust.engine.analysis import prompt_eval
     from promptrobust.engine.measuring.statistics import StatisticsError
     from promptrobust.engine.runs.sweep.config import SweepConfigError
-    from promptrobust.engine.runs.sweep.estimate import PriceTableError
+    from promptrobust.engine.serving.prices import PriceTableError
     from promptrobust.engine.runs.sweep.sharding import ShardError
     from promptrobust.engine.serving.backends.base import BackendError, TransientBackendError
     from promptrobust.engine.serving.cache import CacheError

@@ -104,6 +104,12 @@ class Cost:
     """Search steps decided by a race."""
     raced_out: int = 0
     """Candidates a race dropped before their last sample."""
+    input_tokens: int = 0
+    """Prompt tokens of the requests sent to the model (as the server or tokenizer reports them)."""
+    output_tokens: int = 0
+    """Completion tokens of those requests."""
+    usd: float | None = None
+    """What those tokens cost at the model's price (``engine.serving.prices``); None: not priced."""
     wall_seconds: float = 0.0
     """This record's own wall time."""
     shared: bool = False
@@ -266,6 +272,8 @@ class AttackRecord:
         if not row["cost"]["races"]:  # only raced searches: other rows as they always were
             for key in ("saved_by_racing", "races", "raced_out"):
                 del row["cost"][key]
+        if row["cost"]["usd"] is None:  # priced API models only
+            del row["cost"]["usd"]
         return row
 
     @classmethod

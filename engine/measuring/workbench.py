@@ -148,6 +148,7 @@ class Workbench:
             cost = Cost(
                 candidate_evaluations=1, model_requests=c.requests, requests_sent=c.sent, cache_hits=c.cache_hits,
                 deduplicated=c.deduplicated, samples_evaluated=evaluator.cost.samples_evaluated,
+                input_tokens=c.input_tokens, output_tokens=c.output_tokens, usd=_usd(self, c.input_tokens, c.output_tokens),
                 wall_seconds=round(time.monotonic() - started, 3),
             )
             scored = ScoredPrompt(prompt, clean_score(self, prompt, evaluation), evaluation, cost)
@@ -506,6 +507,9 @@ async def attack_one(
         saved_by_racing=evaluator.cost.saved_by_racing,
         races=evaluator.cost.races,
         raced_out=evaluator.cost.raced_out,
+        input_tokens=evaluator.requests.input_tokens,
+        output_tokens=evaluator.requests.output_tokens,
+        usd=_usd(bench, evaluator.requests.input_tokens, evaluator.requests.output_tokens),
         samples_evaluated=outcome.samples_evaluated,
         wall_seconds=round(time.monotonic() - started, 3),
     )
@@ -545,6 +549,12 @@ async def _prompt_set_pdr(bench: Workbench, clean: CleanScore,
         evaluation = await bench.evaluator().evaluate(text)
         rows.append((text, score, performance_drop_rate(clean.score, score), evaluation.sample_scores))
     return prompt_set_pdr(clean.score, clean.sample_scores, rows, seed=bench.evaluation.seed)
+
+
+def _usd(bench: Workbench, input_tokens: int, output_tokens: int) -> float | None:
+    """What the tokens cost at the model's price (None: an unpriced model)."""
+    price = bench.scheduler.settings.token_price
+    return None if price is None else round(price.usd(input_tokens, output_tokens), 6)
 
 
 def failed_record(bench: Workbench, prompt: Prompt, attack_name: str, settings: AttackSettings,

@@ -48,6 +48,7 @@ from promptrobust.engine.serving.registry import (
     registration_of,
     resolve_model,
 )
+from promptrobust.engine.serving.prices import load_prices
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.base import Task
 from promptrobust.tasks.placeholders import check_no_content_placeholder
@@ -116,6 +117,8 @@ def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapp
         scheduler = replace(scheduler, batch_size=size)
         if "batch_size" in backend.argument_names:  # the backend cuts its forward passes at this size too
             spec = replace(spec, args={**spec.args, "batch_size": size})
+    if scheduler.price is None and backend.http_api:  # an API model's cost: the shipped price table's figure, if it lists it
+        scheduler = replace(scheduler, price=load_prices().price_of(spec.name))
     return spec, scheduler
 
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from promptrobust.engine.runs.session import EvaluationResult
 from promptrobust.engine.measuring.settings import AttackSettings
 
-__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "merged_sweep_document", "protocol_document", "records_document",
+__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "cost_by_attack", "merged_sweep_document", "protocol_document", "records_document",
            "results_file_document", "sweep_document"]
 
 #: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
@@ -41,6 +41,8 @@ RESULTS_FILE_FORMAT = "promptrobust-results-file/1"
 def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
     return {"attacks": list(settings.attacks), "top_k": settings.top_k, "budget": settings.budget,
             "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size, "holdout": settings.holdout,
+            **({"search": settings.search, "error_rate": settings.error_rate, "racing_tolerance": settings.racing_tolerance}
+               if settings.search is not None else {}),
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
@@ -64,6 +66,7 @@ def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, con
         configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
         clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
         extra_results={
+            "cost_by_attack": cost_by_attack(records),
             "skipped_clean_zero": [f"{r.attack} on {r.prompt_id}" for r in result.skipped],
             "failures": [f"{r.attack} on {r.prompt_id}: {r.error}" for r in result.failures],
             **({"held_out": {
@@ -75,6 +78,28 @@ def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, con
         wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,
         counters=dict(counters) if counters is not None else {}, tasks=tasks,
     )
+
+
+def cost_by_attack(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+    """Per attack (and the search that scored its candidates): what its records cost: model requests
+    asked and sent, (prompt, sample) pairs scored, those a race or exact early stopping never asked,
+    tokens and, for a priced model, US dollars."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        if r.status == "failed" or r.kind != "attack":
+            continue
+        c = r.cost
+        row = rows.setdefault((r.attack, r.search or r.early_stopping), {
+            "attack": r.attack, "search": r.search or f"early stopping {r.early_stopping}", "records": 0,
+            "model_requests": 0, "requests_sent": 0, "samples_evaluated": 0, "saved_by_early_stopping": 0,
+            "saved_by_racing": 0, "input_tokens": 0, "output_tokens": 0, "usd": None})
+        row["records"] += 1
+        for key in ("model_requests", "requests_sent", "samples_evaluated", "saved_by_early_stopping", "saved_by_racing",
+                    "input_tokens", "output_tokens"):
+            row[key] += getattr(c, key)
+        if c.usd is not None:
+            row["usd"] = round((row["usd"] or 0.0) + c.usd, 6)
+    return list(rows.values())
 
 
 def _argv(argv: Sequence[str] | None) -> list[str]:

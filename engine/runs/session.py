@@ -306,7 +306,7 @@ class Session:
         return {
             "models": [identity_of(s) for s in schedulers],
             "counters": {
-                "scheduler": {identity_of(s)["name"]: s.stats.snapshot() for s in schedulers},
+                "scheduler": {identity_of(s)["name"]: _counted(s) for s in schedulers},
                 "cache": self.cache.summary() if self.cache is not None else None,
             },
         }
@@ -323,6 +323,16 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _counted(scheduler: Scheduler) -> dict[str, Any]:
+    """A scheduler's counters, with what its tokens cost where the model is priced (and the price's source)."""
+    counts: dict[str, Any] = dict(scheduler.stats.snapshot())
+    price = scheduler.settings.token_price
+    if price is not None:
+        counts["usd"] = round(price.usd(scheduler.stats.input_tokens, scheduler.stats.output_tokens), 6)
+        counts["price_per_mtok"] = {"input": price.input, "output": price.output, "source": price.source}
+    return counts
 
 
 async def evaluate_prompts(bench: Workbench, prompts: Sequence[Prompt], *, keep_records: bool = False,

@@ -75,6 +75,8 @@ class SchedulerStats:
     retries: int = 0
     failures: int = 0
     probes: int = 0  # start-up capability probes (answered from the cache or the backend)
+    input_tokens: int = 0  # prompt tokens of the answers the backend gave (as the server reports them)
+    output_tokens: int = 0  # completion tokens of those answers
     backend_seconds: float = 0.0  # time spent inside backend calls
     started: float = field(default_factory=time.monotonic)
 
@@ -94,6 +96,8 @@ class SchedulerStats:
             "retries": self.retries,
             "failures": self.failures,
             "probes": self.probes,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
             "backend_seconds": round(self.backend_seconds, 3),
         }
 
@@ -106,6 +110,8 @@ class JobCounters:
     cache_hits: int = 0
     deduplicated: int = 0
     sent: int = 0  # requests this job put on the backend's queue
+    input_tokens: int = 0  # prompt tokens of the answers to the requests this job sent (as the server reports them)
+    output_tokens: int = 0  # completion tokens of those answers
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -315,6 +321,7 @@ class Scheduler:
         assert self._identity is not None
         window = window or self.max_pending
         results: list[Completion | None] = [None] * len(requests)
+        sent_here: list[int] = []  # the requests this call put on the backend's queue: their tokens are its cost
         outstanding: deque[tuple[int, asyncio.Future[Completion]]] = deque()
         chunk = 512
         first_error: BaseException | None = None
@@ -362,6 +369,7 @@ class Scheduler:
                         await self.ensure_backend()  # the first cache miss loads the model
                     if counters is not None:
                         counters.sent += 1
+                    sent_here.append(index)
                     fut = asyncio.get_running_loop().create_future()
                     self._inflight[key] = fut
                     assert self._queue is not None
@@ -373,6 +381,12 @@ class Scheduler:
             await settle_oldest()
         if first_error is not None:
             raise first_error
+        if counters is not None:
+            for index in sent_here:
+                answer = results[index]
+                if answer is not None:
+                    counters.input_tokens += answer.prompt_tokens
+                    counters.output_tokens += answer.completion_tokens
         return results  # type: ignore[return-value]
 
     # -- workers -----------------------------------------------------------------
@@ -480,6 +494,10 @@ class Scheduler:
         counted = sum(j.counted for j in jobs)
         self.stats.batches += 1 if counted else 0
         self.stats.backend_requests += counted
+        for job, completion in zip(jobs, completions):
+            if job.counted:
+                self.stats.input_tokens += completion.prompt_tokens
+                self.stats.output_tokens += completion.completion_tokens
         if self.cache is not None:
             try:
                 self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from promptrobust.engine.errors import require as _check, require_positive_or_none as _positive_or_none, require_whole as _whole
+from promptrobust.engine.serving.prices import Price, parse_price
 from promptrobust.engine.serving.retry import RetryPolicy
 
 __all__ = ["SchedulerSettings"]
@@ -29,6 +30,10 @@ class SchedulerSettings:
     """Retries of one failed backend call (429, 5xx, timeouts, malformed answers) before it fails its job."""
     request_timeout: float | None = None
     """Seconds one backend call may take before it counts as failed and is retried; None: the backend's default."""
+    price: Price | str | None = None
+    """What the model's tokens cost (API models; ``engine.serving.prices``), or its text "IN,OUT" in US
+    dollars per million input and output tokens (``--price-per-mtok``), read here: the cost said while
+    it runs and after; None: not priced (an in-process model, or no price known)."""
 
     def __post_init__(self) -> None:
         _whole(self.concurrency, "concurrency", 1)
@@ -39,6 +44,14 @@ class SchedulerSettings:
         _check(self.max_wait_ms >= 0, f"max_wait_ms must be >= 0 (got {self.max_wait_ms!r})")
         _whole(self.max_retries, "max_retries", 0)
         _positive_or_none(self.request_timeout, "request_timeout")
+        if isinstance(self.price, str):
+            object.__setattr__(self, "price", parse_price(self.price))
+        _check(self.price is None or isinstance(self.price, Price), "price must be a Price (US dollars per million tokens)")
+
+    @property
+    def token_price(self) -> Price | None:
+        """``price`` as read (a ``Price``, or None)."""
+        return self.price if isinstance(self.price, Price) else None
 
     def retry_policy(self) -> RetryPolicy:
         """The scheduler's ``RetryPolicy``: one first attempt plus ``max_retries``."""

@@ -12,7 +12,6 @@ edit (``presets/prices.toml``; ``--prices FILE``).
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.attacks.registry import recipe_of
-from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
+from promptrobust.engine.serving.prices import Price, load_prices as load_price_table
 from promptrobust.engine.serving.registry import backend_registration, parse_model_args, resolve_model
 from promptrobust.tasks.base import Task
 
@@ -37,18 +36,6 @@ def attack_candidates(attack: str, words: float, budget: int | None) -> int:
     one, e.g. TextFooler's 50 neighbours; or its set, e.g. CheckList's 50 strings)."""
     n = recipe_of(attack).worst_case_candidates(words)
     return n if budget is None else min(n, budget)
-
-
-class PriceTableError(PromptRobustError, ValueError):
-    """A price file that cannot be read; the message names the file and the fix."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens."""
-
-    input: float
-    output: float
 
 
 @dataclass(frozen=True)
@@ -75,33 +62,16 @@ class ModelEstimate:
 def preset_path(name: str) -> Path:
     """A sweep configuration shipped with the package (``pre sweep --preset NAME``)."""
     ref = resources.files("promptrobust.engine.runs.sweep").joinpath("presets", f"{name}.toml")
-    if not ref.is_file() or name == "prices":
+    if not ref.is_file():
         shipped = sorted(p.name[:-5] for p in resources.files("promptrobust.engine.runs.sweep").joinpath("presets").iterdir()
-                         if p.name.endswith(".toml") and p.name != "prices.toml")
+                         if p.name.endswith(".toml"))
         raise FileNotFoundError(f"no preset {name!r}; shipped presets: {', '.join(shipped)}")
     return Path(str(ref))
 
 
 def load_prices(path: str | Path | None = None) -> dict[str, Price]:
-    """The price table: the shipped one, or ``path``."""
-    source = Path(path) if path is not None else Path(str(resources.files("promptrobust.engine.runs.sweep").joinpath("presets", "prices.toml")))
-    try:
-        data = tomllib.loads(source.read_text())
-    except FileNotFoundError:
-        raise PriceTableError(f"{source}: no such price file; pass --prices FILE with [prices.\"MODEL\"] input/output tables") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PriceTableError(f"{source}: not valid TOML ({exc})") from None
-    table = data.get("prices", {})
-    out: dict[str, Price] = {}
-    for model, entry in table.items() if isinstance(table, dict) else ():
-        try:
-            price = Price(float(entry["input"]), float(entry["output"]))
-        except (KeyError, TypeError, ValueError):
-            raise PriceTableError(f"{source}: prices.{model} needs numbers input and output (US dollars per million tokens)") from None
-        if price.input < 0 or price.output < 0:
-            raise PriceTableError(f"{source}: prices.{model}: prices cannot be negative")
-        out[model] = price
-    return out
+    """The price table by model name: the shipped one, or ``path`` (``engine.serving.prices``)."""
+    return dict(load_price_table(path).prices)
 
 
 def tokens_per_request(dataset: str | Task, prompt_type: str, shots: int, mode: str) -> tuple[int, int]:
