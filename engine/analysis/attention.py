@@ -500,7 +500,7 @@ def compare_prompts(
     clean: str,
     adversarial: str,
     *,
-    model: str = "gemma3-270m",  # engine.registry.DEFAULT_MODEL (the model `pip install` brings)
+    model: str = "gemma3-270m",  # engine.serving.registry.DEFAULT_MODEL (the model `pip install` brings)
     model_args: Mapping[str, Any] | None = None,
     settings: Any = None,
     sample_index: int = 0,

@@ -1,7 +1,7 @@
 """Attack records of earlier runs as the input of an analysis (transfer,
 defense, attention), and how each is re-evaluated.
 
-Records are read with the one reader of run folders (``engine.records``);
+Records are read with the one reader of run folders (``engine.measuring.records``);
 each keeps the folder it came from and that run's data source, so it can be
 re-scored on the same samples.
 """

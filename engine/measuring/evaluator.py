@@ -4,7 +4,7 @@ The evaluator is the bridge between tasks and the scheduler, and it is the
 ``PromptScorer`` the attacks talk to: ``await evaluator(prompts, to_beat=x)``
 scores all candidates of a search step as one stream of requests, evaluates
 them over the data in chunks, and stops candidates that can no longer win
-(``engine.early_stop``), which keeps the attack's result identical to
+(``engine.measuring.early_stop``), which keeps the attack's result identical to
 exhaustive evaluation.
 """
 

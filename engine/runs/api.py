@@ -100,7 +100,7 @@ def attack_top_k(
     progress: Progress = True,
     **evaluation_fields: Any,
 ) -> ProtocolResult:
-    """The paper's protocol on one model and dataset (``engine.protocol.ProtocolResult``)."""
+    """The paper's protocol on one model and dataset (``engine.measuring.protocol.ProtocolResult``)."""
     return in_session(
         lambda session: session.attack_top_k(
             evaluation, settings, model=model, model_args=model_args, prompt_type=prompt_type, **evaluation_fields

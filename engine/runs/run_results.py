@@ -1,5 +1,5 @@
 """What each command's ``results.json`` holds, in the one layout of
-``engine.run_folder.results_document``: built here from the typed results the
+``engine.runs.run_folder.results_document``: built here from the typed results the
 library returns, so the CLI (and any API caller) only hands them over.
 
 - ``clean_document``: clean scores of a prompt set (``pre run``);

@@ -139,7 +139,7 @@ class EvaluationResult(RecordFrames):
                 logged: int = 0, counters: Mapping[str, Any] | None = None,
                 tasks: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """This result as ``results.json`` in the one layout every command writes
-        (``engine.run_folder``); ``argv`` defaults to this process's command line, ``tasks`` to
+        (``engine.runs.run_folder``); ``argv`` defaults to this process's command line, ``tasks`` to
         the result's own."""
         import sys
 
@@ -287,7 +287,7 @@ class Session:
         semantic_prompts: SemanticPrompts | None = None,
         **evaluation_fields: Any,
     ) -> ProtocolResult:
-        """The paper's protocol: rank the prompt set, attack the top k (engine.protocol.ProtocolResult).
+        """The paper's protocol: rank the prompt set, attack the top k (engine.measuring.protocol.ProtocolResult).
         Exception types in ``fail_fast`` (e.g. KeyboardInterrupt) stop it; any other failure of an
         attack becomes a ``failed`` record. ``semantic_prompts``: the Semantic attack's prompts
         from a promptbench checkout instead of the built-in set."""

@@ -326,7 +326,7 @@ def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
 
 
 def _clean_from_document(path: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Clean scores of a results.json in the one layout (``engine.run_folder``)."""
+    """Clean scores of a results.json in the one layout (``engine.runs.run_folder``)."""
     results = given if isinstance(given := data.get("results"), Mapping) else {}
     measurement = (data.get("configs") or {}).get("measurement") or {}
     definitions = {t.get("name"): t.get("definition_hash") for t in data.get("tasks") or [] if isinstance(t, Mapping)}

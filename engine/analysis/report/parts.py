@@ -65,7 +65,7 @@ class Section:
 
     setting: Setting | None
     kind: str = "attack"
-    """clean, attack, pair, transfer or defense (``engine.records``)."""
+    """clean, attack, pair, transfer or defense (``engine.measuring.records``)."""
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -21,7 +21,7 @@ Roles:
 - Caches: when a model has no work left its workers send their cache files
   back through the object store and are released (their CPUs/GPUs go to the
   next model); the driver merges them into the sweep's cache with
-  ``engine.cache.merge_caches`` (INSERT OR IGNORE on content-addressed
+  ``engine.serving.cache.merge_caches`` (INSERT OR IGNORE on content-addressed
   keys). The cache of a worker that died is merged too when its file can be
   read from the driver (one machine, or a shared folder); else its answers
   are simply computed again on a rerun.

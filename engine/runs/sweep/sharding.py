@@ -12,7 +12,7 @@ Each shard writes its own run folder (``<name>.shard-I-of-N``) and cache
 folder when the sweep names no cache), so shards never share a SQLite file
 (WAL does not work over network file systems). ``merge_runs`` then copies
 every shard's records into one folder exactly once (key: job id + prompt id),
-and ``engine.cache.merge_caches`` merges their caches.
+and ``engine.serving.cache.merge_caches`` merges their caches.
 """
 
 from __future__ import annotations
