@@ -17,7 +17,7 @@ import textwrap
 import types
 import typing
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from promptrobust.cli.errors import UserError, flag_for
 from promptrobust.cli.lm_eval import generation_fields, limit_value
@@ -45,6 +45,10 @@ class Subcommands(Protocol):
 EXTRA_HELP = {
     "batch_size": "--model-args batch_size= means the same; the one place to set it",
 }
+
+
+#: A frozen settings value whose fields name the flags (``settings_from``).
+SettingsT = TypeVar("SettingsT")
 
 
 @functools.cache
@@ -94,9 +98,9 @@ def add_field(g: argparse._ArgumentGroup, kind: type, name: str, **overrides: An
     g.add_argument(flag_for(name), **spec)
 
 
-def settings_from(args: argparse.Namespace, kind: type, **values: Any) -> Any:
+def settings_from(args: argparse.Namespace, kind: type[SettingsT], **values: Any) -> SettingsT:
     """``kind`` built from the flags named like its fields (``values`` win); its checks validate them."""
-    given = {f.name: getattr(args, f.name) for f in fields(kind) if hasattr(args, f.name)}
+    given = {f.name: getattr(args, f.name) for f in fields(kind) if hasattr(args, f.name)}  # type: ignore[arg-type]
     return kind(**{**given, **values})
 
 
@@ -215,8 +219,7 @@ def task_choice(args: argparse.Namespace) -> TaskChoice:
     from promptrobust.engine.runs.task_choice import LISTS
 
     lists = {name: tuple(getattr(args, name, None) or ()) for name in LISTS}
-    result: TaskChoice = settings_from(args, TaskChoice, **lists)
-    return result
+    return settings_from(args, TaskChoice, **lists)
 
 
 def targets(args: argparse.Namespace) -> list[Target]:
@@ -229,13 +232,11 @@ def evaluation_settings(args: argparse.Namespace, target: Target | None = None) 
     for ``target`` (a dataset name, or a user's own task; default: the first --dataset)."""
     target = target if target is not None else (datasets(args) or [DEFAULT_DATASET])[0]
     what = {"dataset": target} if isinstance(target, str) else {"dataset": target.name, "task": target}
-    result: EvaluationSettings = settings_from(args, EvaluationSettings, **what, **generation_fields(args))
-    return result
+    return settings_from(args, EvaluationSettings, **what, **generation_fields(args))
 
 
 def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
-    result: SchedulerSettings = settings_from(args, SchedulerSettings, price=getattr(args, "price_per_mtok", None))
-    return result
+    return settings_from(args, SchedulerSettings, price=getattr(args, "price_per_mtok", None))
 
 
 def source_settings(args: argparse.Namespace) -> SourceSettings:
@@ -243,8 +244,7 @@ def source_settings(args: argparse.Namespace) -> SourceSettings:
     from promptrobust.engine.analysis.commands import SourceSettings
 
     attacks = tuple(a.strip() for a in (args.attack or "").split(",") if a.strip())
-    result: SourceSettings = settings_from(args, SourceSettings, attacks=attacks)
-    return result
+    return settings_from(args, SourceSettings, attacks=attacks)
 
 
 def output_options(args: argparse.Namespace, *, results_file: bool = False) -> OutputOptions:
