@@ -205,14 +205,14 @@ def test_a_steps_own_progress_has_an_eta_from_its_own_measured_speed() -> None:
     state, stats, clock = _state()
     state.apply(progress.Phase("converting gemma3-270m (253 MB GGUF) once into /store"))
     state.apply(progress.Work("dequantising the tensors", 0, 250, "MB"))
-    assert format_status(state.status()) == (
-        "converting gemma3-270m (253 MB GGUF) once into /store | dequantising the tensors 0/250 MB, ETA estimating"
-        " | 00:00 elapsed")
+    assert format_status(state.status()) == (  # numbers first: the step's own progress and ETA, then the phase
+        "dequantising the tensors 0/250 MB, ETA estimating | 00:00 elapsed"
+        " | converting gemma3-270m (253 MB GGUF) once into /store")
     clock.now += 5
     state.apply(progress.Work("dequantising the tensors", 50, 250, "MB"))
     status = state.status()
     assert status.work is not None and status.work.eta == pytest.approx(20.0)  # 10 MB/s measured here
-    assert "| dequantising the tensors 50/250 MB, ETA 00:20 | 00:05 elapsed" in format_status(status)
+    assert format_status(status).startswith("dequantising the tensors 50/250 MB, ETA 00:20 | 00:05 elapsed")
     clock.now += 2  # no move yet (a GGUF read takes tens of seconds): the ETA counts down meanwhile
     assert state.status().work.eta == pytest.approx(18.0)  # type: ignore[union-attr]
     state.apply(progress.Work("writing the float32 weights", 0, 1000, "MB"))  # the next step measures itself
@@ -336,7 +336,7 @@ def test_the_heartbeat_writes_a_status_line_without_any_event(monkeypatch: pytes
         while out.getvalue().count("\n") < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
     assert "pre: converting gemma3-270m\n" in out.getvalue()
-    assert "pre: converting gemma3-270m | starting" in out.getvalue()
+    assert re.search(r"pre: \d\d:\d\d elapsed \| converting gemma3-270m\n", out.getvalue())
 
 
 # -- end to end: what the user sees on stderr ------------------------------------------------
@@ -530,7 +530,7 @@ def test_on_a_terminal_the_status_line_is_redrawn_and_never_mixed_with_other_out
     assert "pre: ranking 10 prompts on 4 samples" in shown
     assert any(line.startswith("pre: results in ") for line in shown)  # printed on a line of its own
     assert not any("req/s" in line and ("pre: results in" in line or "prompt  " in line) for line in shown)
-    assert re.search(r"\x1b\[2Krequests [^\r\n]* req/s \| ETA", text)  # the status line was drawn
+    assert re.search(r"\x1b\[2Krequests \d+/\d+[^\r\n]* \| ETA", text)  # the status line was drawn (fitted to 80 columns)
     from promptrobust.testing import render
 
     assert render(out)[-1].startswith("pre: results in ")  # and erased at the end: the results path stays last
