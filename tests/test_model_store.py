@@ -318,3 +318,26 @@ def test_a_real_conversion_reports_how_far_it_is_as_one_measure_of_the_whole_con
     total_mb = float(tensors[-1].detail.rsplit("/", 1)[1].split()[0])
     assert total_mb == pytest.approx(gguf_file.stat().st_size / 1e6, rel=0.5, abs=1)  # the tensors are most of the file
     assert (model.path / "config.json").is_file() and (model.path / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_fully_cached_run_neither_converts_nor_loads_the_model(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """README: a fully cached run never loads the model. It used to convert the embedded model first
+    (issue 42: 291.6 s from an empty model store, then `cache hits 5, sent 0`): the backend now knows
+    who it is without the conversion, which waits for the first request the cache cannot answer."""
+    pytest.importorskip("transformers")
+    from promptrobust.cli.main import main
+
+    args = ["run", "--limit", "2", "--prompt", "sst2-task-01", "--mode", "choices",
+            "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]
+    assert main(args) == 0  # the persistent store: converted once for the whole suite
+    capsys.readouterr()
+    empty = tmp_path / "empty-store"
+    monkeypatch.setenv("PRE_MODEL_STORE", str(empty))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "converting" not in err and "loading gemma3-270m" not in err, err
+    assert not [p for p in (empty / "gemma3-270m").iterdir() if p.is_dir()]  # nothing converted (the GGUF's hash is remembered)
+    (second,) = sorted((tmp_path / "runs").iterdir())[1:]
+    counters = json.loads((second / "results.json").read_text())["counters"]["scheduler"]["gemma3-270m"]
+    assert counters["backend_requests"] == 0 and counters["cache_hits"] == 2 and counters["probes"] == 0
