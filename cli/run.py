@@ -82,7 +82,12 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
 def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.runs.api import run_plan
 
+    from promptrobust.engine import progress
+
     plan = plan_from_args(args)  # everything is decided and checked before any model loads
+    # Until the first phase (loading the data, torch, the model's identity: seconds on a cold start)
+    # the status line says what is being prepared; no line of its own (an error may follow).
+    progress.phase(f"preparing {plan.model.name} on {', '.join(t.task.name for t in plan.targets)}", line=False)
     outcome = run_plan(plan, progress=None, on_event=output.event_printer(quiet=args.no_progress),
                        on_note=output.say_note, on_target=lambda target: output.print_target(args, target))
     return outcome.exit_status

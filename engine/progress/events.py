@@ -245,11 +245,12 @@ def phase_done() -> None:
 
 
 @contextlib.contextmanager
-def during(text: str) -> Iterator[None]:
+def during(text: str, *, line: bool = True) -> Iterator[None]:
     """A step inside whatever phase is running (e.g. loading the model on the first cache miss):
-    said as a phase, and the phase it interrupted is shown again when it is over. Its time is
-    not counted when measuring the request rate (it will not come again)."""
-    _emit(Phase(text, _scope.get(), within=True))
+    said as a phase (``line`` False: in the status line only), and the phase it interrupted is
+    shown again when it is over. Its time is not counted when measuring the request rate (it is
+    not spent on requests)."""
+    _emit(Phase(text, _scope.get(), within=True, line=line))
     try:
         yield
     finally:
