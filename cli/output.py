@@ -137,11 +137,17 @@ def print_records(records: Sequence[AttackRecord]) -> None:
         for r in attacked:
             if r.adversarial_prompt != r.clean_prompt:
                 print(f"\n[{r.attack} / {r.prompt_id}] {r.adversarial_prompt}")
-            line = meaning_text(vars(r))  # substitutions, similarity, held-out PDR
+                line = meaning_text(vars(r))  # substitutions, similarity, held-out PDR
+            else:  # every change it tried scored no lower: a similarity of the prompt to itself says nothing
+                print(f"\n[{r.attack} / {r.prompt_id}] unchanged: no change it tried lowered the score")
+                line = meaning_text({**vars(r), "substitutions": None, "final_similarity": None})
             if line:
                 print(f"  {line}")
     for r in records:
-        if r.status == "skipped_clean_zero":
+        if r.status == "nothing_to_change":
+            print(f"\nnothing to change: {r.attack} on {r.prompt_id}: {r.note}; no PDR (it measured nothing, "
+                  "and is in no average)")
+        elif r.status == "skipped_clean_zero":
             print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: no PDR exists; promptbench would attack it, docs/fidelity.md)")
         elif r.status == "failed":
             print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
