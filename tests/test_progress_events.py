@@ -534,3 +534,35 @@ def test_on_a_terminal_the_status_line_is_redrawn_and_never_mixed_with_other_out
     from promptrobust.testing import render
 
     assert render(out)[-1].startswith("pre: results in ")  # and erased at the end: the results path stays last
+
+
+@pytest.mark.parametrize("attack, candidates", [("stresstest", 3), ("checklist", 50)])
+def test_a_set_searchs_requests_are_in_the_total_from_the_start_of_the_run(attack: str, candidates: int) -> None:
+    """Issue 42: the ranking counted down to 00:00, then the total jumped and the ETA restarted for
+    the attack, although StressTest's 3 candidates x samples were known from the start. The run's
+    total now holds them from the first phase on: it never grows, and ends at what was asked."""
+    import promptrobust as pr
+    from promptrobust import AttackSettings
+    from promptrobust.testing.backends import CountingBackend
+    from tests.sweep_helpers import hashed_answer
+
+    state = ProgressState()
+    seen: list[tuple[str, int]] = []
+
+    class Record:
+        def emit(self, event: progress.Event) -> None:
+            state.apply(event)
+            seen.append((state.phase, state.total.total()))
+
+    samples = 8
+    pr.attack_top_k(model="smollm2-135m-instruct", dataset="rotten_tomatoes", limit=samples, mode="choices",
+                    settings=AttackSettings(attacks=(attack,), top_k=1), use_cache=False, progress=Record(),
+                    backend_factory=lambda spec: CountingBackend(answer=hashed_answer))
+    ranked = [total for phase, total in seen if phase.startswith("ranking")]
+    attacked = [total for phase, total in seen if phase.startswith("attack")]
+    # the ranking, then the attack: its candidates, the clean prompt re-scored, the adversarial prompt re-scored
+    whole = 10 * samples + (candidates + 2) * samples
+    assert ranked[-1] == attacked[0] == whole  # known while ranking: no jump when the attack starts
+    assert max(total for _, total in seen) == whole  # never more than said at the start
+    done = state.status()
+    assert done.total == done.done  # early stopping took out what it did not ask
