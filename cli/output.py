@@ -1,7 +1,7 @@
 """What the commands print: scores and records with their intervals, notes, and the `next:` hint.
 
 The hint follows three rules. The suggested command keeps every model, data and query flag the
-user gave, so the next run measures the same thing; a prompt whose clean score is at chance
+user gave, and every flag that chose the prompts or the task, so the next run measures the same thing; a prompt whose clean score is at chance
 is never suggested for an attack (its PDR would be noise): the hint then offers label scoring,
 more samples or another model instead; and it offers only attacks the installed extras can run
 (a word attack on the lean base would fail).
@@ -49,6 +49,12 @@ KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("template", "--template", None), ("few_shot_file", "--few-shot-file", None), ("protected", "--protected", None),
     ("id_column", "--id-column", None),
     ("task_name", "--task-name", None), ("split", "--split", None), ("dataset_config", "--dataset-config", None),
+    # which prompts and samples (a hint without them would rank our generic prompts instead)
+    ("prompt", "--prompt", None), ("prompt_text", "--prompt-text", None), ("promptbench", "--promptbench", None),
+    ("sample_selection", "--sample-selection", "seeded"), ("adversarial_samples", "--adversarial-samples", None),
+    # how the model is asked (lm-eval's spellings)
+    ("gen_kwargs", "--gen_kwargs", None), ("apply_chat_template", "--apply_chat_template", False),
+    ("system_instruction", "--system_instruction", None),
 )
 
 #: Below this many samples an interval is wide enough that more samples is the first advice.
@@ -188,6 +194,9 @@ def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[st
             continue
         value = getattr(args, attr)
         if value is None or value == unset or value == []:
+            continue
+        if value is True:  # a switch (--apply_chat_template)
+            words.append(flag)
             continue
         if isinstance(value, list):  # a repeatable flag (--input-column): its values, comma-separated
             value = ",".join(map(str, value))
