@@ -116,7 +116,8 @@ def settings_line(settings: dict[str, Any]) -> str:
 
 
 def print_clean(settings: dict[str, Any], clean: Iterable[CleanScore], *, chance: float | None = None) -> None:
-    clean = list(clean)
+    """Every prompt's clean score, best first (ties in the order given), as ``EvaluationResult.table``."""
+    clean = sorted(clean, key=lambda c: -c.score)
     print(settings_line(settings))
     width = max([len(c.prompt.id) for c in clean] + [6])
     print(f"{'prompt':<{width}}  score   95% interval    unparseable")
