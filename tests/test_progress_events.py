@@ -566,3 +566,12 @@ def test_a_set_searchs_requests_are_in_the_total_from_the_start_of_the_run(attac
     assert max(total for _, total in seen) == whole  # never more than said at the start
     done = state.status()
     assert done.total == done.done  # early stopping took out what it did not ask
+
+
+def test_a_phase_counts_one_prompt_in_the_singular(tmp_path: Path, server, line_mode, capsys) -> None:  # noqa: ANN001
+    """Issue 42: `pre: ranking 1 prompts`."""
+    assert main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--limit", "1",
+                 "--mode", "choices", "--prompt", "sst2-task-01", "--attack", "stresstest", "--top-k", "1",
+                 "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    assert "pre: ranking 1 prompt on 1 sample\n" in err, err

@@ -44,7 +44,7 @@ async def rank_prompts(
     """Clean score of every prompt of a set (``Workbench.score_prompts``), best first (the
     paper attacks the top k). ``evaluations``, when given, receives each prompt's full
     evaluation in input order."""
-    progress.phase(f"ranking {len(prompts)} prompts on {len(bench.samples)} samples")
+    progress.phase(f"ranking {progress.counted(len(prompts), 'prompt')} on {progress.counted(len(bench.samples), 'sample')}")
     done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
     scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
     if evaluations is not None:
@@ -161,7 +161,7 @@ async def run_protocol(
     with progress.reserve_pool("attack", sum(bounds[n].requests * pairs[n] for n in settings.attacks),
                                cached=sum(bounds[n].cached * pairs[n] for n in settings.attacks)):
         if ranked is None:
-            on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+            on_event(f"scoring {progress.counted(len(prompts), 'prompt')} on {progress.counted(len(bench.samples), 'sample')}")
             ranked = await rank_prompts(bench, prompts)
         result = ProtocolResult(
             settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,

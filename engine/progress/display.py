@@ -46,6 +46,11 @@ def heartbeat_seconds(default: float = HEARTBEAT_SECONDS, env: str = EVERY_ENV) 
     return value if value >= 0 and math.isfinite(value) else default
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 prompt``, ``10 prompts``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_duration(seconds: float) -> str:
     seconds = int(max(0.0, seconds))
     h, rem = divmod(seconds, 3600)

@@ -236,7 +236,8 @@ class Session:
         bench = await self.workbench(model, evaluation, model_args=model_args)
         prompts = list(prompts) if prompts is not None else prompt_set(bench.task, prompt_type)
         started, began = time.monotonic(), now_iso()
-        progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+        progress_events.phase(f"scoring {progress_events.counted(len(prompts), 'prompt')} on "
+                              f"{progress_events.counted(len(bench.samples), 'sample')}")
         done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
         scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
         clean = [s.clean for s in scored]
