@@ -108,6 +108,12 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in [*_EMBEDDED, *_PAP
 DEFAULT_MODEL = "gemma3-270m"
 
 
+def served_remotely(spec: ModelSpec) -> bool:
+    """Whether the model answers from a server over HTTP (an API, or a server of the user's own),
+    so this machine needs no hardware for it (``pre sweep --dry-run``'s hardware section)."""
+    return spec.backend == "openai"
+
+
 def parse_model_args(text: str | None) -> dict[str, Any]:
     """``"dtype=bfloat16,batch_size=8,chat=false"`` -> typed dict."""
     out: dict[str, Any] = {}
