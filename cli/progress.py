@@ -122,7 +122,7 @@ class TerminalReporter:
                     self._term.write("\r\x1b[2K")
                     self._term.flush()
                     self._drawn = False
-            elif not self._stopped and self.mode != "off":
+            elif not self._stopped and self.mode != "off" and self.inner.every > 0:  # 0: no status line was asked for
                 mark = self._mark()
                 if mark[1] and mark != self._status_at and mark != self._quiet_at:
                     self._status_at = mark
