@@ -96,7 +96,20 @@ def report_excerpt(report: str) -> str:
                 section = ""
         if taking and not line.startswith("_"):  # the tables, not their notes
             keep.append(line)
-    return "\n".join(keep).strip()
+    return tidy("\n".join(keep))
+
+
+def tidy(text: str) -> str:
+    """One blank line around every heading, never two blank lines in a row."""
+    out: list[str] = []
+    for line in text.strip().splitlines():
+        heading = line.startswith("#")
+        if (heading or (out and out[-1].startswith("#"))) and out and out[-1] != "":
+            out.append("")
+        if line == "" and out and out[-1] == "":
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def python_block(doc: str) -> str:
@@ -133,7 +146,8 @@ def outputs() -> tuple[dict[str, str], float]:
         if done.returncode != 0:
             raise SystemExit(f"the doc's Python block failed:\n{done.stderr[-3000:]}")
         python = done.stdout.strip()
-    return {"run": run, "report": report, "python": python}, seconds
+    blocks = {"run": run, "report": report, "python": python}
+    return {name: "\n".join(line.rstrip() for line in text.splitlines()) for name, text in blocks.items()}, seconds
 
 
 def replace_blocks(doc: str, blocks: dict[str, str]) -> str:

@@ -575,3 +575,49 @@ def test_a_phase_counts_one_prompt_in_the_singular(tmp_path: Path, server, line_
                  "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]) == 0
     err = capsys.readouterr().err
     assert "pre: ranking 1 prompt on 1 sample\n" in err, err
+
+
+def _status(**fields: object) -> progress.Status:
+    base: dict[str, object] = dict(phase="attack stresstest on prompt sst2-task-02 (clean 0.8100)", step=None, jobs=None,
+                                   done=1234, total=1500, cache_hits=100, sent=1134, rate=12.3, eta=83.0, elapsed=154.0)
+    base.update(fields)
+    return progress.Status(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("width", [40, 60, 79, 100, 119, 200])
+def test_a_status_line_fits_the_terminal_with_its_numbers_first(width: int) -> None:
+    """Issue 42 item 3: on a 120-column terminal the line ended in `| attack stresstest on prom`;
+    during a conversion the phase and the store's path came first and the ETA never showed."""
+    step = progress.SearchStep(2, 10, 8, 0.8, 0.6)
+    line = format_status(_status(step=step), width)
+    assert progress.cell_width(line) <= width
+    assert line.startswith("requests 1234/1500")
+    if width >= 60:  # what gives way last
+        assert "ETA 01:23 | 02:34 elapsed | attack " in line
+    if width >= 79:
+        assert "ETA 01:23 | 02:34 elapsed | attack stresstest on prompt" in line
+    if width >= 119:  # the counts' breakdown gives way before the phase's name does
+        assert "attack stresstest on prompt sst2-task-02" in line
+    if width >= 200:
+        assert "(cache hits 100, sent 1134) | sent 12.3 req/s" in line and "| word 2 of 10, 8 candidates" in line
+    if line != format_status(_status(step=step)):
+        assert line.endswith("…") or "word 2 of 10" not in line  # cut where it is cut, with an ellipsis
+    converting = _status(done=0, cache_hits=0, sent=0, rate=None, eta=None, phase="converting gemma3-270m (253 MB GGUF) once "
+                         "into /home/someone/.cache/promptrobust/models",
+                         work=progress.WorkStatus("converted", 23.0, 100.0, "%", 53.0, "reading the GGUF, 2 of 3"))
+    shown = format_status(converting, width)
+    assert progress.cell_width(shown) <= width
+    assert shown.startswith("converted 23%")
+    if width >= 60:
+        assert "ETA 00:53 | 02:34 elapsed" in shown
+
+
+def test_the_last_line_of_a_log_is_the_results_path(tmp_path: Path, server, line_mode, capsys) -> None:  # noqa: ANN001
+    """Issue 42 item 4: with `2> err.log` the status line `pre: requests 1500/1500 ...` came after
+    `pre: results in ...`; the run's last counts now come before its results."""
+    assert main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--limit", "4",
+                 "--mode", "choices", "--attack", "stresstest", "--top-k", "1",
+                 "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("pre: results in "), err[-3:]
+    assert not [line for line in err[err.index(err[-1]):] if "req/s" in line]

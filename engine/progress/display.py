@@ -125,7 +125,7 @@ def cut_to(text: str, cells: int) -> str:
 
 
 #: The fewest cells a phase (what is running) keeps before the counts are shortened.
-PHASE_CELLS = 24
+PHASE_CELLS = 40
 #: ... and before it goes altogether.
 PHASE_CELLS_MIN = 10
 #: The fewest cells a search position keeps (else it goes first).
