@@ -156,7 +156,7 @@ class TerminalReporter:
             final = self.mode != "tty" and self._quiet_at != self._mark()
         self.inner.stop(final_line=final)
         if self._saved is not None:
-            sys.stdout, sys.stderr = self._saved  # type: ignore[assignment]
+            sys.stdout, sys.stderr = self._saved
             self._saved = None
         with self._lock:
             if self.mode == "tty" and self._drawn:

@@ -98,18 +98,17 @@ def _hub_load(offline: bool) -> Iterator[None]:
         log.handlers = [handler]
         log.propagate = False
     switched = []
-    if offline:
-        import datasets.config
-        import huggingface_hub.constants
+    if offline:  # both read their flag at call time: datasets' loader and huggingface_hub's requests
+        import importlib
 
-        for module in (datasets.config, huggingface_hub.constants):
-            switched.append((module, module.HF_HUB_OFFLINE))
-            module.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+        for module in (importlib.import_module("datasets.config"), importlib.import_module("huggingface_hub.constants")):
+            switched.append((module, getattr(module, "HF_HUB_OFFLINE", False)))
+            setattr(module, "HF_HUB_OFFLINE", True)
     try:
         yield
     finally:
         for module, value in switched:
-            module.HF_HUB_OFFLINE = value  # type: ignore[attr-defined]
+            setattr(module, "HF_HUB_OFFLINE", value)
         for log, handlers, propagate in saved:
             log.handlers, log.propagate = handlers, propagate
 

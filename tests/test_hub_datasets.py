@@ -128,7 +128,9 @@ def test_a_hub_that_answers_is_reachable(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_what_the_hub_libraries_log_while_loading_is_said_once_per_kind(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
     folder = tmp_path / "noisy"
     folder.mkdir()
-    (folder / "noisy.py").write_text(SCRIPT.replace(
+    # datasets read its cache folder's variable at import: a script of its own (a constant naming this
+    # test's folder; its hash leaves comments out) is never answered from an earlier run's cache
+    (folder / "noisy.py").write_text(f"RUN = {str(tmp_path)!r}\n" + SCRIPT.replace(
         "    def _generate_examples(self):\n",
         "    def _generate_examples(self):\n"
         "        import logging\n"
