@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from promptrobust.engine import progress
 from promptrobust.tasks.errors import TaskDataError
 
 
@@ -80,8 +81,6 @@ class _SaidOnce(logging.Handler):
         if kind in self.kinds:
             return
         self.kinds.add(kind)
-        from promptrobust.engine import progress
-
         library = record.name.split(".")[0]
         progress.library_warning(f"{library}: {kind}", f"{library}: {text[:240]}")
 
