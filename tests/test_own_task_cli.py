@@ -332,7 +332,8 @@ def test_all_seven_attacks_leave_the_answer_words_alone(tickets: Path, server: F
         ["textbugger", "deepwordbug", "textfooler", "bertattack", "checklist", "stresstest", "semantic"])
     guarded = protected_words(load_task_file(task_file))
     for r in rows:
-        assert r["status"] == "attacked", (r["attack"], r["error"])
+        # a word attack on an instruction whose every word is kept has nothing to change (issue 42): said so
+        assert r["status"] == "attacked" or (r["status"] == "nothing_to_change" and r["note"]), (r["attack"], r["error"])
         assert r["dataset"] == "tickets"
         if r["attack"] != "semantic":  # Semantic scores other prompts of the task, written whole
             assert protected_sequence(r["adversarial_prompt"], guarded) == protected_sequence(r["clean_prompt"], guarded), r["attack"]
