@@ -10,6 +10,7 @@ run's values against the recipe's (``deviations.compare``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -100,6 +101,20 @@ class Attack:
         out["deviations"] = sorted(set(deviations))
         return out
 
+    def planned_candidates(self, prompt: str, semantic_prompts: Sequence[Any] = ()) -> int | None:
+        """How many candidates its search will score on ``prompt``, where that is known before it
+        runs: a fixed set (CheckList's strings, StressTest's tautologies, Semantic's prompts); None
+        for a word search, whose candidates depend on what it finds. For progress totals."""
+        from promptrobust.attacks.components import BruteForce, PromptSetSearch, semantic_entries
+
+        search = self.configured.search
+        if isinstance(search, BruteForce):
+            made = getattr(self.configured.transformation, "candidates", None)
+            return None if made is None else len({c for c in made(prompt) if c != prompt})
+        if isinstance(search, PromptSetSearch):
+            return len({text for _, text in semantic_entries(semantic_prompts)})
+        return None
+
     # -- running ----------------------------------------------------------------------------
     async def run(
         self,
@@ -131,11 +146,15 @@ class Attack:
             self, clean_prompt, clean_score, tracker, protected=protected, seed=seed, semantic_prompts=semantic_prompts,
         )
         wall_time_s = time.perf_counter() - started
-        # The meaning verdict, from evidence the search did not use (not part of the attack's cost).
-        verdict = await asyncio.to_thread(meaning_verdict, clean_prompt, found.prompt, protected)
+        # The meaning verdict, from evidence the search did not use (not part of the attack's cost);
+        # its models load the first time (seconds): the scorer may show it as a step of its own.
+        during = getattr(scorer, "during", None)
+        with during("checking the adversarial prompt's meaning") if callable(during) else contextlib.nullcontext():
+            verdict = await asyncio.to_thread(meaning_verdict, clean_prompt, found.prompt, protected)
+            similarity = final_similarity(clean_prompt, found.prompt, self._encoder())  # as before: on this thread
         return AttackOutcome(
             substitutions=tuple(substitutions(clean_prompt, found.prompt)),
-            final_similarity=final_similarity(clean_prompt, found.prompt, self._encoder()),
+            final_similarity=similarity,
             meaning=verdict.to_dict(),
             attack=self.name,
             clean_prompt=clean_prompt,
@@ -153,6 +172,7 @@ class Attack:
             perturbed_words=found.perturbed_words,
             settings={**self.settings(budget), **found.notes},
             prompt_scores=found.prompt_scores,
+            nothing_to_change=found.nothing_to_change,
         )
 
 

@@ -56,6 +56,9 @@ class AttackOutcome:
     final_similarity: dict[str, Any] = field(default_factory=dict)
     #: The independent meaning verdict on the final prompt (``meaning_check.MeaningVerdict.to_dict``).
     meaning: dict[str, Any] = field(default_factory=dict)
+    #: Why the search could try no change ("" when it tried some): the result is the clean prompt
+    #: because nothing could change, not because the prompt resisted (``search.SearchResult``).
+    nothing_to_change: str = ""
 
     @property
     def succeeded(self) -> bool:

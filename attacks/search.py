@@ -163,6 +163,9 @@ class SearchResult:
     prompt_scores: tuple[tuple[str, str, float], ...] = ()
     #: Settings the search learned while running (recorded with the outcome).
     notes: dict[str, Any] = field(default_factory=dict)
+    #: Why the search could try no change at all ("" when it tried some): its result is the clean
+    #: prompt because nothing could change, which measures nothing about robustness.
+    nothing_to_change: str = ""
 
 
 def attackable_words(
@@ -298,8 +301,11 @@ async def greedy_word_search(
     tokens = list(tokenize(clean_prompt))
     current, current_score, changed = clean_prompt, clean_score, 0
     indices = attackable_words(tuple(tokens), protected, skip_stopwords=skip_stopwords)
-    if not indices or current_score <= 0.0:
+    if current_score <= 0.0:
         return SearchResult(current, current_score)
+    if not indices:
+        return SearchResult(current, current_score, nothing_to_change=_no_word_left(tuple(tokens), protected, skip_stopwords))
+    tried = 0
     order = await rank_words(
         tuple(tokens), indices, tracker, mode=importance, unk_token=unk_token
     )
@@ -322,6 +328,7 @@ async def greedy_word_search(
             current,
         )
         candidates = tracker.take(candidates)
+        tried += len(candidates)
         if candidates:
             tracker.report(step, len(order), clean_score, current_score, scoring=len(candidates))
             best = best_complete(
@@ -332,7 +339,23 @@ async def greedy_word_search(
                 current, current_score = best.prompt, best.score
                 changed += 1
         tracker.report(step, len(order), clean_score, current_score)
+    if not tried and not tracker.budget_exhausted:
+        words = ", ".join(dict.fromkeys(tokens[i].lower() for i in indices))
+        return SearchResult(current, current_score, changed, nothing_to_change=(
+            f"no allowed replacement for any of the {len(indices)} words it may change ({words}): every candidate "
+            "broke a constraint of the attack"))
     return SearchResult(current, current_score, changed)
+
+
+def _no_word_left(tokens: tuple[str, ...], protected: frozenset[str], skip_stopwords: bool) -> str:
+    """Why a prompt has no word a word attack may change, naming the words and what keeps each."""
+    kept = [tokens[i] for i in word_indices(tokens) if tokens[i] and has_letter(tokens[i])]
+    guarded = list(dict.fromkeys(w.lower() for w in kept if is_protected(w, protected)))
+    stop = list(dict.fromkeys(w.lower() for w in kept if skip_stopwords and w.lower() in STOPWORDS and w.lower() not in guarded))
+    said = [f"protected: {', '.join(guarded)} (answer words, label values, the task's protected words and the "
+            "words that define the labels)"] if guarded else []
+    said += [f"stop words, which the recipe never changes: {', '.join(stop)}"] if stop else []
+    return "every word of the prompt is kept as it is; " + "; ".join(said or ["the prompt has no word"])
 
 
 def _replacement_of(site: WordSite, prompt: str) -> str:
@@ -354,7 +377,10 @@ async def brute_force_search(
 
     Only the minimum is needed, so candidates are scored against
     ``to_beat=inf``: one that provably scores above another stops early."""
-    todo = tracker.take(sorted(c for c in dict.fromkeys(candidates) if c != clean_prompt))
+    made = sorted(c for c in dict.fromkeys(candidates) if c != clean_prompt)
+    todo = tracker.take(made)
+    if not made:
+        return SearchResult(clean_prompt, clean_score, nothing_to_change="it made no candidate that differs from the prompt")
     if not todo:
         return SearchResult(clean_prompt, clean_score)
     tracker.report(None, None, clean_score, clean_score, scoring=len(todo))

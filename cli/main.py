@@ -111,6 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = user_error_types()
     if not os.environ.get("PRE_DEBUG"):
         quiet_asyncio_teardown()
+    # A log of both streams (`pre run ... > run.log 2>&1`) keeps the order things were said in:
+    # stdout written to a file is block-buffered, so the tables would land after the last line.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if callable(reconfigure) and not sys.stdout.isatty():
+        try:
+            reconfigure(line_buffering=True)
+        except (ValueError, OSError):
+            pass
     # Prompts, model answers and names printed by any command reach the terminal without
     # escape sequences, control characters or bidi overrides (the files keep the exact text).
     streams = sys.stdout, sys.stderr

@@ -1,7 +1,7 @@
 """What the commands print: scores and records with their intervals, notes, and the `next:` hint.
 
 The hint follows three rules. The suggested command keeps every model, data and query flag the
-user gave, so the next run measures the same thing; a prompt whose clean score is at chance
+user gave, and every flag that chose the prompts or the task, so the next run measures the same thing; a prompt whose clean score is at chance
 is never suggested for an attack (its PDR would be noise): the hint then offers label scoring,
 more samples or another model instead; and it offers only attacks the installed extras can run
 (a word attack on the lean base would fail).
@@ -53,6 +53,12 @@ KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (
     ("template", "--template", None), ("few_shot_file", "--few-shot-file", None), ("protected", "--protected", None),
     ("id_column", "--id-column", None),
     ("task_name", "--task-name", None), ("split", "--split", None), ("dataset_config", "--dataset-config", None),
+    # which prompts and samples (a hint without them would rank our generic prompts instead)
+    ("prompt", "--prompt", None), ("prompt_text", "--prompt-text", None), ("promptbench", "--promptbench", None),
+    ("sample_selection", "--sample-selection", "seeded"), ("adversarial_samples", "--adversarial-samples", None),
+    # how the model is asked (lm-eval's spellings)
+    ("gen_kwargs", "--gen_kwargs", None), ("apply_chat_template", "--apply_chat_template", False),
+    ("system_instruction", "--system_instruction", None),
 )
 
 #: Below this many samples an interval is wide enough that more samples is the first advice.
@@ -118,7 +124,8 @@ def settings_line(settings: dict[str, Any]) -> str:
 
 
 def print_clean(settings: dict[str, Any], clean: Iterable[CleanScore], *, chance: float | None = None) -> None:
-    clean = list(clean)
+    """Every prompt's clean score, best first (ties in the order given), as ``EvaluationResult.table``."""
+    clean = sorted(clean, key=lambda c: -c.score)
     print(settings_line(settings))
     width = max([len(c.prompt.id) for c in clean] + [6])
     print(f"{'prompt':<{width}}  score   95% interval    unparseable")
@@ -145,11 +152,17 @@ def print_records(records: Sequence[AttackRecord]) -> None:
         for r in attacked:
             if r.adversarial_prompt != r.clean_prompt:
                 print(f"\n[{r.attack} / {r.prompt_id}] {r.adversarial_prompt}")
-            line = meaning_text(vars(r))  # substitutions, similarity, held-out PDR
+                line = meaning_text(vars(r))  # substitutions, similarity, held-out PDR
+            else:  # every change it tried scored no lower: a similarity of the prompt to itself says nothing
+                print(f"\n[{r.attack} / {r.prompt_id}] unchanged: no change it tried lowered the score")
+                line = meaning_text({**vars(r), "substitutions": None, "final_similarity": None})
             if line:
                 print(f"  {line}")
     for r in records:
-        if r.status == "skipped_clean_zero":
+        if r.status == "nothing_to_change":
+            print(f"\nnothing to change: {r.attack} on {r.prompt_id}: {r.note}; no PDR (it measured nothing, "
+                  "and is in no average)")
+        elif r.status == "skipped_clean_zero":
             print(f"skipped: {r.attack} on {r.prompt_id} (clean score 0: no PDR exists; promptbench would attack it, docs/fidelity.md)")
         elif r.status == "failed":
             print(f"pre: error: {r.attack} on {r.prompt_id}: {r.error}", file=sys.stderr)
@@ -190,6 +203,9 @@ def kept_flags(args: argparse.Namespace, *, drop: Sequence[str] = ()) -> list[st
             continue
         value = getattr(args, attr)
         if value is None or value == unset or value == []:
+            continue
+        if value is True:  # a switch (--apply_chat_template)
+            words.append(flag)
             continue
         if isinstance(value, list):  # a repeatable flag (--input-column): its values, comma-separated
             value = ",".join(map(str, value))

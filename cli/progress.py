@@ -44,8 +44,11 @@ def progress_mode(no_progress: bool = False) -> str:
 
 
 class TerminalReporter:
-    """Renders ``engine.progress`` events: on a terminal one line redrawn 4x a second with phase
-    lines printed above it; elsewhere plain lines (``engine.progress.StreamReporter``)."""
+    """Renders ``engine.progress`` events: on a terminal one line redrawn 4x a second, fitted to the
+    terminal's width, with phase lines printed above it; elsewhere plain lines
+    (``engine.progress.StreamReporter``). Either way the command's own last line (where its results
+    are) is the last one: a terminal's status line is erased before it, and a log's last status
+    line is written before the command's first output after progress moved, never after it."""
 
     def __init__(self, mode: str) -> None:
         from promptrobust.engine.progress import HEARTBEAT_SECONDS, StreamReporter, heartbeat_seconds
@@ -67,10 +70,14 @@ class TerminalReporter:
             self.inner = StreamReporter(every=heartbeat_seconds(), phases=False)
         else:
             self.inner = StreamReporter(every=0, phases=False)
+        if mode in ("lines", "forced-lines", "heartbeat"):
+            self._log_line = self.inner.heartbeat
+            self.inner.heartbeat = self._logged_status  # type: ignore[method-assign]
         self._drawn = False
         self._stopped = False
         self._events = 0  # events heard: progress moved
         self._quiet_at: tuple[int, int] | None = None  # (events, requests done) when the command last printed
+        self._status_at: tuple[int, int] | None = None  # ... when a log's status line was last written
 
     def _above(self, text: str) -> None:
         with self._lock:
@@ -82,26 +89,44 @@ class TerminalReporter:
         return self._events, self.inner.state.counts()[0]
 
     def _redraw(self) -> None:
-        """The status line, redrawn in place; not after the command printed its own lines until
-        progress moves again (an event, an answer), so the command's last line stays the last one."""
-        line = self.inner.status_line()  # looked at every tick: the rate's observations go on
+        """The status line, redrawn in place and fitted to the terminal's width (measured at every
+        draw: a resized window gets lines of its new width); not after the command printed its own
+        lines until progress moves again (an event, an answer), so the command's last line stays the
+        last one."""
+        line = self.inner.status_line(terminal_width())  # looked at every tick: the rate's observations go on
         with self._lock:
             if self._stopped or (self._quiet_at is not None and self._quiet_at == self._mark()):
                 return
             self._quiet_at = None
             if self.inner.state.phase or self.inner.state.counts()[0]:
-                self._term.write("\r\x1b[2K" + line[: _width()])
+                self._term.write("\r\x1b[2K" + line)
                 self._drawn = True
                 self._term.flush()
 
-    def _clear(self) -> None:
-        """Before the command writes to the terminal: take the status line away; it comes back
-        when progress moves."""
+    def _logged_status(self) -> None:
+        """A log's status line (the heartbeat), unless nothing moved since the command printed."""
         with self._lock:
-            if self._drawn:
-                self._term.write("\r\x1b[2K")
-                self._term.flush()
-                self._drawn = False
+            mark = self._mark()
+            if self._stopped or self._quiet_at == mark:
+                return
+            self._status_at = mark
+            self._log_line()
+
+    def _clear(self) -> None:
+        """Before the command writes: on a terminal take the status line away (it comes back when
+        progress moves); in a log write the status line first if progress moved since the last one
+        and requests were asked, so the counts of the work come before the command's last words."""
+        with self._lock:
+            if self.mode == "tty":
+                if self._drawn:
+                    self._term.write("\r\x1b[2K")
+                    self._term.flush()
+                    self._drawn = False
+            elif not self._stopped and self.mode != "off" and self.inner.every > 0:  # 0: no status line was asked for
+                mark = self._mark()
+                if mark[1] and mark != self._status_at and mark != self._quiet_at:
+                    self._status_at = mark
+                    self._log_line()
             self._quiet_at = self._mark()
 
     def emit(self, event: object) -> None:
@@ -113,8 +138,9 @@ class TerminalReporter:
         self.inner.emit(event)  # type: ignore[arg-type]
 
     def start(self) -> None:
-        if self.mode == "tty":  # prints of the command go above the status line, not into it
+        if self.mode != "off":  # prints of the command go above the status line (a log: after its counts)
             self._term = sys.stderr
+            self.inner.stream = sys.stderr  # the reporter's own lines bypass the wrapper below
             self._saved = (sys.stdout, sys.stderr)
             sys.stdout = _ClearingStream(sys.stdout, self._clear)
             sys.stderr = _ClearingStream(sys.stderr, self._clear)
@@ -122,12 +148,13 @@ class TerminalReporter:
 
     def stop(self) -> None:
         """Stop drawing and, on a terminal, take the status line away: the command's own last line
-        (where its results are) stays the last thing on the screen. ``main`` stops it before it
-        prints an error or the interrupt message."""
+        (where its results are) stays the last thing on the screen. A log ends with a status line
+        only when progress moved after the command last printed (a command that printed nothing).
+        ``main`` stops it before it prints an error or the interrupt message."""
         with self._lock:
             self._stopped = True
-        # A log keeps its last status line (the run's counts); a terminal's last line is the command's.
-        self.inner.stop(final_line=self.mode != "tty")
+            final = self.mode != "tty" and self._quiet_at != self._mark()
+        self.inner.stop(final_line=final)
         if self._saved is not None:
             sys.stdout, sys.stderr = self._saved
             self._saved = None
@@ -154,10 +181,25 @@ class _ClearingStream:
         return getattr(self._stream, name)
 
 
-def _width() -> int:
-    import shutil
+def terminal_width() -> int:
+    """Cells a status line may take on the terminal stderr writes to: its width less one (a line
+    that fills the last column wraps on some terminals, and a wrapped line cannot be redrawn in
+    place), measured now; ``$COLUMNS`` or 80 where it cannot be measured (or is not set)."""
+    import os
 
-    return max(40, shutil.get_terminal_size((120, 20)).columns - 1)
+    for stream in (sys.__stderr__, sys.__stdout__):
+        if stream is None:
+            continue
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            continue
+        if columns > 0:  # a pseudo-terminal whose size was never set says 0: unknown
+            return max(20, columns - 1)
+    try:
+        return max(20, int(os.environ.get("COLUMNS", "")) - 1)
+    except ValueError:
+        return 79
 
 
 def reporter_for(no_progress: bool) -> TerminalReporter:

@@ -83,7 +83,12 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
 def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine.runs.executor import Hooks, run_plan
 
+    from promptrobust.engine import progress
+
     plan = plan_from_args(args)  # everything is decided and checked before any model loads
+    # Until the first phase (loading the data, torch, the model's identity: seconds on a cold start)
+    # the status line says what is being prepared; no line of its own (an error may follow).
+    progress.phase(f"preparing {plan.model.name} on {', '.join(t.task.name for t in plan.targets)}", line=False)
     hooks = Hooks(on_event=output.event_printer(quiet=args.no_progress), on_note=output.say_note,
                   on_part=lambda target: output.print_target(args, target))
     outcome = run_plan(plan, hooks=hooks, progress=None)

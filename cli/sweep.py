@@ -102,8 +102,10 @@ def handle(args: argparse.Namespace) -> int:
                              executor=args.executor, ray_options={k: getattr(args, k) for k in RAY_FLAGS if hasattr(args, k)})
     findings = sweeps.finding_lines(plan)  # what cannot run here, and why
     if args.dry_run:
-        _print_dry_run(sweeps.dry_run(plan, args.prices), plan, verbose=args.verbose)
-        for line in findings:
+        estimate = sweeps.dry_run(plan, args.prices)
+        _print_dry_run(estimate, plan, verbose=args.verbose)
+        here = sweeps.hardware(plan, estimate)  # what each model needs, and whether this machine has it
+        for line in [*here.lines, *findings, here.count_line()]:
             print(line)
         return 0
     for line in findings:

@@ -409,3 +409,35 @@ def test_candidate_generation_does_not_block_the_event_loop():
     out, ticks = run(main())
     assert out.adversarial_prompt == "a2 b1, charlie d2: 'positive'"
     assert ticks >= 20, "the loop kept running while candidates were computed"
+
+
+# -- an attack with nothing to change (issue 42 item 2) ----------------------------------------
+
+
+def test_a_prompt_whose_every_word_is_protected_says_there_was_nothing_to_change():
+    scorer = SyntheticScorer(killer, 20)
+    out = run(TableAttack(TABLE).run(CLEAN, scorer, protected=frozenset({"alpha", "bravo", "charlie", "delta", "positive"}),
+                                     seed=0, budget=None))
+    assert out.adversarial_prompt == CLEAN and out.queries == 0
+    assert out.nothing_to_change.startswith("every word of the prompt is kept as it is; protected: alpha, bravo, charlie, delta")
+
+
+def test_words_without_any_allowed_replacement_say_there_was_nothing_to_change():
+    class Nothing:
+        name = "nothing"
+
+        def allowed(self, original, candidates):
+            return [False for _ in candidates]
+
+    out = run(TableAttack(TABLE, [Nothing()]).run(CLEAN, SyntheticScorer(killer, 20), protected=frozenset({"positive"}),
+                                                  seed=0, budget=None))
+    assert out.adversarial_prompt == CLEAN and out.queries == 4  # the words were ranked, no change was allowed
+    assert "no allowed replacement for any of the 4 words it may change (alpha, bravo, charlie, delta)" in out.nothing_to_change
+
+
+def test_a_search_that_tried_changes_and_kept_none_is_a_measurement_not_nothing_to_change():
+    never = SyntheticScorer(lambda prompt, i: 1.0, 20)  # no change lowers the score: PDR 0, measured
+    out = run(TableAttack(TABLE).run(CLEAN, never, protected=frozenset({"positive"}), seed=0, budget=None))
+    assert out.adversarial_prompt == CLEAN and out.pdr == 0.0 and out.nothing_to_change == ""
+    budget_out = run(TableAttack(TABLE).run(CLEAN, SyntheticScorer(killer, 20), seed=0, budget=0))
+    assert budget_out.nothing_to_change == ""  # a budget of 0 is the user's limit, said as such

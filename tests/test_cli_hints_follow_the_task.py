@@ -38,3 +38,40 @@ def test_each_datasets_hint_fits_that_dataset(tmp_path: Path, capsys: pytest.Cap
             if p.model != "MODEL":  # "a stronger model" leaves the model to the user
                 p.argv = ["pre", "run"]
                 plan_from_args(p)  # decided as `pre run` would: no "math answers are free text" error
+
+
+def test_the_hint_keeps_the_prompt_the_user_chose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 7: after `--prompt-text "Decide if ..."` the hint proposed a command without
+    it, which ranks ten generic prompts instead."""
+    text = "Decide if the review is positive or negative."
+    with FakeOpenAIServer(answer=lambda question: "positive" if len(question) % 2 else "negative") as srv:
+        for attack in ([], ["--attack", "stresstest", "--top-k", "1"]):
+            assert main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--limit", "6",
+                         "--mode", "choices", "--prompt-text", text, "--sample-selection", "first", "--no-progress",
+                         "--cache", str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), *attack]) == 0
+            (hint,) = _hints(capsys.readouterr().err)
+            commands = [build_parser().parse_args(words[1:]) for words in _commands(hint)]
+            assert commands, hint
+            assert all(p.prompt_text == text and p.sample_selection == "first" for p in commands), hint
+
+
+def test_every_flag_that_chooses_what_is_measured_is_kept_by_hints() -> None:
+    """A flag of `pre run`'s "what to evaluate", "how to query the model" or own-task groups is
+    either kept by the hints or named here with why not: a new flag cannot be forgotten."""
+    from promptrobust.cli.output import KEPT_FLAGS
+
+    not_kept = {"help", "no_cache", "log_samples", "no_progress", "results_file",  # outputs, not what is measured
+                "device",  # folded into --model-args by lm_eval.model_and_args, which is kept
+                "prompt_type"}  # kept, with its default "task" (the check below reads the destinations)
+    parser = build_parser()
+    run = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]  # type: ignore[union-attr]
+    groups = [g for g in run._action_groups
+              if g.title and (g.title in ("what to evaluate", "how to query the model") or g.title.startswith("your own task"))]
+    chosen = {a.dest for g in groups for a in g._group_actions}
+    from dataclasses import fields
+
+    from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
+
+    chosen -= {f.name for f in fields(SchedulerSettings)}  # how fast, not what: the next run keeps its own defaults
+    kept = {attr for attr, _, _ in KEPT_FLAGS}
+    assert chosen - kept - not_kept == set()

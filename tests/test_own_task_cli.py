@@ -102,13 +102,18 @@ def test_pre_run_on_a_task_file_then_pre_report_name_the_task(tickets: Path, ser
     assert sorted(r["attack"] for r in rows) == ["checklist", "textbugger"]
     guarded = protected_words(task)
     for r in rows:
-        assert r["dataset"] == "tickets" and r["task_definition"] == task.definition_hash and r["status"] == "attacked"
+        assert r["dataset"] == "tickets" and r["task_definition"] == task.definition_hash
+        if r["status"] == "nothing_to_change":  # every word of the instruction is kept (issue 42): said, not a PDR of 0
+            assert r["attack"] == "textbugger" and r["pdr"] is None and "ticket" in r["note"]
+            assert r["adversarial_prompt"] == r["clean_prompt"]
+            continue
+        assert r["status"] == "attacked"
         low, high = r["clean_ci95"]
         assert low <= r["clean_score"] <= high and r["pdr_ci95"] is not None
         # the answer words, the label values and the task's own protected word, unchanged and in order
         assert protected_sequence(r["adversarial_prompt"], guarded) == protected_sequence(r["clean_prompt"], guarded)
         assert {"billing", "technical", "other"} <= set(protected_sequence(r["clean_prompt"], guarded))
-    assert any(r["pdr"] > 0 for r in rows)  # the router is confused by what the attacks insert
+    assert any((r["pdr"] or 0) > 0 for r in rows)  # the router is confused by what the attacks insert
     doc = results(folder)
     (provenance,) = doc["tasks"]
     assert provenance["name"] == "tickets" and provenance["task_file"] == str((tickets / "tickets.toml").resolve())
@@ -327,7 +332,8 @@ def test_all_seven_attacks_leave_the_answer_words_alone(tickets: Path, server: F
         ["textbugger", "deepwordbug", "textfooler", "bertattack", "checklist", "stresstest", "semantic"])
     guarded = protected_words(load_task_file(task_file))
     for r in rows:
-        assert r["status"] == "attacked", (r["attack"], r["error"])
+        # a word attack on an instruction whose every word is kept has nothing to change (issue 42): said so
+        assert r["status"] == "attacked" or (r["status"] == "nothing_to_change" and r["note"]), (r["attack"], r["error"])
         assert r["dataset"] == "tickets"
         if r["attack"] != "semantic":  # Semantic scores other prompts of the task, written whole
             assert protected_sequence(r["adversarial_prompt"], guarded) == protected_sequence(r["clean_prompt"], guarded), r["attack"]

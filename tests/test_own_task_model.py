@@ -89,8 +89,11 @@ def test_a_task_file_on_gemma_then_the_report_and_the_columns_form_from_the_cach
     guarded = protected_words(task)
     for r in records:
         assert r["dataset"] == "tickets" and r["task_definition"] == task.definition_hash
-        assert r["status"] == "attacked" and r["prompt_id"] == best["prompt_id"]
-        assert r["clean_ci95"] and r["adversarial_ci95"] and r["pdr_ci95"]
+        assert r["prompt_id"] == best["prompt_id"]
+        if r["status"] == "nothing_to_change":  # a word attack on an instruction whose every word is kept (issue 42)
+            assert r["attack"] == "textbugger" and r["pdr"] is None and "ticket" in r["note"], r
+            continue
+        assert r["status"] == "attacked" and r["clean_ci95"] and r["adversarial_ci95"] and r["pdr_ci95"]
         # every protected word of the clean prompt is there, unchanged and in order
         assert protected_sequence(r["adversarial_prompt"], guarded) == protected_sequence(r["clean_prompt"], guarded)
         assert set(protected_sequence(r["clean_prompt"], answer_words)) == {"billing", "technical", "other"}

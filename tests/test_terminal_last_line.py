@@ -93,11 +93,46 @@ def test_the_readme_first_command_in_a_terminal_shows_no_warning_and_ends_with_t
         assert note["said"] or note["category"] in ("FutureWarning", "DeprecationWarning", "PendingDeprecationWarning")
 
 
-def test_the_committed_recording_of_the_readme_first_command() -> None:
-    raw = (FIXTURES / "first-command.raw").read_bytes()
-    shown = (FIXTURES / "first-command.txt").read_text().splitlines()
-    assert render(raw, columns=120) == shown  # the text is the screen the bytes leave (120 columns)
+#: The README's first command recorded from an empty model store with a fresh `pip install -e '.[local]'`
+#: (scripts/record_terminal.py --empty-model-store --python VENV): in a terminal 120 and 80 columns wide.
+RECORDINGS = [("first-command", 120), ("first-command-80", 80)]
+
+
+def _drawn(raw: bytes) -> list[str]:
+    """Every status line drawn in place (the text after each erase, up to the next return or newline)."""
+    text = raw.decode("utf-8", errors="replace")
+    return [re.split(r"[\r\n]", part, maxsplit=1)[0] for part in text.split("\r\x1b[2K")[1:]]
+
+
+@pytest.mark.parametrize("name, columns", RECORDINGS)
+def test_the_committed_recordings_of_the_readme_first_command(name: str, columns: int) -> None:
+    from promptrobust.engine.progress import cell_width
+
+    raw = (FIXTURES / f"{name}.raw").read_bytes()
+    shown = (FIXTURES / f"{name}.txt").read_text().splitlines()
+    assert render(raw, columns=columns) == shown  # the text is the screen the bytes leave
     assert shown[0].startswith("$ pre run --limit 100 --mode choices --attack stresstest --top-k 1")
     assert not _warning_text(shown)
     assert shown[-1].startswith("pre: results in runs/")
-    assert b"req/s" in raw and b"Warning" not in raw
+    assert b"Warning" not in raw
+    status = [line for line in _drawn(raw) if "elapsed" in line]
+    assert status and all(cell_width(line) <= columns - 1 for line in status), max(status, key=len)  # every one fits
+    converting = [line for line in status if line.startswith("converted ")]
+    assert any(re.search(r"ETA \d\d:\d\d \| \d\d:\d\d elapsed", line) for line in converting), converting[:3]
+    assert any("requests" in line and re.search(r"ETA \d\d:\d\d", line) for line in status)
+    # what a fresh [local] install prints: no sentence encoder (the [attacks] extra), no word attack proposed
+    assert not any("USE angular similarity" in line for line in shown)
+    (hint,) = [line for line in shown if line.startswith("next: ")]
+    assert "textfooler" not in hint and "bertattack" not in hint
+
+
+def test_the_committed_log_of_the_readme_first_command_ends_with_the_results_path() -> None:
+    """Issue 42 item 4: in a log the status line came after `pre: results in ...`."""
+    lines = (FIXTURES / "first-command-log.txt").read_text().splitlines()
+    assert lines[0].startswith("$ pre run --limit 100 --mode choices --attack stresstest --top-k 1")
+    assert lines[-1].startswith("pre: results in runs/")
+    assert any(line.startswith("pre: converting gemma3-270m") for line in lines)
+    counts = [i for i, line in enumerate(lines) if re.match(r"pre: requests (\d+)/\1 ", line)]
+    table = next(i for i, line in enumerate(lines) if line.startswith("prompt  "))
+    assert counts and counts[-1] < table  # the run's last counts come before its results
+    assert not _warning_text(lines)

@@ -10,6 +10,7 @@ exhaustive evaluation.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -220,6 +221,11 @@ class Evaluator:
     def search_step(self, **fields: Any) -> None:
         """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
         _progress.search_step(**fields)
+
+    def during(self, text: str) -> contextlib.AbstractContextManager[None]:
+        """An attack's work that is not model requests (checking its result's meaning), shown in the
+        status line while it runs (``attacks.attack``)."""
+        return _progress.during(text, line=False)
 
     async def _candidates(self, prompts: Sequence[str], unique: list[str], n: int, to_beat: float | None,
                           announced: list[int]) -> list[CandidateScore]:

@@ -45,7 +45,7 @@ async def rank_prompts(
     """Clean score of every prompt of a set (``Workbench.score_prompts``), best first (the
     paper attacks the top k). ``evaluations``, when given, receives each prompt's full
     evaluation in input order."""
-    progress.phase(f"ranking {len(prompts)} prompts on {len(bench.samples)} samples")
+    progress.phase(f"ranking {progress.counted(len(prompts), 'prompt')} on {progress.counted(len(bench.samples), 'sample')}")
     done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
     scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
     if evaluations is not None:
@@ -99,10 +99,31 @@ class AttackBound:
     after_search: int
 
     @classmethod
-    def of(cls, settings: AttackSettings, samples: int) -> "AttackBound":
-        if settings.budget is None:
+    def of(cls, settings: AttackSettings, samples: int, candidates: int | None = None) -> "AttackBound":
+        """``candidates``: what the attack's search will try when known before it runs (a set
+        search: ``Attack.planned_candidates``); with an unlimited budget it is the bound."""
+        most = settings.budget if candidates is None else (
+            candidates if settings.budget is None else min(settings.budget, candidates))
+        if most is None:
             return cls(0, 0, 0)
-        return cls((settings.budget + 2) * samples, 2 * samples, samples)
+        return cls((most + 2) * samples, 2 * samples, samples)
+
+    @classmethod
+    def for_attack(cls, bench: Workbench, name: str, settings: AttackSettings, prompt: str | None,
+                   semantic_prompts: SemanticPrompts | None = None) -> "AttackBound":
+        """The bound of attack ``name`` on ``prompt`` (None: not known yet, the budget's bound)."""
+        candidates = None
+        if prompt is not None:
+            try:
+                from promptrobust.attacks.registry import get_attack
+                from promptrobust.engine.measuring.workbench import semantic_prompts_for
+
+                given = semantic_prompts.prompts if semantic_prompts is not None else None
+                own = semantic_prompts_for(bench.task, name) if given is None else given
+                candidates = get_attack(name, **settings.options.get(name, {})).planned_candidates(prompt, own)
+            except Exception:  # noqa: BLE001 - a progress total must never stop the attack (it reports its own errors)
+                candidates = None
+        return cls.of(settings, len(bench.samples), candidates)
 
 
 def one_line(exc: BaseException) -> str:
@@ -132,12 +153,16 @@ async def run_protocol(
         from promptrobust.engine.measuring.holdout import SPLIT_RULE, held_out_ranking, split_workbench
 
         bench, held = split_workbench(bench, settings.holdout)
-    bound = AttackBound.of(settings, len(bench.samples))
-    pairs = (sum(not skip(c.prompt, name) for c in ranked[: settings.top_k] for name in settings.attacks)
-             if ranked is not None else min(settings.top_k, len(prompts)) * len(settings.attacks))
-    with progress.reserve_pool("attack", bound.requests * pairs, cached=bound.cached * pairs):  # progress: every attack's bound, known before the ranking
+    # progress: every attack's bound, known before the ranking (a set search's candidates, else its budget)
+    first = (ranked[0].prompt if ranked else prompts[0] if prompts else None)
+    bounds = {name: AttackBound.for_attack(bench, name, settings, first.text if first is not None else None,
+                                           semantic_prompts) for name in settings.attacks}
+    pairs = {name: (sum(not skip(c.prompt, name) for c in ranked[: settings.top_k]) if ranked is not None
+                    else min(settings.top_k, len(prompts))) for name in settings.attacks}
+    with progress.reserve_pool("attack", sum(bounds[n].requests * pairs[n] for n in settings.attacks),
+                               cached=sum(bounds[n].cached * pairs[n] for n in settings.attacks)):
         if ranked is None:
-            on_event(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+            on_event(f"scoring {progress.counted(len(prompts), 'prompt')} on {progress.counted(len(bench.samples), 'sample')}")
             ranked = await rank_prompts(bench, prompts)
         result = ProtocolResult(
             settings=bench.describe(), clean=ranked, attack_settings=settings, chance_rate=bench.chance_rate,
@@ -154,6 +179,7 @@ async def run_protocol(
                     continue
                 on_event(f"{name} on {clean.prompt.id} (clean {clean.score:.4f})")
                 progress.phase(f"attack {name} on prompt {clean.prompt.id} (clean {clean.score:.4f})")
+                bound = AttackBound.for_attack(bench, name, settings, clean.prompt.text, semantic_prompts)
                 try:
                     with progress.reserve(bound.requests, kind="attack", cached=bound.cached,
                                           after_search=bound.after_search):  # progress: its budget bounds what it asks

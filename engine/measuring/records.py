@@ -43,7 +43,9 @@ if TYPE_CHECKING:  # DataFrames are built when asked for
 
 from promptrobust.engine.measuring.settings import DEFAULT_SAMPLE_SELECTION, MeasurementSettings
 
-Status = Literal["attacked", "skipped_clean_zero", "failed"]
+#: ``nothing_to_change``: the attack could try no change of the prompt (every word protected, say),
+#: so it measured nothing: no PDR, its ``note`` says why; never averaged, like a skipped record.
+Status = Literal["attacked", "skipped_clean_zero", "failed", "nothing_to_change"]
 Kind = Literal["attack", "pair", "transfer", "defense"]
 KINDS: tuple[str, ...] = ("attack", "pair", "transfer", "defense")
 #: The kind of a ``results.jsonl`` row that is a clean score, not a record: a clean-only ``pre run``
@@ -217,6 +219,9 @@ class AttackRecord:
     """A user's own task (``tasks.own``): its definition hash, so records of two edits of one
     task name are two measurements, never reruns of one; None (and not written) for the
     built-in datasets, which their name identifies."""
+    note: str | None = None
+    """Why a record that is not a measurement is so (status ``nothing_to_change``: what kept every
+    word of the prompt); None (and not written) otherwise."""
 
     def __repr__(self) -> str:
         """One line: what was measured and its numbers (the per-sample scores are in the fields)."""
@@ -274,7 +279,21 @@ class AttackRecord:
                 del row["cost"][key]
         if row["cost"]["usd"] is None:  # priced API models only
             del row["cost"]["usd"]
+        if row["note"] is None:  # only records that measured nothing have one
+            del row["note"]
         return row
+
+    def to_polars(self) -> pl.DataFrame:
+        """This record as a one-row table, exactly as the run folder's results.parquet holds it
+        (cost flattened into columns, nested values as JSON text)."""
+        return rows_frame([orjson.loads(record_line(self))])
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The same one-row table in pandas (needs the [pandas] extra: pandas and pyarrow)."""
+        from promptrobust.extras import require_extra
+
+        require_extra("pandas", "AttackRecord.to_pandas()")
+        return self.to_polars().to_pandas()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "AttackRecord":
@@ -309,7 +328,8 @@ def records_summary(records: Sequence[AttackRecord]) -> str:
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
-    words = {"attacked": "attacked", "skipped_clean_zero": "skipped", "failed": "failed"}
+    words = {"attacked": "attacked", "skipped_clean_zero": "skipped", "failed": "failed",
+             "nothing_to_change": "with nothing to change"}
     parts = ", ".join(f"{n} {words.get(s, s)}" for s, n in counts.items())
     pdrs = [r.pdr for r in records if r.status == "attacked" and r.pdr is not None]
     apdr = f", APDR {sum(pdrs) / len(pdrs):.3f}" if pdrs else ""

@@ -513,6 +513,13 @@ async def attack_one(
         samples_evaluated=outcome.samples_evaluated,
         wall_seconds=round(time.monotonic() - started, 3),
     )
+    if outcome.nothing_to_change:  # it tried no change: no PDR (0 would read as robustness), the note says why
+        return AttackRecord(
+            **base, clean_score=outcome.clean_score, adversarial_prompt=outcome.adversarial_prompt,
+            status="nothing_to_change", note=outcome.nothing_to_change, clean_ci95=list(clean.ci95),
+            at_chance=clean.at_chance, clean_sample_scores=list(clean.sample_scores), cost=cost,
+            settings=dict(outcome.settings),
+        )
     # Per-sample scores of the winner for the paired statistics: a separate evaluator
     # (its requests are cache hits or in flight, and do not count as the attack's cost).
     adversarial = await bench.evaluator().evaluate(outcome.adversarial_prompt)

@@ -47,6 +47,8 @@ from promptrobust.engine.progress.display import (
     HEARTBEAT_SECONDS,
     StreamReporter,
     api_reporter,
+    cell_width,
+    counted,
     format_duration,
     format_status,
     format_step,
@@ -101,7 +103,7 @@ __all__ = [
     "EVERY_ENV", "FALLBACK_LOGGER", "HEARTBEAT_SECONDS", "RECORD_ENV", "Counters", "Event", "Fallback", "JobEnded",
     "JobShape", "JobStarted", "Jobs", "LibraryWarning", "NullReporter", "Phase", "PhaseDone", "PhaseEnd", "Planned", "ProgressState",
     "Recorder", "Reporter", "SearchStep", "Status", "StreamReporter", "Watch", "Work", "WorkStatus", "active",
-    "api_reporter", "current", "during", "fallback", "format_duration", "format_status", "format_step",
+    "api_reporter", "cell_width", "counted", "current", "during", "fallback", "format_duration", "format_status", "format_step",
     "format_work", "heartbeat_seconds", "install_fallback_forwarding", "job", "jobs", "library_warning", "phase", "phase_done",
     "planned", "replay", "reporting", "reserve", "reserve_pool", "scope", "search_step", "use", "watch", "work",
 ]

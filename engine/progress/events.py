@@ -46,6 +46,7 @@ class Phase:
     text: str
     scope: str = ""
     within: bool = False  # a step inside the current phase (loading the model): the phase resumes after it
+    line: bool = True  # said on a line of its own; False: only shown in the status line (a step too short to log)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Work:
     total: float | None
     unit: str = ""
     scope: str = ""
+    detail: str = ""  # which step of the work is running (converting a model: "reading the GGUF, 2 of 3")
 
 
 @dataclass(frozen=True)
@@ -231,8 +233,10 @@ def _emit(event: Event) -> None:
         pass
 
 
-def phase(text: str) -> None:
-    _emit(Phase(text, _scope.get()))
+def phase(text: str, *, line: bool = True) -> None:
+    """A new step began. ``line`` False: shown in the status line only, not said on a line of its
+    own (preparing a run: a log gets no line for it, a terminal shows what is happening)."""
+    _emit(Phase(text, _scope.get(), line=line))
 
 
 def phase_done() -> None:
@@ -241,11 +245,12 @@ def phase_done() -> None:
 
 
 @contextlib.contextmanager
-def during(text: str) -> Iterator[None]:
+def during(text: str, *, line: bool = True) -> Iterator[None]:
     """A step inside whatever phase is running (e.g. loading the model on the first cache miss):
-    said as a phase, and the phase it interrupted is shown again when it is over. Its time is
-    not counted when measuring the request rate (it will not come again)."""
-    _emit(Phase(text, _scope.get(), within=True))
+    said as a phase (``line`` False: in the status line only), and the phase it interrupted is
+    shown again when it is over. Its time is not counted when measuring the request rate (it is
+    not spent on requests)."""
+    _emit(Phase(text, _scope.get(), within=True, line=line))
     try:
         yield
     finally:
@@ -356,9 +361,11 @@ def jobs(done: int, total: int, *, shapes: Sequence[JobShape] = ()) -> None:
     _emit(Jobs(done, total, tuple(tuple(s) for s in shapes)))
 
 
-def work(label: str, done: float, total: float | None, unit: str = "") -> None:
-    """``done`` of ``total`` ``unit`` of a step that is not model requests (``total`` None: unknown)."""
-    _emit(Work(label, done, total, unit, _scope.get()))
+def work(label: str, done: float, total: float | None, unit: str = "", *, detail: str = "") -> None:
+    """``done`` of ``total`` ``unit`` of a step that is not model requests (``total`` None: unknown;
+    ``unit`` "%": a share of the whole work). Moves of one ``label`` are measured as one speed, so
+    a work made of unlike steps reports them under one label (``detail`` says which step runs)."""
+    _emit(Work(label, done, total, unit, _scope.get(), detail))
 
 
 def watch(stats: object) -> None:

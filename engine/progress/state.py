@@ -42,6 +42,7 @@ class WorkStatus:
     total: float | None
     unit: str
     eta: float | None
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class _WorkTrack:
     def status(self, now: float) -> WorkStatus:
         w = self.event
         eta = None if w.total is None else self.rate.eta(now, w.total - w.done)
-        return WorkStatus(w.label, w.done, w.total, w.unit, eta)
+        return WorkStatus(w.label, w.done, w.total, w.unit, eta, w.detail)
 
 
 RecordHook = Callable[[float, Event | None, list[tuple[int, int, int]] | None], None]

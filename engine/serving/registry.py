@@ -104,6 +104,12 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in [*_EMBEDDED, *_PAP
 DEFAULT_MODEL = "gemma3-270m"
 
 
+def served_remotely(spec: ModelSpec) -> bool:
+    """Whether the model answers from a server over HTTP (an API, or a server of the user's own),
+    so this machine needs no hardware for it (``pre sweep --dry-run``'s hardware section)."""
+    return registration_of(spec).http_api
+
+
 # -- finding backends ------------------------------------------------------------------------
 
 _REGISTERED: dict[str, BackendRegistration] = {}

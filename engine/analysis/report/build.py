@@ -217,6 +217,8 @@ def meta_and_notes(data: RunData, sections: Sequence[Any]) -> tuple[list[str], l
     by_status = {s: sum(1 for r in recs if r["status"] == s) for s in ("attacked", "skipped_clean_zero", "failed", INVALID)}
     by_kind = [f"{sum(1 for r in recs if r['kind'] == k)} {k}" for k in KIND_ORDER[1:] if any(r["kind"] == k for r in recs)]
     invalid = f", {by_status[INVALID]} invalid" if by_status[INVALID] else ""
+    nothing = sum(1 for r in recs if r["status"] == "nothing_to_change")  # an attack that could change no word
+    invalid = (f", {nothing} with nothing to change" if nothing else "") + invalid
     meta = [
         f"{len(runs)} run folder(s), {len(recs)} record(s) ({by_status['attacked']} attacked, "
         f"{by_status['skipped_clean_zero']} skipped, {by_status['failed']} failed{invalid})"

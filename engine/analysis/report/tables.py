@@ -445,6 +445,8 @@ def excluded_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
                      "prompt_id": r["prompt_id"], "reason": reason, "setting": r["setting"].label(), "source": r["source"]})
     invalid = any(r["status"] == INVALID for r in out)
     title = "Records not averaged (skipped, failed or invalid)" if invalid else "Records not averaged (skipped or failed)"
+    if any(r["status"] == "nothing_to_change" for r in out):
+        title = title.replace("(skipped", "(skipped, nothing to change")
     return Table("records_not_averaged", title,
                  ["status", "model", "dataset", "attack", "prompt", "reason"], display, long,
                  "listed for completeness; none of them enters an APDR", statistic="records left out of every average")

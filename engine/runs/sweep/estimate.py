@@ -149,9 +149,10 @@ def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
             cost = "no price (add it to --prices)"
         lines.append(f"{r.model:<{width}}  {r.backend:<7}  {r.jobs:>5}  {r.requests:>14,}  {r.input_tokens:>15,}  "
                      f"{r.output_tokens:>14,}  {cost}")
-    total_cost = sum(r.cost_usd for r in rows if r.cost_usd is not None)
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    total_cost = f"{sum(costs):,.0f}" if costs else "-"  # no priced model: no total (a 0 read as free)
     lines.append(f"{'total':<{width}}  {'':<7}  {sum(r.jobs for r in rows):>5}  {sum(r.requests for r in rows):>14,}  "
-                 f"{sum(r.input_tokens for r in rows):>15,}  {sum(r.output_tokens for r in rows):>14,}  {total_cost:,.0f}")
+                 f"{sum(r.input_tokens for r in rows):>15,}  {sum(r.output_tokens for r in rows):>14,}  {total_cost}")
     return lines
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from promptrobust.engine.runs.sweep.sharding import MergeResult, Shard
     from promptrobust.engine.serving.cache import CacheMergeResult
 
-__all__ = ["DryRun", "RayOptions", "SweepPlan", "dry_run", "finding_lines", "format_estimates", "kept_records",
+__all__ = ["DryRun", "HereReport", "RayOptions", "SweepPlan", "dry_run", "finding_lines", "format_estimates", "hardware", "kept_records",
            "merge_caches", "merge_shards", "plan_sweep", "ray_progress", "run_planned_sweep"]
 
 
@@ -171,6 +171,42 @@ def dry_run(plan: SweepPlan, prices: str | None = None) -> DryRun:
     ids = {j.id for j in plan.jobs}
     rows = [row for row in describe_plan(plan.config) if row["job"].id in ids]
     return DryRun(rows, plan_totals(rows), model_estimates(plan.config, rows, load_prices(prices)), prices)
+
+
+@dataclass(frozen=True)
+class HereReport:
+    """A dry run's hardware section and its one count of the jobs that can run on this machine now."""
+
+    lines: list[str]
+    runnable: int
+    total: int
+    reasons: dict[str, int]
+
+    def count_line(self) -> str:
+        """One honest line: how many jobs run here now, and why the others cannot."""
+        if self.runnable == self.total:
+            return f"runs here: all {self.total} jobs can run on this machine now"
+        from promptrobust.engine.progress import counted
+
+        why = "; ".join(f"{counted(n, 'job')}: {reason}" for reason, n in sorted(self.reasons.items(), key=lambda kv: -kv[1]))
+        lead = "none of" if self.runnable == 0 else f"{self.runnable} of"
+        return f"runs here: {lead} the {self.total} jobs can run on this machine now ({why}; a job may have several reasons)"
+
+
+def hardware(plan: SweepPlan, estimate: DryRun) -> HereReport:
+    """Per model what it needs and whether this machine has it, and how many of the plan's jobs
+    can run here now (its blockers, the hub out of reach, the model too big for this machine)."""
+    from promptrobust.engine.runs.sweep import hardware as hw
+    from promptrobust.engine.serving.registry import parse_model_args, resolve_model
+    from promptrobust.tasks.hf_data import hub_reachable
+
+    cfg = plan.config
+    specs = {m: resolve_model(m, parse_model_args(str(cfg.model_options.get(m, {}).get("model_args", ""))))
+             for m in dict.fromkeys(j.model for j in plan.jobs)}
+    tokens = {m.model: m.input_tokens + m.output_tokens for m in estimate.models}
+    lines, needs = hw.hardware_lines(specs, tokens, hw.this_machine())
+    count = hw.runs_here(plan.jobs, plan.findings, needs, hub_reachable())
+    return HereReport(lines, count.runnable, count.total, count.reasons)
 
 
 def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:

@@ -32,7 +32,7 @@ from promptrobust.engine.serving.backends.hf.passes import FORWARD_OVERHEAD_POSI
 from promptrobust.engine.serving.backends.hf.prefix import PrefixCache, plan_prefixes
 from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 
-__all__ = ["HFBackend", "embedded_backend"]
+__all__ = ["EmbeddedHFBackend", "HFBackend", "embedded_backend"]
 
 #: Encoded inputs kept between ``arrange_batches`` and the batch that runs them.
 _ENCODED_MEMORY = 4096
@@ -325,15 +325,31 @@ def _batch_overhead(requests: Sequence[Request]) -> int:
     return FORWARD_OVERHEAD_POSITIONS * (1 + (steps + 1) // 2)
 
 
+class EmbeddedHFBackend(HFBackend):
+    """An HFBackend on an embedded model, converted from its GGUF when it first loads (``start``),
+    not when built: a run whose every answer is in the cache never converts nor loads it. What
+    identifies it (name, the GGUF's sha256, chat or not) is known without the conversion."""
+
+    def __init__(self, name: str, options: HFOptions | None = None, *, observer: HFObserver | None = None) -> None:
+        from promptrobust.engine.serving.model_store import locate_embedded
+
+        m = locate_embedded(name)
+        options = options if options is not None else HFOptions()
+        if options.chat is None:
+            options = replace(options, chat=m.is_chat)
+        super().__init__(str(m.path), options, identity_name=m.name, identity_revision=m.revision, observer=observer)
+        self.embedded_name = name
+
+    def _load_model(self) -> LoadedModel:
+        from promptrobust.engine.serving.model_store import ensure_embedded
+
+        self.model_ref = str(ensure_embedded(self.embedded_name).path)  # converts once (said as it goes)
+        return super()._load_model()
+
+
 def embedded_backend(name: str, options: HFOptions | None = None, *, observer: HFObserver | None = None) -> HFBackend:
-    """An HFBackend on an embedded model (converted on first use; blocking).
+    """An HFBackend on an embedded model (converted on first load, not when built).
 
     Identity is the embedded name and the GGUF's sha256; ``options.chat`` unset: the model's own format.
     """
-    from promptrobust.engine.serving.model_store import ensure_embedded
-
-    m = ensure_embedded(name)
-    options = options if options is not None else HFOptions()
-    if options.chat is None:
-        options = replace(options, chat=m.is_chat)
-    return HFBackend(str(m.path), options, identity_name=m.name, identity_revision=m.revision, observer=observer)
+    return EmbeddedHFBackend(name, options, observer=observer)
