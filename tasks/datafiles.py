@@ -3,58 +3,83 @@
 Every reader returns plain row dicts. CSV and TSV values stay strings (no type
 guessing), so a label column reads the same from every format once the task
 maps it. GLUE's TSV files are read without quote handling, as GLUE wrote them.
+A ``.csv`` whose header holds no comma but semicolons (as a spreadsheet in many
+European locales saves it), tabs or bars is read with that separator.
+
+What is read is bounded by what it becomes in memory, not by the file's bytes
+(a Parquet file of kilobytes can decode to gigabytes; a CSV's rows take several
+times their bytes as Python objects). ``DataFile`` learns a file's columns and
+number of rows without holding its rows (a Parquet footer, a streamed count), and
+``read`` takes only the columns and the rows (by position) a task uses. Before
+rows are held, their cost is estimated (``rows_memory``: their text, and a
+measured cost per row and value) and anything over ``PRE_MAX_DATA_FILE_MB``
+(default ``MAX_ROWS_MEMORY_BYTES``) is one line naming the file, the rows and
+the fixes. Running out of memory all the same is one line too, never a traceback.
 """
 
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import os
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from promptrobust.tasks.errors import TaskDataError
+from promptrobust.tasks.parquet_footer import Footer, ParquetFooterError, read_footer
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
 #: Formats read as text, checked to be UTF-8 before parsing (so the error names the byte).
 TEXT_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv", ".tsv")
-#: The largest data file read into memory (rows become Python objects, several times the
-#: file's size); ``PRE_MAX_DATA_FILE_MB`` raises it on a machine with the memory for more.
-MAX_DATA_FILE_BYTES = 1024 * 1024 * 1024
+#: The most memory the rows read from one data file may take, as ``rows_memory`` estimates it;
+#: ``PRE_MAX_DATA_FILE_MB`` changes it (megabytes) on a machine with the memory for more.
+MAX_ROWS_MEMORY_BYTES = 2 * 1024**3
+#: What one row costs as Python objects beyond its text: its dict, its place in the task's
+#: rows, the sample it becomes (an id, a fields dict), measured at about 950 bytes for a CSV
+#: row of one input and one label column (``docs/your-task.md``, "How much memory").
+ROW_BYTES = 1024
+#: And each value read (a str object's own overhead).
+VALUE_BYTES = 64
+#: A JSON array is parsed whole; parsing peaks at about 16 times the file's bytes (measured
+#: with orjson on rows of short values), so its bytes times this are checked first.
+JSON_PARSE_FACTOR = 16
+#: A data file this large read whole although a limit was given is said (``reading_all``).
+LARGE_FILE_BYTES = 64 * 1024**2
+#: Separators a ``.csv`` may use, tried in this order when its header holds no comma.
+CSV_SEPARATORS = (",", ";", "\t", "|")
+#: A column name pre adds to find rows by position; never one of a file's own.
+_POSITION = "__pre_row_position__"
 _CHUNK = 1 << 20
 
 
-def max_data_file_bytes() -> int:
-    """``MAX_DATA_FILE_BYTES``, or ``PRE_MAX_DATA_FILE_MB`` megabytes when that is set."""
+def max_rows_memory() -> int:
+    """``MAX_ROWS_MEMORY_BYTES``, or ``PRE_MAX_DATA_FILE_MB`` megabytes when that is set."""
     raw = os.environ.get("PRE_MAX_DATA_FILE_MB", "").strip()
     if not raw:
-        return MAX_DATA_FILE_BYTES
+        return MAX_ROWS_MEMORY_BYTES
     try:
         megabytes = float(raw)
     except ValueError:
         raise TaskDataError(f"PRE_MAX_DATA_FILE_MB={raw!r} is not a number; set it to megabytes, e.g. 4096") from None
-    if not megabytes > 0:
-        raise TaskDataError(f"PRE_MAX_DATA_FILE_MB={raw!r} must be above 0; set it to megabytes, e.g. 4096")
+    if not 0 < megabytes < 1e12:
+        raise TaskDataError(f"PRE_MAX_DATA_FILE_MB={raw!r} must be a number of megabytes above 0, e.g. 4096")
     return int(megabytes * 1024 * 1024)
 
 
-def _size_text(n: int) -> str:
+def size_text(n: float) -> str:
     return f"{n / 1024**3:.1f} GB" if n >= 1024**3 else f"{n / 1024**2:.1f} MB"
 
 
-def check_size(p: Path) -> int:
-    """The file's size; a file too large to read into memory is refused with its size."""
-    size = p.stat().st_size
-    limit = max_data_file_bytes()
-    if size > limit:
-        raise TaskDataError(
-            f"{p}: {_size_text(size)}, more than pre reads into memory at once ({_size_text(limit)}); "
-            "keep a sample of its rows in a smaller file, or raise the limit with PRE_MAX_DATA_FILE_MB",
-            setting="data_file",
-        )
-    return size
+def rows_memory(rows: int, values: int, text_bytes: int) -> int:
+    """The memory ``rows`` rows of ``values`` values each, ``text_bytes`` of text in all, take
+    once read (their text is held twice at the peak: the reader's copy and the rows')."""
+    return rows * (ROW_BYTES + values * VALUE_BYTES) + 2 * text_bytes
 
 
 def check_utf8(p: Path) -> None:
@@ -83,103 +108,361 @@ def check_utf8(p: Path) -> None:
             offset += len(chunk)
 
 
-def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Rows of a local data file as dicts (column name -> value).
+def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = (), columns: Sequence[str] | None = None,
+              positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Rows of a local data file as dicts (column name -> value): ``DataFile(path).read(columns, positions)``."""
+    return DataFile(path, headerless_tsv_columns=headerless_tsv_columns).read(columns, positions)
 
-    ``headerless_tsv_columns`` names the columns of a TSV file that has no
-    header row (CoLA's GLUE files); used only when the first row is not a header.
+
+class DataFile:
+    """A local data file, checked (it exists, its type, not empty, UTF-8, a header without
+    duplicate names), whose columns and number of rows are known without holding its rows.
+
+    ``headerless_tsv_columns`` names the columns of a TSV file that has no header row
+    (CoLA's GLUE files); used only when the first row is not a header.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise TaskDataError(f"{p}: data file not found; check the path", setting="data_file")
-    ext = p.suffix.lower()
-    if ext not in SUPPORTED_EXTENSIONS:
+
+    def __init__(self, path: str | Path, *, headerless_tsv_columns: Sequence[str] = ()) -> None:
+        p = Path(path)
+        if not p.is_file():
+            raise TaskDataError(f"{p}: data file not found; check the path", setting="data_file")
+        self.path = p
+        self.ext = p.suffix.lower()
+        if self.ext not in SUPPORTED_EXTENSIONS:
+            raise TaskDataError(
+                f"{p}: unsupported data file type {self.ext or '(none)'}; use one of {', '.join(SUPPORTED_EXTENSIONS)}"
+            )
+        self.size = p.stat().st_size
+        if self.size == 0:
+            raise TaskDataError(f"{p}: the file is empty; add a header and rows, or name another file", setting="data_file")
+        if self.ext in TEXT_EXTENSIONS:
+            check_utf8(p)
+        self._headerless = tuple(headerless_tsv_columns)
+        #: CSV and TSV: the separator, whether the first row is a header, and the quote character.
+        self.separator = "\t" if self.ext == ".tsv" else ","
+        self.has_header = True
+        self.quoted = self.ext == ".csv"
+        self._document: list[dict[str, Any]] | None = None
+        self.columns: tuple[str, ...] = self._guard(self._columns)
+
+    # -- what the file holds ------------------------------------------------------------------
+
+    def _columns(self) -> tuple[str, ...]:
+        if self.ext == ".parquet":
+            import polars as pl
+
+            self.footer  # a file that is not Parquet fails here, naming the footer
+            return tuple(pl.read_parquet_schema(self.path))
+        if self.ext in (".csv", ".tsv"):
+            return self._header()
+        if self.ext == ".jsonl":
+            first = next(self._jsonl_rows([0] if self._offsets else []), None)
+            return tuple(first) if first is not None else ()
+        rows = self._json_rows()
+        return tuple(rows[0]) if rows else ()
+
+    @cached_property
+    def footer(self) -> Footer:
+        try:
+            return read_footer(self.path)
+        except ParquetFooterError as exc:
+            raise TaskDataError(f"{self.path}: cannot read as parquet ({exc}); fix or re-export the file") from None
+
+    @cached_property
+    def rows(self) -> int:
+        """How many rows the file holds (not counting a header)."""
+        return self._guard(self._count)
+
+    def _count(self) -> int:
+        if self.ext == ".parquet":
+            return self.footer.rows
+        if self.ext == ".jsonl":
+            return len(self._offsets) // 2
+        if self.ext == ".json":
+            return len(self._json_rows())
+        import polars as pl
+
+        return int(self._scan_text().select(pl.len()).collect(engine="streaming").item())
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def read(self, columns: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """The rows at ``positions`` (0-based, in that order; None: every row, in file order),
+        with only ``columns`` (those the file has; None: all). Refused in one line when they
+        would take more memory than ``max_rows_memory`` (see the module docstring)."""
+        if columns is None:
+            wanted = self.columns
+        elif self.ext in (".json", ".jsonl"):  # records: a key missing from the first may be in others
+            wanted = tuple(dict.fromkeys(columns))
+        else:
+            wanted = tuple(c for c in dict.fromkeys(columns) if c in self.columns)
+        if positions is not None:
+            positions = [int(i) for i in positions]
+            bad = next((i for i in positions if not 0 <= i < self.rows), None)
+            if bad is not None:
+                raise IndexError(f"{self.path}: no row at position {bad} (it has {self.rows})")
+        return self._guard(lambda: self._read(wanted, positions))
+
+    def _read(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+        if self.ext == ".parquet":
+            return self._read_parquet(columns, positions)
+        if self.ext == ".jsonl":
+            return self._read_jsonl(columns, positions)
+        if self.ext == ".json":
+            rows = self._json_rows()
+            chosen = rows if positions is None else [rows[i] for i in positions]
+            return [{c: r[c] for c in columns if c in r} for r in chosen] if columns != self.columns else list(chosen)
+        return self._read_text(columns, positions)
+
+    def _guard(self, action: Any) -> Any:
+        """``action()``, with what the readers raise turned into one line naming the file."""
+        import polars as pl
+
+        try:
+            return action()
+        except (TaskDataError, IndexError):
+            raise
+        except MemoryError:
+            raise TaskDataError(
+                f"{self.path}: ran out of memory while reading it; read fewer rows (a limit), keep a sample of its rows "
+                f"in a smaller file, or lower PRE_MAX_DATA_FILE_MB (now {size_text(max_rows_memory())}) below what this "
+                "machine has free", setting="data_file") from None
+        except (Exception, pl.exceptions.PanicException) as exc:  # polars/orjson errors (a panic is a BaseException)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            how = ""
+            if self.ext in (".csv", ".tsv"):
+                how = (f"; pre read it with {self.separator!r} as the separator"
+                       + (" and '\"' quotes" if self.quoted else ", without quotes") + ": check that every row has the "
+                       f"header's {len(getattr(self, 'columns', ())) or 'number of'} fields")
+            raise TaskDataError(f"{self.path}: cannot read as {self.ext[1:]} ({first}){how}; fix or re-export the file") from exc
+
+    def _refuse(self, rows: int, values: int, text_bytes: int, what: str = "") -> None:
+        """One line when ``rows`` rows would take more than the limit."""
+        need, limit = rows_memory(rows, values, text_bytes), max_rows_memory()
+        if need <= limit:
+            return
+        whole = "all " if rows == self.rows else ""
         raise TaskDataError(
-            f"{p}: unsupported data file type {ext or '(none)'}; use one of {', '.join(SUPPORTED_EXTENSIONS)}"
+            f"{self.path}: {whole}{rows:,} rows{what} would take about {size_text(need)} of memory once read "
+            f"({size_text(text_bytes)} of text), more than pre's limit of {size_text(limit)}; use fewer rows (a limit, "
+            "e.g. --limit 1000), keep a sample of them in a smaller file, or raise PRE_MAX_DATA_FILE_MB",
+            setting="data_file")
+
+    # -- Parquet: the footer first, then row group by row group ------------------------------------
+
+    def _read_parquet(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+        import polars as pl
+
+        groups = self.footer.row_groups
+        starts = [0]
+        for g in groups:
+            starts.append(starts[-1] + g.rows)
+        by_group: dict[int, list[int]] = {}
+        if positions is not None:
+            for i in positions:
+                by_group.setdefault(_group_of(starts, i), []).append(i)
+        chosen = sorted(by_group) if positions is not None else [n for n, g in enumerate(groups) if g.rows]
+        limit = max_rows_memory()
+        for n in chosen:  # what decoding each group's columns holds, known before any page is read
+            decoded = sum(groups[n].column_bytes.get(c, 0) for c in columns) + 16 * groups[n].rows * len(columns)
+            if decoded > limit:
+                raise TaskDataError(
+                    f"{self.path}: its row group {n + 1} decodes to {size_text(decoded)} (Parquet footer: "
+                    f"{', '.join(columns)}), more than pre's limit of {size_text(limit)}; rewrite the file with smaller "
+                    "row groups (e.g. polars write_parquet(row_group_size=10_000)) or raise PRE_MAX_DATA_FILE_MB",
+                    setting="data_file")
+        frames: list[Any] = []
+        text_bytes = count = 0
+        for n in chosen:
+            frame = pl.scan_parquet(self.path).slice(starts[n], groups[n].rows).select(list(columns)).collect()
+            if positions is not None:
+                frame = frame[pl.Series([i - starts[n] for i in by_group[n]], dtype=pl.UInt64)]
+            text_bytes += _text_bytes(frame)
+            count += frame.height
+            self._refuse(count, len(columns), text_bytes)
+            frames.append(frame)
+        if not columns:
+            return [{} for _ in (range(self.rows) if positions is None else positions)]
+        rows = [row for frame in frames for row in frame.to_dicts()]
+        if positions is None:
+            return rows
+        held = dict(zip((i for n in chosen for i in by_group[n]), rows))
+        return [held[i] for i in positions]
+
+    # -- CSV and TSV: polars, streamed --------------------------------------------------------------
+
+    def _header(self) -> tuple[str, ...]:
+        """The header's names (the sniffed separator for a .csv; none for a headerless TSV);
+        a name given twice is refused (a reader would silently take one of them)."""
+        with self.path.open("r", encoding="utf-8-sig", newline="") as f:
+            quoting = csv.QUOTE_MINIMAL if self.quoted else csv.QUOTE_NONE
+            first = next(csv.reader(f, delimiter=self.separator, quoting=quoting), [])
+            if self.ext == ".csv" and len(first) == 1:
+                for sep in CSV_SEPARATORS[1:]:
+                    f.seek(0)
+                    names = next(csv.reader(f, delimiter=sep), [])
+                    if len(names) > 1:
+                        self.separator, first = sep, names
+                        break
+        if self._headerless and not set(first) & set(self._headerless):
+            self.has_header = False
+            return self._headerless
+        seen: dict[str, int] = {}
+        for n, name in enumerate(first, 1):
+            if name in seen:
+                raise TaskDataError(f"{self.path}: column {name!r} appears twice in the header (columns {seen[name]} and {n}); "
+                                    "rename one of them", setting="data_file")
+            seen[name] = n
+        return tuple(first)
+
+    def _scan_text(self) -> Any:
+        import polars as pl
+
+        return pl.scan_csv(
+            self.path,
+            separator=self.separator,
+            quote_char='"' if self.quoted else None,
+            infer_schema=False,
+            has_header=self.has_header,
+            new_columns=None if self.has_header else list(self.columns),
+            truncate_ragged_lines=not self.quoted,
         )
-    if check_size(p) == 0:
-        raise TaskDataError(f"{p}: the file is empty; add a header and rows, or name another file", setting="data_file")
-    if ext in TEXT_EXTENSIONS:
-        check_utf8(p)
-    try:
-        if ext == ".parquet":
-            return _read_parquet(p)
-        if ext == ".jsonl":
-            return _read_jsonl(p)
-        if ext == ".json":
-            return _read_json(p)
-        if ext == ".csv":
-            return _read_delimited(p, ",", quoted=True)
-        return _read_tsv(p, headerless_tsv_columns)
-    except TaskDataError:
-        raise
-    except Exception as exc:  # polars/orjson errors: one line, naming the file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TaskDataError(f"{p}: cannot read as {ext[1:]} ({first}); fix or re-export the file") from exc
+
+    def _read_text(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+        import polars as pl
+
+        scan = self._scan_text().select(list(columns))
+        count = self.rows if positions is None else len(positions)
+        if positions is not None:
+            wanted = pl.Series(sorted(set(positions))).implode()
+            scan = scan.with_row_index(_POSITION).filter(pl.col(_POSITION).is_in(wanted)).drop(_POSITION)
+        if self.size > max_rows_memory():  # the text alone might not fit: measure it, streamed, before holding it
+            text_bytes = scan.select(_text_byte_sums(columns)).collect(engine="streaming").row(0)
+            self._refuse(count, len(columns), sum(int(b or 0) for b in text_bytes))
+        else:
+            self._refuse(count, len(columns), 0)  # a bound that needs no text measured: the text is below the file's bytes
+        frame = scan.collect(engine="streaming")
+        self._refuse(count, len(columns), _text_bytes(frame))
+        rows = frame.to_dicts()
+        if positions is None:
+            return rows
+        held = dict(zip(sorted(set(positions)), rows))
+        return [held[i] for i in positions]
+
+    # -- JSON Lines: an index of line offsets, then only the lines read -----------------------------
+
+    @cached_property
+    def _offsets(self) -> array:
+        """(offset, length) of every non-blank line, each checked to be a JSON object."""
+        index = array("q")
+        with self.path.open("rb") as f:
+            offset = 0
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        row = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise TaskDataError(f"{self.path}: line {n} is not valid JSON ({exc}); fix the line") from None
+                    if not isinstance(row, dict):
+                        raise TaskDataError(f"{self.path}: line {n} is not a JSON object; each line must be one record")
+                    index.extend((offset, len(line)))
+                offset += len(line)
+        return index
+
+    def _jsonl_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The records at ``positions`` (indices of non-blank lines), parsed one at a time."""
+        index = self._offsets
+        with self.path.open("rb") as f:
+            for i in positions:
+                f.seek(index[2 * i])
+                yield orjson.loads(f.read(index[2 * i + 1]))
+
+    def _read_jsonl(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+        order = range(self.rows) if positions is None else positions
+        index = self._offsets
+        self._refuse(len(order), len(columns), sum(index[2 * i + 1] for i in order))  # a line's bytes bound its text
+        keep = None if columns == self.columns else columns
+        return [r if keep is None else {c: r[c] for c in keep if c in r} for r in self._jsonl_rows(order)]
+
+    # -- JSON: parsed whole ---------------------------------------------------------------------------
+
+    def _json_rows(self) -> list[dict[str, Any]]:
+        """A JSON array of records, or a document some task understands (kept as one row
+        under the key ``__document__``, e.g. SQuAD's official nested layout)."""
+        if self._document is not None:
+            return self._document
+        limit = max_rows_memory()
+        if self.size * JSON_PARSE_FACTOR > limit:
+            raise TaskDataError(
+                f"{self.path}: a JSON file is parsed whole, which takes up to {JSON_PARSE_FACTOR} times its "
+                f"{size_text(self.size)}, more than pre's limit of {size_text(limit)}; save the rows as JSON Lines "
+                "(.jsonl), CSV or Parquet, which pre reads row by row, or raise PRE_MAX_DATA_FILE_MB", setting="data_file")
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise TaskDataError(f"{self.path}: not valid JSON ({exc}); fix the file or use .jsonl") from exc
+        if isinstance(data, list):
+            bad = next((i for i, r in enumerate(data) if not isinstance(r, dict)), None)
+            if bad is not None:
+                raise TaskDataError(f"{self.path}: item {bad} is not a JSON object; the array must hold records")
+            self._document = data
+        elif isinstance(data, dict):
+            self._document = [{"__document__": data}]
+        else:
+            raise TaskDataError(f"{self.path}: expected a JSON array of records; got {type(data).__name__}")
+        return self._document
 
 
-def _read_parquet(p: Path) -> list[dict[str, Any]]:
+def _group_of(starts: list[int], position: int) -> int:
+    """The row group holding ``position`` (``starts``: each group's first row, then the total)."""
+    lo, hi = 0, len(starts) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= position:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _text_byte_sums(columns: Sequence[str]) -> list[Any]:
     import polars as pl
 
-    return pl.read_parquet(p).to_dicts()
+    return [pl.col(c).str.len_bytes().cast(pl.UInt64).sum() for c in columns]
 
 
-def _read_jsonl(p: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    with p.open("rb") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise TaskDataError(f"{p}: line {n} is not valid JSON ({exc}); fix the line") from exc
-            if not isinstance(row, dict):
-                raise TaskDataError(f"{p}: line {n} is not a JSON object; each line must be one record")
-            rows.append(row)
-    return rows
-
-
-def _read_json(p: Path) -> list[dict[str, Any]]:
-    """A JSON array of records, or a document some task understands (kept as one row
-    under the key ``__document__``, e.g. SQuAD's official nested layout)."""
-    try:
-        data = orjson.loads(p.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise TaskDataError(f"{p}: not valid JSON ({exc}); fix the file or use .jsonl") from exc
-    if isinstance(data, list):
-        bad = next((i for i, r in enumerate(data) if not isinstance(r, dict)), None)
-        if bad is not None:
-            raise TaskDataError(f"{p}: item {bad} is not a JSON object; the array must hold records")
-        return data
-    if isinstance(data, dict):
-        return [{"__document__": data}]
-    raise TaskDataError(f"{p}: expected a JSON array of records; got {type(data).__name__}")
-
-
-def _read_delimited(p: Path, sep: str, *, quoted: bool, has_header: bool = True,
-                    new_columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def _text_bytes(frame: Any) -> int:
+    """The bytes of text ``frame`` holds, measured on polars' own buffers (a dictionary-encoded
+    column's repeated values are counted each time: Python holds each row's copy)."""
     import polars as pl
 
-    df = pl.read_csv(
-        p,
-        separator=sep,
-        quote_char='"' if quoted else None,
-        infer_schema=False,
-        has_header=has_header,
-        new_columns=list(new_columns) if new_columns else None,
-        truncate_ragged_lines=not quoted,
-    )
-    return df.to_dicts()
+    total = 0
+    for name, dtype in frame.schema.items():
+        expr = _value_bytes(pl.col(name), dtype)
+        if expr is not None:
+            total += int(frame.select(expr.sum()).item() or 0)
+    return total
 
 
-def _read_tsv(p: Path, headerless_columns: Sequence[str]) -> list[dict[str, Any]]:
-    if headerless_columns:
-        with p.open("r", encoding="utf-8") as f:
-            first = f.readline().rstrip("\n").split("\t")
-        if not set(first) & set(headerless_columns):
-            return _read_delimited(p, "\t", quoted=False, has_header=False, new_columns=headerless_columns)
-    return _read_delimited(p, "\t", quoted=False)
+def _value_bytes(expr: Any, dtype: Any) -> Any:
+    """An expression of each value's text bytes (strings and binary, also inside lists and
+    structs); None for a type without text (numbers: their cost is ``VALUE_BYTES``)."""
+    import polars as pl
+
+    if dtype == pl.String:
+        return expr.str.len_bytes().cast(pl.UInt64)
+    if dtype == pl.Binary:
+        return expr.bin.size().cast(pl.UInt64)
+    if isinstance(dtype, (pl.List, pl.Array)):
+        inner = _value_bytes(pl.element(), dtype.inner)
+        if inner is None:
+            return None
+        listed = expr if isinstance(dtype, pl.List) else expr.arr.to_list()
+        return listed.list.eval(inner).list.sum().cast(pl.UInt64)
+    if isinstance(dtype, pl.Struct):
+        parts = [p for p in (_value_bytes(expr.struct.field(f.name), f.dtype) for f in dtype.fields) if p is not None]
+        return pl.sum_horizontal(parts).cast(pl.UInt64) if parts else None
+    return None
 
 
 def find_split_file(data_dir: str | Path, names: Sequence[str]) -> Path | None:
@@ -207,3 +490,10 @@ def missing_split_error(data_dir: str | Path, names: Sequence[str], what: str) -
         "add one or name a data file instead",
         setting="data_file",
     )
+
+
+__all__ = [
+    "CSV_SEPARATORS", "DataFile", "LARGE_FILE_BYTES", "MAX_ROWS_MEMORY_BYTES", "SUPPORTED_EXTENSIONS", "TEXT_EXTENSIONS",
+    "check_utf8", "find_split_file", "max_rows_memory", "missing_split_error", "read_rows", "require_dir", "rows_memory",
+    "size_text",
+]

@@ -60,28 +60,45 @@ KEYS = ("name", "description", "data", "config", "split", "input", "label", "lab
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a definition came from, so every message names the file and key at fault."""
+    """Where a definition came from, so every message names the file and key at fault (the
+    flags' form: the parameter, as its caller spells it)."""
 
     task_file: str | None = None
     """The task file (TOML) it was read from; None for the other forms."""
     parameters: tuple[tuple[str, str], ...] = ()
     """The flags' form: the name of the parameter each key came from (``input`` -> ``input_columns``)."""
+    spellings: tuple[tuple[str, str], ...] = ()
+    """The flags' form: how messages name each parameter (the command line: its flags,
+    ``input_columns`` -> ``--input-column``); a parameter not listed is named as it is."""
     recorded_in: str | None = None
     """Read back from a run folder's results.json (this path), not from where it was first given."""
+
+    def name(self, key: str) -> str:
+        """How a message names the setting of ``key``: the flags' form's parameter (or flag), else the key."""
+        parameter = dict(self.parameters).get(key)
+        if parameter is None or self.recorded_in is not None or self.task_file is not None:
+            return key
+        return dict(self.spellings).get(parameter, parameter)
 
     def where(self, key: str) -> str:
         if self.recorded_in is not None:
             return f"{self.recorded_in}: the task's key {key!r} (as recorded)"
         if self.task_file is not None:
             return f"{self.task_file}: key {key!r}"
-        names = dict(self.parameters)
-        if key in names:
-            return f"task given by columns: {names[key]}"
+        if key in dict(self.parameters):
+            return self.name(key)
         return f"TaskDefinition.{key}"
 
     def setting(self, key: str) -> str | None:
         """The setting to change (the CLI prints its flag) for the flags' form."""
         return None if self.recorded_in is not None else dict(self.parameters).get(key)
+
+    @property
+    def relative_to(self) -> str:
+        """Where a relative path in the definition is read from."""
+        if self.task_file is not None or self.recorded_in is not None:
+            return "the task file's folder"
+        return "the current folder"
 
     def error(self, key: str, message: str) -> TaskDefinitionError:
         return TaskDefinitionError(f"{self.where(key)}: {message}", setting=self.setting(key))
@@ -209,11 +226,14 @@ class TaskDefinition:
         self._check_data()
         self._check_input()
         if (self.label is None) == (self.target is None):
-            raise err("label", "give exactly one of label (the label column) and target (the free-text target column)")
+            name = self.origin.name
+            raise err("label", f"give exactly one of {name('label')} (the label column) and {name('target')} (the free-text "
+                      "target column)")
         if self.label is not None:
             self._check_labels()
         elif self.labels:
-            raise err("labels", "labels map label values to answer words; they need a label column: set label, not target")
+            raise err("labels", "labels map label values to answer words; they need a label column: set "
+                      f"{self.origin.name('label')}, not {self.origin.name('target')}")
         self._check_metric()
         if self.template is not None:
             self.layout()  # parses, naming the fault
@@ -237,7 +257,7 @@ class TaskDefinition:
             raise err("data", "name a data file, a folder of split files, or hf:PATH")
         if d.kind != "hub":
             if not Path(d.location).exists():
-                raise err("data", f"{d.location} not found; check the path (relative to the task file's folder)")
+                raise err("data", f"{d.location} not found; check the path (relative to {self.origin.relative_to})")
             if d.config is not None:
                 raise err("config", "a configuration applies to a hub dataset only (data = \"hf:PATH\")")
             if d.kind == "file" and d.split is not None:
@@ -297,8 +317,9 @@ class TaskDefinition:
             return
         if self.metric not in allowed:
             kind = "a label task" if self.label is not None else "a free-text task"
-            known = " (it fits a label task: set label and labels)" if self.metric in LABEL_METRICS else (
-                " (it fits a free-text task: set target)" if self.metric in TEXT_METRICS else "")
+            name = self.origin.name
+            known = f" (it fits a label task: set {name('label')} and {name('labels')})" if self.metric in LABEL_METRICS else (
+                f" (it fits a free-text task: set {name('target')})" if self.metric in TEXT_METRICS else "")
             raise self.origin.error("metric", f"unknown metric {self.metric!r} for {kind}{known}; use one of {', '.join(allowed)}")
 
     def _check_few_shot(self) -> None:
@@ -316,7 +337,7 @@ class TaskDefinition:
             if f.split == self.data.split:
                 raise err("few_shot", f"split {f.split!r} is the evaluation split; examples must come from another split or a file")
         if f.file is not None and not Path(f.file).is_file():
-            raise err("few_shot", f"file {f.file} not found; check the path (relative to the task file's folder)")
+            raise err("few_shot", f"file {f.file} not found; check the path (relative to {self.origin.relative_to})")
 
     def _check_prompts(self) -> None:
         err = self.origin.error
@@ -337,7 +358,8 @@ class TaskDefinition:
             if p.dataset != self.name:
                 raise err("prompts", f"prompt {p.id!r} belongs to {p.dataset!r}, not {self.name!r}")
         if not self.prompts and self.label is None:
-            raise err("prompts", "a free-text task needs its own prompts (what should the model do?); add a list of instructions")
+            raise err("prompts", "a free-text task needs its own prompts (what should the model do?); give its instruction"
+                      + (f" with {self.origin.name('prompts')}" if self.origin.name("prompts") != "prompts" else "s (a list)"))
 
     # -- derived ----------------------------------------------------------------------
 
