@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import io
 import os
 from array import array
 from collections.abc import Iterable, Iterator, Sequence

@@ -257,3 +257,19 @@ def test_random_prefix_replica_holds_for_large_populations() -> None:
         k = rng.choice([None, rng.randrange(0, n + 1)])
         seed = rng.randrange(1000)
         assert seeded_positions(n, k, seed, 50) == seeded_subset(range(n), k, seed)[:50]
+
+
+def test_running_out_of_memory_anywhere_else_is_one_line_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from promptrobust.engine.runs import api
+
+    def exhausted(*args: object, **kwargs: object) -> object:
+        raise MemoryError
+
+    monkeypatch.setattr(api, "run_plan", exhausted)
+    path = tickets_csv(tmp_path / "tickets.csv", 5)
+    code = main(["run", "--data-file", str(path), "--input-column", "body", "--label-column", "queue", "--labels", LABELS,
+                 "--prompt-text", "Route it.", "--model", "openai:fake-model", "--model-args", "base_url=http://127.0.0.1:9/v1",
+                 "--output-dir", str(tmp_path / "runs"), "--no-cache", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "out of memory" in err and "Traceback" not in err, err

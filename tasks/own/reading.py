@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 from promptrobust.tasks.base import Prompt
 from promptrobust.tasks.common import ANSWER_CUE
 from promptrobust.tasks.errors import PromptFileError, TaskDefinitionError
@@ -89,9 +90,11 @@ def read_task_file(path: str | Path) -> TaskDefinition:
 
 def _parse_toml(p: Path, text: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
+        return load_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskDefinitionError(f"{p}: invalid TOML ({exc}); fix the syntax") from None
+    except TomlNestingError as exc:
+        raise TaskDefinitionError(f"{p}: {exc}; flatten the file", setting="task") from None
 
 
 def task_from_columns(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.registry import parse_model_args, resolve_model
@@ -91,7 +92,9 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
     """The price table: the shipped one, or ``path``."""
     source = Path(path) if path is not None else Path(str(resources.files("promptrobust.engine.runs.sweep").joinpath("presets", "prices.toml")))
     try:
-        data = tomllib.loads(source.read_text())
+        data = load_toml(source.read_text())
+    except TomlNestingError as exc:
+        raise PriceTableError(f"{source}: {exc}; flatten the file") from None
     except FileNotFoundError:
         raise PriceTableError(f"{source}: no such price file; pass --prices FILE with [prices.\"MODEL\"] input/output tables") from None
     except tomllib.TOMLDecodeError as exc:
