@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from promptrobust.tasks.base import Prompt
+from promptrobust.tasks.base import MAX_NEW_TOKENS, Prompt
 from promptrobust.tasks.common import ANSWER_CUE
 from promptrobust.tasks.errors import TaskDefinitionError, UnknownTaskError
 from promptrobust.tasks.own.template import InputTemplate
@@ -168,6 +169,12 @@ def label_text(value: Any) -> str:
     return str(value).strip()
 
 
+def _reading(word: str) -> str:
+    """What a reader sees of an answer word: Unicode-normalised (NFKC: an NFD accent, a ligature,
+    full-width letters are the plain word) and case-folded."""
+    return unicodedata.normalize("NFKC", word.strip()).casefold()
+
+
 def answer_list(words: tuple[str, ...]) -> str:
     """"a, b or c": the answer words as the default prompts name them."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
@@ -245,8 +252,8 @@ class TaskDefinition:
             raise err("protected", "must be a list of words")
         if self.id_column is not None and (not isinstance(self.id_column, str) or not self.id_column):
             raise err("id", "must be a column name")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise err("max_tokens", f"must be a whole number >= 1 (got {self.max_tokens!r})")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or not 1 <= self.max_tokens <= MAX_NEW_TOKENS:
+            raise err("max_tokens", f"must be a whole number >= 1 and at most {MAX_NEW_TOKENS} (got {self.max_tokens!r})")
 
     # -- checks ---------------------------------------------------------------------
 
@@ -289,6 +296,7 @@ class TaskDefinition:
             raise err("labels", "map at least two label values to answer words, e.g. billing=billing,tech=technical")
         values: dict[str, str] = {}
         words: dict[str, str] = {}
+        reads_as: dict[str, tuple[str, str]] = {}
         for value, word in self.labels:
             if not isinstance(value, str) or not value.strip():
                 raise err("labels", "a label value must be non-empty text")
@@ -302,11 +310,20 @@ class TaskDefinition:
             if strip_word(word) != word.strip().lower():
                 raise err("labels", f"label {value!r}: answer word {word!r} starts or ends with punctuation, which "
                           "answers are read without; drop it")
+            hidden = next((ch for ch in word if unicodedata.category(ch) in ("Cf", "Cc")), None)
+            if hidden is not None:
+                raise err("labels", f"label {value!r}: answer word {word!r} holds an invisible character (U+{ord(hidden):04X}), "
+                          "so an answer cannot be told apart from the word without it; remove it")
             low = word.strip().lower()
             if low in words:
                 raise err("labels", f"labels {words[low]!r} and {value!r} share the answer word {word!r}; give each its own")
+            seen = reads_as.get(_reading(word))
+            if seen is not None:
+                raise err("labels", f"labels {seen[0]!r} and {value!r} have answer words that read the same ({seen[1]!r} and "
+                          f"{word!r} are one word once Unicode-normalised, NFKC); give each its own word")
             values[value] = word
             words[low] = value
+            reads_as[_reading(word)] = (value, word)
 
     def _check_metric(self) -> None:
         allowed = LABEL_METRICS if self.label is not None else TEXT_METRICS
