@@ -36,8 +36,7 @@ from typing import Any, ClassVar, Literal
 
 from promptrobust.engine import progress
 from promptrobust.tasks.base import Sample, Task
-from promptrobust.tasks import datafiles
-from promptrobust.tasks.datafiles import DataFile, find_split_file, missing_split_error, require_dir, size_text
+from promptrobust.tasks.datafiles import DataFile, find_split_file, is_large, missing_split_error, require_dir, size_text
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.hf_data import load_hf_rows
 from promptrobust.tasks.sampling import seeded_positions, seeded_subset
@@ -289,7 +288,7 @@ class DatasetTask(Task):
     def _reading_all(self, path: Path, limit: int) -> None:
         """Say that a limit could not shorten the read of a large file, and why."""
         size = path.stat().st_size if path.is_file() else 0
-        if size < datafiles.LARGE_FILE_BYTES:
+        if not is_large(size):
             return
         why = ("its draw spreads the samples over groups" if type(self).select is not DatasetTask.select
                else "its rows are built from the file's documents")

@@ -24,7 +24,7 @@ import csv
 import os
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,11 @@ CSV_SEPARATORS = (",", ";", "\t", "|")
 #: A column name pre adds to find rows by position; never one of a file's own.
 _POSITION = "__pre_row_position__"
 _CHUNK = 1 << 20
+
+
+def is_large(size: int) -> bool:
+    """Whether a file of ``size`` bytes is large enough to say that a limit could not shorten its read."""
+    return size >= LARGE_FILE_BYTES
 
 
 def max_rows_memory() -> int:
@@ -135,7 +140,7 @@ class DataFile:
         if self.size == 0:
             raise TaskDataError(f"{p}: the file is empty; add a header and rows, or name another file", setting="data_file")
         if self.ext in TEXT_EXTENSIONS:
-            check_utf8(p)
+            _checked_utf8(str(p.resolve()), *_version(p))
         self._headerless = tuple(headerless_tsv_columns)
         #: CSV and TSV: the separator, whether the first row is a header, and the quote character.
         self.separator = "\t" if self.ext == ".tsv" else ","
@@ -179,9 +184,7 @@ class DataFile:
             return len(self._offsets) // 2
         if self.ext == ".json":
             return len(self._json_rows())
-        import polars as pl
-
-        return int(self._scan_text().select(pl.len()).collect(engine="streaming").item())
+        return _text_rows(self)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -235,17 +238,19 @@ class DataFile:
                        f"header's {len(getattr(self, 'columns', ())) or 'number of'} fields")
             raise TaskDataError(f"{self.path}: cannot read as {self.ext[1:]} ({first}){how}; fix or re-export the file") from exc
 
-    def _refuse(self, rows: int, values: int, text_bytes: int, what: str = "") -> None:
-        """One line when ``rows`` rows would take more than the limit."""
-        need, limit = rows_memory(rows, values, text_bytes), max_rows_memory()
+    def _refuse(self, rows: int, values: int, text_bytes: int | None) -> None:
+        """One line when ``rows`` rows would take more than the limit (``text_bytes`` None: not
+        measured yet, so the estimate is a floor)."""
+        need, limit = rows_memory(rows, values, text_bytes or 0), max_rows_memory()
         if need <= limit:
             return
         whole = "all " if rows == self.rows else ""
+        about = f"at least {size_text(need)}" if text_bytes is None else f"about {size_text(need)}"
+        text = "" if text_bytes is None else f" ({size_text(text_bytes)} of text)"
         raise TaskDataError(
-            f"{self.path}: {whole}{rows:,} rows{what} would take about {size_text(need)} of memory once read "
-            f"({size_text(text_bytes)} of text), more than pre's limit of {size_text(limit)}; use fewer rows (a limit, "
-            "e.g. --limit 1000), keep a sample of them in a smaller file, or raise PRE_MAX_DATA_FILE_MB",
-            setting="data_file")
+            f"{self.path}: {whole}{rows:,} rows would take {about} of memory once read{text}, more than pre's limit "
+            f"of {size_text(limit)}; use fewer rows (a limit, e.g. --limit 1000), keep a sample of them in a smaller "
+            "file, or raise PRE_MAX_DATA_FILE_MB", setting="data_file")
 
     # -- Parquet: the footer first, then row group by row group ------------------------------------
 
@@ -294,8 +299,9 @@ class DataFile:
         """The header's names (the sniffed separator for a .csv; none for a headerless TSV);
         a name given twice is refused (a reader would silently take one of them)."""
         with self.path.open("r", encoding="utf-8-sig", newline="") as f:
-            quoting = csv.QUOTE_MINIMAL if self.quoted else csv.QUOTE_NONE
-            first = next(csv.reader(f, delimiter=self.separator, quoting=quoting), [])
+            reader = (csv.reader(f, delimiter=self.separator) if self.quoted
+                      else csv.reader(f, delimiter=self.separator, quoting=csv.QUOTE_NONE))
+            first = next(reader, [])
             if self.ext == ".csv" and len(first) == 1:
                 for sep in CSV_SEPARATORS[1:]:
                     f.seek(0)
@@ -339,7 +345,7 @@ class DataFile:
             text_bytes = scan.select(_text_byte_sums(columns)).collect(engine="streaming").row(0)
             self._refuse(count, len(columns), sum(int(b or 0) for b in text_bytes))
         else:
-            self._refuse(count, len(columns), 0)  # a bound that needs no text measured: the text is below the file's bytes
+            self._refuse(count, len(columns), None)  # the rows alone may be too many: no need to read their text
         frame = scan.collect(engine="streaming")
         self._refuse(count, len(columns), _text_bytes(frame))
         rows = frame.to_dicts()
@@ -410,6 +416,33 @@ class DataFile:
         else:
             raise TaskDataError(f"{self.path}: expected a JSON array of records; got {type(data).__name__}")
         return self._document
+
+
+def _version(p: Path) -> tuple[int, int]:
+    """What tells one version of a file from another (a file checked once is not checked again)."""
+    st = p.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=64)
+def _checked_utf8(path: str, mtime_ns: int, size: int) -> None:
+    """``check_utf8`` once per version of a file: a run opens its data file more than once."""
+    check_utf8(Path(path))
+
+
+_COUNTS: dict[tuple[object, ...], int] = {}
+
+
+def _text_rows(data: DataFile) -> int:
+    """A CSV or TSV file's rows, counted by polars (quoted newlines understood), once per version."""
+    import polars as pl
+
+    key = (str(data.path.resolve()), *_version(data.path), data.separator, data.has_header, data.quoted)
+    if key not in _COUNTS:
+        if len(_COUNTS) > 64:
+            _COUNTS.clear()
+        _COUNTS[key] = int(data._scan_text().select(pl.len()).collect(engine="streaming").item())
+    return _COUNTS[key]
 
 
 def _group_of(starts: list[int], position: int) -> int:
@@ -492,7 +525,7 @@ def missing_split_error(data_dir: str | Path, names: Sequence[str], what: str) -
 
 
 __all__ = [
-    "CSV_SEPARATORS", "DataFile", "LARGE_FILE_BYTES", "MAX_ROWS_MEMORY_BYTES", "SUPPORTED_EXTENSIONS", "TEXT_EXTENSIONS",
+    "CSV_SEPARATORS", "DataFile", "LARGE_FILE_BYTES", "MAX_ROWS_MEMORY_BYTES", "is_large", "SUPPORTED_EXTENSIONS", "TEXT_EXTENSIONS",
     "check_utf8", "find_split_file", "max_rows_memory", "missing_split_error", "read_rows", "require_dir", "rows_memory",
     "size_text",
 ]

@@ -119,15 +119,18 @@ _LIGATURE_START = frozenset("-`',!?")
 _LIGATURE_NEXT = frozenset("-`',")
 
 
-#: Markdown: raw HTML as entities; brackets (and the backslash that escapes them) escaped, so no
-#: ``[text](url)`` link, ``![alt](url)`` remote image or ``[ref]: url`` definition forms.
-_MARKDOWN = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]"})
+#: Markdown: raw HTML as entities and brackets escaped, so no ``[text](url)`` link, ``![alt](url)``
+#: remote image or ``[ref]: url`` definition forms; a backslash is doubled only before ASCII
+#: punctuation (elsewhere CommonMark shows it as it is, so a table corner "attack \ dataset" stays readable).
+_MARKDOWN = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+_ESCAPING_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 
 
 def markdown_text(text: str) -> str:
     """``text`` for Markdown: raw HTML shown as text (``<``, ``>``, ``&`` as entities), link and
     image syntax shown as typed (brackets escaped), one line."""
-    return terminal_text(str(text)).translate(_MARKDOWN).replace("\n", " ")
+    plain = _ESCAPING_BACKSLASH.sub(r"\\\\", terminal_text(str(text)))
+    return plain.translate(_MARKDOWN).replace("\n", " ")
 
 
 #: Escape sequences (CSI, OSC, two-character), C0/C1 controls other than newline and tab,
