@@ -29,7 +29,7 @@ are copied through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -170,6 +170,14 @@ class DatasetTask(Task):
         order = range(len(rows)) if positions is None else positions
         return [(r, f"{data.path} row {i + 1}", tag) for r, i in zip(rows, order)]
 
+    def _file_chunks(self, data: DataFile, tag: str) -> Iterator[tuple[Rows, range]]:
+        """Every row of ``data`` as ``_file_rows`` gives them, a chunk at a time, with their positions."""
+        start = 0
+        for rows in data.iter_rows(self.data_columns()):
+            positions = range(start, start + len(rows))
+            yield [(r, f"{data.path} row {i + 1}", tag) for r, i in zip(rows, positions)], positions
+            start += len(rows)
+
     def _read_hf(self, splits: Sequence[HFSplit]) -> Rows:
         out: Rows = []
         for s in splits:
@@ -226,16 +234,18 @@ class DatasetTask(Task):
         """Refuse a data file that cannot hold this task's rows before any row is read (a user's
         task: its columns); rows are checked one by one as they become samples."""
 
-    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None) -> list[Sample]:
+    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None,
+                   seen: dict[str, str] | None = None) -> list[Sample]:
         """The rows as samples; ``positions``: each row's place in its file (default: its place in
-        ``rows``), which names a sample that has no id column."""
+        ``rows``), which names a sample that has no id column; ``seen``: the ids of samples made
+        before (id -> origin), when rows come a chunk at a time."""
         samples = []
-        seen: set[str] = set()
+        seen = {} if seen is None else seen
         for i, (row, origin, tag) in enumerate(rows):
             s = self.row_to_sample(row, i if positions is None else positions[i], origin, tag)
             if s.id in seen:
                 raise TaskDataError(f"{origin}: duplicate sample id {s.id!r}; ids must be unique")
-            seen.add(s.id)
+            seen[s.id] = origin
             samples.append(s)
         return samples
 
@@ -260,7 +270,7 @@ class DatasetTask(Task):
             raise ValueError(f"limit must be >= 0, got {limit}")
         source = self.eval_file(data_dir, data_file)
         try:
-            if limit is not None and source is not None and self.draws_by_position:
+            if source is not None and self.draws_by_position:
                 return self._load_positions(source[0], source[1], limit, seed)
             if limit is not None and source is not None:
                 self._reading_all(source[0], limit)
@@ -275,13 +285,18 @@ class DatasetTask(Task):
             raise TaskDataError(f"{data_file or data_dir or self.name}: no samples; the data is empty")
         return samples if limit is None else samples[:limit]
 
-    def _load_positions(self, path: Path, tag: str, limit: int, seed: int) -> list[Sample]:
+    def _load_positions(self, path: Path, tag: str, limit: int | None, seed: int) -> list[Sample]:
         """The draw's first ``limit`` samples, reading only their rows: the same samples, in the same
-        order, as drawing from every row (``seeded_positions`` replays ``seeded_subset``)."""
+        order, as drawing from every row (``seeded_positions`` replays ``seeded_subset``). Without a
+        limit, every row, turned into samples a chunk at a time (a chunk's rows are let go), then drawn."""
         data = self.data_file(path)
         self.check_data_file(data)
         if data.rows == 0:
             raise TaskDataError(f"{path}: no samples; the data is empty")
+        if limit is None:
+            seen: dict[str, str] = {}
+            samples = [s for rows, positions in self._file_chunks(data, tag) for s in self.to_samples(rows, positions, seen)]
+            return self.select(samples, seed)
         positions = seeded_positions(data.rows, self.sample_size, seed, limit, first=self.selection == "first")
         return self.to_samples(self._file_rows(data, tag, positions), positions)
 

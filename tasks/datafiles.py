@@ -39,12 +39,14 @@ TEXT_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv", ".tsv")
 #: The most memory the rows read from one data file may take, as ``rows_memory`` estimates it;
 #: ``PRE_MAX_DATA_FILE_MB`` changes it (megabytes) on a machine with the memory for more.
 MAX_ROWS_MEMORY_BYTES = 2 * 1024**3
-#: What one row costs as Python objects beyond its text: its dict, its place in the task's
-#: rows, the sample it becomes (an id, a fields dict), measured at about 950 bytes for a CSV
-#: row of one input and one label column (``docs/your-task.md``, "How much memory").
-ROW_BYTES = 1024
+#: What one row costs as Python objects beyond its text: its dict and place in the task's rows
+#: while its chunk is read, the sample it becomes (an id, a fields dict). A CSV row of about
+#: 100 bytes, two columns read, measured about 760 bytes in all (``bench/data_file_memory.py``;
+#: ``docs/your-task.md``, "Big data files"); with ``VALUE_BYTES`` and twice its text the estimate
+#: is about a fifth above that.
+ROW_BYTES = 640
 #: And each value read (a str object's own overhead).
-VALUE_BYTES = 64
+VALUE_BYTES = 48
 #: A JSON array is parsed whole; parsing peaks at about 16 times the file's bytes (measured
 #: with orjson on rows of short values), so its bytes times this are checked first.
 JSON_PARSE_FACTOR = 16
@@ -160,8 +162,8 @@ class DataFile:
         if self.ext in (".csv", ".tsv"):
             return self._header()
         if self.ext == ".jsonl":
-            first = next(self._jsonl_rows([0] if self._offsets else []), None)
-            return tuple(first) if first is not None else ()
+            first = self._jsonl_records(None, [0] if self._offsets else [])
+            return tuple(first[0]) if first else ()
         rows = self._json_rows()
         return tuple(rows[0]) if rows else ()
 
@@ -192,29 +194,59 @@ class DataFile:
         """The rows at ``positions`` (0-based, in that order; None: every row, in file order),
         with only ``columns`` (those the file has; None: all). Refused in one line when they
         would take more memory than ``max_rows_memory`` (see the module docstring)."""
-        if columns is None:
-            wanted = self.columns
-        elif self.ext in (".json", ".jsonl"):  # records: a key missing from the first may be in others
-            wanted = tuple(dict.fromkeys(columns))
-        else:
-            wanted = tuple(c for c in dict.fromkeys(columns) if c in self.columns)
-        if positions is not None:
-            positions = [int(i) for i in positions]
-            bad = next((i for i in positions if not 0 <= i < self.rows), None)
-            if bad is not None:
-                raise IndexError(f"{self.path}: no row at position {bad} (it has {self.rows})")
-        return self._guard(lambda: self._read(wanted, positions))
+        if positions is None:
+            return [row for chunk in self.iter_rows(columns) for row in chunk]
+        wanted = self._wanted(columns)
+        chosen = [int(i) for i in positions]
+        bad = next((i for i in chosen if not 0 <= i < self.rows), None)
+        if bad is not None:
+            raise IndexError(f"{self.path}: no row at position {bad} (it has {self.rows})")
+        return self._guard(lambda: self._read_positions(wanted, chosen))
 
-    def _read(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+    def iter_rows(self, columns: Sequence[str] | None = None, chunk: int = 50_000) -> Iterator[list[dict[str, Any]]]:
+        """Every row in file order, ``chunk`` rows at a time (only ``columns``, as ``read``), so a
+        caller that turns rows into something smaller never holds them all; refused in one line,
+        before the first chunk, when they would take more memory than ``max_rows_memory``."""
+        wanted = self._wanted(columns)
+        chunks = self._guard(lambda: self._chunks(wanted, max(1, chunk)))
+        while True:
+            rows = self._guard(lambda: next(chunks, None))
+            if rows is None:
+                return
+            yield rows
+
+    def _wanted(self, columns: Sequence[str] | None) -> tuple[str, ...]:
+        if columns is None:
+            return self.columns
+        if self.ext in (".json", ".jsonl"):  # records: a key missing from the first may be in others
+            return tuple(dict.fromkeys(columns))
+        return tuple(c for c in dict.fromkeys(columns) if c in self.columns)
+
+    def _chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
+        """The generator behind ``iter_rows``; its checks run before the first chunk."""
         if self.ext == ".parquet":
-            return self._read_parquet(columns, positions)
+            return self._parquet_chunks(columns, size)
         if self.ext == ".jsonl":
-            return self._read_jsonl(columns, positions)
+            self._refuse(self.rows, len(columns), sum(self._offsets[1::2]))  # a line's bytes bound its text
+            return (self._jsonl_records(columns, range(i, min(i + size, self.rows))) for i in range(0, self.rows, size))
         if self.ext == ".json":
             rows = self._json_rows()
-            chosen = rows if positions is None else [rows[i] for i in positions]
-            return [{c: r[c] for c in columns if c in r} for r in chosen] if columns != self.columns else list(chosen)
-        return self._read_text(columns, positions)
+            return (self._project(columns, rows[i:i + size]) for i in range(0, len(rows), size))
+        return self._text_chunks(columns, size)
+
+    def _read_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
+        if self.ext == ".parquet":
+            return self._parquet_positions(columns, positions)
+        if self.ext == ".jsonl":
+            self._refuse(len(positions), len(columns), sum(self._offsets[2 * i + 1] for i in positions))
+            return self._jsonl_records(columns, positions)
+        if self.ext == ".json":
+            rows = self._json_rows()
+            return self._project(columns, [rows[i] for i in positions])
+        return self._text_positions(columns, positions)
+
+    def _project(self, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return rows if columns == self.columns else [{c: r[c] for c in columns if c in r} for r in rows]
 
     def _guard(self, action: Any) -> Any:
         """``action()``, with what the readers raise turned into one line naming the file."""
@@ -254,44 +286,71 @@ class DataFile:
 
     # -- Parquet: the footer first, then row group by row group ------------------------------------
 
-    def _read_parquet(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
-        import polars as pl
-
-        groups = self.footer.row_groups
+    def _row_group_starts(self) -> list[int]:
         starts = [0]
-        for g in groups:
+        for g in self.footer.row_groups:
             starts.append(starts[-1] + g.rows)
-        by_group: dict[int, list[int]] = {}
-        if positions is not None:
-            for i in positions:
-                by_group.setdefault(_group_of(starts, i), []).append(i)
-        chosen = sorted(by_group) if positions is not None else [n for n, g in enumerate(groups) if g.rows]
+        return starts
+
+    def _check_row_groups(self, columns: tuple[str, ...], groups: Iterable[int]) -> None:
+        """What decoding each row group's columns holds, known from the footer before any page is read."""
         limit = max_rows_memory()
-        for n in chosen:  # what decoding each group's columns holds, known before any page is read
-            decoded = sum(groups[n].column_bytes.get(c, 0) for c in columns) + 16 * groups[n].rows * len(columns)
+        for n in groups:
+            group = self.footer.row_groups[n]
+            decoded = sum(group.column_bytes.get(c, 0) for c in columns) + 16 * group.rows * len(columns)
             if decoded > limit:
                 raise TaskDataError(
                     f"{self.path}: its row group {n + 1} decodes to {size_text(decoded)} (Parquet footer: "
                     f"{', '.join(columns)}), more than pre's limit of {size_text(limit)}; rewrite the file with smaller "
                     "row groups (e.g. polars write_parquet(row_group_size=10_000)) or raise PRE_MAX_DATA_FILE_MB",
                     setting="data_file")
-        frames: list[Any] = []
+
+    def _row_group(self, columns: tuple[str, ...], starts: list[int], n: int) -> Any:
+        import polars as pl
+
+        return pl.scan_parquet(self.path).slice(starts[n], self.footer.row_groups[n].rows).select(list(columns)).collect()
+
+    def _parquet_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
+        import polars as pl
+
+        starts = self._row_group_starts()
+        by_group: dict[int, list[int]] = {}
+        for i in positions:
+            by_group.setdefault(_group_of(starts, i), []).append(i)
+        self._check_row_groups(columns, by_group)
+        frames = []
         text_bytes = count = 0
-        for n in chosen:
-            frame = pl.scan_parquet(self.path).slice(starts[n], groups[n].rows).select(list(columns)).collect()
-            if positions is not None:
-                frame = frame[pl.Series([i - starts[n] for i in by_group[n]], dtype=pl.UInt64)]
+        for n in sorted(by_group):
+            frame = self._row_group(columns, starts, n)[pl.Series([i - starts[n] for i in by_group[n]], dtype=pl.UInt64)]
             text_bytes += _text_bytes(frame)
             count += frame.height
-            self._refuse(count, len(columns), text_bytes)
-            frames.append(frame)
+            self._refuse(count, len(columns), text_bytes)  # a dictionary-encoded column: its text measured here
+            frames.append((n, frame))
         if not columns:
-            return [{} for _ in (range(self.rows) if positions is None else positions)]
-        rows = [row for frame in frames for row in frame.to_dicts()]
-        if positions is None:
-            return rows
-        held = dict(zip((i for n in chosen for i in by_group[n]), rows))
+            return [{} for _ in positions]
+        held = {i: row for n, frame in frames for i, row in zip(by_group[n], frame.to_dicts())}
         return [held[i] for i in positions]
+
+    def _parquet_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
+        starts = self._row_group_starts()
+        groups = [n for n, g in enumerate(self.footer.row_groups) if g.rows]
+        self._check_row_groups(columns, groups)
+        self._refuse(self.rows, len(columns), None)
+        text_bytes = 0
+        for n in groups:  # every group's text counted before the first row is held
+            text_bytes += _text_bytes(self._row_group(columns, starts, n))
+            self._refuse(self.rows, len(columns), text_bytes)
+        return self._parquet_slices(columns, starts, groups, size)
+
+    def _parquet_slices(self, columns: tuple[str, ...], starts: list[int], groups: list[int],
+                        size: int) -> Iterator[list[dict[str, Any]]]:
+        for n in groups:
+            frame = self._row_group(columns, starts, n)
+            if not columns:
+                yield [{} for _ in range(self.footer.row_groups[n].rows)]
+                continue
+            for part in frame.iter_slices(size):
+                yield part.to_dicts()
 
     # -- CSV and TSV: polars, streamed --------------------------------------------------------------
 
@@ -333,26 +392,32 @@ class DataFile:
             truncate_ragged_lines=not self.quoted,
         )
 
-    def _read_text(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
+    def _text_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
         import polars as pl
 
+        wanted = sorted(set(positions))
+        scan = self._scan_text().select(list(columns)).with_row_index(_POSITION)
+        scan = scan.filter(pl.col(_POSITION).is_in(pl.Series(wanted).implode())).drop(_POSITION)
+        self._check_text(scan, columns, len(positions))
+        frame = scan.collect(engine="streaming")
+        self._refuse(len(positions), len(columns), _text_bytes(frame))
+        held = dict(zip(wanted, frame.to_dicts()))
+        return [held[i] for i in positions]
+
+    def _text_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
         scan = self._scan_text().select(list(columns))
-        count = self.rows if positions is None else len(positions)
-        if positions is not None:
-            wanted = pl.Series(sorted(set(positions))).implode()
-            scan = scan.with_row_index(_POSITION).filter(pl.col(_POSITION).is_in(wanted)).drop(_POSITION)
-        if self.size > max_rows_memory():  # the text alone might not fit: measure it, streamed, before holding it
+        self._check_text(scan, columns, self.rows)
+        batches = getattr(scan, "collect_batches", None)  # polars >= 1.3x streams batches; older: one frame, sliced
+        frames = batches(chunk_size=size) if batches is not None else scan.collect().iter_slices(size)
+        return (frame.to_dicts() for frame in frames)
+
+    def _check_text(self, scan: Any, columns: tuple[str, ...], count: int) -> None:
+        """Refuse ``count`` rows that would not fit: by their number alone, and, when the file is larger
+        than the limit (its text might not fit either), by their text measured in a streamed pass."""
+        self._refuse(count, len(columns), None)
+        if self.size > max_rows_memory():
             text_bytes = scan.select(_text_byte_sums(columns)).collect(engine="streaming").row(0)
             self._refuse(count, len(columns), sum(int(b or 0) for b in text_bytes))
-        else:
-            self._refuse(count, len(columns), None)  # the rows alone may be too many: no need to read their text
-        frame = scan.collect(engine="streaming")
-        self._refuse(count, len(columns), _text_bytes(frame))
-        rows = frame.to_dicts()
-        if positions is None:
-            return rows
-        held = dict(zip(sorted(set(positions)), rows))
-        return [held[i] for i in positions]
 
     # -- JSON Lines: an index of line offsets, then only the lines read -----------------------------
 
@@ -374,20 +439,18 @@ class DataFile:
                 offset += len(line)
         return index
 
-    def _jsonl_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
-        """The records at ``positions`` (indices of non-blank lines), parsed one at a time."""
+    def _jsonl_records(self, columns: tuple[str, ...] | None, positions: Iterable[int]) -> list[dict[str, Any]]:
+        """The records at ``positions`` (indices of non-blank lines), parsed one at a time, with only
+        ``columns`` (None: every key)."""
         index = self._offsets
+        keep = None if columns is None or columns == self.columns else columns
+        out = []
         with self.path.open("rb") as f:
             for i in positions:
                 f.seek(index[2 * i])
-                yield orjson.loads(f.read(index[2 * i + 1]))
-
-    def _read_jsonl(self, columns: tuple[str, ...], positions: list[int] | None) -> list[dict[str, Any]]:
-        order = range(self.rows) if positions is None else positions
-        index = self._offsets
-        self._refuse(len(order), len(columns), sum(index[2 * i + 1] for i in order))  # a line's bytes bound its text
-        keep = None if columns == self.columns else columns
-        return [r if keep is None else {c: r[c] for c in keep if c in r} for r in self._jsonl_rows(order)]
+                row = orjson.loads(f.read(index[2 * i + 1]))
+                out.append(row if keep is None else {c: row[c] for c in keep if c in row})
+        return out
 
     # -- JSON: parsed whole ---------------------------------------------------------------------------
 

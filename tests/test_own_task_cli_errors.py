@@ -104,7 +104,7 @@ def test_a_file_too_large_for_memory(folder: Path, server: FakeOpenAIServer, cap
     path = task_file(folder, csv=big)
     monkeypatch.setenv("PRE_MAX_DATA_FILE_MB", "0.5")
     line = refused(folder, server, capsys, "--task", path)
-    has(line, "tickets.csv", "all 40,000 rows would take about", "more than pre's limit of 0.5 MB", "PRE_MAX_DATA_FILE_MB")
+    has(line, "tickets.csv", "all 40,000 rows would take at least", "more than pre's limit of 0.5 MB", "PRE_MAX_DATA_FILE_MB")
 
 
 def test_a_name_that_collides_with_a_built_in(folder: Path, server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]) -> None:

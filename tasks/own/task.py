@@ -18,7 +18,7 @@ What it adds to a built-in task:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -250,17 +250,24 @@ class OwnTask(DatasetTask):
         except TaskDataError as exc:
             raise self._named(exc, data.path) from None
 
+    def _file_chunks(self, data: DataFile, tag: str) -> Iterator[tuple[Rows, range]]:
+        try:
+            yield from super()._file_chunks(data, tag)
+        except TaskDataError as exc:
+            raise self._named(exc, data.path) from None
+
     def _named(self, exc: TaskDataError, path: Path) -> TaskDataError:
         few = self.definition.few_shot
         key = "few_shot" if few is not None and few.file is not None and Path(few.file) == path else "data"
         exc.setting = self.definition.origin.setting(key)
         return exc
 
-    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None) -> list[Sample]:
-        """The rows as samples (``positions``: as ``DatasetTask.to_samples``); two rows with one id
-        name the id key and both rows."""
+    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None,
+                   seen: dict[str, str] | None = None) -> list[Sample]:
+        """The rows as samples (``positions``, ``seen``: as ``DatasetTask.to_samples``); two rows with
+        one id name the id key and both rows."""
         samples: list[Sample] = []
-        seen: dict[str, str] = {}
+        seen = {} if seen is None else seen
         for i, (row, origin, tag) in enumerate(rows):
             sample = self.row_to_sample(row, i if positions is None else positions[i], origin, tag)
             if sample.id in seen:
