@@ -23,10 +23,10 @@ import codecs
 import csv
 import os
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -57,6 +57,9 @@ CSV_SEPARATORS = (",", ";", "\t", "|")
 #: A column name pre adds to find rows by position; never one of a file's own.
 _POSITION = "__pre_row_position__"
 _CHUNK = 1 << 20
+_T = TypeVar("_T")
+#: How a reader's failed allocation reads (polars: a Rust error or panic, not a MemoryError).
+_OUT_OF_MEMORY = ("Cannot allocate memory", "OutOfMemory", "memory allocation of", "capacity overflow")
 
 
 def is_large(size: int) -> bool:
@@ -248,7 +251,7 @@ class DataFile:
     def _project(self, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return rows if columns == self.columns else [{c: r[c] for c in columns if c in r} for r in rows]
 
-    def _guard(self, action: Any) -> Any:
+    def _guard(self, action: Callable[[], _T]) -> _T:
         """``action()``, with what the readers raise turned into one line naming the file."""
         import polars as pl
 
@@ -257,12 +260,11 @@ class DataFile:
         except (TaskDataError, IndexError):
             raise
         except MemoryError:
-            raise TaskDataError(
-                f"{self.path}: ran out of memory while reading it; read fewer rows (a limit), keep a sample of its rows "
-                f"in a smaller file, or lower PRE_MAX_DATA_FILE_MB (now {size_text(max_rows_memory())}) below what this "
-                "machine has free", setting="data_file") from None
+            raise self._out_of_memory() from None
         except (Exception, pl.exceptions.PanicException) as exc:  # polars/orjson errors (a panic is a BaseException)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if any(sign in first for sign in _OUT_OF_MEMORY):  # the reader's own allocation failed
+                raise self._out_of_memory() from None
             how = ""
             if self.ext in (".csv", ".tsv"):
                 how = (f"; pre read it with {self.separator!r} as the separator"
@@ -270,15 +272,23 @@ class DataFile:
                        f"header's {len(getattr(self, 'columns', ())) or 'number of'} fields")
             raise TaskDataError(f"{self.path}: cannot read as {self.ext[1:]} ({first}){how}; fix or re-export the file") from exc
 
-    def _refuse(self, rows: int, values: int, text_bytes: int | None) -> None:
-        """One line when ``rows`` rows would take more than the limit (``text_bytes`` None: not
-        measured yet, so the estimate is a floor)."""
+    def _out_of_memory(self) -> TaskDataError:
+        return TaskDataError(
+            f"{self.path}: ran out of memory while reading it ({size_text(self.size)}; the CSV and Parquet readers map the "
+            "file, so free memory about its size is needed besides the rows read); read fewer rows (a limit), keep a "
+            "sample of them in a smaller file, or run where more memory is free", setting="data_file")
+
+    def _refuse(self, rows: int, values: int, text_bytes: int | None, *, counted_so_far: bool = False) -> None:
+        """One line when ``rows`` rows would take more than the limit. ``text_bytes`` None: not
+        measured yet; ``counted_so_far``: the text of only part of them; either way the estimate
+        is a floor."""
         need, limit = rows_memory(rows, values, text_bytes or 0), max_rows_memory()
         if need <= limit:
             return
         whole = "all " if rows == self.rows else ""
-        about = f"at least {size_text(need)}" if text_bytes is None else f"about {size_text(need)}"
-        text = "" if text_bytes is None else f" ({size_text(text_bytes)} of text)"
+        floor = text_bytes is None or counted_so_far
+        about = f"at least {size_text(need)}" if floor else f"about {size_text(need)}"
+        text = "" if text_bytes is None else f" ({size_text(text_bytes)} of text{' in the rows counted so far' if counted_so_far else ''})"
         raise TaskDataError(
             f"{self.path}: {whole}{rows:,} rows would take {about} of memory once read{text}, more than pre's limit "
             f"of {size_text(limit)}; use fewer rows (a limit, e.g. --limit 1000), keep a sample of them in a smaller "
@@ -325,6 +335,7 @@ class DataFile:
             text_bytes += _text_bytes(frame)
             count += frame.height
             self._refuse(count, len(columns), text_bytes)  # a dictionary-encoded column: its text measured here
+            # (the rows of the groups so far: if they alone are too many, all of them are)
             frames.append((n, frame))
         if not columns:
             return [{} for _ in positions]
@@ -337,9 +348,9 @@ class DataFile:
         self._check_row_groups(columns, groups)
         self._refuse(self.rows, len(columns), None)
         text_bytes = 0
-        for n in groups:  # every group's text counted before the first row is held
+        for k, n in enumerate(groups):  # every group's text counted before the first row is held
             text_bytes += _text_bytes(self._row_group(columns, starts, n))
-            self._refuse(self.rows, len(columns), text_bytes)
+            self._refuse(self.rows, len(columns), text_bytes, counted_so_far=k < len(groups) - 1)
         return self._parquet_slices(columns, starts, groups, size)
 
     def _parquet_slices(self, columns: tuple[str, ...], starts: list[int], groups: list[int],
