@@ -57,8 +57,9 @@ def flag_for(setting: str) -> str:
 
 def with_flag(text: str, setting: str | None) -> str:
     """A library message with its ``setting`` turned into the flag: in place when the message
-    starts with the setting's name ("limit must be ..." -> "--limit must be ..."), else appended."""
-    if not setting:
+    starts with the setting's name ("limit must be ..." -> "--limit must be ..."), else appended
+    (not when the message names a flag already: the column form's messages name theirs)."""
+    if not setting or text.startswith("--") or flag_for(setting) in text:
         return text
     if text.startswith(setting + " "):
         return flag_for(setting) + text[len(setting):]

@@ -223,8 +223,10 @@ def task_choice(args: argparse.Namespace) -> TaskChoice:
 
 
 def targets(args: argparse.Namespace) -> list[Target]:
-    """What the command measures: --task FILE, --data-file (or --dataset hf:PATH) with its columns, or --dataset names."""
-    return task_choice(args).targets(datasets(args), getattr(args, "data_file", None))
+    """What the command measures: --task FILE, --data-file (or --dataset hf:PATH) with its columns, or --dataset names
+    (a free-text task given by its columns takes --prompt-text as its prompt); messages name the flags."""
+    return task_choice(args).targets(datasets(args), getattr(args, "data_file", None),
+                                     prompt_text=getattr(args, "prompt_text", None), spell=flag_for)
 
 
 def evaluation_settings(args: argparse.Namespace, target: Target | None = None) -> EvaluationSettings:

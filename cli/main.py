@@ -145,9 +145,19 @@ def _run_handler(args: argparse.Namespace, errors: tuple[type[BaseException], ..
             import shlex
 
             again = shlex.join(args.argv)
-            default = f"no run folder was written; finished answers are in the cache, so this resumes: {again}"
+            default = (f"no run folder was written, and with --no-cache no answer was kept: running it again starts over: "
+                       f"{again}" if getattr(args, "no_cache", False) else
+                       f"no run folder was written; finished answers are in the cache, so this resumes: {again}")
             print(f"pre: {signals.verb}; {kept or default}", file=sys.stderr)
             return signals.exit_code
+        except MemoryError:
+            # What reads data turns this into one line naming the file (exit 2); anywhere else it is
+            # still one line, the environment's refusal (exit 1), never a traceback.
+            from promptrobust.engine.safe_io import EXIT_ENVIRONMENT
+
+            print("pre: error: the machine ran out of memory; use fewer samples (--limit), a smaller model or batch "
+                  "(--batch-size), or run where more memory is free", file=sys.stderr)
+            return EXIT_ENVIRONMENT
         except BrokenPipeError:
             # `pre list models | head`: the reader left; nothing is wrong and nothing more to say.
             # The interpreter flushes stdout at exit: point its descriptor at /dev/null first.

@@ -23,6 +23,9 @@ SEMANTIC_PROMPTS: PromptType = "semantic"
 PROMPT_TYPES: tuple[PromptType, ...] = ("task", "role", SEMANTIC_PROMPTS)
 Shot = Literal["zero", "few"]
 ParserName = Literal["last_word", "robust"]
+#: The most new tokens a task or a command may ask a model for (the paper's answers are 20; a
+#: translation a few hundred): a larger number is a mistake, not an answer length.
+MAX_NEW_TOKENS = 32_768
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
-from promptrobust.tasks.common import DatasetTask, column, text_value
+from promptrobust.tasks.common import CONTAINERS, DatasetTask, column, id_value, kind_of, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy
 from promptrobust.tasks.parsing import LabelParser, last_word
@@ -46,6 +46,9 @@ class ClassificationTask(DatasetTask):
         return LabelParser(words)
 
     def _label(self, raw: Any, origin: str) -> str:
+        if isinstance(raw, CONTAINERS):
+            raise TaskDataError(f"{origin}: column {self.label_columns[0]!r} holds {kind_of(raw)}, not a label; "
+                                "fix the row")
         key = str(raw).strip() if raw is not None else ""
         if key.lower() in self.labels:
             return key.lower()
@@ -56,10 +59,13 @@ class ClassificationTask(DatasetTask):
             f"{origin}: unknown label {raw!r} in column {self.label_columns[0]!r}; expected one of {', '.join(valid)}"
         )
 
+    def data_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([c for f in self.fields for c in f.columns] + [*self.label_columns, *self.id_columns]))
+
     def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
         values = {f.key: text_value(column(row, f.columns, origin), f.columns[0], origin) for f in self.fields}
         target = self._label(column(row, self.label_columns, origin), origin)
-        rid = next((row[c] for c in self.id_columns if c in row and row[c] is not None), index)
+        rid = next((id_value(row[c], c, origin) for c in self.id_columns if c in row and row[c] is not None), index)
         prefix = f"{tag}:" if tag else ""
         return Sample(id=f"{self.name}:{prefix}{rid}", fields=values, target=target)
 

@@ -29,16 +29,17 @@ are copied through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from promptrobust.engine import progress
 from promptrobust.tasks.base import Sample, Task
-from promptrobust.tasks.datafiles import find_split_file, missing_split_error, read_rows, require_dir
+from promptrobust.tasks.datafiles import DataFile, find_split_file, is_large, missing_split_error, require_dir, size_text
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.hf_data import load_hf_rows
-from promptrobust.tasks.sampling import seeded_subset
+from promptrobust.tasks.sampling import seeded_positions, seeded_subset
 
 ANSWER_CUE = "Answer:"
 #: The paper's slot for the subject / question type / languages in a prompt.
@@ -92,9 +93,40 @@ def column(row: dict[str, Any], names: Sequence[str], origin: str) -> Any:
     )
 
 
+#: Values that are not one piece of text (a JSON object or list, bytes): never shown as their repr
+#: (a value nested a thousand deep has none: its repr is a RecursionError).
+CONTAINERS = (dict, list, tuple, set, frozenset, bytes, bytearray)
+
+
+def kind_of(value: Any) -> str:
+    """What a non-text value is, in words (never its repr)."""
+    if isinstance(value, dict):
+        return "an object (keys and values)"
+    if isinstance(value, (bytes, bytearray)):
+        return "bytes"
+    return f"a {type(value).__name__}"
+
+
 def text_value(value: Any, name: str, origin: str) -> str:
+    """The text of a text column: a string as it is, a number or boolean as it reads (a CSV holds
+    those as text too); an empty value, or an object or list (never silently shown as its repr),
+    refused naming the row and column."""
     if value is None:
         raise TaskDataError(f"{origin}: empty value in column {name!r}; fill it or drop the row")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, CONTAINERS):
+        raise TaskDataError(f"{origin}: column {name!r} holds {kind_of(value)}, not text; put the text itself in the "
+                            "column, or name the column that holds it")
+    return str(value)
+
+
+def id_value(value: Any, name: str, origin: str) -> str:
+    """A sample id from an id column: a scalar as it reads; an object or a list refused (never
+    shown as its repr, which a value nested a thousand deep cannot even give), so an id names one row."""
+    if isinstance(value, CONTAINERS):
+        raise TaskDataError(f"{origin}: id column {name!r} holds {kind_of(value)}, not an id; ids are text or numbers: "
+                            "fix the row, or choose another id column")
     return value if isinstance(value, str) else str(value)
 
 
@@ -120,9 +152,31 @@ class DatasetTask(Task):
     def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
         raise NotImplementedError
 
+    def data_columns(self) -> tuple[str, ...] | None:
+        """The columns a row is read with (None: all of them): a task that names the columns it
+        reads never holds a wide file's others."""
+        return None
+
+    def data_file(self, path: Path) -> DataFile:
+        """``path`` opened as a data file (checked; its columns and rows known, none held)."""
+        return DataFile(path, headerless_tsv_columns=self.headerless_tsv_columns)
+
     def _read_local(self, path: Path, tag: str) -> Rows:
-        rows = read_rows(path, headerless_tsv_columns=self.headerless_tsv_columns)
-        return [(r, f"{path} row {i + 1}", tag) for i, r in enumerate(rows)]
+        return self._file_rows(self.data_file(path), tag)
+
+    def _file_rows(self, data: DataFile, tag: str, positions: Sequence[int] | None = None) -> Rows:
+        """The rows of ``data`` at ``positions`` (None: all), each with its origin ("FILE row N")."""
+        rows = data.read(self.data_columns(), positions)
+        order = range(len(rows)) if positions is None else positions
+        return [(r, f"{data.path} row {i + 1}", tag) for r, i in zip(rows, order)]
+
+    def _file_chunks(self, data: DataFile, tag: str) -> Iterator[tuple[Rows, range]]:
+        """Every row of ``data`` as ``_file_rows`` gives them, a chunk at a time, with their positions."""
+        start = 0
+        for rows in data.iter_rows(self.data_columns()):
+            positions = range(start, start + len(rows))
+            yield [(r, f"{data.path} row {i + 1}", tag) for r, i in zip(rows, positions)], positions
+            start += len(rows)
 
     def _read_hf(self, splits: Sequence[HFSplit]) -> Rows:
         out: Rows = []
@@ -155,14 +209,43 @@ class DatasetTask(Task):
             return rows
         return self._read_hf(self.source.hf_eval)
 
-    def to_samples(self, rows: Rows) -> list[Sample]:
+    def eval_file(self, data_dir: str | None, data_file: str | None) -> tuple[Path, str] | None:
+        """The one local file whose rows are the evaluation rows, one for one, and their tag;
+        None when they come from the hub, are generated, or come from several files."""
+        if data_file is not None:
+            return Path(data_file), ""
+        if data_dir is not None and len(self.source.local_eval) == 1:
+            group = self.source.local_eval[0]
+            path = find_split_file(require_dir(data_dir), group.names)
+            return (path, group.tag) if path is not None else None
+        return None
+
+    #: Whether a row of a data file is one evaluation row (False: rows are built from the
+    #: file's documents, as SQuAD's nested layout).
+    rows_are_file_rows: ClassVar[bool] = True
+
+    @property
+    def draws_by_position(self) -> bool:
+        """Whether the evaluation draw depends only on how many rows there are (the plain seeded
+        draw over a file's rows), so a limit reads only the rows it uses."""
+        return type(self).select is DatasetTask.select and self.rows_are_file_rows
+
+    def check_data_file(self, data: DataFile) -> None:
+        """Refuse a data file that cannot hold this task's rows before any row is read (a user's
+        task: its columns); rows are checked one by one as they become samples."""
+
+    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None,
+                   seen: dict[str, str] | None = None) -> list[Sample]:
+        """The rows as samples; ``positions``: each row's place in its file (default: its place in
+        ``rows``), which names a sample that has no id column; ``seen``: the ids of samples made
+        before (id -> origin), when rows come a chunk at a time."""
         samples = []
-        seen: set[str] = set()
+        seen = {} if seen is None else seen
         for i, (row, origin, tag) in enumerate(rows):
-            s = self.row_to_sample(row, i, origin, tag)
+            s = self.row_to_sample(row, i if positions is None else positions[i], origin, tag)
             if s.id in seen:
                 raise TaskDataError(f"{origin}: duplicate sample id {s.id!r}; ids must be unique")
-            seen.add(s.id)
+            seen[s.id] = origin
             samples.append(s)
         return samples
 
@@ -180,12 +263,52 @@ class DatasetTask(Task):
         data_dir: str | None = None,
         data_file: str | None = None,
     ) -> list[Sample]:
+        """The first ``limit`` samples of the task's draw with ``seed`` (all: None). Where the draw
+        depends only on the number of rows of one data file (``draws_by_position``), only the rows
+        it uses are read; otherwise every row is (said when the file is large)."""
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
-        samples = self.select(self.to_samples(self.eval_rows(data_dir, data_file, seed=seed)), seed)
+        source = self.eval_file(data_dir, data_file)
+        try:
+            if source is not None and self.draws_by_position:
+                return self._load_positions(source[0], source[1], limit, seed)
+            if limit is not None and source is not None:
+                self._reading_all(source[0], limit)
+            samples = self.select(self.to_samples(self.eval_rows(data_dir, data_file, seed=seed)), seed)
+        except MemoryError:
+            where = source[0] if source is not None else data_file or data_dir or self.name
+            raise TaskDataError(
+                f"{where}: ran out of memory while turning its rows into samples; read fewer rows (a limit), keep a "
+                f"sample of them in a smaller file, or lower PRE_MAX_DATA_FILE_MB below what this machine has free",
+                setting="limit") from None
         if not samples:
             raise TaskDataError(f"{data_file or data_dir or self.name}: no samples; the data is empty")
         return samples if limit is None else samples[:limit]
+
+    def _load_positions(self, path: Path, tag: str, limit: int | None, seed: int) -> list[Sample]:
+        """The draw's first ``limit`` samples, reading only their rows: the same samples, in the same
+        order, as drawing from every row (``seeded_positions`` replays ``seeded_subset``). Without a
+        limit, every row, turned into samples a chunk at a time (a chunk's rows are let go), then drawn."""
+        data = self.data_file(path)
+        self.check_data_file(data)
+        if data.rows == 0:
+            raise TaskDataError(f"{path}: no samples; the data is empty")
+        if limit is None:
+            seen: dict[str, str] = {}
+            samples = [s for rows, positions in self._file_chunks(data, tag) for s in self.to_samples(rows, positions, seen)]
+            return self.select(samples, seed)
+        positions = seeded_positions(data.rows, self.sample_size, seed, limit, first=self.selection == "first")
+        return self.to_samples(self._file_rows(data, tag, positions), positions)
+
+    def _reading_all(self, path: Path, limit: int) -> None:
+        """Say that a limit could not shorten the read of a large file, and why."""
+        size = path.stat().st_size if path.is_file() else 0
+        if not is_large(size):
+            return
+        why = ("its draw spreads the samples over groups" if type(self).select is not DatasetTask.select
+               else "its rows are built from the file's documents")
+        progress.fallback(f"read-all:{path}", f"limit {limit} cannot shorten the read of {path} ({size_text(size)}): "
+                                              f"{self.name} draws from every row ({why}), so every row is read")
 
     def few_shot_pool(
         self, *, seed: int = 0, data_dir: str | None = None, data_file: str | None = None

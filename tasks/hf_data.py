@@ -11,6 +11,12 @@ cache, or failing at once in one line, instead of huggingface_hub's retries (six
 ``Retrying in 1s [Retry 1/5]`` lines over about 50 s, then a 529-character error). While
 loading, what huggingface_hub and ``datasets`` log is said as one ``pre: warning:`` line per
 kind (retries counted in one), never as their raw lines.
+
+A local folder given as a hub dataset (``hf:PATH``) is streamed from its files:
+``load_dataset`` would first write an Arrow copy of all of it into the Hugging
+Face cache (``~/.cache/huggingface``), whatever its size. Every split's rows are
+held under the same bound as a data file's (``tasks.datafiles.max_rows_memory``),
+counted as they arrive, so a split too large is one line, not an exhausted machine.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from promptrobust.engine import progress
+from promptrobust.tasks.datafiles import VALUE_BYTES, max_rows_memory, rows_memory, size_text
 from promptrobust.tasks.errors import TaskDataError
 
 
@@ -151,10 +158,13 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
         with _hub_load(offline=not reachable):
             if take is not None and reachable:  # streaming needs the hub; from the local cache, the whole split
                 ds = load_dataset(path, config, split=split, streaming=True, **kwargs)
-                return [dict(r) for r in itertools.islice(ds, take)]
-            ds = load_dataset(path, config, split=split, **kwargs)
-            rows = [dict(r) for r in ds]
+                return bounded_rows(itertools.islice(ds, take), where)
+            # a local folder is streamed from its files: no Arrow copy of it in the Hugging Face cache
+            ds = load_dataset(path, config, split=split, streaming=Path(path).is_dir(), **kwargs)
+            rows = bounded_rows(ds, where)
             return rows[:take] if take is not None else rows
+    except TaskDataError:
+        raise
     except Exception as exc:  # network, missing config, ...: one line
         if not reachable:
             raise TaskDataError(
@@ -193,4 +203,35 @@ def _rows_saved_to_disk(path: str, split: str, where: str) -> list[dict[str, Any
     elif saved.split is not None and str(saved.split) != split:
         raise TaskDataError(f"{path}: the saved dataset is split {saved.split!s}, not {split!r}; name {saved.split!s} as the split",
                             setting="split")
-    return [dict(r) for r in saved]
+    return bounded_rows(saved, where)
+
+
+def bounded_rows(rows: Iterable[Any], where: str) -> list[dict[str, Any]]:
+    """``rows`` as dicts, refused in one line once what they take (``rows_memory``, counted as
+    they arrive) passes the limit a data file's rows have."""
+    limit = max_rows_memory()
+    out: list[dict[str, Any]] = []
+    values = text = 0
+    for row in rows:
+        item = dict(row)
+        values += len(item)
+        text += sum(_text_size(v) for v in item.values())
+        out.append(item)
+        need = rows_memory(len(out), 0, text) + values * VALUE_BYTES
+        if need > limit:
+            raise TaskDataError(
+                f"{where}: its rows take more than pre's limit of {size_text(limit)} of memory (about "
+                f"{size_text(need)} after {len(out):,} rows); keep a sample of them in a smaller dataset, name a smaller "
+                "split, or raise PRE_MAX_DATA_FILE_MB", setting="data_file")
+    return out
+
+
+def _text_size(value: Any, depth: int = 0) -> int:
+    """About how many bytes of text ``value`` holds (strings, also in lists and dicts a few levels deep)."""
+    if isinstance(value, str):
+        return len(value)
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return sum(_text_size(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return sum(_text_size(v, depth + 1) for v in value.values())
+    return 0

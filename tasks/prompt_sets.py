@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import cast
 
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 from promptrobust.tasks.base import PROMPT_TYPES, SEMANTIC_PROMPTS, Prompt, PromptType, Task
 from promptrobust.tasks.errors import PromptFileError, UnknownPromptError
 from promptrobust.tasks.registry import canonical_name, prompt_dataset
@@ -38,9 +39,11 @@ def _parse_file(path: str, mtime_ns: int) -> tuple[tuple[str, PromptType, str, s
     """(id, type, language, text) per [[prompt]] table, validated."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = load_toml(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise PromptFileError(f"{p}: invalid TOML ({exc}); fix the syntax") from exc
+    except TomlNestingError as exc:
+        raise PromptFileError(f"{p}: {exc}; flatten the file") from None
     except UnicodeDecodeError as exc:
         raise PromptFileError(f"{p}: not UTF-8 text; save the file as UTF-8") from exc
     tables = data.get("prompt")

@@ -11,6 +11,7 @@ order (per group for stratified tasks), whatever the seed.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
@@ -26,6 +27,42 @@ def seeded_subset(items: Sequence[T], k: int | None, seed: int, *, first: bool =
         return list(items[:n])
     chosen = random.Random(seed).sample(range(len(items)), n)
     return [items[i] for i in chosen]
+
+
+def seeded_positions(n: int, k: int | None, seed: int, limit: int, *, first: bool = False) -> list[int]:
+    """The first ``limit`` positions of ``seeded_subset(range(n), k, seed, first=first)``, in its
+    order, computed in memory for ``limit`` positions, not ``n``: a data file's rows can be read
+    by position, only those a ``--limit`` uses, and still be the samples a full read draws.
+
+    ``seeded_subset`` draws with ``random.Random(seed).sample``; this replays that draw's steps
+    (CPython's two methods: a partial shuffle of a pool when the population is small next to the
+    sample, else rejection of repeats from a set), stopping after ``limit`` of them, with the pool
+    kept as a dict of the positions it swapped. ``tests/test_data_file_bounds.py`` checks it
+    against ``random.sample`` over populations, sample sizes, seeds and limits."""
+    size = n if k is None else min(k, n)
+    limit = max(0, min(limit, size))
+    if first:
+        return list(range(limit))
+    rng = random.Random(seed)
+    out: list[int] = []
+    setsize = 21
+    if size > 5:
+        setsize += 4 ** math.ceil(math.log(size * 3, 4))
+    if n <= setsize:  # random.sample's pool: a partial Fisher-Yates shuffle
+        swapped: dict[int, int] = {}
+        for i in range(limit):
+            j = rng.randrange(n - i)  # randrange(m) is random's _randbelow(m)
+            out.append(swapped.get(j, j))
+            swapped[j] = swapped.get(n - i - 1, n - i - 1)
+        return out
+    seen: set[int] = set()
+    for _ in range(limit):  # random.sample's set: draw again on a repeat
+        j = rng.randrange(n)
+        while j in seen:
+            j = rng.randrange(n)
+        seen.add(j)
+        out.append(j)
+    return out
 
 
 def stratified_subset(

@@ -56,6 +56,9 @@ def _flatten_official(doc: dict[str, Any], origin: str) -> list[dict[str, Any]]:
 
 @dataclass
 class SquadV2Task(DatasetTask):
+    #: A JSON file in SQuAD's official layout is one document of many questions.
+    rows_are_file_rows = False
+
     @property
     def metric(self) -> Metric:
         return SquadF1()

@@ -54,3 +54,11 @@ def test_every_argparse_mistake_is_one_line_naming_the_help(argv: list[str], sai
     assert err.count("\n") == 1 and said in err and "usage:" not in err, err
     command = argv[0] if argv[0] in ("run", "eval") else None
     assert err.rstrip().endswith(f"(see `pre {command} --help`)" if command else "(see `pre --help`)")
+
+
+def test_max_tokens_beyond_any_answer_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
+    """Issue 41 (weak point): 10^11 new tokens is a mistake, as in a task file (tasks.base.MAX_NEW_TOKENS)."""
+    assert main(["run", "--max-tokens", "100000000000", "--model", "openai:fake-model", "--model-args",
+                 "base_url=http://127.0.0.1:9/v1", "--output-dir", str(tmp_path), "--no-cache", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--max-tokens" in err and "32768" in err, err

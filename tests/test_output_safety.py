@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import time
 from pathlib import Path
@@ -77,6 +78,40 @@ def test_a_report_of_hostile_names_and_prompts_is_safe_everywhere(tmp_path, caps
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<img src=x" not in html
     assert all(p.read_bytes()[:4] == b"\x89PNG" and p.stat().st_size > 1000 for p in out.glob("*.png"))
+
+
+#: Markdown that would render as a link or a remote image: unescaped ``[text](url)``, ``![alt](url)``,
+#: ``[text][ref]`` or a ``[ref]: url`` definition.
+MD_LINK = re.compile(r"(?<!\\)!?\[[^\]\n]*(?<!\\)\](?:\(|\[|:)")
+JS_LINK = "[click me](javascript:alert(1))"
+REMOTE_IMAGE = "![x](https://evil.example/pixel.png)"
+
+
+def test_markdown_text_keeps_link_and_image_syntax_as_text():
+    """Issue 41 (weak point): link and image syntax in a name or prompt is text in report.md."""
+    for text in (JS_LINK, REMOTE_IMAGE, "[ref]: https://evil.example", "[a][ref]", "\\[x](y)"):
+        safe = markdown_text(text)
+        assert not MD_LINK.search(safe), safe
+    assert markdown_text(JS_LINK) == "\\[click me\\](javascript:alert(1))"  # shown as typed once rendered
+
+
+def test_a_report_of_link_and_image_syntax_renders_neither(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIXTURES / "sweep", sweep)
+    for results in sweep.rglob("results.jsonl"):
+        rows = [orjson.loads(line) for line in results.read_bytes().splitlines() if line.strip()]
+        for i, row in enumerate(rows):
+            if "adversarial_prompt" in row:
+                row["adversarial_prompt"] = f"{REMOTE_IMAGE} {row['adversarial_prompt']}"
+                row["prompt_id"] = JS_LINK if i % 2 else f"{REMOTE_IMAGE}{i}"
+                row["attack"] = f"{row['attack']}[x](javascript:void(0))"
+        results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "rep"
+    assert main(["report", str(sweep), "--output-dir", str(out), "--top", "20"]) == 0
+    capsys.readouterr()
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "javascript:" in md and "evil.example" in md  # the text is kept...
+    assert not MD_LINK.search(md), MD_LINK.search(md)  # ...as text: no link, no image
 
 
 def test_the_word_diff_is_capped_with_a_note_and_stays_fast():

@@ -110,3 +110,21 @@ def test_a_hangup_ignored_by_nohup_stays_ignored() -> None:
                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
+
+
+def test_a_signal_under_no_cache_promises_no_resume_from_the_cache(tmp_path) -> None:  # noqa: ANN001
+    """Issue 41, item 10: with --no-cache nothing is kept, so the stop line says a rerun starts over."""
+    with FakeOpenAIServer(latency=0.02) as srv:
+        cmd = [*_cmd(srv, tmp_path), "--no-cache"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_terminal_dispositions)
+        deadline = time.monotonic() + 60
+        while _posts(srv) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be signalled"
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "terminated" in lines[0], err
+    assert "in the cache" not in lines[0] and "resumes" not in lines[0], lines[0]
+    assert "--no-cache" in lines[0] and "starts over" in lines[0], lines[0]

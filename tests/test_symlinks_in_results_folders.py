@@ -103,3 +103,22 @@ def test_a_merge_takes_nothing_through_a_link_and_keeps_other_links_as_links(tmp
     assert merge_runs(out, [shard]).added == 1
     assert (out / "notes.jsonl").is_symlink() and os.readlink(out / "notes.jsonl") == str(target)
     assert target.read_bytes() == OUTSIDE and [r["job_id"] for r in records(out)] == ["j1"]
+
+
+@pytest.mark.parametrize("flag", ["--output-dir", "--output_path"])
+def test_a_dangling_link_as_the_output_folder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """Issue 41 (weak point): a link to nothing as the output folder said "(File exists)"; it names
+    the link and its missing target, and nothing is asked of the model."""
+    from promptrobust.cli.main import main
+    from promptrobust.testing.fake_openai import FakeOpenAIServer
+
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "nowhere")
+    with FakeOpenAIServer() as server:
+        code = main(["run", "--model", "openai:fake-model", "--model-args", f"base_url={server.url}", "--limit", "2",
+                     "--mode", "choices", flag, str(link), "--no-cache", "--no-progress"])
+        sent = server.count("/v1/chat/completions") + server.count("/v1/completions")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "symbolic link" in err and "nowhere" in err and "does not exist" in err and "File exists" not in err, err
+    assert sent == 0 and not (tmp_path / "nowhere").exists()

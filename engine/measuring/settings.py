@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
 from promptrobust.engine.measuring.racing import DEFAULT_ERROR_RATE, RacingSettings
-from promptrobust.tasks.base import Task
+from promptrobust.tasks.base import MAX_NEW_TOKENS, Task
 
 Mode = Literal["choices", "generate"]
 ParserName = Literal["last_word", "robust"]
@@ -96,8 +96,8 @@ class EvaluationSettings:
                f"shots must be 0 or more (got {self.shots!r})")
         _check(self.mode in ("choices", "generate"), f"mode must be 'choices' or 'generate' (got {self.mode!r})")
         _check(self.parser in ("last_word", "robust"), f"parser must be 'last_word' or 'robust' (got {self.parser!r})")
-        _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1),
-               f"max_new_tokens must be a whole number >= 1 (got {self.max_new_tokens!r})")
+        _check(self.max_new_tokens is None or (isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS),
+               f"max_new_tokens must be a whole number >= 1 and at most {MAX_NEW_TOKENS} (got {self.max_new_tokens!r})")
         _check(self.sample_selection in ("seeded", "first"),
                f"sample_selection must be 'seeded' or 'first' (got {self.sample_selection!r})")
         _check(self.stop is None or (isinstance(self.stop, tuple) and all(isinstance(s, str) and s for s in self.stop)),

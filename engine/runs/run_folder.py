@@ -120,6 +120,9 @@ class RunFolder:
             probe = tempfile.NamedTemporaryFile(dir=root, prefix=".pre-probe-", delete=True)
             probe.close()
         except OSError as exc:
+            if root.is_symlink() and not root.exists():  # mkdir's "File exists" would not say why
+                raise RunFolderError(f"output folder {root} is a symbolic link to {os.readlink(root)}, which does not exist; "
+                                     "create that folder, or choose another output folder") from None
             raise RunFolderError(
                 f"output folder {root} is not writable ({exc.strerror}); choose a writable output folder"
             ) from None

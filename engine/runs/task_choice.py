@@ -15,7 +15,7 @@ task it holds (``tasks.own.task_for_data_file``): never silently read as another
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 from typing import TYPE_CHECKING, TypeAlias
@@ -82,46 +82,59 @@ class TaskChoice:
         """A task given by its columns (any column setting given)."""
         return any(getattr(self, name) not in (None, ()) for name in COLUMN_SETTINGS)
 
-    def targets(self, datasets: Sequence[str] | None, data_file: str | None = None) -> list[Target]:
+    def targets(self, datasets: Sequence[str] | None, data_file: str | None = None, *, prompt_text: str | None = None,
+                spell: Callable[[str], str] | None = None) -> list[Target]:
         """What to measure: the task file's task, the task of these columns, else the ``datasets``
         named (None or empty: the default dataset; a data file given alone must hold its columns).
-        ``data_file``: ``EvaluationSettings.data_file``."""
+        ``data_file``: ``EvaluationSettings.data_file``; ``prompt_text``: the instruction the
+        command evaluates (``PromptChoice.text``), a free-text task's prompt in the columns form;
+        ``spell``: how messages name a setting (the command line passes its flag for each)."""
         from promptrobust.tasks.own import load_task_file, task_for_data_file
 
+        name = spell or (lambda setting: setting)
         named = [d.strip() for d in datasets or () if d.strip()]
         if self.task is not None:
             if named:
-                raise SettingsError(f"task {self.task} and dataset {named[0]} both name what to measure: give one",
-                                    setting="task")
+                raise SettingsError(f"{name('task')} {self.task} and {name('dataset')} {named[0]} both name what to "
+                                    "measure: give one", setting="task")
             return [load_task_file(self.task)]
         if self.by_columns:
-            return [self._from_columns(named, data_file)]
+            return [self._from_columns(named, data_file, prompt_text, name)]
         for dataset in named or [DEFAULT_DATASET]:  # a data file must hold the columns of what it is read as
             if data_file:
-                task_for_data_file(data_file, dataset)
+                task_for_data_file(data_file, dataset, spell=spell)
         return list(named) or [DEFAULT_DATASET]
 
-    def _from_columns(self, named: list[str], data_file: str | None) -> Task:
+    def _from_columns(self, named: list[str], data_file: str | None, prompt_text: str | None,
+                      name: Callable[[str], str]) -> Task:
         hub = [d for d in named if d.startswith(HUB_PREFIX)]
+        data_flags = f"{name('data_file')} FILE or {name('dataset')} hf:PATH"
         if named and (len(named) > 1 or not hub):
             other = next((d for d in named if not d.startswith(HUB_PREFIX)), named[-1])
-            raise SettingsError(f"dataset {other}: the column settings describe one task of your own; name its data "
-                                "with data_file FILE or dataset hf:PATH, or drop the column settings for a built-in dataset",
+            raise SettingsError(f"{name('dataset')} {other}: the column settings describe one task of your own; name "
+                                f"its data with {data_flags}, or drop the column settings for a built-in dataset",
                                 setting="dataset")
         if hub and data_file:
-            raise SettingsError(f"data_file {data_file} and dataset {hub[0]} both name the task's data: give one",
-                                setting="data_file")
+            raise SettingsError(f"{name('data_file')} {data_file} and {name('dataset')} {hub[0]} both name the task's "
+                                "data: give one", setting="data_file")
         location = hub[0] if hub else data_file
         if not location:
-            raise SettingsError("a task given by its columns needs its data: data_file FILE (csv, tsv, jsonl, json, "
-                                "parquet) or dataset hf:PATH", setting="data_file")
+            raise SettingsError(f"a task given by its columns needs its data: {data_flags} (csv, tsv, jsonl, json, "
+                                "parquet)", setting="data_file")
         if not self.input_columns:
-            raise SettingsError("a task given by its columns needs input_columns (the column(s) the model reads)",
-                                setting="input_columns")
+            raise SettingsError(f"a task given by its columns needs {name('input_columns')} (the column(s) the model "
+                                "reads)", setting="input_columns")
         from promptrobust.tasks.own import task_from_columns
+        from promptrobust.tasks.own.reading import FLAG_PARAMETERS
 
-        values = {name: getattr(self, name) for name in COLUMN_SETTINGS if getattr(self, name) not in (None, ())}
-        return task_from_columns(data_file=location, **values)
+        values: dict[str, object] = {n: getattr(self, n) for n in COLUMN_SETTINGS if getattr(self, n) not in (None, ())}
+        if self.target_column is not None and prompt_text:  # free text: the instruction is the task's prompt
+            values["prompts"] = [prompt_text]
+        names = {parameter: name(parameter) for _, parameter in FLAG_PARAMETERS}
+        names["prompts"] = name("prompt_text")
+        if hub:
+            names["data_file"] = name("dataset")
+        return task_from_columns(data_file=location, names=names, **values)  # type: ignore[arg-type]
 
 
 #: The settings given as lists (a repeatable flag, or one comma-separated value).

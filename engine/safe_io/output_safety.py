@@ -12,7 +12,8 @@ viewer cannot execute or misrender:
 * LaTeX: ``latex_text`` (controls shown as ``[U+XXXX]``, TeX's special characters
   escaped, characters pdfLaTeX cannot set without extra fonts written as ``[U+XXXX]``);
 * Markdown: ``markdown_text`` (raw HTML escaped, so ``<img onerror=...>`` in an
-  id shows as text in every renderer);
+  id shows as text in every renderer; brackets escaped, so ``[x](javascript:...)``
+  and ``![x](https://...)`` are neither a link nor a remote image);
 * a terminal: ``terminal_text`` and ``SafeStream`` (escape sequences, other
   control characters and bidirectional overrides removed);
 * matplotlib: ``PLOT_RC`` (labels are never parsed as TeX/mathtext, so an
@@ -118,12 +119,18 @@ _LIGATURE_START = frozenset("-`',!?")
 _LIGATURE_NEXT = frozenset("-`',")
 
 
-_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+#: Markdown: raw HTML as entities and brackets escaped, so no ``[text](url)`` link, ``![alt](url)``
+#: remote image or ``[ref]: url`` definition forms; a backslash is doubled only before ASCII
+#: punctuation (elsewhere CommonMark shows it as it is, so a table corner "attack \ dataset" stays readable).
+_MARKDOWN = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+_ESCAPING_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 
 
 def markdown_text(text: str) -> str:
-    """``text`` for Markdown: raw HTML shown as text (``<``, ``>``, ``&`` as entities), one line."""
-    return terminal_text(str(text)).translate(_HTML).replace("\n", " ")
+    """``text`` for Markdown: raw HTML shown as text (``<``, ``>``, ``&`` as entities), link and
+    image syntax shown as typed (brackets escaped), one line."""
+    plain = _ESCAPING_BACKSLASH.sub(r"\\\\", terminal_text(str(text)))
+    return plain.translate(_MARKDOWN).replace("\n", " ")
 
 
 #: Escape sequences (CSI, OSC, two-character), C0/C1 controls other than newline and tab,

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from promptrobust.engine.errors import PromptRobustError
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 
 __all__ = ["Price", "PriceTable", "PriceTableError", "load_prices", "parse_price"]
 
@@ -62,7 +63,9 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     """The price table: the shipped one, or ``path``."""
     source = Path(path) if path is not None else Path(str(resources.files("promptrobust.engine.serving").joinpath("prices.toml")))
     try:
-        data = tomllib.loads(source.read_text())
+        data = load_toml(source.read_text())
+    except TomlNestingError as exc:
+        raise PriceTableError(f"{source}: {exc}; flatten the file") from None
     except FileNotFoundError:
         raise PriceTableError(f"{source}: no such price file; pass --prices FILE with [prices.\"MODEL\"] input/output tables") from None
     except (tomllib.TOMLDecodeError, RecursionError, UnicodeDecodeError) as exc:

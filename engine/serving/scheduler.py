@@ -31,6 +31,10 @@ Failures stay small and honest:
   it and would again, so it is one line, never retried, cached or scored.
 * A request that still fails after the retry policy's attempts raises one
   ``RequestFailedError`` with a one-line message naming the cause and the fix.
+* An answer longer than its ``max_tokens`` could hold (``answer_bound``: a server
+  that ignores max_tokens) is cut to that bound before it is scored, cached or
+  shown; the completion's note says so, ``answers_cut`` counts it, and the
+  terminal says it once per model.
 
 The backend is started lazily when it allows it (``Backend.defer_start``): on
 the first request that misses the cache, so a fully cached run never loads
@@ -45,7 +49,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from promptrobust.engine.serving.backends.base import (
     Backend,
@@ -77,6 +81,7 @@ class SchedulerStats:
     probes: int = 0  # start-up capability probes (answered from the cache or the backend)
     input_tokens: int = 0  # prompt tokens of the answers the backend gave (as the server reports them)
     output_tokens: int = 0  # completion tokens of those answers
+    answers_cut: int = 0  # answers longer than max_tokens allows, cut to answer_bound
     backend_seconds: float = 0.0  # time spent inside backend calls
     started: float = field(default_factory=time.monotonic)
 
@@ -99,6 +104,8 @@ class SchedulerStats:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "backend_seconds": round(self.backend_seconds, 3),
+            # only when it happened: a run whose server honours max_tokens writes what it wrote before
+            **({"answers_cut": self.answers_cut} if self.answers_cut else {}),
         }
 
 
@@ -491,6 +498,7 @@ class Scheduler:
             return
         finally:
             self.stats.backend_seconds += time.monotonic() - started
+        completions = [self._bounded(job.request, c) for job, c in zip(jobs, completions)]
         counted = sum(j.counted for j in jobs)
         self.stats.batches += 1 if counted else 0
         self.stats.backend_requests += counted
@@ -507,6 +515,17 @@ class Scheduler:
                 return
         for job, completion in zip(jobs, completions):
             self._finish(job, result=completion)
+
+    def _bounded(self, request: Request, completion: Completion) -> Completion:
+        """``completion`` with its text cut to ``answer_bound`` (counted, noted, said once)."""
+        cut = cut_answer(request, completion)
+        if cut is not completion:
+            self.stats.answers_cut += 1
+            from promptrobust.engine import progress
+
+            progress.fallback(f"answer-cut:{self._model_tag}", f"{self._model_tag}: {cut.note}; such answers are cut before "
+                              "they are scored, cached or shown (the server ignores max_tokens?)")
+        return cut
 
     def _gave_up(self, last: TransientBackendError) -> RequestFailedError:
         """The one error a request that exhausted its retries fails with (one line, names the fix)."""
@@ -536,6 +555,30 @@ class Scheduler:
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)  # type: ignore[arg-type]
+
+
+#: The most characters an answer may hold per token its ``max_tokens`` allowed, above a floor: a
+#: tokenizer's tokens average a few characters and rarely exceed 64, so only a server that ignores
+#: max_tokens sends more (one seen: 600,000 words for max_tokens 20).
+ANSWER_CHARS_PER_TOKEN = 64
+ANSWER_CHARS_FLOOR = 1000
+
+
+def answer_bound(max_tokens: int) -> int:
+    """The most characters an answer of ``max_tokens`` new tokens is kept with."""
+    return ANSWER_CHARS_FLOOR + ANSWER_CHARS_PER_TOKEN * max(1, max_tokens)
+
+
+def cut_answer(request: Request, completion: Completion) -> Completion:
+    """``completion`` as it is, or, when its text is longer than ``answer_bound`` allows, cut to
+    the bound (under greedy decoding a prefix is what an answer that stopped sooner would read)
+    with a note saying so."""
+    text = completion.text
+    bound = answer_bound(request.decoding.max_tokens)
+    if not isinstance(text, str) or len(text) <= bound:
+        return completion
+    note = f"an answer of {len(text):,} characters cut to {bound:,}: max_tokens {request.decoding.max_tokens} allows no more"
+    return replace(completion, text=text[:bound], note=f"{completion.note}; {note}" if completion.note else note)
 
 
 def completion_problem(request: Request, completion: object) -> str | None:

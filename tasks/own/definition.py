@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from promptrobust.tasks.base import PROMPT_TYPES, Prompt
+from promptrobust.tasks.base import MAX_NEW_TOKENS, PROMPT_TYPES, Prompt
 from promptrobust.tasks.common import ANSWER_CUE
 from promptrobust.tasks.errors import TaskDefinitionError, UnknownTaskError
 from promptrobust.tasks.own.template import InputTemplate
@@ -57,28 +58,45 @@ KEYS = ("name", "description", "data", "config", "split", "input", "label", "lab
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a definition came from, so every message names the file and key at fault."""
+    """Where a definition came from, so every message names the file and key at fault (the
+    flags' form: the parameter, as its caller spells it)."""
 
     task_file: str | None = None
     """The task file (TOML) it was read from; None for the other forms."""
     parameters: tuple[tuple[str, str], ...] = ()
     """The flags' form: the name of the parameter each key came from (``input`` -> ``input_columns``)."""
+    spellings: tuple[tuple[str, str], ...] = ()
+    """The flags' form: how messages name each parameter (the command line: its flags,
+    ``input_columns`` -> ``--input-column``); a parameter not listed is named as it is."""
     recorded_in: str | None = None
     """Read back from a run folder's results.json (this path), not from where it was first given."""
+
+    def name(self, key: str) -> str:
+        """How a message names the setting of ``key``: the flags' form's parameter (or flag), else the key."""
+        parameter = dict(self.parameters).get(key)
+        if parameter is None or self.recorded_in is not None or self.task_file is not None:
+            return key
+        return dict(self.spellings).get(parameter, parameter)
 
     def where(self, key: str) -> str:
         if self.recorded_in is not None:
             return f"{self.recorded_in}: the task's key {key!r} (as recorded)"
         if self.task_file is not None:
             return f"{self.task_file}: key {key!r}"
-        names = dict(self.parameters)
-        if key in names:
-            return f"task given by columns: {names[key]}"
+        if key in dict(self.parameters):
+            return self.name(key)
         return f"TaskDefinition.{key}"
 
     def setting(self, key: str) -> str | None:
         """The setting to change (the CLI prints its flag) for the flags' form."""
         return None if self.recorded_in is not None else dict(self.parameters).get(key)
+
+    @property
+    def relative_to(self) -> str:
+        """Where a relative path in the definition is read from."""
+        if self.task_file is not None or self.recorded_in is not None:
+            return "the task file's folder"
+        return "the current folder"
 
     def error(self, key: str, message: str) -> TaskDefinitionError:
         return TaskDefinitionError(f"{self.where(key)}: {message}", setting=self.setting(key))
@@ -148,6 +166,12 @@ def label_text(value: Any) -> str:
     return str(value).strip()
 
 
+def _reading(word: str) -> str:
+    """What a reader sees of an answer word: Unicode-normalised (NFKC: an NFD accent, a ligature,
+    full-width letters are the plain word) and case-folded."""
+    return unicodedata.normalize("NFKC", word.strip()).casefold()
+
+
 def answer_list(words: tuple[str, ...]) -> str:
     """"a, b or c": the answer words as the default prompts name them."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
@@ -206,11 +230,14 @@ class TaskDefinition:
         self._check_data()
         self._check_input()
         if (self.label is None) == (self.target is None):
-            raise err("label", "give exactly one of label (the label column) and target (the free-text target column)")
+            name = self.origin.name
+            raise err("label", f"give exactly one of {name('label')} (the label column) and {name('target')} (the free-text "
+                      "target column)")
         if self.label is not None:
             self._check_labels()
         elif self.labels:
-            raise err("labels", "labels map label values to answer words; they need a label column: set label, not target")
+            raise err("labels", "labels map label values to answer words; they need a label column: set "
+                      f"{self.origin.name('label')}, not {self.origin.name('target')}")
         self._check_metric()
         if self.template is not None:
             self.layout()  # parses, naming the fault
@@ -222,8 +249,8 @@ class TaskDefinition:
             raise err("protected", "must be a list of words")
         if self.id_column is not None and (not isinstance(self.id_column, str) or not self.id_column):
             raise err("id", "must be a column name")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise err("max_tokens", f"must be a whole number >= 1 (got {self.max_tokens!r})")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or not 1 <= self.max_tokens <= MAX_NEW_TOKENS:
+            raise err("max_tokens", f"must be a whole number >= 1 and at most {MAX_NEW_TOKENS} (got {self.max_tokens!r})")
 
     # -- checks ---------------------------------------------------------------------
 
@@ -234,7 +261,7 @@ class TaskDefinition:
             raise err("data", "name a data file, a folder of split files, or hf:PATH")
         if d.kind != "hub":
             if not Path(d.location).exists():
-                raise err("data", f"{d.location} not found; check the path (relative to the task file's folder)")
+                raise err("data", f"{d.location} not found; check the path (relative to {self.origin.relative_to})")
             if d.config is not None:
                 raise err("config", "a configuration applies to a hub dataset only (data = \"hf:PATH\")")
             if d.kind == "file" and d.split is not None:
@@ -266,6 +293,7 @@ class TaskDefinition:
             raise err("labels", "map at least two label values to answer words, e.g. billing=billing,tech=technical")
         values: dict[str, str] = {}
         words: dict[str, str] = {}
+        reads_as: dict[str, tuple[str, str]] = {}
         for value, word in self.labels:
             if not isinstance(value, str) or not value.strip():
                 raise err("labels", "a label value must be non-empty text")
@@ -279,11 +307,20 @@ class TaskDefinition:
             if strip_word(word) != word.strip().lower():
                 raise err("labels", f"label {value!r}: answer word {word!r} starts or ends with punctuation, which "
                           "answers are read without; drop it")
+            hidden = next((ch for ch in word if unicodedata.category(ch) in ("Cf", "Cc")), None)
+            if hidden is not None:
+                raise err("labels", f"label {value!r}: answer word {word!r} holds an invisible character (U+{ord(hidden):04X}), "
+                          "so an answer cannot be told apart from the word without it; remove it")
             low = word.strip().lower()
             if low in words:
                 raise err("labels", f"labels {words[low]!r} and {value!r} share the answer word {word!r}; give each its own")
+            seen = reads_as.get(_reading(word))
+            if seen is not None:
+                raise err("labels", f"labels {seen[0]!r} and {value!r} have answer words that read the same ({seen[1]!r} and "
+                          f"{word!r} are one word once Unicode-normalised, NFKC); give each its own word")
             values[value] = word
             words[low] = value
+            reads_as[_reading(word)] = (value, word)
 
     def _check_metric(self) -> None:
         allowed = LABEL_METRICS if self.label is not None else TEXT_METRICS
@@ -294,8 +331,9 @@ class TaskDefinition:
             return
         if self.metric not in allowed:
             kind = "a label task" if self.label is not None else "a free-text task"
-            known = " (it fits a label task: set label and labels)" if self.metric in LABEL_METRICS else (
-                " (it fits a free-text task: set target)" if self.metric in TEXT_METRICS else "")
+            name = self.origin.name
+            known = f" (it fits a label task: set {name('label')} and {name('labels')})" if self.metric in LABEL_METRICS else (
+                f" (it fits a free-text task: set {name('target')})" if self.metric in TEXT_METRICS else "")
             raise self.origin.error("metric", f"unknown metric {self.metric!r} for {kind}{known}; use one of {', '.join(allowed)}")
 
     def _check_few_shot(self) -> None:
@@ -313,7 +351,7 @@ class TaskDefinition:
             if f.split == self.data.split:
                 raise err("few_shot", f"split {f.split!r} is the evaluation split; examples must come from another split or a file")
         if f.file is not None and not Path(f.file).is_file():
-            raise err("few_shot", f"file {f.file} not found; check the path (relative to the task file's folder)")
+            raise err("few_shot", f"file {f.file} not found; check the path (relative to {self.origin.relative_to})")
 
     def _check_prompts(self) -> None:
         err = self.origin.error
@@ -334,7 +372,8 @@ class TaskDefinition:
             if p.dataset != self.name:
                 raise err("prompts", f"prompt {p.id!r} belongs to {p.dataset!r}, not {self.name!r}")
         if not self.prompts and self.label is None:
-            raise err("prompts", "a free-text task needs its own prompts (what should the model do?); add a list of instructions")
+            raise err("prompts", "a free-text task needs its own prompts (what should the model do?); give its instruction"
+                      + (f" with {self.origin.name('prompts')}" if self.origin.name("prompts") != "prompts" else "s (a list)"))
 
     # -- derived ----------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 from promptrobust.tasks.base import Prompt
 from promptrobust.tasks.common import ANSWER_CUE
 from promptrobust.tasks.errors import PromptFileError, TaskDefinitionError
@@ -89,9 +90,11 @@ def read_task_file(path: str | Path) -> TaskDefinition:
 
 def _parse_toml(p: Path, text: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
+        return load_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskDefinitionError(f"{p}: invalid TOML ({exc}); fix the syntax") from None
+    except TomlNestingError as exc:
+        raise TaskDefinitionError(f"{p}: {exc}; flatten the file", setting="task") from None
 
 
 def task_from_columns(
@@ -110,18 +113,22 @@ def task_from_columns(
     prompts: Sequence[str] = (),
     protected: Sequence[str] = (),
     id_column: str | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> OwnTask:
     """The flags' form of a task (``--data-file F --input-column C --label-column L --labels v=word,...``;
     ``data_file`` may be ``hf:PATH``): the same definition, and task, as a task file with these keys
     (``FLAG_PARAMETERS``: which parameter is which key). ``task_name`` defaults to the data file's
-    stem (the hub path's last part)."""
+    stem (the hub path's last part). ``names``: how messages name the parameters (the command
+    line passes its flags, ``{"input_columns": "--input-column", ...}``); default: as they are."""
     location = str(data_file)
+    spellings = tuple((parameter, names[parameter]) for _, parameter in FLAG_PARAMETERS if names and parameter in names)
     table: dict[str, Any] = {
         "name": task_name if task_name is not None else default_name(location),
         "data": location,
         "input": [input_columns] if isinstance(input_columns, str) else list(input_columns),
     }
-    optional = {"label": label_column, "labels": parse_labels(labels) if isinstance(labels, str) else labels,
+    shown = dict(spellings).get("labels", "labels")
+    optional = {"label": label_column, "labels": parse_labels(labels, shown) if isinstance(labels, str) else labels,
                 "target": target_column, "metric": metric, "split": split, "config": dataset_config, "template": template,
                 "few_shot": few_shot_file, "id": id_column}
     table.update({k: v for k, v in optional.items() if v is not None})
@@ -129,7 +136,8 @@ def task_from_columns(
         table["prompts"] = list(prompts)
     if protected:
         table["protected"] = list(protected)
-    return build_task(definition_from_table(table, origin=Origin(parameters=FLAG_PARAMETERS), base_dir=Path.cwd()))
+    origin = Origin(parameters=FLAG_PARAMETERS, spellings=spellings)
+    return build_task(definition_from_table(table, origin=origin, base_dir=Path.cwd()))
 
 
 def default_name(location: str) -> str:
@@ -140,22 +148,24 @@ def default_name(location: str) -> str:
     return cleaned or "task"
 
 
-def parse_labels(text: str) -> dict[str, str]:
-    """``"billing=billing,tech=technical"`` -> ``{"billing": "billing", "tech": "technical"}``."""
+def parse_labels(text: str, name: str = "labels") -> dict[str, str]:
+    """``"billing=billing,tech=technical"`` -> ``{"billing": "billing", "tech": "technical"}``
+    (``name``: how messages name the setting)."""
     out: dict[str, str] = {}
     for item in text.split(","):
         if not item.strip():
             continue
         value, sep, word = item.partition("=")
-        if not sep or not value.strip() or not word.strip():
+        if not sep or not value.strip() or not word.strip() or "=" in word:
             raise TaskDefinitionError(
-                f"task given by columns: labels: {item.strip()!r} is not VALUE=WORD; write labels as "
-                "value=word,value=word (e.g. billing=billing,tech=technical)",
+                f"{name}: {item.strip()!r} is not VALUE=WORD; write labels as "
+                "value=word,value=word (e.g. billing=billing,tech=technical)"
+                + ("; a label value holding '=' needs a task file ([labels] table)" if "=" in word else ""),
                 setting="labels",
             )
         if value.strip() in out:
-            raise TaskDefinitionError(f"task given by columns: labels: label value {value.strip()!r} is mapped twice; "
-                                      "map each value once", setting="labels")
+            raise TaskDefinitionError(f"{name}: label value {value.strip()!r} is mapped twice; map each value once",
+                                      setting="labels")
         out[value.strip()] = word.strip()
     return out
 

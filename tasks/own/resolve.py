@@ -5,23 +5,30 @@ data file is never silently read as another task (``task_for_data_file``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from promptrobust.tasks.base import Task
 from promptrobust.tasks.classification import ClassificationTask
-from promptrobust.tasks.datafiles import read_rows
+from promptrobust.tasks.datafiles import DataFile
 from promptrobust.tasks.errors import TaskDataError, TaskDefinitionError
 from promptrobust.tasks.own.definition import HUB_PREFIX, Origin
 from promptrobust.tasks.own.reading import definition_from_table, is_task_file, load_task_file
 from promptrobust.tasks.own.task import OwnTask, build_task
 from promptrobust.tasks.registry import get_task
 
-#: The ways to say which task a data file holds (settings, which the CLI prints as its flags).
-_BY_COLUMNS = "name its columns (input_columns=COLUMN, label_column=COLUMN, labels=VALUE=WORD,...)"
-_BY_FILE = "write a task file (task=FILE)"
-_BY_DATASET = "name the built-in dataset it holds (dataset=NAME)"
+
+
+def _ways(spell: Callable[[str], str] | None) -> tuple[str, str, str]:
+    """The ways to say which task a data file holds: by its columns, by a task file, by a dataset's
+    name, as settings (``input_columns=COLUMN``) or as ``spell`` names them (the CLI: its flags)."""
+    def say(setting: str, value: str) -> str:
+        return f"{setting}={value}" if spell is None else f"{spell(setting)} {value}"
+
+    columns = ", ".join((say("input_columns", "COLUMN"), say("label_column", "COLUMN"), say("labels", "VALUE=WORD,...")))
+    return (f"name its columns ({columns})", f"write a task file ({say('task', 'FILE')})",
+            f"name the built-in dataset it holds ({say('dataset', 'NAME')})")
 
 
 def resolve_task(task: str | Task) -> Task:
@@ -32,41 +39,45 @@ def resolve_task(task: str | Task) -> Task:
     if is_task_file(task):
         return load_task_file(task)
     if task.startswith(HUB_PREFIX):
+        by_columns, by_file, _ = _ways(None)
         raise TaskDefinitionError(
-            f"{task}: a hub dataset of your own needs its columns: {_BY_COLUMNS}, or {_BY_FILE} with data = \"{task}\"",
+            f"{task}: a hub dataset of your own needs its columns: {by_columns}, or {by_file} with data = \"{task}\"",
             setting="dataset",
         )
     return get_task(task)
 
 
-def task_for_data_file(data_file: str | Path, dataset: str | Task | None) -> Task:
+def task_for_data_file(data_file: str | Path, dataset: str | Task | None, *,
+                       spell: Callable[[str], str] | None = None) -> Task:
     """The task a data file given on its own is read as: the dataset named beside it, whose
     columns the file must hold. None (nothing named) is an error: a file is never read as
-    the default dataset whatever it holds."""
+    the default dataset whatever it holds. ``spell``: how messages name a setting (the CLI's flags)."""
+    by_columns, by_file, by_dataset = _ways(spell)
     if dataset is None:
-        raise TaskDefinitionError(f"{data_file}: which task does this data file hold? {_BY_COLUMNS}, {_BY_FILE}, or {_BY_DATASET}",
+        raise TaskDefinitionError(f"{data_file}: which task does this data file hold? {by_columns}, {by_file}, or {by_dataset}",
                                   setting="data_file")
     task = resolve_task(dataset)
     if isinstance(task, ClassificationTask):
-        check_columns(task, data_file)
+        check_columns(task, data_file, spell=spell)
     return task
 
 
-def check_columns(task: ClassificationTask, data_file: str | Path) -> None:
+def check_columns(task: ClassificationTask, data_file: str | Path, *, spell: Callable[[str], str] | None = None) -> None:
     """``data_file`` holds the input and label columns of ``task`` (a built-in label task),
-    under one of the names the task accepts."""
-    rows = read_rows(data_file, headerless_tsv_columns=task.headerless_tsv_columns)
-    if not rows:
+    under one of the names the task accepts (read from its header: no row is held)."""
+    data = DataFile(data_file, headerless_tsv_columns=task.headerless_tsv_columns)
+    present = list(data.columns)
+    if not present:
         return  # the task's own loader says the file is empty
-    present = list(rows[0])
+    by_columns, by_file, _ = _ways(spell)
     wanted = [f.columns for f in task.fields] + [task.label_columns]
     for names in wanted:
-        if not any(n in rows[0] for n in names):
+        if not any(n in present for n in names):
             also = f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
             found = ", ".join(repr(c) for c in present[:12])
             raise TaskDefinitionError(
                 f"{data_file}: no column {names[0]!r}{also}, which {task.name} reads; the file has {found}. "
-                f"If it is a task of your own, {_BY_COLUMNS} or {_BY_FILE}",
+                f"If it is a task of your own, {by_columns} or {by_file}",
                 setting="data_file",
             )
 

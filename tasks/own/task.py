@@ -18,7 +18,7 @@ What it adds to a built-in task:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -27,15 +27,15 @@ from typing import Any
 import orjson
 
 from promptrobust.tasks.base import Metric, ParserName, Prompt, Sample
-from promptrobust.tasks.common import DatasetTask, HFSplit, Rows, column, text_value
-from promptrobust.tasks.datafiles import SUPPORTED_EXTENSIONS, find_split_file
+from promptrobust.tasks.common import CONTAINERS, DatasetTask, HFSplit, Rows, column, id_value, kind_of, text_value
+from promptrobust.tasks.datafiles import SUPPORTED_EXTENSIONS, DataFile, find_split_file
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy, CorpusBleu, ExactMatch, MacroF1, SquadF1
 from promptrobust.tasks.own.default_prompts import ANSWERS, DEFAULT_PROMPTS
 from promptrobust.tasks.own.definition import DEFAULT_FEW_SHOT_COUNT, TaskDefinition, answer_list, label_text
 from promptrobust.tasks.own.template import InputTemplate
 from promptrobust.tasks.parsing import LabelParser
-from promptrobust.tasks.sampling import seeded_subset
+from promptrobust.tasks.sampling import seeded_positions, seeded_subset
 
 #: A folder without a named split is evaluated on the first of these files found.
 FOLDER_EVAL_SPLITS = ("test", "validation", "dev")
@@ -156,11 +156,27 @@ class OwnTask(DatasetTask):
 
     # -- rows -----------------------------------------------------------------------------
 
+    def data_columns(self) -> tuple[str, ...]:
+        d = self.definition
+        return tuple(dict.fromkeys([c.column for c in d.input] + [n for n in (d.label, d.target, d.id_column) if n is not None]))
+
     def eval_rows(self, data_dir: str | None, data_file: str | None, *, seed: int = 0) -> Rows:
         self._refuse_other_data(data_dir, data_file)
         rows, where = self._split_rows(self.definition.data.split, "evaluation")
-        self._check_columns(rows, where)
+        if self.definition.data.kind == "hub":
+            self._check_columns(list(rows[0][0]) if rows else [], len(rows), where)
         return rows
+
+    def eval_file(self, data_dir: str | None, data_file: str | None) -> tuple[Path, str] | None:
+        """The local file of the evaluation split (None: a hub dataset)."""
+        self._refuse_other_data(data_dir, data_file)
+        d = self.definition.data
+        if d.kind == "hub":
+            return None
+        return self._split_file(d.split, "evaluation"), ""
+
+    def check_data_file(self, data: DataFile) -> None:
+        self._check_columns(list(data.columns), data.rows, str(data.path))
 
     def _refuse_other_data(self, data_dir: str | None, data_file: str | None) -> None:
         """A user's task reads the data its definition names; other data given beside it is an error."""
@@ -174,60 +190,86 @@ class OwnTask(DatasetTask):
             setting="data_dir" if data_dir is not None else "data_file",
         )
 
-    def _split_rows(self, split: str | None, what: str) -> tuple[Rows, str]:
-        """The rows of one split of the data (None: the evaluation default), and where they came from."""
+    def _split_file(self, split: str | None, what: str) -> Path:
+        """The local file of one split (None: the evaluation default): the data file itself, or
+        the split's file in the data folder."""
         d = self.definition.data
         if d.kind == "file":
-            return self._read_local(Path(d.location), ""), d.location
-        if d.kind == "folder":
-            names = (split,) if split is not None else FOLDER_EVAL_SPLITS
-            path = find_split_file(d.location, names)
-            if path is None:
-                tried = ", ".join(f"{n}.<ext>" for n in names)
-                raise TaskDataError(
-                    f"{d.location}: no {what} file (looked for {tried}; ext one of {', '.join(SUPPORTED_EXTENSIONS)}); "
-                    f"add one or name the split in {self.definition.origin.where('split')}",
-                    setting=self.definition.origin.setting("split"),
-                )
-            return self._read_local(path, ""), str(path)
+            return Path(d.location)
+        names = (split,) if split is not None else FOLDER_EVAL_SPLITS
+        path = find_split_file(d.location, names)
+        if path is None:
+            tried = ", ".join(f"{n}.<ext>" for n in names)
+            raise TaskDataError(
+                f"{d.location}: no {what} file (looked for {tried}; ext one of {', '.join(SUPPORTED_EXTENSIONS)}); "
+                f"add one or name the split in {self.definition.origin.where('split')}",
+                setting=self.definition.origin.setting("split"),
+            )
+        return path
+
+    def _split_rows(self, split: str | None, what: str) -> tuple[Rows, str]:
+        """The rows of one split of the data (None: the evaluation default), and where they came from
+        (a local file's columns checked before its rows are read)."""
+        d = self.definition.data
+        if d.kind != "hub":
+            path = self._split_file(split, what)
+            data = self.data_file(path)
+            self.check_data_file(data)
+            return self._file_rows(data, ""), str(path)
         hub = HFSplit(d.hub_path, d.config, split or HUB_EVAL_SPLIT)
         return self._read_hf([hub]), d.location + (f"/{d.config}" if d.config else "") + f":{hub.split}"
 
-    def _check_columns(self, rows: Rows, where: str, key: str = "data") -> None:
-        """Every column the definition names is in the data (checked on its first row, so a
-        wrong name fails before anything runs, naming the key to fix); ``key``: the key that
-        names the file (data, or few_shot for a file of examples)."""
+    def _check_columns(self, present: Sequence[str], rows: int, where: str, key: str = "data") -> None:
+        """The data has rows, and every column the definition names (checked on a file's header or
+        a hub split's first row, so a wrong name fails before anything runs, naming the key to
+        fix); ``key``: the key that names the file (data, or few_shot for a file of examples)."""
         d = self.definition
         if not rows:
             raise TaskDataError(f"{where}: no rows (a header at most); add rows, or name another file in {d.origin.where(key)}",
                                 setting=d.origin.setting(key))
-        present = list(rows[0][0])
         wanted = [("input", c.column) for c in d.input] + [
             (key, name) for key, name in (("label", d.label), ("target", d.target), ("id", d.id_column)) if name is not None
         ]
         for key, name in wanted:
-            if name not in rows[0][0]:
+            if name not in present:
                 found = ", ".join(repr(c) for c in present[:12]) + (", ..." if len(present) > 12 else "")
                 raise d.origin.error(key, f"column {name!r} is not in {where} (its columns: {found}); "
-                                          f"set {key} to the column that holds it")
+                                          f"set {d.origin.name(key)} to the column that holds it")
 
-    def _read_local(self, path: Path, tag: str) -> Rows:
-        """A data file's rows; a file the reader refuses (empty, not UTF-8, too large) names the
+    def data_file(self, path: Path) -> DataFile:
+        """A data file opened; a file the reader refuses (empty, not UTF-8, too large) names the
         setting of this task's form (a task file's key is in the message, the flags' form its flag)."""
         try:
-            return super()._read_local(path, tag)
+            return super().data_file(path)
         except TaskDataError as exc:
-            few = self.definition.few_shot
-            key = "few_shot" if few is not None and few.file is not None and Path(few.file) == path else "data"
-            exc.setting = self.definition.origin.setting(key)
-            raise
+            raise self._named(exc, path) from None
 
-    def to_samples(self, rows: Rows) -> list[Sample]:
-        """The rows as samples; two rows with one id name the id key and both rows."""
+    def _file_rows(self, data: DataFile, tag: str, positions: Sequence[int] | None = None) -> Rows:
+        try:
+            return super()._file_rows(data, tag, positions)
+        except TaskDataError as exc:
+            raise self._named(exc, data.path) from None
+
+    def _file_chunks(self, data: DataFile, tag: str) -> Iterator[tuple[Rows, range]]:
+        try:
+            yield from super()._file_chunks(data, tag)
+        except TaskDataError as exc:
+            raise self._named(exc, data.path) from None
+
+    def _named(self, exc: TaskDataError, path: Path) -> TaskDataError:
+        few = self.definition.few_shot
+        key = "few_shot" if few is not None and few.file is not None and Path(few.file) == path else "data"
+        exc.setting = self.definition.origin.setting(key)
+        return exc
+
+    def to_samples(self, rows: Rows, positions: Sequence[int] | None = None,
+                   seen: dict[str, str] | None = None) -> list[Sample]:
+        """The rows as samples (``positions``, ``seen``: as ``DatasetTask.to_samples``); two rows with
+        one id name the id key and both rows."""
         samples: list[Sample] = []
-        seen: dict[str, str] = {}
+        seen = {} if seen is None else seen
         for i, (row, origin, tag) in enumerate(rows):
-            sample = self.row_to_sample(row, i, origin, tag)
+            sample = self.row_to_sample(row, i if positions is None else positions[i], origin, tag)
             if sample.id in seen:
                 raise self.definition.origin.error(
                     "id", f"{origin}: duplicate sample id {sample.id.split(':', 1)[1]!r} (also {seen[sample.id]}); "
@@ -239,7 +281,7 @@ class OwnTask(DatasetTask):
     def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
         d = self.definition
         values = {c.column: text_value(column(row, (c.column,), origin), c.column, origin) for c in d.input}
-        rid = text_value(column(row, (d.id_column,), origin), d.id_column, origin) if d.id_column else str(index)
+        rid = id_value(column(row, (d.id_column,), origin), d.id_column, origin) if d.id_column else str(index)
         prefix = f"{tag}:" if tag else ""
         return Sample(id=f"{self.name}:{prefix}{rid}", fields=values, target=self._target(row, origin))
 
@@ -247,6 +289,8 @@ class OwnTask(DatasetTask):
         d = self.definition
         if d.label is not None:
             raw = column(row, (d.label,), origin)
+            if isinstance(raw, CONTAINERS):
+                raise TaskDataError(f"{origin}: column {d.label!r} holds {kind_of(raw)}, not a label value; fix the row")
             value = label_text(raw) if raw is not None else ""
             if value not in self.verbalizers:
                 raise TaskDataError(
@@ -256,7 +300,8 @@ class OwnTask(DatasetTask):
                 )
             return value
         raw = column(row, (str(d.target),), origin)
-        refs = [str(x) for x in raw] if isinstance(raw, (list, tuple)) else ([] if raw is None else [str(raw)])
+        refs = ([text_value(x, str(d.target), origin) for x in raw] if isinstance(raw, (list, tuple))
+                else ([] if raw is None else [text_value(raw, str(d.target), origin)]))
         if not refs or not all(r.strip() for r in refs):
             raise TaskDataError(f"{origin}: empty target in column {d.target!r}; fill it or drop the row")
         if d.metric == "bleu":
@@ -285,13 +330,14 @@ class OwnTask(DatasetTask):
         d = self.definition
         few = d.few_shot
         if few is not None and few.file is not None:
-            rows = self._read_local(Path(few.file), "")
-            self._check_columns(rows, few.file, "few_shot")
-            examples = self.to_samples(rows)
+            data = self.data_file(Path(few.file))
+            self._check_columns(data.columns, data.rows, few.file, "few_shot")
+            first = range(min(few.count, data.rows))  # only the rows the set holds are read
+            examples = self.to_samples(self._file_rows(data, "", first), first)
             if len(examples) < few.count:
                 raise TaskDataError(f"{few.file}: {len(examples)} examples, count is {few.count}; add rows or lower count",
                                     setting="shots")
-            return examples[: few.count]
+            return examples
         if few is None and d.data.kind == "file":
             raise TaskDataError(
                 f"task {self.name}: no worked examples: a single data file has no training split; "
@@ -301,6 +347,11 @@ class OwnTask(DatasetTask):
         split = few.split if few is not None else DEFAULT_FEW_SHOT_SPLIT
         count = few.count if few is not None else DEFAULT_FEW_SHOT_COUNT
         try:
+            if d.data.kind != "hub":  # a fixed draw from a split file: only its rows are read
+                data = self.data_file(self._split_file(split, "few-shot"))
+                self.check_data_file(data)
+                drawn = seeded_positions(data.rows, count, FEW_SHOT_SEED, count)
+                return self.to_samples(self._file_rows(data, "", drawn), drawn)
             rows, where = self._split_rows(split, "few-shot")
         except TaskDataError as exc:
             if few is not None:
@@ -308,7 +359,7 @@ class OwnTask(DatasetTask):
             raise TaskDataError(f"task {self.name}: no worked examples: no {split!r} split in {d.data.location}; "
                                 f"name a split or a file in {d.origin.where('few_shot')}, or use 0 shots",
                                 setting="shots") from exc
-        self._check_columns(rows, where)
+        self._check_columns(list(rows[0][0]) if rows else [], len(rows), where)
         return seeded_subset(self.to_samples(rows), count, FEW_SHOT_SEED)
 
     def few_shot_pool(self, *, seed: int = 0, data_dir: str | None = None, data_file: str | None = None) -> list[Sample]:

@@ -24,6 +24,7 @@ import orjson
 
 from promptrobust.engine.errors import PromptRobustError, SettingsError
 from promptrobust.engine.measuring.settings import DEFAULT_DATASET, AttackSettings, EvaluationSettings, parse_budget
+from promptrobust.engine.safe_io.bounded_toml import TomlNestingError, load_toml
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
 from promptrobust.tasks.base import Task
@@ -294,9 +295,11 @@ def load_config(path: str | os.PathLike[str]) -> SweepConfig:
     if not p.is_file():
         raise SweepConfigError(f"sweep config {p} does not exist")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = load_toml(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SweepConfigError(f"{p} is not valid TOML: {exc}") from None
+    except TomlNestingError as exc:
+        raise SweepConfigError(f"{p}: {exc}; flatten the file") from None
     except UnicodeDecodeError:
         raise SweepConfigError(f"{p} is not a UTF-8 text file") from None
     _reject_unknown(data, _TOP_KEYS, f"{p}: unknown section or key ", "")
