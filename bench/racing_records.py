@@ -150,66 +150,78 @@ SEARCH_OF = {"textbugger": "greedy", "deepwordbug": "greedy", "textfooler": "gre
 
 async def record_run(folder: Path, cache: Path, out: Path, *, attacks: Sequence[str] = ()) -> list[Path]:
     """Every attack record of the exhaustive run ``folder`` (results.jsonl, config.json), replayed
-    against ``cache`` through a ``Recorder``: one ``AttackRecordFile`` each under ``out``. Fails if
-    any answer was not in the cache (the run was not exhaustive, or its cache is another)."""
-    from promptrobust.attacks.registry import get_attack
-    from promptrobust.engine.measuring.settings import EvaluationSettings
-    from promptrobust.engine.measuring.workbench import protected_words, semantic_prompts_for
+    against ``cache`` through a ``Recorder``: one ``AttackRecordFile`` each under ``out``, and one of
+    the protocol's prompt ranking once the run has written results.json. Fails if any answer was not
+    in the cache (the run was not exhaustive, or its cache is another). A run still going gives the
+    attack records it has so far."""
     from promptrobust.engine.runs.session import Session
 
     config = orjson.loads((folder / "config.json").read_bytes())
     rows = [orjson.loads(line) for line in (folder / "results.jsonl").read_bytes().splitlines() if line.strip()]
-    results = orjson.loads((folder / "results.json").read_bytes())
+    rows = [r for r in rows if r.get("status") == "attacked" and (not attacks or r["attack"] in attacks)]
     written = []
     async with Session(cache=str(cache)) as session:
-        first = rows[0]
-        evaluation = EvaluationSettings(dataset=first["dataset"], limit=config.get("limit"), seed=first["seed"],
-                                        shots=first["shots"], mode=first["mode"])
-        bench = await session.workbench(first["model"], evaluation, model_args=config.get("model_args") or None)
-        ranking = Recorder(bench.evaluator(early_stopping=False))
-        prompts = [c["prompt"] for c in results["results"]["clean"]]
-        await ranking(prompts)
-        record = AttackRecordFile(
-            attack="ranking", search="topk", model=first["model"], dataset=first["dataset"], prompt_id="",
-            clean_prompt="", samples=len(bench.samples), seed=first["seed"], mode=first["mode"],
-            source={"run": folder.name, "commit": _commit(), "top_k": config.get("top_k"),
-                    "prompt_ids": [c["prompt_id"] for c in results["results"]["clean"]]},
-            calls=ranking.calls, scores=ranking.scores, margins=ranking.margins,
-        )
-        path = out / f"{_slug(first['model'])}_{first['samples']}_ranking.json.gz"
-        record.write(path)
-        written.append(path)
+        if (folder / "results.json").exists() and rows:
+            written.append(await _ranking_record(session, folder, config, rows[0], out))
         for row in rows:
-            if row.get("status") != "attacked" or (attacks and row["attack"] not in attacks):
-                continue
-            evaluation = EvaluationSettings(dataset=row["dataset"], limit=config.get("limit"), seed=row["seed"],
-                                            shots=row["shots"], mode=row["mode"])
-            bench = await session.workbench(row["model"], evaluation, model_args=config.get("model_args") or None)
-            before = bench.scheduler.stats.snapshot()
-            evaluator = bench.evaluator(early_stopping=False)
-            recorder = Recorder(evaluator)
-            attack = get_attack(row["attack"], **dict(row.get("attack_options") or {}))
-            outcome = await attack.run(row["clean_prompt"], recorder, protected=protected_words(bench.task), seed=row["seed"],
-                                       budget=row.get("budget"), semantic_prompts=semantic_prompts_for(bench.task, row["attack"]))
-            sent = bench.scheduler.stats.snapshot().get("backend_requests", 0) - before.get("backend_requests", 0)
-            if sent:
-                raise RuntimeError(f"{row['attack']} on {row['prompt_id']}: {sent} answers were not in the cache")
-            if outcome.adversarial_prompt != row["adversarial_prompt"]:
-                raise RuntimeError(f"{row['attack']} on {row['prompt_id']}: the search went elsewhere than the recorded run")
-            record = AttackRecordFile(
-                attack=row["attack"], search=SEARCH_OF[row["attack"]], model=row["model"], dataset=row["dataset"],
-                prompt_id=row["prompt_id"], clean_prompt=row["clean_prompt"], samples=len(bench.samples), seed=row["seed"],
-                mode=row["mode"],
-                source={"run": folder.name, "commit": _commit(), "adversarial_prompt": row["adversarial_prompt"],
-                        "attack_options": dict(row.get("attack_options") or {}),
-                        "pdr": row["pdr"], "pdr_ci95": row["pdr_ci95"], "clean_score": row["clean_score"],
-                        "adversarial_score": row["adversarial_score"]},
-                calls=recorder.calls, scores=recorder.scores, margins=recorder.margins,
-            )
-            path = out / f"{_slug(row['model'])}_{row['samples']}_{row['attack']}_{row['prompt_id']}.json.gz"
-            record.write(path)
-            written.append(path)
+            written.append(await _attack_record(session, folder, config, row, out))
     return written
+
+
+def _evaluation(config: dict[str, Any], row: dict[str, Any]) -> Any:
+    from promptrobust.engine.measuring.settings import EvaluationSettings
+
+    return EvaluationSettings(dataset=row["dataset"], limit=config.get("limit"), seed=row["seed"], shots=row["shots"],
+                              mode=row["mode"])
+
+
+async def _ranking_record(session: Any, folder: Path, config: dict[str, Any], first: dict[str, Any], out: Path) -> Path:
+    """The protocol's ranking of the prompt set: every prompt's per-sample scores."""
+    results = orjson.loads((folder / "results.json").read_bytes())
+    bench = await session.workbench(first["model"], _evaluation(config, first), model_args=config.get("model_args") or None)
+    ranking = Recorder(bench.evaluator(early_stopping=False))
+    await ranking([c["prompt"] for c in results["results"]["clean"]])
+    record = AttackRecordFile(
+        attack="ranking", search="topk", model=first["model"], dataset=first["dataset"], prompt_id="",
+        clean_prompt="", samples=len(bench.samples), seed=first["seed"], mode=first["mode"],
+        source={"run": folder.name, "commit": _commit(), "top_k": config.get("top_k"),
+                "prompt_ids": [c["prompt_id"] for c in results["results"]["clean"]]},
+        calls=ranking.calls, scores=ranking.scores, margins=ranking.margins,
+    )
+    path = out / f"{_slug(first['model'])}_{first['samples']}_ranking.json.gz"
+    record.write(path)
+    return path
+
+
+async def _attack_record(session: Any, folder: Path, config: dict[str, Any], row: dict[str, Any], out: Path) -> Path:
+    """One attack of the run, searched again through a ``Recorder`` (every answer a cache hit)."""
+    from promptrobust.attacks.registry import get_attack
+    from promptrobust.engine.measuring.workbench import protected_words, semantic_prompts_for
+
+    bench = await session.workbench(row["model"], _evaluation(config, row), model_args=config.get("model_args") or None)
+    before = bench.scheduler.stats.snapshot()
+    recorder = Recorder(bench.evaluator(early_stopping=False))
+    attack = get_attack(row["attack"], **dict(row.get("attack_options") or {}))
+    outcome = await attack.run(row["clean_prompt"], recorder, protected=protected_words(bench.task), seed=row["seed"],
+                               budget=row.get("budget"), semantic_prompts=semantic_prompts_for(bench.task, row["attack"]))
+    sent = bench.scheduler.stats.snapshot().get("backend_requests", 0) - before.get("backend_requests", 0)
+    if sent:
+        raise RuntimeError(f"{row['attack']} on {row['prompt_id']}: {sent} answers were not in the cache")
+    if outcome.adversarial_prompt != row["adversarial_prompt"]:
+        raise RuntimeError(f"{row['attack']} on {row['prompt_id']}: the search went elsewhere than the recorded run")
+    record = AttackRecordFile(
+        attack=row["attack"], search=SEARCH_OF[row["attack"]], model=row["model"], dataset=row["dataset"],
+        prompt_id=row["prompt_id"], clean_prompt=row["clean_prompt"], samples=len(bench.samples), seed=row["seed"],
+        mode=row["mode"],
+        source={"run": folder.name, "commit": _commit(), "adversarial_prompt": row["adversarial_prompt"],
+                "attack_options": dict(row.get("attack_options") or {}),
+                "pdr": row["pdr"], "pdr_ci95": row["pdr_ci95"], "clean_score": row["clean_score"],
+                "adversarial_score": row["adversarial_score"]},
+        calls=recorder.calls, scores=recorder.scores, margins=recorder.margins,
+    )
+    path = out / f"{_slug(row['model'])}_{row['samples']}_{row['attack']}_{row['prompt_id']}.json.gz"
+    record.write(path)
+    return path
 
 
 def _slug(text: str) -> str:

@@ -61,6 +61,9 @@ def add_parser(sub: flags.Subcommands, formatter: type[argparse.HelpFormatter]) 
     flags.add_output_arguments(p.add_argument_group("where things go"))
     flags.add_attack_arguments(p)
     flags.add_task_arguments(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="say what the run will cost (requests, tokens, US dollars for a priced API model; every candidate "
+                        "on every sample, and with racing) and stop: no model is loaded")
     p.set_defaults(handler=handle)
 
 
@@ -86,6 +89,13 @@ def handle(args: argparse.Namespace) -> int:
     from promptrobust.engine import progress
 
     plan = plan_from_args(args)  # everything is decided and checked before any model loads
+    if args.dry_run:
+        from promptrobust.engine.runs.plan import dry_run
+
+        for line in dry_run(plan):
+            print(line)
+        output.say("dry run: nothing was run")
+        return 0
     # Until the first phase (loading the data, torch, the model's identity: seconds on a cold start)
     # the status line says what is being prepared; no line of its own (an error may follow).
     progress.phase(f"preparing {plan.model.name} on {', '.join(t.task.name for t in plan.targets)}", line=False)

@@ -46,10 +46,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["DEFAULT_ERROR_RATE", "Race", "RacingSettings", "sample_order"]
+from promptrobust.attacks.base import Recipe
+
+__all__ = ["DEFAULT_ERROR_RATE", "MEASURED_SHARE", "Race", "RacingSettings", "sample_order", "search_kind"]
 
 #: The default chance, per race, that the best candidate is dropped (a union bound: an upper bound).
 DEFAULT_ERROR_RATE = 0.05
+
+
+def search_kind(recipe: Recipe) -> str:
+    """How a recipe's search spends its calls: greedy (a word ranking, then a step per word), set
+    (a given prompt set, every prompt scored: Semantic) or brute (a fixed candidate list)."""
+    if recipe.edits_words:
+        return "greedy"
+    return "set" if recipe.prompt_set is not None else "brute"
+
+
+#: Share of exhaustive scoring's model calls a race at the default error rate needed, per kind of
+#: search, on the recorded exhaustive attacks of ``bench/results/racing.md`` (``python bench/racing.py
+#: replay``): what ``pre run --dry-run`` and ``pre sweep --dry-run`` estimate racing at. A prompt set
+#: is always scored whole (its mean over the set is the paper's statistic).
+MEASURED_SHARE: dict[str, float] = {"greedy": 1.0, "brute": 1.0, "set": 1.0}
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from promptrobust.engine.measuring.target import MeasurementTarget, decide_targe
 from promptrobust.engine.measuring.workbench import SemanticPrompts
 from promptrobust.engine.runs.execute import RunPlan, RunTarget
 from promptrobust.engine.runs.executor import OutputOptions
+from promptrobust.engine.runs.run_estimate import estimate_run, format_run_estimate
 from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.prompt_choice import PROMPT_TYPES, choose_prompts
 from promptrobust.engine.runs.run_results import RESULTS_FILE_FORMAT
@@ -56,7 +57,7 @@ from promptrobust.tasks.promptbench_import import load_promptbench_prompts
 from promptrobust.tasks.own import resolve_task
 
 __all__ = [
-    "COLUMN_SETTINGS", "PromptChoice", "TaskChoice", "attack_settings", "base_model_note", "build_plan", "check_paths",
+    "COLUMN_SETTINGS", "PromptChoice", "TaskChoice", "attack_settings", "base_model_note", "build_plan", "check_paths", "dry_run",
     "check_results_file", "model_and_scheduler",
 ]
 
@@ -84,6 +85,12 @@ class PromptChoice:
             raise SettingsError("prompt ids must be a tuple of non-empty ids", setting="prompt")
         if self.text is not None and not (isinstance(self.text, str) and self.text.strip()):
             raise SettingsError("prompt_text is empty: give the instruction text, or none to use the stored prompts")
+
+
+def dry_run(plan: RunPlan) -> list[str]:
+    """What ``plan`` will cost, before it runs (``pre run --dry-run``; ``engine.runs.run_estimate``):
+    requests, tokens and US dollars, every candidate on every sample and with racing."""
+    return format_run_estimate(plan, estimate_run(plan))
 
 
 def model_and_scheduler(model: str | ModelSpec = DEFAULT_MODEL, model_args: Mapping[str, Any] | str | None = None,
