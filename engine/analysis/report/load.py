@@ -37,6 +37,7 @@ REQUIRED = ("model", "dataset", "attack", "clean_prompt")
 COST_FIELDS = (
     "candidate_evaluations", "model_requests", "requests_sent", "cache_hits", "deduplicated",
     "saved_by_early_stopping", "pruned_candidates", "samples_evaluated", "wall_seconds",
+    "saved_by_racing", "races", "raced_out", "input_tokens", "output_tokens", "usd",
 )
 #: fields of the record itself; anything else on a row is an extra column (e.g. a pairs file's source_model)
 KNOWN_FIELDS = frozenset((
@@ -51,6 +52,8 @@ KNOWN_FIELDS = frozenset((
     "task_definition",  # a user's own task: its definition hash
     "prompt_set_pdr",  # Semantic: the mean PDR over its prompt set
     "clean_samples",  # a joint prompt + sample attack: the clean prompt on the clean samples
+    "search",  # a search whose choices may differ from exhaustive scoring (racing, with its error rate)
+    "note",  # why a record measured nothing (an attack with nothing to change)
 ))
 
 

@@ -51,6 +51,13 @@ COST_COLUMNS = (
     ("saved_by_early_stopping", "saved by early stopping"),
     ("wall_seconds", "wall seconds"),
 )
+#: Cost columns shown only when a record of the table has them (newer records: racing, tokens, dollars).
+OPTIONAL_COST_COLUMNS = (
+    ("saved_by_racing", "saved by racing"),
+    ("input_tokens", "input tokens"),
+    ("output_tokens", "output tokens"),
+    ("usd", "USD"),
+)
 
 
 @dataclass(frozen=True)
@@ -412,17 +419,20 @@ def cost_table(records: Sequence[Mapping[str, Any]], suffix: str = "", title_suf
     for r in records:
         by_attack.setdefault(r["attack"], []).append(r)
     display, long = [], []
+    columns = [*COST_COLUMNS, *(c for c in OPTIONAL_COST_COLUMNS
+                                if any(r["cost"].get(c[0]) not in (None, 0) for r in records))]
     for attack in sorted(by_attack):
         recs = by_attack[attack]
         line, row = [attack, str(len(recs))], {"attack": attack, "records": len(recs)}
-        for col, _ in COST_COLUMNS:
+        for col, _ in columns:
             values = [r["cost"][col] for r in recs if r["cost"].get(col) is not None]
             m = math.fsum(values) / len(values) if values else None
             row[col] = m
-            line.append(MISSING if m is None else (f"{m:.2f}" if col == "wall_seconds" else f"{m:.1f}"))
+            line.append(MISSING if m is None else (f"{m:.2f}" if col == "wall_seconds" else f"{m:.4f}" if col == "usd"
+                                                    else f"{m:.1f}"))
         display.append(line)
         long.append(row)
-    header = ["attack", "records", *(f"mean {label}" for _, label in COST_COLUMNS)]
+    header = ["attack", "records", *(f"mean {label}" for _, label in columns)]
     note = ("mean per attacked prompt (one record = one prompt attacked on one model and dataset); requests: the record's own; "
             "wall seconds: elapsed while its attack ran (attacks that ran at the same time overlap, so they do not add up)")
     return Table("cost_by_attack" + suffix, "Attack cost per attacked prompt" + title_suffix, header, display, long, note,
