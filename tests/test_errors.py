@@ -116,6 +116,7 @@ NOT_USER_ERRORS = {
     "promptrobust.engine.serving.backends.openai.scoring.ScoringAnswerError",
     "promptrobust.engine.serving.backends.openai.scoring.ImpossibleLogprob",
     "promptrobust.engine.serving.backends.openai.scoring.ImpossibleTokens",
+    "promptrobust.engine.serving.backends.openai.token_ids.TooLong",
     "promptrobust.engine.runs.sweep.runner._AlreadySaid",
 }
 

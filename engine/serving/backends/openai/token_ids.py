@@ -94,7 +94,7 @@ class Learned:
 
     labels: dict[LabelSetKey, dict[tuple[int, ...], list[TokenIds]]] = field(default_factory=dict)
     """Per label set, per seam (``seam_of`` the input's ids): each label's tokens after such an input."""
-    alone: dict[str, asyncio.Future[list[int]]] = field(default_factory=dict)
+    alone: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
     """Each label's own tokens (no special tokens), tokenised once."""
     learning: dict[Hashable, asyncio.Future[Any]] = field(default_factory=dict)
     """Learning in flight, shared by every request that needs it."""
@@ -109,7 +109,10 @@ def seam_of(context: Sequence[int]) -> tuple[int, ...]:
     return tuple(context[-SEAM_TOKENS:])
 
 
-async def once(table: dict[Hashable, asyncio.Future[Any]], key: Hashable, make: Callable[[], Awaitable[T]],
+K = TypeVar("K", bound=Hashable)
+
+
+async def once(table: dict[K, asyncio.Future[Any]], key: K, make: Callable[[], Awaitable[T]],
                *, keep: bool = False) -> T:
     """``make()`` run once for every concurrent caller with the same ``key``: the first runs it, the others
     wait for its result (or its error). ``keep``: the result stays for later callers; otherwise the entry
@@ -237,6 +240,7 @@ def read_text_answer(data: Any, wanted: Sequence[int], *, chat: bool, most: int,
         raise ScoringAnswerError("no prompt_token_ids in the answer (the server ignored return_token_ids)")
     context = check_ids(ids, most=most, max_model_len=max_model_len, what="the input")
     lp = answer.get("logprobs")
+    top: Mapping[str, Any] | None
     if chat:
         content = lp.get("content") if isinstance(lp, dict) else None
         first = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else None
@@ -247,8 +251,8 @@ def read_text_answer(data: Any, wanted: Sequence[int], *, chat: bool, most: int,
     else:
         tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
         top = tops[0] if isinstance(tops, list) and tops and isinstance(tops[0], dict) else None
-        if top is None:
-            raise ScoringAnswerError("no log-probs at the generated position")
+    if top is None:
+        raise ScoringAnswerError("no log-probs at the generated position")
     return context, _listed_values(top, wanted)
 
 
