@@ -15,7 +15,8 @@ is cached on the client (``use_cache=False``): every run asks the server.
 (``pre list serve --model gemma3-270m`` prints the serve command.) The prefix-cache line says how many
 prompt tokens the server found cached: hits land on whole KV blocks (vLLM's block size: 16 on GPUs,
 128 on CPU unless ``--block-size``), so a shared instruction and few-shot block shorter than one block
-is never a hit (docs/scale.md section 7).
+is never a hit (docs/scale.md section 7). A sample the server saw whole in an earlier run is a hit of
+its own: give each measurement its own ``--seed`` (other samples) to count what the samples share.
 """
 
 from __future__ import annotations
@@ -75,15 +76,16 @@ def _version(root: str) -> str:
         return str(json.loads(answer.read()).get("version"))
 
 
-def _one_run(args: argparse.Namespace, route: str) -> dict[str, object]:
+def _one_run(args: argparse.Namespace, route: str, seed: int) -> dict[str, object]:
     root = args.url.rstrip("/").removesuffix("/v1")
     prompt = choose_prompts(args.dataset, prompt_ids=args.prompt)
     before_log, before_cache = _log_size(args.server_log), _prefix_cache(root)
     began = time.perf_counter()
     result = evaluate(
-        EvaluationSettings(dataset=args.dataset, limit=args.samples, shots=args.shots, mode="choices"),
+        EvaluationSettings(dataset=args.dataset, limit=args.samples, shots=args.shots, mode="choices",
+                           system_instruction=args.system_instruction, seed=seed),
         model=f"openai:{args.model}",
-        model_args=f"base_url={args.url},api=completions,base_model=true{ROUTES[route]}",
+        model_args=f"base_url={args.url},api=completions,base_model=true,timeout={args.timeout}{ROUTES[route]}",
         prompts=prompt, use_cache=False, scheduler=SchedulerSettings(concurrency=args.concurrency), progress=False,
     )
     seconds = time.perf_counter() - began
@@ -110,19 +112,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--shots", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="seconds a request may take (a loaded CPU server with 64 in flight needs minutes)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="which samples (another seed: samples the server has not cached whole from an earlier run)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="each run its own samples (seed, seed+1, ...): no run finds another's prompts cached whole")
+    ap.add_argument("--system-instruction", default=None,
+                    help="a paragraph before every input (lengthens the prefix the samples share)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--routes", default=",".join(ROUTES), help="comma-separated: " + ", ".join(ROUTES))
     ap.add_argument("--json", type=Path, help="write the numbers here too")
     args = ap.parse_args(argv)
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     runs: list[dict[str, object]] = []
-    for _ in range(args.rounds):
-        for route in routes:  # interleaved: both see the same machine load
-            runs.append(_one_run(args, route))
+    for n in range(args.rounds):
+        for k, route in enumerate(routes):  # interleaved: both see the same machine load
+            seed = args.seed + n * len(routes) + k if args.fresh else args.seed
+            runs.append(_one_run(args, route, seed))
     root = args.url.rstrip("/").removesuffix("/v1")
     print(describe_line())
+    extra = f", a system instruction of {len(args.system_instruction.split())} words" if args.system_instruction else ""
+    extra += ", fresh samples per run" if args.fresh else ""
     print(f"vLLM {_version(root)} at {args.url}, model {args.model}: {args.samples} samples of {args.dataset}, "
-          f"{args.shots} shots, prompt {args.prompt}, concurrency {args.concurrency}, {args.rounds} rounds")
+          f"{args.shots} shots{extra}, prompt {args.prompt}, concurrency {args.concurrency}, {args.rounds} rounds")
     median: dict[str, float] = {}
     for route in routes:
         mine = [r for r in runs if r["route"] == route]

