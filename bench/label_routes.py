@@ -1,9 +1,11 @@
 """What exact label scores cost over HTTP: vLLM's ``logprob_token_ids`` route against the top-20 approximation.
 
 Against a vLLM server ``pre`` scores labels exactly by token ids (vLLM 0.26+):
-the server's ``/tokenize`` renders the input and each label, then one
-completions request reads the labels' tokens at generated positions. The
-approximation sends one request and reads the first token's top-20. Both run
+the server's ``/tokenize`` renders a label set once per run (and once more per
+other ending of the inputs), then each sample is one completions request that
+reads the labels' tokens at the generated position and returns the input's ids
+(a second one for labels of several tokens). The approximation sends one
+request and reads the first token's top-20. Both run
 here, interleaved round by round in one process, against the same local fake
 server playing vLLM (``FakeOpenAIServer(vllm=True)``, a fixed ``latency`` per
 answer standing in for the network and the server's queue): what the exact

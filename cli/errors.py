@@ -37,7 +37,7 @@ EXIT_HANGUP = 129
 
 #: Settings whose flag is not the setting's name with dashes.
 FLAG_OF = {"max_new_tokens": "max-tokens", "attack_options": "attack-option", "attacks": "attack", "prompt": "prompt",
-           "input_columns": "input-column"}
+           "input_columns": "input-column", "stop": "gen_kwargs"}
 
 
 class UserError(PromptRobustError):

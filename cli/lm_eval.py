@@ -13,7 +13,10 @@
   beside it, as lm-eval writes its results file and samples beside each other (``output_target``).
 - ``--gen_kwargs max_gen_toks=32,until=["\\n\\n"]`` sets the most new tokens and the stop
   sequences; greedy decoding is the paper's, so ``temperature=0`` and ``do_sample=false`` are
-  accepted and anything else is refused. ``--system_instruction TEXT`` goes before every input;
+  accepted and anything else is refused. Without ``until``, a command in lm-eval's spelling
+  (``--model local-completions``, ``hf``, ...) whose model gets plain prompts stops where lm-eval's
+  generate tasks stop (``engine.runs.lm_eval_args.lm_eval_stop``: said, and recorded as a deviation
+  from the paper); pre's own ``--model`` spelling keeps the paper's EOS-only stop. ``--system_instruction TEXT`` goes before every input;
   ``--apply_chat_template`` sends chat messages (the run plan sets each backend's switch).
 """
 
@@ -130,6 +133,16 @@ def model_and_args(args: argparse.Namespace, *, say: Callable[[str], None] = lam
             items.append(f"device={device}")
         model_args = ",".join(items)
     return model, model_args
+
+
+def plain_prompts_in_lm_eval_spelling(args: argparse.Namespace) -> bool:
+    """Whether the command names its model as lm-eval does (``--model local-completions``, ``hf``, ``vllm``,
+    ...) and sends it plain prompts (a completions type, or an in-process type without
+    ``--apply_chat_template``): a base model evaluated the lm-eval way."""
+    kind = getattr(args, "model", None)
+    if not isinstance(kind, str) or kind not in LM_EVAL_MODELS or getattr(args, "apply_chat_template", False):
+        return False
+    return "chat" not in kind and "chat=true" not in (getattr(args, "model_args", "") or "").replace(" ", "").lower()
 
 
 def _set_flag(args: argparse.Namespace, setting: str, value: int, given: str) -> None:

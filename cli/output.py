@@ -251,8 +251,15 @@ def at_chance_advice(args: argparse.Namespace, samples: int,
 
 def after_attack(args: argparse.Namespace, records: Sequence[AttackRecord], attacks: Sequence[str], report_dir: str, *,
                  labels: bool = True) -> str:
-    """What to run after an attack: the report of the runs, and other attacks on the same setting."""
+    """What to run after an attack: the report of the runs, and other attacks on the same setting; after
+    an attack that failed (a server that went away, say), the same command again instead."""
     report = f"pre report {shlex.quote(report_dir)}  (tables, plots, APDR with intervals)"
+    failed = [r for r in records if r.status == "failed"]
+    if failed:
+        again = redact_text(shlex.join(getattr(args, "argv", None) or ["pre", "run", *kept_flags(args)]))
+        kept = ("every answer already received comes from the cache, so only the rest is asked"
+                if not getattr(args, "no_cache", False) else "--no-cache kept no answers: drop it to keep them")
+        return f"{again}  (the same command again: {len(failed)} attack run(s) failed; {kept})\n  {report}"
     attacked = [r for r in records if r.status == "attacked"]
     if attacked and all(r.at_chance for r in attacked):
         samples = next((len(r.clean_sample_scores) for r in records if getattr(r, "clean_sample_scores", None)), 0)

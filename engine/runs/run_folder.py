@@ -17,7 +17,8 @@ the package)::
     format    "promptrobust-results/1"
     command   argv, secrets redacted
     versions  promptrobust, git commit (null outside a checkout), python, torch,
-              transformers, vllm, openai (null when not installed)
+              transformers, vllm, openai (null when not installed); vllm is the
+              server's (its /version) when a vLLM server answered the run
     tasks     (a user's own task only) its provenance: name, task file, definition and its
               hash, data location and SHA-256, few-shot file and hash, labels, metric
     models    the identity of every model queried (backend, name, revision, extra)
@@ -373,6 +374,19 @@ def versions() -> dict[str, Any]:
     return dict(_VERSIONS)
 
 
+def _versions_for(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``versions()``, with vLLM's the version of the vLLM server that answered (a model identity's
+    ``server`` fact), when one did: that vLLM computed the results, not the one installed here."""
+    out = versions()
+    for m in models:
+        extra = m.get("extra")
+        served = str(extra.get("server", "")) if isinstance(extra, Mapping) else ""
+        if served.startswith("vllm "):
+            out["vllm"] = served.removeprefix("vllm ")
+            break
+    return out
+
+
 def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[str, Any]:
     def get(r: AttackRecord | Mapping[str, Any], key: str) -> Any:
         return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
@@ -415,7 +429,7 @@ def results_document(
     return {
         "format": FORMAT,
         "command": redact_argv(argv),
-        "versions": versions(),
+        "versions": _versions_for(models),
         "model": model if model is not None else first.get("name"),
         "dataset": dataset,
         **own,

@@ -21,7 +21,9 @@ user-info of a base URL, also learnt from every URL ``redact_url`` sees) in
 every form (plain, percent-decoded and -encoded, base64 of ``user:password``
 and of the password at each of base64's three alignments, standard and
 URL-safe), and ``redact_text`` stars out each form and any piece of 8 or more
-characters of one. Once a secret is known, every log record of the process is
+characters of one, together with the rest of the word it sits in (a base64
+value's last group or a slice's first characters decode to part of the secret:
+the whole value goes). Once a secret is known, every log record of the process is
 redacted too (its message formatted and passed through ``redact_text``).
 """
 
@@ -58,6 +60,9 @@ _AUTH_SCHEME = re.compile(
 FRAGMENT = 8
 #: Shorter forms are replaced only where they appear whole (and not at all under this length).
 _SHORTEST_FORM = 4
+#: Characters of a credential's written forms (base64, URL-safe base64, percent-encoding): a known piece is
+#: starred with every such character around it, so no edge of the value is left to decode.
+_CREDENTIAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-.~%")
 #: Field names whose value is a credential (exactly these, so ``sort_key`` stays).
 _SECRET_FIELDS = frozenset({"api_key", "apikey", "api-key", "password", "passwd", "secret", "client_secret",
                             "token", "access_token", "authorization", "proxy-authorization", "x-api-key"})
@@ -91,25 +96,43 @@ class _Known:
         forms, long, grams = self.forms, self.long, self.grams  # one consistent snapshot
         if not forms:
             return text
-        for form in sorted(forms, key=len, reverse=True):
-            text = text.replace(form, STARS)
-        if not grams or len(text) < FRAGMENT:
-            return text
-        out: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for form in forms:  # every whole form, wherever it appears
+            at = text.find(form)
+            while at >= 0:
+                spans.append((at, at + len(form)))
+                at = text.find(form, at + 1)
         i = 0
-        while i < len(text):
+        while grams and i <= len(text) - FRAGMENT:  # every piece of 8+ characters of a long form
             piece = text[i : i + FRAGMENT]
-            if len(piece) == FRAGMENT and piece in grams:
+            if piece in grams:
                 n = FRAGMENT
                 holders = [f for f in long if piece in f]
                 while i + n < len(text) and any(text[i : i + n + 1] in f for f in holders):
                     n += 1
-                out.append(STARS)
+                spans.append((i, i + n))
                 i += n
             else:
-                out.append(text[i])
                 i += 1
-        return "".join(out)
+        if not spans:
+            return text
+        # Each span grows to the whole credential-looking word around it: a value's edges (the last base64
+        # group, a slice's first characters) still decode to part of the secret, so the whole value goes.
+        grown = []
+        for start, end in spans:
+            while start > 0 and text[start - 1] in _CREDENTIAL_CHARS:
+                start -= 1
+            while end < len(text) and text[end] in _CREDENTIAL_CHARS:
+                end += 1
+            grown.append((start, end))
+        out, last = [], 0
+        for start, end in sorted(grown):
+            if start < last:  # overlaps the span before: already starred
+                last = max(last, end)
+                continue
+            out += [text[last:start], STARS]
+            last = end
+        return "".join(out) + text[last:]
 
 
 _KNOWN = _Known()

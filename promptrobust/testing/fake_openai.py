@@ -59,8 +59,24 @@ answered with the exact log-probability of each listed id at the generated
 position, under the same next-token distribution the top-20 route shows: the
 answer 0.70, with a space 0.10, capitalised 0.05, then the vocabulary words
 halving from 0.04, and the rest spread evenly over ``FAKE_VOCAB_SIZE`` other
-tokens (``token_logprob`` computes it). ``refuse=("logprob_token_ids",)``
+tokens (``token_logprob`` computes it). A text prompt (or a list of them) and a
+chat request with ``logprob_token_ids`` are tokenised the same way, and
+``return_token_ids`` puts the ids the server used in the answer
+(``prompt_token_ids``), as vLLM does. ``GET /version`` answers
+``vllm_version`` (None: 404, a server too old to say) and ``/v1/models``
+states ``root`` and ``max_model_len`` as vLLM's does. ``refuse=("logprob_token_ids",)``
 answers such requests with HTTP 400, as a server that does not offer them.
+
+Tokenizer quirks of real models, opt-in: ``byte_fallback=False`` maps every
+piece with a non-ASCII character to one unknown token (``UNK_ID``), as a
+tokenizer without byte fallback maps unknown words to ``[UNK]``;
+``strips_format_chars=True`` removes format characters (zero-width spaces,
+bidi marks: Unicode category Cf) before tokenising, as many normalisers do.
+``tamper=`` makes the vLLM answers hostile, for the client's checks:
+``excess_mass`` (every listed id at log-prob -0.001: probabilities adding up
+to more than 1), ``extra_ids`` (``/tokenize`` adds 400,000 ids), ``huge_ids``
+(``/tokenize`` ids of 10**30), ``unstable_ids`` (the same text gets other ids
+at each ``/tokenize`` call).
 
 Every answered POST is logged in ``outcomes`` as (time on
 ``time.monotonic()``, HTTP status), so a benchmark can count what the server
@@ -81,14 +97,15 @@ import zlib
 import struct
 import threading
 import time
+import unicodedata
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["BAD_ANSWER_FAULTS", "FAKE_VOCAB_SIZE", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TRANSIENT_FAULTS",
-           "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer", "toy_tokens"]
+__all__ = ["BAD_ANSWER_FAULTS", "FAKE_VOCAB_SIZE", "FAULT_KINDS", "NUMBER_FAULTS", "POSITIVE_WORDS", "TAMPER_KINDS",
+           "TRANSIENT_FAULTS", "UNK_ID", "Action", "FakeOpenAIServer", "FaultPlan", "sentiment_answer", "toy_tokens"]
 
 #: Every fault the server can inject: transport and status faults, then 200
 #: answers that lack what the request needs.
@@ -118,6 +135,12 @@ POSITIVE_WORDS = frozenset(
 #: Tokens outside the answer table share the rest of the probability evenly, as if the vocabulary had this many.
 FAKE_VOCAB_SIZE = 50_000
 _BOS_ID = 1
+#: The unknown token of ``byte_fallback=False``.
+UNK_ID = 3
+#: Hostile answers ``tamper=`` can make (see the module docstring).
+TAMPER_KINDS = ("excess_mass", "extra_ids", "huge_ids", "unstable_ids")
+#: The context the fake says it has (``max_model_len`` in /v1/models and /tokenize answers).
+FAKE_MAX_MODEL_LEN = 8192
 _PIECE = re.compile(r"\s*\S+|\s+")
 
 
@@ -293,6 +316,11 @@ class FakeOpenAIServer:
         port: int = 0,
         vllm: bool = False,
         refuse: Iterable[str] = (),
+        vllm_version: str | None = "0.32.0",
+        root: str | None = None,
+        byte_fallback: bool = True,
+        strips_format_chars: bool = False,
+        tamper: Iterable[str] = (),
     ) -> None:
         self.model = model
         #: The port to listen on (0: any free one); a server started again on a stopped one's port
@@ -313,6 +341,17 @@ class FakeOpenAIServer:
         self.lifetime = lifetime
         self.vllm = vllm
         self.refuse = frozenset(refuse)
+        #: What ``GET /version`` answers (vllm=True); None: 404.
+        self.vllm_version = vllm_version
+        #: The ``root`` of the /v1/models entry (vllm=True; vLLM's: where the weights came from).
+        self.root = root if root is not None else model
+        self.byte_fallback = byte_fallback
+        self.strips_format_chars = strips_format_chars
+        self.tamper = frozenset(tamper)
+        unknown = sorted(self.tamper - set(TAMPER_KINDS))
+        if unknown:
+            raise ValueError(f"unknown tamper kinds {unknown}: use {', '.join(TAMPER_KINDS)}")
+        self._tokenize_calls = 0
         #: Token id -> text for every piece the toy tokenizer gave, and what each tokenised input asks
         #: the answer function (a prompt's text; a conversation's last user message).
         self._pieces: dict[int, str] = {}
@@ -335,9 +374,24 @@ class FakeOpenAIServer:
     # -- the toy tokenizer and next-token distribution of vllm=True ----------------------------------------
     def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
         """vLLM's ``/tokenize`` answer for a prompt or a conversation (remembered for ``input_of``)."""
+        ids = self.token_ids_of(body)
+        with self._lock:
+            self._tokenize_calls += 1
+            calls = self._tokenize_calls
+        if "extra_ids" in self.tamper:
+            ids = ids + [_BOS_ID] * 400_000
+        if "huge_ids" in self.tamper:
+            ids = [10**30 for _ in ids]
+        if "unstable_ids" in self.tamper:
+            ids = [t + calls for t in ids]
+        return {"count": len(ids), "max_model_len": FAKE_MAX_MODEL_LEN, "tokens": ids, "token_strs": None}
+
+    def token_ids_of(self, body: dict[str, Any], *, chat_default_prompt: bool = True) -> list[int]:
+        """The toy tokenizer's ids for a body's prompt (``prompt``, text) or conversation (``messages``), with
+        vLLM's defaults for special tokens; remembered for ``input_of``."""
         if body.get("messages") is not None:
             messages = list(body["messages"])
-            text = _toy_chat(messages, generation_prompt=bool(body.get("add_generation_prompt", True)),
+            text = _toy_chat(messages, generation_prompt=bool(body.get("add_generation_prompt", chat_default_prompt)),
                              continue_final=bool(body.get("continue_final_message", False)))
             users = [m.get("content", "") for m in messages if m.get("role") == "user"]
             asked = users[-1] if users else ""
@@ -345,12 +399,16 @@ class FakeOpenAIServer:
         else:
             text = asked = str(body.get("prompt", ""))
             special = bool(body.get("add_special_tokens", True))
+        if self.strips_format_chars:
+            text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
         pieces = toy_tokens(text)
-        ids = ([_BOS_ID] if special else []) + [_toy_id(p) for p in pieces]
+        known = [self.byte_fallback or piece.isascii() for piece in pieces]
+        ids = ([_BOS_ID] if special else []) + [_toy_id(p) if ok else UNK_ID for p, ok in zip(pieces, known)]
         with self._lock:
-            self._pieces.update(zip(ids[1:] if special else ids, pieces))
+            self._pieces.update((_toy_id(p), p) for p, ok in zip(pieces, known) if ok)
+            self._pieces[UNK_ID] = "[UNK]"
             self._inputs[tuple(ids)] = asked
-        return {"count": len(ids), "max_model_len": 8192, "tokens": ids, "token_strs": None}
+        return ids
 
     def piece(self, token_id: int) -> str:
         with self._lock:
@@ -360,7 +418,7 @@ class FakeOpenAIServer:
         """What the answer function reads for a token-id prompt: that of the longest tokenised input it starts
         with (the prompt itself, or the prompt plus a label prefix)."""
         with self._lock:
-            for end in range(len(ids), 0, -1):
+            for end in range(len(ids), max(0, len(ids) - 64), -1):  # a label prefix is a few tokens
                 found = self._inputs.get(tuple(ids[:end]))
                 if found is not None:
                     return found
@@ -589,9 +647,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         if path.rstrip("/") == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [
-                {"id": st.model, "object": "model", "created": st.created, "owned_by": "vllm" if st.vllm else "tests"}
-            ]})
+            entry: dict[str, Any] = {"id": st.model, "object": "model", "created": st.created,
+                                     "owned_by": "vllm" if st.vllm else "tests"}
+            if st.vllm:  # what vLLM states about the weights: where they came from, the context it serves
+                entry.update(root=st.root, parent=None, max_model_len=FAKE_MAX_MODEL_LEN)
+            self._send_json(200, {"object": "list", "data": [entry]})
+            return
+        if st.vllm and path.rstrip("/") == "/version" and st.vllm_version is not None:
+            self._send_json(200, {"version": st.vllm_version})
             return
         self._error(404, f"no route {path}")
 
@@ -645,8 +708,8 @@ class _Handler(BaseHTTPRequestHandler):
         if st.vllm and path == "/tokenize":
             self._send_json(200, st.tokenize(body))
             return
-        if st.vllm and path == "/v1/completions" and body.get("logprob_token_ids"):
-            self._token_ids(body)
+        if st.vllm and path in ("/v1/completions", "/v1/chat/completions") and body.get("logprob_token_ids"):
+            self._token_ids(body, chat=path == "/v1/chat/completions")
             return
         if path == "/v1/chat/completions":
             self._chat(body)
@@ -657,9 +720,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- answers -----------------------------------------------------------------
     def _generate(self, text: str, body: dict[str, Any]) -> tuple[list[str], str]:
-        words = self.server_state.answer(text).split()
+        """The answer's tokens (its words, each with the whitespace before it: newlines stay) up to
+        ``max_tokens``, cut at the first stop sequence."""
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 16
-        tokens = [w if i == 0 else " " + w for i, w in enumerate(words)][: int(max_tokens)]
+        tokens = toy_tokens(self.server_state.answer(text).strip())[: int(max_tokens)]
         out = "".join(tokens)
         stops = body.get("stop") or []
         for s in [stops] if isinstance(stops, str) else stops:
@@ -672,32 +736,59 @@ class _Handler(BaseHTTPRequestHandler):
         probs = _answer_list(first, self.server_state.vocab)
         return [(tok, math.log(pr)) for tok, pr in probs[: max(0, n)]]
 
-    def _token_ids(self, body: dict[str, Any]) -> None:
-        """vLLM's ``logprob_token_ids``: per token-id prompt, the listed ids' log-probs at the generated position."""
+    def _token_ids(self, body: dict[str, Any], *, chat: bool = False) -> None:
+        """vLLM's ``logprob_token_ids``: per prompt (token ids, or text the server tokenises; or the chat
+        conversation), the listed ids' log-probs at the generated position; ``return_token_ids`` adds the
+        prompt's ids to the answer."""
         st = self.server_state
-        prompt = body.get("prompt")
-        prompts = [prompt] if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) else prompt
-        if not isinstance(prompts, list) or not all(isinstance(p, list) for p in prompts):
-            self._error(400, "logprob_token_ids needs token-id prompts in this server")
-            return
-        if body.get("logprobs") is None:
+        if body.get("logprobs") in (None, False):
             self._error(400, "when using `logprob_token_ids`, `logprobs` must be set.")
             return
+        if chat:
+            prompts = [st.token_ids_of({k: v for k, v in body.items() if k != "prompt"})]
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+                prompt = [prompt]
+            if not isinstance(prompt, list) or not all(isinstance(p, (list, str)) for p in prompt):
+                self._error(400, "logprob_token_ids needs prompts of text or token ids")
+                return
+            special = body.get("add_special_tokens", True)
+            prompts = [p if isinstance(p, list) else st.token_ids_of({"prompt": p, "add_special_tokens": special})
+                       for p in prompt]
         as_ids = bool(body.get("return_tokens_as_token_ids"))
+        with_ids = bool(body.get("return_token_ids"))
         listed = [int(t) for t in body["logprob_token_ids"]]
         choices = []
         for i, ids in enumerate(prompts):
             answer = st.answer(st.input_of(ids)).split()[0]
             sampled = _toy_id(answer)
-            top = {(f"token_id:{t}" if as_ids else st.piece(t)): st.token_logprob(answer, t) for t in [sampled, *listed]}
-            first = f"token_id:{sampled}" if as_ids else answer
-            choices.append({"index": i, "text": answer, "finish_reason": "length", "logprobs": {
-                "tokens": [first], "token_logprobs": [st.token_logprob(answer, sampled)], "top_logprobs": [top],
-                "text_offset": [0]}})
+            values = {t: st.token_logprob(answer, t) for t in [sampled, *listed]}
+            if "excess_mass" in st.tamper:
+                values = {t: -0.001 for t in values}
+            name = (lambda t: f"token_id:{t}") if as_ids else st.piece
+            first = name(sampled) if as_ids else answer
+            if chat:
+                choice: dict[str, Any] = {"index": i, "message": {"role": "assistant", "content": answer},
+                                          "finish_reason": "length", "logprobs": {"content": [{
+                                              "token": first, "logprob": values[sampled], "bytes": None,
+                                              "top_logprobs": [{"token": name(t), "logprob": v, "bytes": None}
+                                                               for t, v in values.items()]}]}}
+            else:
+                choice = {"index": i, "text": answer, "finish_reason": "length", "logprobs": {
+                    "tokens": [first], "token_logprobs": [values[sampled]],
+                    "top_logprobs": [{name(t): v for t, v in values.items()}], "text_offset": [0]}}
+                if with_ids:
+                    choice.update(prompt_token_ids=list(ids), token_ids=[sampled])
+            choices.append(choice)
         n = sum(len(p) for p in prompts)
-        self._send_json(200, {"id": f"cmpl-{st.count()}", "object": "text_completion", "created": int(time.time()),
-                              "model": st.model, "choices": choices,
-                              "usage": {"prompt_tokens": n, "completion_tokens": len(prompts), "total_tokens": n + len(prompts)}})
+        payload: dict[str, Any] = {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{st.count()}", "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()), "model": st.model, "choices": choices,
+            "usage": {"prompt_tokens": n, "completion_tokens": len(prompts), "total_tokens": n + len(prompts)}}
+        if chat and with_ids:
+            payload["prompt_token_ids"] = list(prompts[0])
+        self._send_json(200, payload)
 
     def _usage(self, text: str, completion_tokens: int) -> dict[str, int]:
         prompt_tokens = max(1, len(text.split()))

@@ -16,12 +16,17 @@ weights. It speaks what vLLM's server speaks on ``/v1/completions``:
 * ``logprob_token_ids=[ids]`` with ``logprobs`` (vLLM 0.26+): the first
   generated position's ``top_logprobs`` holds the sampled token and every listed
   id (named ``token_id:N`` with ``return_tokens_as_token_ids``);
+* ``return_token_ids``: each completion carries ``prompt_token_ids``;
 
 on ``/v1/chat/completions`` vLLM's ``prompt_logprobs`` of the conversation
 rendered with the model's chat template (``add_generation_prompt``,
-``continue_final_message`` as vLLM takes them), at the top of the answer; and
-vLLM's ``POST /tokenize`` (at the server root) for a prompt or a conversation.
-Its ``/v1/models`` entry says ``owned_by: vllm``, as vLLM's does.
+``continue_final_message`` as vLLM takes them), at the top of the answer, and
+``logprob_token_ids`` at the first generated position (``logprobs.content``;
+``return_token_ids`` puts the conversation's ids at the top); and vLLM's
+``POST /tokenize`` (at the server root) for a prompt or a conversation. Its
+``/v1/models`` entry says ``owned_by: vllm``, as vLLM's does, and ``GET
+/version`` says 0.32.0 (0.25.1, a release before ``logprob_token_ids``, when
+made to refuse it).
 
 ``prompt`` may be a string, a list of token ids, or a list of either (one
 completion each). ``echo=False`` / ``prompt_logprobs=False`` /
@@ -125,12 +130,22 @@ class HFCompletionsServer:
             ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
             logp = self._logprobs(ids)
         nxt = int(logp[-1].argmax())
+        listed = [int(t) for t in body.get("logprob_token_ids") or []]
+        logprobs = None
+        if listed and body.get("logprobs"):
+            name = (lambda t: f"token_id:{t}") if body.get("return_tokens_as_token_ids") else (
+                lambda t: self.tokenizer.decode([t]))
+            logprobs = {"content": [{"token": name(nxt), "logprob": float(logp[-1, nxt]), "bytes": None,
+                                     "top_logprobs": [{"token": name(t), "logprob": float(logp[-1, t]), "bytes": None}
+                                                      for t in [nxt, *listed]]}]}
         out: dict[str, Any] = {
             "id": "chatcmpl-hf", "object": "chat.completion", "created": 0, "model": self.name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode([nxt])},
-                         "logprobs": None, "finish_reason": "length"}],
+                         "logprobs": logprobs, "finish_reason": "length"}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1},
         }
+        if body.get("return_token_ids"):
+            out["prompt_token_ids"] = ids
         if body.get("prompt_logprobs") is not None:
             out["prompt_logprobs"] = [None] + [
                 {str(ids[i]): {"logprob": float(logp[i - 1, ids[i]]), "rank": 1, "decoded_token": self.tokenizer.decode([ids[i]])}}
@@ -177,6 +192,8 @@ class HFCompletionsServer:
         pieces = [self._piece(t, i, text) for i, t in enumerate(ids[:n_prompt])]
         if body.get("echo"):
             out["text"] = text + gen_text
+        if body.get("return_token_ids"):
+            out["prompt_token_ids"] = ids[:n_prompt]
         if top_n is not None:
             tokens: list[str] = []
             token_logprobs: list[float | None] = []
@@ -222,6 +239,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.split("?")[0].rstrip("/") == "/v1/models":
             self._send(200, {"object": "list", "data": [{"id": self.state.name, "object": "model", "owned_by": "vllm"}]})
+            return
+        if self.path.split("?")[0].rstrip("/") == "/version":
+            self._send(200, {"version": "0.32.0" if self.state.logprob_token_ids else "0.25.1"})
             return
         self._error(404, f"no route {self.path}")
 

@@ -25,6 +25,9 @@ from promptrobust.engine.serving.types import Completion, ModelIdentity, Request
 #: A log-probability may exceed 0 by this much (rounding in a softmax); anything larger, NaN or
 #: infinite is an impossible number, which no backend's answer may carry.
 LOGPROB_TOLERANCE = 1e-3
+#: The probabilities of distinct tokens read at one position may add up to at most 1 plus this (rounding
+#: in a softmax); more is a distribution no model gives, which no backend's answer may carry either.
+MASS_TOLERANCE = 1e-3
 
 
 class BackendError(PromptRobustError):

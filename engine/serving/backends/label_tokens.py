@@ -5,15 +5,63 @@ log-probabilities of listed token ids at one generated position. A label of
 several tokens is scored along a trie: each inner node (the prompt plus a
 label prefix) is one position to read, and a label's log-probability is the
 sum over its tokens (``sum_choice_logprobs``).
+
+Label scoring is exact only when the labels' tokens can tell them apart
+(``check_label_ids``, every backend that scores by token ids): a label with no
+tokens (a tokenizer whose normaliser drops it, or an empty label) would score
+log 1 whatever the input, and two labels with the same tokens (a tokenizer
+without byte fallback maps unknown words to one ``[UNK]``) would always tie.
+Both are refused in one line (``IndistinctLabels``), never scored. And the
+probabilities read at one position are of distinct tokens, so they add up to
+at most 1 (``excess_mass``: beyond ``MASS_TOLERANCE``, the answer is one no
+model gives).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["TokenIds", "continuation_ids", "sum_choice_logprobs", "trie_queries"]
+from promptrobust.engine.serving.backends.base import MASS_TOLERANCE, BackendError
+
+__all__ = ["MASS_TOLERANCE", "IndistinctLabels", "TokenIds", "check_label_ids", "continuation_ids", "excess_mass",
+           "sum_choice_logprobs", "trie_queries"]
 
 TokenIds = tuple[int, ...]
+
+
+class IndistinctLabels(BackendError):
+    """Labels whose tokens cannot tell them apart in this model's tokenizer (one line naming them and the way out)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, setting="mode")
+
+
+def check_label_ids(labels: Sequence[str], ids: Sequence[Sequence[int]]) -> None:
+    """Raise ``IndistinctLabels`` when a label has no tokens or two distinct labels have the same tokens."""
+    seen: dict[tuple[int, ...], str] = {}
+    for label, tokens in zip(labels, ids):
+        key = tuple(tokens)
+        if not key:
+            raise IndistinctLabels(
+                f"label {label!r} becomes no tokens after the input in this model's tokenizer, so it would score "
+                "log-probability 0 (probability 1) on every sample: use mode generate, or label words the "
+                "tokenizer keeps")
+        other = seen.get(key)
+        if other is not None and other != label:
+            shown = list(key) if len(key) <= 8 else [*key[:8], "..."]
+            raise IndistinctLabels(
+                f"labels {other!r} and {label!r} have the same token ids {shown} in this model's tokenizer (it maps "
+                "both to the same tokens), so label scoring cannot tell them apart: use mode generate, or label "
+                "words the tokenizer knows")
+        seen[key] = label
+
+
+def excess_mass(logprobs: Iterable[float]) -> float | None:
+    """The total probability of distinct tokens read at one position when it is more than 1 +
+    ``MASS_TOLERANCE`` (no model gives that), else None."""
+    total = math.fsum(math.exp(min(v, 50.0)) for v in logprobs if not math.isnan(v))
+    return total if total > 1.0 + MASS_TOLERANCE else None
 
 
 def continuation_ids(

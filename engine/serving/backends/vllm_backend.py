@@ -62,10 +62,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.serving.backends.base import BackendError, BackendUnavailable, PerRequestBackend
+from promptrobust.engine.serving.backends.base import (
+    MASS_TOLERANCE,
+    BackendError,
+    BackendUnavailable,
+    BadAnswerError,
+    PerRequestBackend,
+)
 from promptrobust.engine.serving.backends.label_tokens import (  # noqa: F401 - re-exported
     TokenIds,
+    check_label_ids,
     continuation_ids,
+    excess_mass,
     sum_choice_logprobs,
     trie_queries,
 )
@@ -566,11 +574,19 @@ class VLLMBackend(PerRequestBackend):
         choices = [
             self._choice_ids(text, special, prompt_ids, c) for c in request.choices
         ]
+        check_label_ids(request.choices, choices)  # none empty, no two alike: else refused, never scored
         nodes = trie_queries(choices)
         prefixes = list(nodes)
         results = await asyncio.gather(
             *(self._read_node(prompt_ids, p, nodes[p]) for p in prefixes)
         )
+        for found in results:
+            mass = excess_mass(found.values())
+            if mass is not None:
+                raise BadAnswerError(
+                    f"impossible answer from vLLM: the labels' tokens at one position have probabilities adding up "
+                    f"to {mass:.4g} (at most {1 + MASS_TOLERANCE:g}): check the model, its dtype and the vLLM version"
+                )
         node_logprobs = dict(zip(prefixes, results))
         return Completion(
             choice_logprobs=sum_choice_logprobs(choices, node_logprobs),

@@ -9,6 +9,9 @@ of a request is one token, one pass per input reads them all from the logits
 after the input (with ``label_logsumexp``: the labels' logits minus the
 vocabulary's logsumexp, nothing of the vocabulary's size copied out). Longer
 choices run one sequence per (input, choice) and sum their tokens' log-probs.
+Labels whose tokens cannot tell them apart (none at all, or the same ids as
+another label's: a word-level tokenizer's ``[UNK]``) are refused before any
+pass (``label_tokens.check_label_ids``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from promptrobust.engine.serving.backends.hf.passes import ForwardPasses
+from promptrobust.engine.serving.backends.label_tokens import check_label_ids
 from promptrobust.engine.serving.types import Completion, Request
 
 __all__ = ["score"]
@@ -23,7 +27,10 @@ __all__ = ["score"]
 
 def score(passes: ForwardPasses, reqs: list[Request], inputs: list[list[int]],
           choice_ids: list[list[list[int]]]) -> list[Completion]:
-    """One completion per request: its choices' log-probabilities (``choice_ids``: each choice's tokens)."""
+    """One completion per request: its choices' log-probabilities (``choice_ids``: each choice's tokens);
+    ``IndistinctLabels`` when a request's labels cannot be told apart by their tokens."""
+    for r, ids in zip(reqs, choice_ids):
+        check_label_ids(r.choices, ids)
     results: list[list[float]] = [[0.0] * len(r.choices) for r in reqs]
     encdec = passes.model.encdec
     single = [i for i in range(len(reqs)) if all(len(c) == 1 for c in choice_ids[i])]
@@ -44,7 +51,7 @@ def score(passes: ForwardPasses, reqs: list[Request], inputs: list[list[int]],
         for i in range(len(reqs))
         if i not in single_set
         for j, c in enumerate(choice_ids[i])
-        if c  # an empty choice has log-probability 0
+        if c  # (no choice is empty: check_label_ids refused that)
     ]
     for chunk_idx in passes.chunks(list(range(len(pairs))), lambda k: len(inputs[pairs[k][0]]) + len(choice_ids[pairs[k][0]][pairs[k][1]])):
         items = [pairs[k] for k in chunk_idx]

@@ -13,7 +13,9 @@
 * a log-probability that is NaN, infinite or above 0 (beyond a 1e-3 rounding
   tolerance) (``check_top_logprobs``, ``check_choice_logprobs``) ->
   ``BadAnswerError`` at once: the server computed it and would send it again,
-  so it is one line naming the number, never retried, scored or cached; a
+  so it is one line naming the number, never retried, scored or cached; so
+  are distinct tokens at one position whose probabilities add up to more than
+  1 + ``MASS_TOLERANCE`` (``check_mass``: each value alone may look fine); a
   label left without a score -> ``TransientBackendError``.
 """
 
@@ -23,15 +25,18 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 import numpy as np
 
 from promptrobust.engine.serving.backends.base import LOGPROB_TOLERANCE, BadAnswerError, TransientBackendError
+from promptrobust.engine.serving.backends.label_tokens import MASS_TOLERANCE, excess_mass
 from promptrobust.engine.serving.backends.openai.endpoints import clean_url
 
-__all__ = ["LOGPROB_TOLERANCE", "MAX_BODY_MB", "MAX_JSON_DEPTH", "BodyTooLarge", "json_depth", "answer_text", "body_limit_hook", "check_choice_logprobs",
-           "check_top_logprobs", "first_choice", "impossible", "json_body", "logprob_problem", "top_logprobs", "usage"]
+__all__ = ["LOGPROB_TOLERANCE", "MAX_BODY_MB", "MAX_JSON_DEPTH", "BodyTooLarge", "ServerFacts", "json_depth", "answer_text",
+           "body_limit_hook", "check_choice_logprobs", "check_mass", "check_top_logprobs", "weights_statement", "first_choice", "impossible", "json_body", "logprob_problem", "top_logprobs", "usage"]
 
 #: Largest answer body read (MiB; ``max_body_mb`` raises it): a label or a short
 #: generation is a few KiB, so a bigger body is a broken or hostile server and
@@ -209,11 +214,24 @@ def impossible(shown: str, what: str, problem: str) -> BadAnswerError:
 
 def check_top_logprobs(top: Sequence[tuple[str, float]], shown: str) -> None:
     """Raise BadAnswerError (never retried, scored or cached) when any listed alternative's
-    log-probability is impossible."""
+    log-probability is impossible, or when the alternatives (distinct tokens at one position) have
+    probabilities adding up to more than 1 (``check_mass``)."""
     for token, value in top:
         problem = logprob_problem(value)
         if problem is not None:
             raise impossible(shown, f"token {token[:40]!r}", problem)
+    check_mass([value for _, value in top], shown, "the listed alternatives")
+
+
+def check_mass(logprobs: Sequence[float], shown: str, what: str) -> None:
+    """BadAnswerError when distinct tokens read at one position have probabilities adding up to more
+    than 1 + ``MASS_TOLERANCE`` (each value alone may look possible)."""
+    mass = excess_mass(logprobs)
+    if mass is not None:
+        raise BadAnswerError(
+            f"impossible answer from {shown}: {what} at one position have probabilities that add up to {mass:.4g} "
+            f"(distinct tokens add up to at most {1 + MASS_TOLERANCE:g}); the server computes impossible numbers "
+            "(a retry would get the same): check its model, dtype and version")
 
 
 def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown: str) -> None:
@@ -227,3 +245,49 @@ def check_choice_logprobs(scores: Sequence[float], choices: Sequence[str], shown
         problem = logprob_problem(value)
         if problem is not None:
             raise impossible(shown, f"label {label[:40]!r}", problem)
+
+
+# -- what a server states about the model it serves ---------------------------------------------------
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a server says about the weights behind a model name: its ``/models`` entry and, for vLLM,
+    ``/version``. It names the model's identity (``revision`` and ``extra``), so two servers of the same
+    weights share cache entries wherever they keep them, and no machine path is ever published."""
+
+    weights: str = ""
+    """``weights_statement`` of vLLM's ``root`` (a hub id, a hub snapshot, a folder's name), or the
+    official API's ``created`` date as ``created=N``; "" when the server says nothing."""
+    max_model_len: int | None = None
+    """The context the server serves the model with (vLLM's /models entry)."""
+    server: str = ""
+    """The serving software and its version, e.g. ``vllm 0.32.0`` (vLLM's ``/version``); "" when unknown."""
+
+    @property
+    def revision(self) -> str:
+        return self.weights
+
+    def extra(self) -> tuple[tuple[str, str], ...]:
+        out: tuple[tuple[str, str], ...] = ()
+        if self.max_model_len is not None:
+            out += (("max_model_len", str(self.max_model_len)),)
+        if self.server:
+            out += (("server", self.server),)
+        return out
+
+
+def weights_statement(root: str) -> str:
+    """What vLLM's ``root`` (where the server loaded the weights from) says about them, without saying where
+    they lie on its machine: a hub id as it is (``google/gemma-3-270m``); a local path as the hub snapshot it
+    is (``org/name@commit``, from a Hugging Face cache path) or else as its folder's name (in pre's model store
+    that name is the weights' sha256 prefix)."""
+    root = (root or "").strip()
+    if not root:
+        return ""
+    local = root.startswith(("/", "~", ".", "\\")) or re.match(r"^[A-Za-z]:[\\/]", root) is not None
+    if not local:
+        return root
+    snapshot = re.search(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]([0-9a-fA-F]{7,64})", root)
+    if snapshot is not None:
+        return f"{snapshot.group(1)}/{snapshot.group(2)}@{snapshot.group(3)}"
+    path = PureWindowsPath(root) if "\\" in root else PurePosixPath(root)
+    return path.name or root.strip("/\\")

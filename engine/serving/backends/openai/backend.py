@@ -50,6 +50,7 @@ import importlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,6 +64,7 @@ from promptrobust.engine.serving.backends.base import (
 )
 from promptrobust.engine.serving.backends.label_tokens import (
     TokenIds,
+    check_label_ids,
     continuation_ids,
     sum_choice_logprobs,
     trie_queries,
@@ -171,9 +173,10 @@ class OpenAIBackend(PerRequestBackend):
         self._redact = Redactor()
         self._pool = EndpointPool(urls, eject_after=options.eject_after, cooldown=options.cooldown)
         self._http: Any = None
-        self._revision = ""
-        #: Each label's token ids on its own, as the server's tokenizer gives them (labels repeat in every request).
-        self._label_alone: dict[str, list[int]] = {}
+        #: What the server states about the weights (``start()``): the identity's revision and facts.
+        self._facts = answers.ServerFacts()
+        #: The logprob_token_ids route's labels' tokens, learned once per run from the server's tokenizer.
+        self._learned = token_ids.Learned()
         #: Whether the server returns log-probs: None until decided (see the module docstring).
         self._server_logprobs: bool | None = options.logprobs
 
@@ -196,20 +199,24 @@ class OpenAIBackend(PerRequestBackend):
     # -- identity ----------------------------------------------------------------
     @property
     def identity(self) -> ModelIdentity:
-        """Model name + first endpoint; final once ``start()`` has read the model list.
+        """Model name + first endpoint + what the server states about the weights; final once ``start()``
+        has read the model list.
 
         All endpoints must serve the same weights under the same name, so they
         share one identity (and one cache). ``revision`` comes from the
         ``/models`` entry: its ``created`` date on the official API (a model
-        release), its ``root`` elsewhere when given (vLLM: the weights path).
-        Local servers' ``created`` is often the current time, and
-        ``system_fingerprint`` only arrives with answers (after cache keys are
-        needed) and changes with the provider's infrastructure, so neither is used.
+        release); on vLLM its ``root`` as ``answers.weights_statement`` gives
+        it (a hub id or snapshot, or the folder's name: never a path on the
+        server's machine), with ``max_model_len`` and the server's version
+        (``/version``) in ``extra`` (``answers.ServerFacts``). Local servers'
+        ``created`` is often the current time, and ``system_fingerprint`` only
+        arrives with answers (after cache keys are needed) and changes with the
+        provider's infrastructure, so neither is used.
         """
-        extra: tuple[tuple[str, str], ...] = (("base_url", self._pool.first.shown),)
+        extra: tuple[tuple[str, str], ...] = (("base_url", self._pool.first.shown), *self._facts.extra())
         if self._scoring_path in scoring.EXACT_PATHS:  # exact label scores never share keys with top-20 ones
             extra += (("label_scoring", str(self._scoring_path)),)
-        return ModelIdentity(backend="openai", name=self.model, revision=self._revision, extra=extra)
+        return ModelIdentity(backend="openai", name=self.model, revision=self._facts.revision, extra=extra)
 
     @property
     def label_scoring(self) -> str:
@@ -300,12 +307,18 @@ class OpenAIBackend(PerRequestBackend):
         except BaseException:
             await self.close()  # a failed start leaves no open connections behind
             raise
-        self._revision = str(reachable[0][1])
+        first, facts = reachable[0]
+        assert isinstance(facts, answers.ServerFacts)
+        if first.vllm:
+            facts = replace(facts, server=await self._server_version(first))
+        self._facts = facts
         if self._scoring_path is None:
-            self._scoring_path = await self._detect_scoring(reachable[0][0])
+            self._scoring_path = await self._detect_scoring(first)
+        if self._scoring_path in scoring.EXACT_PATHS and self._server_logprobs is None:
+            self._server_logprobs = True  # an exact route reads log-probs: nothing left for a start-up probe to ask
 
-    async def _list_models(self, ep: Endpoint) -> str:
-        """``GET /models`` on one endpoint: the model's revision there ("" when it says nothing)."""
+    async def _list_models(self, ep: Endpoint) -> answers.ServerFacts:
+        """``GET /models`` on one endpoint: what it states about the model's weights (nothing, when it says nothing)."""
         import openai
 
         limit = min(self.timeout, 10.0)
@@ -317,7 +330,7 @@ class OpenAIBackend(PerRequestBackend):
             raise _Unreachable(f"cannot reach {ep.shown}: no complete answer to GET /models within {limit:g}s") from None
         except BodyTooLarge as exc:  # a model list is no reason to stop: the answers are checked one by one
             log.warning("GET %s/models: %s; carrying on", ep.shown, exc)
-            return ""
+            return answers.ServerFacts()
         except openai.APIConnectionError as exc:
             raise _Unreachable(f"cannot reach {ep.shown}: is the server running? ({self._redact.reason(exc)})") from None
         except openai.APIStatusError as exc:
@@ -331,14 +344,14 @@ class OpenAIBackend(PerRequestBackend):
                     f"{ep.shown}/models not found (HTTP 404): does the base URL need a /v1 suffix?"
                 ) from None
             log.warning("GET %s/models answered HTTP %s; carrying on", ep.shown, exc.status_code)
-            return ""
+            return answers.ServerFacts()
         except (TransientBackendError, BadAnswerError) as exc:  # a model list that is not JSON: not fatal
             log.warning("GET %s/models sent an unreadable answer (%s); carrying on", ep.shown, exc)
-            return ""
+            return answers.ServerFacts()
         listed = data.get("data")
         entries = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
         if not entries:
-            return ""
+            return answers.ServerFacts()
         ids = [str(e.get("id", "")) for e in entries]
         if self.model not in ids:
             shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
@@ -349,9 +362,26 @@ class OpenAIBackend(PerRequestBackend):
         ep.vllm = entry.get("owned_by") == "vllm"
         if _is_official(ep.url):
             created = entry.get("created")
-            return f"created={created}" if created else ""
-        root = entry.get("root")
-        return f"root={root}" if root and root != self.model else ""
+            return answers.ServerFacts(weights=f"created={created}" if created else "")
+        root = answers.weights_statement(str(entry.get("root") or ""))
+        length = entry.get("max_model_len")
+        return answers.ServerFacts(
+            weights=f"root={root}" if root and root != self.model else "",
+            max_model_len=length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None)
+
+    async def _server_version(self, ep: Endpoint) -> str:
+        """vLLM's ``GET /version`` at the server root, as ``vllm X.Y.Z`` ("" when it does not say)."""
+        limit = min(self.timeout, 10.0)
+        try:
+            async with asyncio.timeout(limit):
+                response = await ep.client.with_options(timeout=limit).get(
+                    token_ids.server_root_url(ep.url, "version"), cast_to=_http_module().Response)
+                data = answers.json_body(response, ep.shown)
+        except Exception as exc:  # noqa: BLE001 - an unanswered /version only leaves the version unknown
+            log.debug("GET /version at %s: %s", ep.shown, self._redact(str(exc)))
+            return ""
+        version = data.get("version")
+        return f"vllm {version}" if isinstance(version, str) and version.strip() and len(version) < 64 else ""
 
     async def close(self) -> None:
         if self._http is not None:
@@ -529,14 +559,20 @@ class OpenAIBackend(PerRequestBackend):
         if self.logprobs is False:
             return scoring.TOP_PATH
         if ep.vllm:
-            # A vLLM server (its /models says so): ask for the route that keeps its prefix cache first, on
-            # chat too. Other servers are not asked (a refused request at every start); vLLM before 0.26
-            # ignores the field, which the probe's answer shows.
-            try:
-                if await self._probe_token_ids(ep):
-                    return scoring.TokenIdsRoute.name
-            except (openai.APIError, BackendError):
-                pass  # refused or unreadable: the next route
+            # A vLLM server (its /models says so): the route that keeps its prefix cache first, on chat too.
+            # Its /version says whether it has the route (0.26+): then nothing is sent at start, so a run that
+            # only generates asks nothing of label scoring. A server that does not say is probed (vLLM before
+            # 0.26 ignores the field, which the probe's answer shows). Other servers are not asked (a refused
+            # request at every start).
+            served = token_ids.serves_token_ids(self._facts.server.removeprefix("vllm "))
+            if served:
+                return scoring.TokenIdsRoute.name
+            if served is None:
+                try:
+                    if await self._probe_token_ids(ep):
+                        return scoring.TokenIdsRoute.name
+                except (openai.APIError, BackendError):
+                    pass  # refused or unreadable: the next route
         if self.api != "completions":
             # Chat requests: only a vLLM server can score a label inside the model's own template, and
             # asking others costs a refused request at every start, so that route is opted into
@@ -585,13 +621,57 @@ class OpenAIBackend(PerRequestBackend):
             response = await ep.client.post(url, cast_to=_http_module().Response, body=body)
             return answers.json_body(response, ep.shown)
 
-    async def _tokenize(self, ep: Endpoint, body: dict[str, Any]) -> list[int]:
+    async def _tokenize(self, ep: Endpoint, body: dict[str, Any], *, most: int, what: str) -> list[int]:
         data = await self._post_json(ep, token_ids.tokenize_url(ep.url), body)
         with _readable(ep):
-            return token_ids.read_tokens(data)
+            return token_ids.read_tokens(data, most=most, max_model_len=self._facts.max_model_len, what=what)
 
-    async def _label_ids(self, ep: Endpoint, request: Request) -> tuple[list[int], list[TokenIds]]:
-        """The input's token ids and each label's ids after it, as the server's tokenizer gives them."""
+    async def _score_token_ids(self, ep: Endpoint, request: Request) -> Completion:
+        """A label set's tokens learned once (``token_ids.Learned``), then one request per sample: its text read
+        at the generated position, the input's ids coming back with the labels' log-probs (module docstring of
+        ``token_ids``). Labels of several tokens take one more request, for the positions inside them."""
+        key: token_ids.LabelSetKey = (request.messages is not None, tuple(request.choices))
+        tokenized: list[int] | None = None  # the input as /tokenize gave it, when this request learned from it
+        if not self._learned.labels.get(key):
+            async def first() -> list[int]:
+                nonlocal tokenized
+                tokenized = await self._learn(ep, request, key)
+                return tokenized
+
+            await token_ids.once(self._learned.learning, (key, None), first)
+        root = self._learned.root_ids(key)
+        context, values = await self._read_text(ep, request, root[: token_ids.MAX_IDS_PER_REQUEST])
+        if tokenized is not None and tokenized != context:
+            raise _unusable(ep, "the server tokenised the same input two ways (its /tokenize and its completions "
+                                "route gave different token ids): its tokenizer is not deterministic")
+        seam = token_ids.seam_of(context)
+        labels = self._learned.labels[key].get(seam)
+        if labels is None:  # an input that ends otherwise than those learned from: learn how labels continue it
+            async def again() -> list[int]:
+                return await self._learn(ep, request, key, context=context)
+
+            await token_ids.once(self._learned.learning, (key, seam), again)
+            labels = self._learned.labels[key][seam]
+        nodes = trie_queries(labels)
+        read: dict[TokenIds, dict[int, float]] = {(): values}
+        rest = {p: ids for p, ids in nodes.items() if p != ()}
+        unread = tuple(t for t in nodes.get((), ()) if t not in values)
+        if unread:
+            rest[()] = unread
+        if rest:
+            for prefix, found in (await self._read_token_ids(ep, context, rest)).items():
+                read.setdefault(prefix, {}).update(found)
+        for found in read.values():
+            answers.check_mass(list(found.values()), ep.shown, "the labels' tokens")
+        return Completion(choice_logprobs=sum_choice_logprobs(labels, read), prompt_tokens=len(context),
+                          completion_tokens=0)
+
+    async def _learn(self, ep: Endpoint, request: Request, key: token_ids.LabelSetKey, *,
+                     context: list[int] | None = None) -> list[int]:
+        """Tokenise the input, each label after it and each label alone (``/tokenize``), and keep each label's
+        tokens for inputs ending like this one; the input's ids. ``context``: the ids the completions route
+        gave for the same input, which /tokenize must give too. Labels whose tokens cannot tell them apart
+        are refused (``check_label_ids``)."""
         chat = request.messages is not None
         messages = self._messages(request) if chat else None
         prompt = request.prompt or ""
@@ -602,20 +682,51 @@ class OpenAIBackend(PerRequestBackend):
                 return token_ids.tokenize_body(self.model, messages=turns, continue_final=label is not None)
             return token_ids.tokenize_body(self.model, prompt=prompt + (label or ""))
 
-        async def alone(label: str) -> list[int]:
-            if label not in self._label_alone:
-                self._label_alone[label] = await self._tokenize(
-                    ep, token_ids.tokenize_body(self.model, prompt=label, special=False))
-            return self._label_alone[label]
+        def most(label: str) -> int:
+            return self._most_tokens(request, label)
 
-        context, *found = await asyncio.gather(
-            self._tokenize(ep, body(None)),
-            *(self._tokenize(ep, body(label)) for label in request.choices),
+        async def alone(label: str) -> list[int]:
+            async def make() -> list[int]:
+                return await self._tokenize(ep, token_ids.tokenize_body(self.model, prompt=label, special=False),
+                                            most=token_ids.most_tokens(label), what=f"the label {label[:40]!r}")
+
+            return await token_ids.once(self._learned.alone, label, make, keep=True)
+
+        own, *found = await asyncio.gather(
+            self._tokenize(ep, body(None), most=most(""), what="the input"),
+            *(self._tokenize(ep, body(label), most=most(label), what="the input and a label") for label in request.choices),
             *(alone(label) for label in request.choices),
         )
+        if context is not None and own != context:
+            raise _unusable(ep, "the server tokenised the same input two ways (its /tokenize and its completions "
+                                "route gave different token ids): its tokenizer is not deterministic")
         n = len(request.choices)
-        return context, [continuation_ids(context, full, own) if label else ()
-                         for label, full, own in zip(request.choices, found[:n], found[n:])]
+        labels = [continuation_ids(own, full, alone_ids) for full, alone_ids in zip(found[:n], found[n:])]
+        check_label_ids(request.choices, labels)  # none without tokens, no two alike: else refused, never scored
+        self._learned.labels.setdefault(key, {})[token_ids.seam_of(own)] = labels
+        return own
+
+    def _most_tokens(self, request: Request, label: str = "") -> int:
+        """The most tokens any tokenizer makes of the request's input plus ``label``."""
+        if request.messages is None:
+            return token_ids.most_tokens((request.prompt or "") + label)
+        text = "".join(m.content for m in request.messages) + label
+        return token_ids.most_tokens(text, messages=len(request.messages) + 1)
+
+    async def _read_text(self, ep: Endpoint, request: Request, ids: list[int]) -> tuple[list[int], dict[int, float]]:
+        """One request with the input's text: the log-probs of ``ids`` at the generated position, and the input's
+        token ids as the server tokenised them (completions for a prompt; the chat route for a conversation)."""
+        if request.messages is not None:
+            async with self._deadline(ep):
+                raw = await ep.client.chat.completions.with_raw_response.create(
+                    model=self.model, messages=self._messages(request), max_tokens=1, temperature=0.0, logprobs=True,
+                    extra_body={"logprob_token_ids": ids, "return_tokens_as_token_ids": True, "return_token_ids": True})
+                data = answers.json_body(raw.http_response, ep.shown)
+        else:
+            data = await self._post_completions(ep, token_ids.read_body(self.model, request.prompt or "", ids))
+        with _readable(ep):
+            return token_ids.read_text_answer(data, ids, chat=request.messages is not None,
+                                              most=self._most_tokens(request), max_model_len=self._facts.max_model_len)
 
     async def _read_token_ids(self, ep: Endpoint, context: list[int],
                               nodes: dict[TokenIds, tuple[int, ...]]) -> dict[TokenIds, dict[int, float]]:
@@ -633,21 +744,12 @@ class OpenAIBackend(PerRequestBackend):
                 read[prefix].update(value)
         return read
 
-    async def _score_token_ids(self, ep: Endpoint, request: Request) -> Completion:
-        context, labels = await self._label_ids(ep, request)
-        nodes = trie_queries(labels)
-        read = await self._read_token_ids(ep, context, nodes) if nodes else {}
-        return Completion(choice_logprobs=sum_choice_logprobs(labels, read), prompt_tokens=len(context),
-                          completion_tokens=0)
-
     async def _probe_token_ids(self, ep: Endpoint) -> bool:
-        """Whether ``ep`` scores given token ids (every one the probe asks for comes back)."""
+        """Whether ``ep`` scores given token ids (a server that does not say its version): the probe request
+        goes through the route itself, and every id it asks for must come back."""
         probe = Request("score_choices", prompt=token_ids.PROBE_INPUT, choices=token_ids.PROBE_LABELS)
         try:
-            context, labels = await self._label_ids(ep, probe)
-            if not all(labels):
-                return False
-            await self._read_token_ids(ep, context, trie_queries(labels))
+            await self._score_token_ids(ep, probe)
         except (TransientBackendError, BadAnswerError):
             return False
         return True
@@ -660,11 +762,22 @@ class OpenAIBackend(PerRequestBackend):
 
 @contextlib.contextmanager
 def _readable(ep: Endpoint) -> Iterator[None]:
-    """Reading a label-scoring answer: impossible numbers fail at once (a broken server sends them again),
-    an answer without what the route needs is a malformed one (retried); neither is ever scored."""
+    """Reading a label-scoring answer: impossible numbers and token ids fail at once (a broken server sends
+    them again), an input too long for the model fails at once, an answer without what the route needs is a
+    malformed one (retried); none is ever scored."""
     try:
         yield
     except scoring.ImpossibleLogprob as exc:
         raise answers.impossible(ep.shown, "a label token", str(exc)) from None
+    except scoring.ImpossibleTokens as exc:
+        raise _unusable(ep, str(exc)) from None
+    except token_ids.TooLong as exc:
+        raise BackendError(f"{exc} (the server at {ep.shown})") from None
     except scoring.ScoringAnswerError as exc:
         raise TransientBackendError(f"malformed answer from {ep.shown}: {exc}") from None
+
+
+def _unusable(ep: Endpoint, what: str) -> BadAnswerError:
+    """Token ids no tokenizer gives: one line, never retried, scored or cached."""
+    return BadAnswerError(f"impossible answer from {ep.shown}: {what}; a retry would get the same: check the "
+                          "server, its model and version")

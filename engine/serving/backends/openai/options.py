@@ -57,11 +57,13 @@ class OpenAIOptions:
     cooldown: float = model_arg(COOLDOWN, Number(0, _DAY, unit="seconds"))
     """Seconds an ejected endpoint rests before one request probes it (doubling while it keeps failing)."""
     scoring: str = model_arg("auto", OneOf(SCORING_ARGS))
-    """The label-scoring route; ``auto``: the best exact route the server allows, found at start."""
+    """The label-scoring route; ``auto``: the best exact route the server allows, found at start (vLLM 0.26+,
+    as its ``/version`` says: ``logprob_token_ids``, one request per sample, nothing probed)."""
     max_body_mb: float = model_arg(MAX_BODY_MB, Number(0, 1_048_576, above=True, unit="MiB"))
     """The largest answer body read (MiB); a bigger one is a broken or hostile server's."""
     max_outage: float = model_arg(MAX_OUTAGE, Number(0, _WEEK, unit="seconds"))
-    """Seconds every endpoint may refuse connections before the waiting requests fail."""
+    """Seconds every endpoint may refuse connections before the waiting requests fail (vLLM on a small CPU
+    restarts in about 6 minutes: give 600 there)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_urls", split_urls(self.base_urls))  # a list or "A|B" from Python: one form

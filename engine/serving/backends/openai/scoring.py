@@ -43,7 +43,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CHAT_DESCRIPTION", "DESCRIPTIONS", "EXACT_PATHS", "MISSING_CHOICE_MARGIN", "ROUTES", "SCORING_ARGS",
-           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ScoringAnswerError", "ScoringPath",
+           "TOP_LOGPROBS", "TOP_PATH", "ExactRoute", "ImpossibleLogprob", "ImpossibleTokens", "ScoringAnswerError",
+           "ScoringPath",
            "TokenIdsRoute", "accepts", "body", "chat_body", "choice_logprobs_from_top", "completions_in_order",
            "exact_route", "probe_bodies", "read", "read_chat"]
 
@@ -77,6 +78,11 @@ class ScoringAnswerError(ValueError):
 
 class ImpossibleLogprob(ScoringAnswerError):
     """A prompt token's log-probability that no model gives (NaN, infinite, above 0)."""
+
+
+class ImpossibleTokens(ScoringAnswerError):
+    """Token ids no tokenizer gives (ids beyond any vocabulary, far more tokens than the text has bytes,
+    the same text tokenised two ways): a retry would get the same, so never retried, scored or cached."""
 
 
 class ExactRoute:
