@@ -80,7 +80,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     targets = flags.targets(args)  # dataset names, or a user's own task (--task FILE, or a data file's columns)
     return build_plan(model, targets, model_args=model_args, chat=args.apply_chat_template,
                       evaluation=flags.evaluation_settings(args, targets[0]), prompts=prompts, attacks=attacks,
-                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True))
+                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True),
+                      ready=not args.dry_run)
 
 
 def handle(args: argparse.Namespace) -> int:
