@@ -83,3 +83,40 @@ def test_a_dry_run_prices_an_api_model_without_its_key_and_racing_costs_less(
     assert math.isclose(sum(v[0] for k, v in rows.items() if k.endswith("exhaustive <=") and not k.startswith("total"))
                         + ranking[0], exhaustive[0])
     assert "dry run: nothing was run" in out.err
+
+
+def test_the_progress_line_says_the_dollars_spent_so_far_on_a_priced_model() -> None:
+    from promptrobust.engine import progress
+    from promptrobust.engine.progress.display import format_status
+    from promptrobust.engine.progress.state import ProgressState
+    from promptrobust.engine.serving.scheduler import SchedulerStats
+
+    priced = SchedulerStats(price=Price(2.0, 8.0), input_tokens=1_000, output_tokens=10)  # spent before it was watched
+    unpriced = SchedulerStats(input_tokens=5_000)
+    state = ProgressState()
+    state.apply(progress.Watch(priced))
+    state.apply(progress.Watch(unpriced))
+    priced.input_tokens += 50_000
+    priced.output_tokens += 1_000
+    unpriced.input_tokens += 50_000
+    priced.completed += 100
+    priced.backend_requests += 100
+    status = state.status()
+    assert status.usd == pytest.approx((50_000 * 2.0 + 1_000 * 8.0) / 1e6)  # only what was spent while watched
+    line = format_status(status)
+    assert "USD 0.1080 so far" in line
+    alone = ProgressState()
+    alone.apply(progress.Watch(unpriced))
+    assert alone.status().usd is None and "USD" not in format_status(alone.status())
+
+
+def test_a_sweep_dry_run_says_what_racing_would_cost() -> None:
+    from promptrobust.engine.runs.sweep.estimate import ModelEstimate, format_estimates
+
+    rows = [ModelEstimate("gpt-4", "openai", 2, 100, 900, 10_000, 1_000, cost_usd=20.0, priced=True,
+                          raced_attack_requests=400),
+            ModelEstimate("hf:x", "hf", 2, 100, 900, 10_000, 1_000, raced_attack_requests=900)]
+    last = format_estimates(rows)[-1]
+    # gpt-4: 100 + 400 of 1000 requests, so half its dollars; hf:x unchanged (nothing priced)
+    assert last.startswith("with --early-stopping racing, about: 1,500 requests, USD 10 ")
+    assert format_estimates(rows[1:2])[-1].startswith("with --early-stopping racing, about: 1,000 requests (")
