@@ -54,6 +54,15 @@ def test_a_raced_record_says_its_search_and_keeps_exact_scores(tmp_path: Path) -
     for r in exact:
         assert "search" not in r or r["search"] is None
         assert "races" not in r["cost"]  # only raced searches carry the racing counts
+    # a report keeps raced and exhaustive records apart unless asked to pool them
+    from promptrobust.engine.analysis.report import build_report
+
+    apart = build_report([tmp_path / "exact" / "runs", tmp_path / "raced" / "runs"], figures=False)
+    attack_sections = [s for s in apart.sections if s.kind == "attack"]
+    assert len(attack_sections) == 2 and sum(s.setting.search is not None for s in attack_sections) == 1
+    pooled = build_report([tmp_path / "exact" / "runs", tmp_path / "raced" / "runs"], figures=False, pool_searches=True)
+    assert len([s for s in pooled.sections if s.kind == "attack"]) == 1
+    assert any("pooled with exhaustive ones" in n for n in pooled.notes)
     # the kept candidate is scored on every sample: its score is its exhaustive score
     exhaustive = {r["attack"]: r for r in exact}
     for r in raced:
