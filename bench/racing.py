@@ -197,6 +197,14 @@ def cmd_replay(args: argparse.Namespace) -> None:
     out.update({k: v for k, v in summarize(at_200, recommended, live).items() if k in ("attacks", "calls_ratio", "within_interval", "mean_pdr_drop")})
     out["samples_500"] = {**{k: v for k, v in summarize(at_500, recommended, live).items()
                              if k in ("attacks", "calls_ratio", "within_interval", "mean_pdr_drop")}, **out.get("samples_500", {})}
+    # what ``engine.measuring.racing.MEASURED_SHARE`` is set from: racing's calls over exhaustive's, per kind of search
+    out["share_by_search"] = {}
+    for kind in sorted({r.record.search for r in results}):
+        members = [r for r in results if r.record.search == kind]
+        calls = [_calls_of(r, recommended, live) for r in members]
+        if all(c is not None for c in calls):
+            exhaustive = sum(r.replays[recommended.name].exhaustive_calls for r in members)
+            out["share_by_search"][kind] = round(sum(c for c in calls if c is not None) / max(1, exhaustive), 3)
     out["replay_seconds"] = round(time.perf_counter() - started, 2)
     OUT_JSON.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
     print(OUT_MD.read_text())

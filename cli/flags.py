@@ -178,8 +178,10 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     add_field(g, AttackSettings, "early_stopping",
               help="exact (default): every candidate step chooses as exhaustive scoring, calls saved only where a "
                    "candidate can no longer win; off: every candidate on every sample; racing: a candidate leaves a "
-                   "step once shown worse at --error-rate, far fewer model calls (the prompt kept is scored exactly, "
-                   "but may differ from exhaustive's; the paper's protocol is exact)")
+                   "step once shown worse at --error-rate: fewer model calls (8%% fewer at 200 samples on our recorded "
+                   "attacks, more on more samples), the prompt kept is scored exactly but may differ from exhaustive's "
+                   "with at most that chance per step; the paper's protocol is exact. `pre run --dry-run` says the cost "
+                   "both ways")
     for name in ("error_rate", "racing_tolerance", "chunk_size"):
         add_field(g, AttackSettings, name)
     add_field(g, AttackSettings, "holdout", metavar="FRACTION",

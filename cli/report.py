@@ -68,6 +68,9 @@ def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> Non
                    help="PDR that splits robust (<=) from vulnerable (>) prompts in the word-frequency analysis (default: the median PDR)")
     p.add_argument("--group-by", default=None, metavar="COLS",
                    help="comma-separated record fields or extra pairs-file columns (e.g. source_model,shots) for extra APDR tables")
+    p.add_argument("--pool-searches", action="store_true",
+                   help="put records of raced searches (--early-stopping racing) in the same tables as exhaustive ones "
+                        "(kept apart by default: a raced search may keep another candidate); said in the report's notes")
     p.add_argument("--quiet", action="store_true", help="do not print the Markdown tables to stdout")
     p.set_defaults(handler=handle)
 
@@ -103,7 +106,8 @@ def handle(args: argparse.Namespace) -> int:
     folder = output_folder(args)
     try:
         report = build_report(args.run_dirs, top=args.top, words=args.words, word_threshold=args.word_threshold,
-                              group_by=group_by, figures=bool(formats & {"png", "svg", "pdf", "html"}))
+                              group_by=group_by, figures=bool(formats & {"png", "svg", "pdf", "html"}),
+                              pool_searches=args.pool_searches)
         written = report.write(folder, formats)
     except ReportInputError as exc:
         hint = " (--group-by)" if "group by" in str(exc) else ""

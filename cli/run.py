@@ -87,7 +87,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
             output.say_note(note)
     return build_plan(model, targets, model_args=model_args, chat=args.apply_chat_template,
                       evaluation=evaluation, prompts=prompts, attacks=attacks,
-                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True))
+                      scheduler=flags.scheduler_settings(args), output=flags.output_options(args, results_file=True),
+                      ready=not args.dry_run)
 
 
 def handle(args: argparse.Namespace) -> int:

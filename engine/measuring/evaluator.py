@@ -323,6 +323,8 @@ class Evaluator:
                     self.cost.samples_evaluated += len(requests)
                     race.observe(i, [self._sample_score(c, self.samples[j])[0] for c, j in zip(completions, rest)])
                 out[prompt] = CandidateScore(prompt, math.fsum(race.scores[i]) / n, True, n)
+            elif seen == n:  # lost on every sample: an exact score, no call saved
+                out[prompt] = CandidateScore(prompt, math.fsum(race.scores[i]) / n, True, n)
             else:
                 self.cost.raced_out += 1
                 self.cost.saved_by_racing += n - seen

@@ -151,9 +151,10 @@ def _pieces(status: Status) -> dict[str, str]:
         total = f"/{status.total}" if status.total else ""
         pieces.update(counts=f"requests {status.done}{total} (cache hits {status.cache_hits}, sent {status.sent})",
                       counts_short=f"requests {status.done}{total}",
-                      rate=f"sent {'-' if status.rate is None else f'{status.rate:.1f}'} req/s", eta=f"ETA {eta}")
+                      rate=f"sent {'-' if status.rate is None else f'{status.rate:.1f}'} req/s", eta=f"ETA {eta}",
+                      usd="" if status.usd is None else f"USD {status.usd:.4f} so far")
     else:
-        pieces.update(counts="", counts_short="", rate="", eta="")
+        pieces.update(counts="", counts_short="", rate="", eta="", usd="")
     return pieces
 
 
@@ -164,11 +165,13 @@ def _line(pieces: dict[str, str], *, counts: str, rate: bool, work: str, phase: 
     leaves them (None: this arrangement does not fit)."""
     work_text = pieces[work] if pieces["work"] else ""
     if pieces["counts"] and pieces["work"] and pieces["answered"]:
-        fixed = [pieces["jobs"], pieces[counts], pieces["rate"] if rate else "", pieces["eta"], pieces["elapsed"], work_text]
+        fixed = [pieces["jobs"], pieces[counts], pieces["usd"] if rate else "", pieces["rate"] if rate else "", pieces["eta"],
+                 pieces["elapsed"], work_text]
     elif pieces["work"]:  # work before any request is answered (converting the model): its own ETA leads
         fixed = [pieces["jobs"], work_text, pieces["elapsed"], pieces["counts_short"]]
     elif pieces["counts"]:
-        fixed = [pieces["jobs"], pieces[counts], pieces["rate"] if rate else "", pieces["eta"], pieces["elapsed"]]
+        fixed = [pieces["jobs"], pieces[counts], pieces["usd"] if rate else "", pieces["rate"] if rate else "", pieces["eta"],
+                 pieces["elapsed"]]
     else:
         fixed = [pieces["jobs"], pieces["elapsed"]]
     head = _SEP.join(p for p in fixed if p)

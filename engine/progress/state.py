@@ -58,6 +58,7 @@ class Status:
     eta: float | None  # seconds left; None while estimating (before any answer arrived)
     elapsed: float
     work: WorkStatus | None = None
+    usd: float | None = None  # what the answers so far cost (a priced API model), else None
 
 
 class _WorkTrack:
@@ -100,6 +101,7 @@ class ProgressState:
         self._record = record
         self._last_counts: list[tuple[int, int, int]] | None = None
         self._stats: list[tuple[Counters, tuple[int, int, int]]] = []
+        self._usd_base: dict[int, float] = {}  # each watched scheduler's dollars when first watched
         self._resume: dict[str, tuple[str, SearchStep | None]] = {}
         self._loading: set[str] = set()  # scopes inside a ``during`` step (the model loads)
         self._work: dict[str, _WorkTrack] = {}
@@ -150,6 +152,7 @@ class ProgressState:
         elif isinstance(event, Watch):
             if all(s is not event.stats for s, _ in self._stats):
                 self._stats.append((event.stats, _counts(event.stats)))
+                self._usd_base[id(event.stats)] = _usd(event.stats) or 0.0
         elif isinstance(event, (Fallback, LibraryWarning)):
             if event.key not in self.fallbacks:
                 self.fallbacks[event.key] = event.message
@@ -172,6 +175,13 @@ class ProgressState:
             self._record(self.clock() - self.started, None, raw)
         return done, hits, sent
 
+    def spent(self) -> float | None:
+        """US dollars the watched schedulers' answers cost since first watched (None: none is priced)."""
+        priced = [(stats, usd) for stats, _ in self._stats if (usd := _usd(stats)) is not None]
+        if not priced:
+            return None
+        return sum(usd - self._usd_base.get(id(stats), 0.0) for stats, usd in priced)
+
     def _look(self, now: float) -> tuple[int, int, int, int]:
         """Read the counters and tell the rate: (done, hits, sent, total)."""
         done, hits, sent = self.counts()
@@ -193,7 +203,13 @@ class ProgressState:
             if self._work_scope is not None and self._work_scope in self._work:
                 work = self._work[self._work_scope].status(now)
             return Status(self.phase, self.step, self.jobs, done, total, hits, sent,
-                          self.rate.rate(now), eta, now - self.started, work)
+                          self.rate.rate(now), eta, now - self.started, work, self.spent())
+
+
+def _usd(stats: Counters) -> float | None:
+    """A scheduler's dollars so far, where its counters know a price (``SchedulerStats.usd``)."""
+    value = getattr(stats, "usd", None)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _counts(stats: Counters) -> tuple[int, int, int]:

@@ -191,12 +191,15 @@ def build_plan(
     attacks: AttackSettings | None = None,
     scheduler: SchedulerSettings | None = None,
     output: OutputOptions | None = None,
+    ready: bool = True,
 ) -> RunPlan:
     """Decide a run (see the module docstring); nothing is loaded but the small prompt files.
     ``datasets``: registry names (aliases accepted) or ``Task`` values, one run folder each;
-    ``evaluation``'s own dataset is replaced by each target's."""
+    ``evaluation``'s own dataset is replaced by each target's. ``ready=False`` (a dry run, which only
+    estimates) does not ask that the model can run from here: no API key or backend extra needed."""
     spec, scheduler = model_and_scheduler(model, model_args, scheduler, chat=chat)
-    check_available(spec)  # a missing extra or API key is said before any data loads (the key is read, nothing sent)
+    if ready:
+        check_available(spec)  # a missing extra or API key is said before any data loads (the key is read, nothing sent)
     evaluation = evaluation or EvaluationSettings()
     prompts = prompts or PromptChoice()
     tasks = _tasks(datasets)

@@ -60,6 +60,7 @@ from promptrobust.engine.serving.backends.base import (
     TransientBackendError,
 )
 from promptrobust.engine.serving.cache import ScoreCache
+from promptrobust.engine.serving.prices import Price
 from promptrobust.engine.serving.ratelimit import RateLimiter
 from promptrobust.engine.serving.retry import RetryPolicy, call_with_retries
 from promptrobust.engine.serving.scheduler_settings import SchedulerSettings
@@ -84,6 +85,12 @@ class SchedulerStats:
     answers_cut: int = 0  # answers longer than max_tokens allows, cut to answer_bound
     backend_seconds: float = 0.0  # time spent inside backend calls
     started: float = field(default_factory=time.monotonic)
+    price: Price | None = None  # US dollars per million tokens (a priced API model), for ``usd``
+
+    @property
+    def usd(self) -> float | None:
+        """What the tokens so far cost at ``price`` (None: no price known)."""
+        return None if self.price is None else self.price.usd(self.input_tokens, self.output_tokens)
 
     @property
     def saved(self) -> int:
@@ -169,7 +176,7 @@ class Scheduler:
         self.max_wait = settings.max_wait_ms / 1000.0
         self.concurrency = settings.concurrency
         self.max_pending = max_pending
-        self.stats = SchedulerStats()
+        self.stats = SchedulerStats(price=settings.token_price)
         self._identity: ModelIdentity | None = None
         self._model_tag = ""
         self._limiter = limiter or (RateLimiter(rpm=settings.rpm, tpm=settings.tpm) if (settings.rpm or settings.tpm) else None)

@@ -47,8 +47,9 @@ class SyntheticScorer:
         return v
 
     async def __call__(
-        self, prompts: Sequence[str], *, to_beat: float | None = None
+        self, prompts: Sequence[str], *, to_beat: float | None = None, incumbent: str | None = None
     ) -> list[CandidateScore]:
+        # ``incumbent`` names the prompt ``to_beat`` is the score of; exact scoring needs no more than the score
         self.calls.append((list(prompts), to_beat))
         bar = math.inf if to_beat is None else to_beat
         out: list[CandidateScore] = []

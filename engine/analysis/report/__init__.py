@@ -44,6 +44,7 @@ def build_report(
     word_threshold: float | None = None,
     group_by: Sequence[str] = (),
     figures: bool = True,
+    pool_searches: bool = False,
 ) -> Report:
     """A report over every run under ``paths`` (run folders, sweep folders or results files).
 
@@ -51,7 +52,9 @@ def build_report(
     ``words``: words listed each way in the word-frequency analysis, whose
     robust/vulnerable split is ``word_threshold`` (default: the median PDR);
     ``group_by``: record fields or extra columns (e.g. a pairs file's
-    ``source_model``) for an extra APDR table; ``figures``: draw the figures (PNG, SVG, PDF).
+    ``source_model``) for an extra APDR table; ``figures``: draw the figures (PNG, SVG, PDF);
+    ``pool_searches``: records of raced and exhaustive searches in the same sections (kept apart
+    by default: a raced search may keep another candidate), said in the report's notes.
     Problems in the files (``checks``) are printed once each to stderr and kept as notes.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -61,13 +64,29 @@ def build_report(
     if words < 1:
         raise ReportInputError(f"words must be at least 1 (got {words})")
     data = load_runs(paths)
+    pooled = pool_searches and _pool_searches(data)
     for problem in data.problems.notes():  # said once each, however many records have it
         print(f"pre: warning: report: {problem}", file=sys.stderr)
     _check_group_by(data, group_by)
     sections = build_sections(data, words=words, word_threshold=word_threshold, group_by=group_by, figures=figures)
     extremes, excluded, extreme_notes = extremes_and_excluded(data, top)
     meta, notes = meta_and_notes(data, sections)
+    if pooled:
+        notes.append(f"{pooled} records of raced searches are pooled with exhaustive ones (--pool-searches): a raced "
+                     "search may keep another candidate than exhaustive scoring would, at its stated error rate")
     return Report(meta, notes + extreme_notes, sections, extremes, excluded, records=data.records)
+
+
+def _pool_searches(data: RunData) -> int:
+    """Blank each record's search in its section key; how many records had one."""
+    from dataclasses import replace
+
+    pooled = 0
+    for rec in data.records:
+        if rec["setting"].search is not None:
+            rec["setting"] = replace(rec["setting"], search=None)
+            pooled += 1
+    return pooled
 
 
 def _check_group_by(data: RunData, columns: Sequence[str]) -> None:

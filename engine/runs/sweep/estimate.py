@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from promptrobust.attacks.registry import recipe_of
+from promptrobust.engine.measuring.racing import MEASURED_SHARE, search_kind
 from promptrobust.engine.runs.run_folder import completed_keys
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig
 from promptrobust.engine.serving.prices import Price, load_prices as load_price_table
@@ -53,6 +54,16 @@ class ModelEstimate:
     """None: not an API model, or no price for it in the table."""
     priced: bool = False
     """Served over an HTTP API, where the price table applies (its backend's ``http_api``)."""
+    raced_attack_requests: int | None = None
+    """With ``--early-stopping racing``: the attack requests times the share racing needed on the
+    recorded attacks (``MEASURED_SHARE``), an estimate."""
+
+    @property
+    def raced_share(self) -> float:
+        """The share of this model's requests (and so of its tokens and dollars) left with racing."""
+        if self.raced_attack_requests is None or not self.requests:
+            return 1.0
+        return (self.clean_requests + self.raced_attack_requests) / self.requests
 
     @property
     def requests(self) -> int:
@@ -118,7 +129,7 @@ def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[
         job = row["job"]
         shots = job.shots if job.shots is not None else (BASE_MODEL_SHOTS if base_models.get(job.model) else 0)
         tin, tout = tokens_per_request(row.get("task") or job.dataset, job.prompt_type, shots, mode)
-        t = totals.setdefault(job.model, {"jobs": 0, "clean": 0, "attack": 0, "in": 0, "out": 0})
+        t = totals.setdefault(job.model, {"jobs": 0, "clean": 0, "attack": 0, "raced": 0, "in": 0, "out": 0})
         t["jobs"] += 1
         clean = 0
         if job.cell not in cells:  # every attack of a cell shares its clean scoring
@@ -127,6 +138,7 @@ def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[
         attack = int(row["attack_max"] or 0)
         t["clean"] += clean
         t["attack"] += attack
+        t["raced"] += round(attack * MEASURED_SHARE[search_kind(recipe_of(job.attack))])
         t["in"] += (clean + attack) * tin
         t["out"] += (clean + attack) * tout
     out = []
@@ -135,7 +147,8 @@ def estimate(plan: Sequence[Mapping[str, Any]], *, mode: str, backends: Mapping[
         priced = bool(backend) and backend_registration(backend).http_api
         price = prices.get(model) or prices.get(model.partition(":")[2]) if priced else None
         cost = None if price is None else (t["in"] * price.input + t["out"] * price.output) / 1e6
-        out.append(ModelEstimate(model, backend, t["jobs"], t["clean"], t["attack"], t["in"], t["out"], cost, priced))
+        out.append(ModelEstimate(model, backend, t["jobs"], t["clean"], t["attack"], t["in"], t["out"], cost, priced,
+                                 t["raced"]))
     return out
 
 
@@ -153,6 +166,12 @@ def format_estimates(rows: Sequence[ModelEstimate]) -> list[str]:
     total_cost = f"{sum(costs):,.0f}" if costs else "-"  # no priced model: no total (a 0 read as free)
     lines.append(f"{'total':<{width}}  {'':<7}  {sum(r.jobs for r in rows):>5}  {sum(r.requests for r in rows):>14,}  "
                  f"{sum(r.input_tokens for r in rows):>15,}  {sum(r.output_tokens for r in rows):>14,}  {total_cost}")
+    if any(r.raced_attack_requests is not None for r in rows):
+        raced = sum(round(r.requests * r.raced_share) for r in rows)
+        raced_costs = [r.cost_usd * r.raced_share for r in rows if r.cost_usd is not None]
+        usd = f", USD {sum(raced_costs):,.0f}" if raced_costs else ""
+        lines.append(f"with --early-stopping racing, about: {raced:,} requests{usd} (the attacks' requests times the share "
+                     "racing needed on recorded attacks, bench/results/racing.md; tokens in proportion)")
     return lines
 
 
