@@ -69,6 +69,7 @@ def _help(kind: type, name: str) -> str:
     text = field_docs(kind).get(name, "").rstrip(".").replace("None: ", "default: ").replace("``", "")
     if text[1:2].islower():  # "Seed for ..." -> "seed for ...", but "CPUs each ..." stays
         text = text[:1].lower() + text[1:]
+    text = text.replace("%", "%%")  # argparse formats help with %: a docstring's "8%" is text
     return f"{text} ({EXTRA_HELP[name]})" if name in EXTRA_HELP else text
 
 
@@ -175,13 +176,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attack", default=None, help="attack name, comma-separated names, or 'all'")
     add_field(g, AttackSettings, "top_k")
     add_field(g, AttackSettings, "budget", type=str, default="unlimited")
-    add_field(g, AttackSettings, "early_stopping",
-              help="exact (default): every candidate step chooses as exhaustive scoring, calls saved only where a "
-                   "candidate can no longer win; off: every candidate on every sample; racing: a candidate leaves a "
-                   "step once shown worse at --error-rate: fewer model calls (8%% fewer at 200 samples on our recorded "
-                   "attacks, more on more samples), the prompt kept is scored exactly but may differ from exhaustive's "
-                   "with at most that chance per step; the paper's protocol is exact. `pre run --dry-run` says the cost "
-                   "both ways")
+    add_field(g, AttackSettings, "early_stopping")
     for name in ("error_rate", "racing_tolerance", "chunk_size"):
         add_field(g, AttackSettings, name)
     add_field(g, AttackSettings, "holdout", metavar="FRACTION",

@@ -82,7 +82,9 @@ def test_each_setting_is_spelled_once_its_flag_derived_from_its_field() -> None:
 
     run = build_parser()._subparsers._group_actions[0].choices["run"]  # noqa: SLF001
     by_dest = {a.dest: a for a in run._actions}  # noqa: SLF001
-    for kind, names in ((SchedulerSettings, [f.name for f in fields(SchedulerSettings)]),
+    # the price is the one scheduler setting spelled otherwise: --price-per-mtok IN,OUT (parsed into a Price)
+    assert by_dest["price_per_mtok"].default is None and SchedulerSettings().price is None
+    for kind, names in ((SchedulerSettings, [f.name for f in fields(SchedulerSettings) if f.name != "price"]),
                         (EvaluationSettings, ["seed", "shots", "mode", "parser", "max_new_tokens", "sample_selection"]),
                         (AttackSettings, ["top_k", "early_stopping", "chunk_size", "holdout"])):
         defaults = kind()

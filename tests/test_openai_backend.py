@@ -439,7 +439,9 @@ async def test_the_logprobs_probe_is_cached_and_a_rerun_sends_nothing(tmp_path):
 
 async def test_a_choices_evaluation_without_logprobs_generates_says_so_and_caches_under_generate_keys(tmp_path, caplog):
     from promptrobust.engine.serving.cache import ScoreCache
+    from promptrobust.engine.errors import SettingsError
     from promptrobust.engine.measuring.evaluator import Evaluator
+    from promptrobust.engine.measuring.mode import decide_mode
     from promptrobust.engine.serving.scheduler import Scheduler
     from promptrobust.engine.serving.types import request_key
     from promptrobust.tasks.registry import get_task
@@ -451,7 +453,11 @@ async def test_a_choices_evaluation_without_logprobs_generates_says_so_and_cache
     with FakeOpenAIServer(model="fake-model", logprobs=False) as srv:
         b = OpenAIBackend("fake-model", OpenAIOptions(base_urls=[srv.url]))
         async with Scheduler(b, cache=cache, retry_policy=FAST) as sched:
-            ev = Evaluator(sched, task, samples, mode="choices")
+            mode = decide_mode("choices", task, b)  # the plan decides, once, on the started backend
+            assert mode == "generate"
+            with pytest.raises(SettingsError, match="cannot score label log-probs"):
+                Evaluator(sched, task, samples, mode="choices")  # the evaluator decides nothing: it refuses
+            ev = Evaluator(sched, task, samples, mode=mode)
             assert ev.mode == "generate"  # and so every record written from it
             result = await ev.evaluate("Is this review positive or negative?")
     assert "evaluating with --mode generate" in caplog.text

@@ -155,9 +155,12 @@ class AttackSettings:
     budget: int | None = UNLIMITED
     """Most candidate prompt evaluations per attacked prompt; None: unlimited (promptbench)."""
     early_stopping: Literal["exact", "off", "racing"] = "exact"
-    """exact: stop candidates that can no longer win (same result as exhaustive); off: score every
-    candidate fully; racing: drop candidates once shown worse at ``error_rate`` (fewer model calls:
-    8% fewer at 200 samples on bench/results/racing.md's recorded attacks, more with more samples; the prompt kept is scored exactly, but may differ from exhaustive's: ``engine.measuring.racing``)."""
+    """exact (default, the paper's result): stop candidates that can no longer win, every step chooses
+    as exhaustive scoring; off: every candidate on every sample; racing: a candidate leaves a step
+    once shown worse at ``error_rate``: fewer model calls (8% fewer at 200 samples on the recorded
+    attacks of bench/results/racing.md, more on more samples), the prompt kept is scored exactly but
+    may differ from exhaustive's with at most that chance per step (``engine.measuring.racing``).
+    ``pre run --dry-run`` says the cost both ways."""
     error_rate: float = DEFAULT_ERROR_RATE
     """racing: per search step, the most likely chance that the best candidate is not the one kept."""
     racing_tolerance: float = 0.0

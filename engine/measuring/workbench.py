@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,15 +275,18 @@ def load_samples(task: Task, evaluation: EvaluationSettings) -> list[Sample]:
     return list(samples[: evaluation.limit_for(len(samples))]) if fraction else list(samples)
 
 
-async def open_workbench(target: MeasurementTarget, spec: ModelSpec, scheduler: Scheduler) -> Workbench:
-    """The workbench of a decided ``target`` on a started ``scheduler``: its samples and worked
-    examples loaded, their lengths checked. The target's task, shots and mode are taken as given; the
+async def open_workbench(target: MeasurementTarget, spec: ModelSpec,
+                         start: Callable[[], Awaitable[Scheduler]]) -> Workbench:
+    """The workbench of a decided ``target``: its samples and worked examples loaded and their
+    lengths checked first (a data problem is said before any model loads or server is reached),
+    then the scheduler ``start`` gives. The target's task, shots and mode are taken as given; the
     one decision left is the backend's: a model that cannot score label log-probs generates instead
     (``decide_mode``, said once per model)."""
     task, evaluation = target.task, target.evaluation
     samples = load_samples(task, evaluation)
     examples = few_shot(task, target.shots, seed=evaluation.seed, data_dir=evaluation.data_dir)
     check_input_lengths(task, samples, examples)
+    scheduler = await start()
     progress.watch(scheduler.stats)  # progress: requests done / cache hits / sent come from here
     return Workbench(
         spec=spec,

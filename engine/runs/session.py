@@ -227,8 +227,7 @@ class Session:
                scheduler_settings)
         bench = self._workbenches.get(key)
         if bench is None:
-            scheduler = await self.scheduler(spec, settings=scheduler_settings)
-            bench = await open_workbench(target, spec, scheduler)
+            bench = await open_workbench(target, spec, lambda: self.scheduler(spec, settings=scheduler_settings))
             self._workbenches[key] = bench
         return bench
 
