@@ -1,7 +1,7 @@
 """`pre bench`: the benchmarks.
 
 ``api`` ships with the package (bench/api_bench.py). ``attack-cost``,
-``engine-overhead``, ``ceiling``, ``scaling``, ``protocol`` and ``gpu`` are the scripts in the
+``engine-overhead``, ``ceiling``, ``scaling``, ``protocol``, ``gpu`` and ``racing`` are the scripts in the
 repository's bench/ folder, run with this Python and the remaining arguments;
 they need a source checkout.
 """
@@ -32,6 +32,8 @@ SCRIPTS = {
     "scaling": ("scaling.py", "attack cost versus number of samples and prompt length"),
     "protocol": ("protocol.py", "the paper's protocol: engine vs reference loop vs stock promptbench, levers, peak, bf16"),
     "gpu": ("gpu.py", "one attack step on one GPU (or CPU): batch-1 loop vs engine, random: models, MFU"),
+    "racing": ("racing.py", "racing the candidates: model calls saved against agreement with exhaustive search, "
+                            "replayed on recorded attacks (record, replay, finish)"),
 }
 
 DESCRIPTION = """\
