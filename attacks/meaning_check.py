@@ -317,13 +317,31 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
                              round(sim, 6), senses, related)
 
 
-def _tagged(text: str) -> list[TaggedSpan] | None:
-    """spaCy's tags of ``text``, or None when the tagger cannot be had (the part-of-speech rule is then skipped)."""
+#: Characters of context tagged on each side of a change in a long prompt: a word's part of speech
+#: depends on its sentence, not on a page away, and the tagger's memory grows with what it reads.
+TAG_WINDOW_CHARS = 1_000
+
+
+def _tagged(text: str, at: Sequence[int] = ()) -> list[TaggedSpan] | None:
+    """spaCy's tags of ``text`` (of a long one: the windows around the offsets ``at``, in order), or None
+    when the tagger cannot be had (the part-of-speech rule is then skipped)."""
     try:
         tagger: PosTagger = load_spacy_tagger()
     except AttackResourceError:
         return None
-    return tagger.tag([text])[0]
+    if len(text) <= 4 * TAG_WINDOW_CHARS or not at:
+        return tagger.tag([text])[0]
+    windows: list[list[int]] = []
+    for offset in sorted(at):
+        start, end = max(0, offset - TAG_WINDOW_CHARS), min(len(text), offset + TAG_WINDOW_CHARS)
+        start = text.rfind(" ", 0, start) + 1 if start else 0  # whole words only
+        end = text.find(" ", end) if text.find(" ", end) != -1 else len(text)
+        if windows and start <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], end)
+        else:
+            windows.append([start, end])
+    pieces = tagger.tag([text[a:b] for a, b in windows])
+    return [(a + s, a + e, tag) for (a, _), spans in zip(windows, pieces) for s, e, tag in spans]
 
 
 def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = frozenset(), *,
@@ -340,7 +358,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     contrast = contrast_words(clean, protected, lexicon)
     clauses = label_clauses(clean, protected) if protected else []
     source: Any = encoder
-    tags = _tagged(clean) if any(has_letter(c.old) and has_letter(c.new) for c in found) else None
+    tags = _tagged(clean, [c.old_start for c in found]) if any(has_letter(c.old) and has_letter(c.new) for c in found) else None
     checks = []
     for change in found:
         if source is None and has_letter(change.old) and has_letter(change.new) and reads_as(change.old, change.new, lexicon) is None:

@@ -178,7 +178,7 @@ def test_batch_size_is_set_in_one_place(tmp_path: Path, capsys) -> None:  # noqa
 
 def test_a_missing_api_key_is_said_before_any_data_loads(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setattr("promptrobust.engine.runs.plan.get_task", _no_data)  # the plan checks the key first
+    monkeypatch.setattr("promptrobust.engine.runs.plan.resolve_task", _no_data)  # the plan checks the key first
     code = main(["run", "--model", "openai:gpt-4o-mini", "--dataset", "sst2", "--output-dir", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "OPENAI_API_KEY" in err and "data" not in err.lower()

@@ -62,7 +62,8 @@ def test_every_flag_that_chooses_what_is_measured_is_kept_by_hints() -> None:
 
     not_kept = {"help", "no_cache", "log_samples", "no_progress", "results_file",  # outputs, not what is measured
                 "device",  # folded into --model-args by lm_eval.model_and_args, which is kept
-                "prompt_type"}  # kept, with its default "task" (the check below reads the destinations)
+                "prompt_type",  # kept, with its default "task" (the check below reads the destinations)
+                "price_per_mtok"}  # what the run costs in dollars, not what it measures
     parser = build_parser()
     run = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]  # type: ignore[union-attr]
     groups = [g for g in run._action_groups

@@ -261,12 +261,12 @@ def test_random_prefix_replica_holds_for_large_populations() -> None:
 
 def test_running_out_of_memory_anywhere_else_is_one_line_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from promptrobust.engine.runs import api
+    from promptrobust.engine.runs import executor
 
     def exhausted(*args: object, **kwargs: object) -> object:
         raise MemoryError
 
-    monkeypatch.setattr(api, "run_plan", exhausted)
+    monkeypatch.setattr(executor, "run_plan", exhausted)  # what `pre run` calls once the plan is made
     path = tickets_csv(tmp_path / "tickets.csv", 5)
     code = main(["run", "--data-file", str(path), "--input-column", "body", "--label-column", "queue", "--labels", LABELS,
                  "--prompt-text", "Route it.", "--model", "openai:fake-model", "--model-args", "base_url=http://127.0.0.1:9/v1",

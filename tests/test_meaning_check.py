@@ -232,3 +232,19 @@ def test_a_textfooler_run_leaves_the_label_linked_words_and_records_them():
     assert "label_linked_words" in out.settings["antonym_guard"]
     assert out.meaning["verdict"] in ("kept", "changed") and out.meaning["substitutions"]
     assert label_linked_words(prompt, SST2) >= {"praise", "criticism", "write"}
+
+
+def test_a_long_prompt_is_tagged_around_its_changes_only_with_the_same_tags_there() -> None:
+    """The tagger reads windows around the changes of a long prompt (its memory grows with what it
+    reads: 270 MB for 10,000 words at once); the tags at the changes are the whole text's."""
+    from promptrobust.attacks.meaning_check import TAG_WINDOW_CHARS, _tagged
+    from promptrobust.attacks.pos import tag_at
+
+    sentence = "Read the review carefully and judge its tone. "
+    text = sentence * (20 * TAG_WINDOW_CHARS // len(sentence))
+    at = [text.index("judge"), text.rindex("review"), text.index("tone", len(text) // 2)]
+    whole, windows = _tagged(text), _tagged(text, at)
+    if whole is None:
+        pytest.skip("no part-of-speech tagger here")
+    assert windows is not None and len(windows) < len(whole) / 2
+    assert [tag_at(windows, a) for a in at] == [tag_at(whole, a) for a in at] == ["VERB", "NOUN", "NOUN"]

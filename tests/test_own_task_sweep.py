@@ -183,10 +183,10 @@ def test_a_task_in_the_grid_needs_a_task_file_and_its_own_name(root: Path, serve
 def test_the_ray_executor_runs_a_task_as_the_local_one(root: Path, server: FakeOpenAIServer) -> None:
     ray = pytest.importorskip("ray", exc_type=ImportError)
     from promptrobust.engine.runs.sweep.ray_executor import RayOptions, run_sweep_ray
-    from promptrobust.engine.runs.sweep.runner import run_sweep
+    from promptrobust.engine.runs.sweep.plan import plan_sweep, run_planned_sweep
 
     local = load_config(grid(root, server, "local"))
-    assert not asyncio.run(run_sweep(local)).failed
+    assert not run_planned_sweep(plan_sweep(local)).failed
     remote = load_config(grid(root, server, "remote"))
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     started = not ray.is_initialized()

@@ -46,8 +46,11 @@ def test_dry_run_prints_jobs_requests_tokens_and_api_cost(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert out.startswith("sweep paper: 3276 jobs")
     table = out[out.index("per model"):out.index("config:")].splitlines()  # what cannot run here follows it
-    rows = {line.split()[0]: line for line in table[2:] if line.strip() and not line.startswith("config")}
+    rows = {line.split()[0]: line for line in table[2:]
+            if line.strip() and not line.startswith("config") and not line.strip().startswith("with --early-stopping racing")}
     assert len(rows) == 10  # nine models and the total
+    (raced,) = [line for line in table if line.strip().startswith("with --early-stopping racing, about: ")]
+    assert int(raced.split("about: ")[1].split()[0].replace(",", "")) < int(rows["total"].split()[2].replace(",", ""))
     for model in ("gpt-3.5-turbo", "gpt-4"):
         assert rows[model].split()[1] == "openai" and rows[model].split()[-1].replace(",", "").isdigit()
     assert rows["llama2-13b-chat"].split()[-1] == "-"  # no price for a local model
@@ -81,7 +84,8 @@ def test_cost_is_tokens_times_price() -> None:
     assert row.cost_usd == pytest.approx((150 * tin * 10.0 + 150 * tout * 20.0) / 1e6)
     # Few-shot requests carry the worked examples: longer inputs.
     assert tokens_per_request("sst2", "task", 3, "generate")[0] > tin
-    assert load_prices()["gpt-4"] == Price(30.0, 60.0)
+    shipped = load_prices()["gpt-4"]
+    assert (shipped.input, shipped.output) == (30.0, 60.0) and "2026-11-28" in shipped.source  # the table's date said
 
 
 def test_attack_candidates_follow_each_recipe() -> None:

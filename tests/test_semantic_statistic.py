@@ -67,7 +67,7 @@ def test_a_semantic_record_carries_the_worst_and_the_mean_and_the_report_shows_b
     md = (report / "report.md").read_text()
     assert "Semantic: the worst prompt of the set and the mean over the set" in md
     assert "PDR worst of N" in md and "PDR mean over the set" in md
-    assert f"{(1 - NEGATIVE) / 2:.3f} [" in md and f"{1 - NEGATIVE:.3f} [" in md
+    assert f"{(1 - NEGATIVE) / 2:.3f} \\[" in md and f"{1 - NEGATIVE:.3f} \\[" in md  # brackets escaped: Markdown renders [
 
 
 def test_an_older_record_gets_the_mean_derived_from_its_prompt_scores() -> None:

@@ -126,6 +126,8 @@ class _RecordingDatasets(types.ModuleType):
 
 
 def test_hf_path_builds_the_right_load_dataset_calls(monkeypatch):
+    # the calls a machine that reaches the hub makes (offline, a bounded read takes the whole cached split instead)
+    monkeypatch.setattr("promptrobust.tasks.hf_data.hub_reachable", lambda: (True, ""))
     fake = _RecordingDatasets(lambda p, n, s: [{"premise": f"{s} p", "hypothesis": "h", "label": 2, "idx": 0}])
     monkeypatch.setitem(sys.modules, "datasets", fake)
     samples = get_task("mnli").load()
