@@ -191,7 +191,8 @@ def test_the_ray_executor_runs_a_task_as_the_local_one(root: Path, server: FakeO
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        # a cluster of its own ("local"), not one another test started on this machine (a second worker's)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         progress = run_sweep_ray(remote, RayOptions(worker_cache_dir=str(root / "ray-caches")))
     finally:
