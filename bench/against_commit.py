@@ -4,7 +4,8 @@ Runs ``bench/protocol.py`` (the engine contender only, by default the issue-39 s
 checkout and from a git worktree of COMMIT, alternating A B A B ... so a shared machine's load falls
 on both alike, and prints each round's engine seconds, model calls and positions, the medians and
 their ratio. The two must make the same model calls over the same positions for the comparison to
-mean speed per call (it says when they do not).
+mean speed per call (it says when they do not). COMMIT must have this package layout (the links
+promptrobust/{engine,attacks,tasks,cli}: e9519a0 and later); older commits import another layout.
 
     python bench/against_commit.py 3536474 --rounds 2
     python bench/against_commit.py 3536474 --rounds 2 -- --limit 30 --prompts 3 --top-k 1 \\
