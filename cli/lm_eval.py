@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from promptrobust.cli.errors import UserError, flag_for
-from promptrobust import EvaluationSettings, SchedulerSettings
 
 #: lm-evaluation-harness spelling -> pre's flag.
 ALIASES: dict[str, str] = {
@@ -148,6 +147,8 @@ def plain_prompts_in_lm_eval_spelling(args: argparse.Namespace) -> bool:
 def _set_flag(args: argparse.Namespace, setting: str, value: int, given: str) -> None:
     """A setting an lm-eval model argument gives, on ``args``; a flag given otherwise must agree
     (a flag at its settings field's default counts as not given)."""
+    from promptrobust import EvaluationSettings, SchedulerSettings  # not at import: normalize_argv runs on every call
+
     default = next(f.default for kind in (SchedulerSettings, EvaluationSettings) for f in fields(kind) if f.name == setting)
     current = getattr(args, setting, None)
     if current not in (None, default) and current != value:

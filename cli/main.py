@@ -37,17 +37,21 @@ lm-evaluation-harness spellings work too: --model_args, --num_fewshot,
 """
 
 
-#: Subcommands in modules of their own, registered in this order.
-OPTIONAL_COMMANDS = (
-    "promptrobust.cli.sweep",
-    "promptrobust.cli.report",
-    "promptrobust.cli.eval_cmd",
-    "promptrobust.cli.transfer",
-    "promptrobust.cli.defend",
-    "promptrobust.cli.attention_cmd",
-    "promptrobust.cli.bench",
-    "promptrobust.cli.cache_cmd",
-)
+#: Each command and the module that builds its parser and runs it, in the order `pre --help` lists them.
+COMMAND_MODULES: dict[str, str] = {
+    "run": "promptrobust.cli.run",
+    "list": "promptrobust.cli.listing",
+    "sweep": "promptrobust.cli.sweep",
+    "report": "promptrobust.cli.report",
+    "eval": "promptrobust.cli.eval_cmd",
+    "transfer": "promptrobust.cli.transfer",
+    "defend": "promptrobust.cli.defend",
+    "attention": "promptrobust.cli.attention_cmd",
+    "bench": "promptrobust.cli.bench",
+    "cache": "promptrobust.cli.cache_cmd",
+}
+#: Commands whose module may be absent from an install (everything but run and list).
+OPTIONAL_COMMANDS = tuple(m for name, m in COMMAND_MODULES.items() if name not in ("run", "list"))
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -69,29 +73,39 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"pre: error: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from promptrobust.cli import listing, run
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `pre` parser with the parsers of ``commands`` (all of them when None).
 
+    Building every command imports every command module (the engine's settings, the attack
+    catalogue): a second or more on each call. `pre report ...` needs none of that, so main()
+    builds the named command alone, and all of them only for `pre --help` or a name it does not know
+    (`_commands_for`)."""
     from promptrobust import __version__
 
     parser = _Parser(prog="pre", description=DESCRIPTION, formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"pre (promptrobust) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run.add_parser(sub, _Formatter)
-    listing.add_parser(sub, _Formatter)
-    for module_name in OPTIONAL_COMMANDS:
+    for name in COMMAND_MODULES if commands is None else commands:
+        module_name = COMMAND_MODULES[name]
         if importlib.util.find_spec(module_name) is None:
             continue  # a command whose module is not part of this install
-        module = importlib.import_module(module_name)
-        module.add_parser(sub, _Formatter)
+        importlib.import_module(module_name).add_parser(sub, _Formatter)
     return parser
+
+
+def _commands_for(args: Sequence[str]) -> list[str] | None:
+    """The commands whose parsers `pre ARGS` needs: the one it names, none for `pre --version`,
+    all (None) for `pre`, `pre --help` or a command it does not know (argparse lists them)."""
+    if args and args[0] in COMMAND_MODULES:
+        return [args[0]]
+    return [] if list(args) == ["--version"] else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from promptrobust.cli.lm_eval import normalize_argv
 
     args_list = normalize_argv(sys.argv[1:] if argv is None else argv)  # lm-eval spellings accepted
-    parser = build_parser()
+    parser = build_parser(_commands_for(args_list))
     if not args_list:
         parser.print_help()
         return 0

@@ -96,3 +96,31 @@ def test_each_setting_is_spelled_once_its_flag_derived_from_its_field() -> None:
     args = run.parse_args(["--concurrency", "3", "--max-wait-ms", "1.5", "--request-timeout", "9", "--max-tokens", "7"])
     assert flags.scheduler_settings(args) == SchedulerSettings(concurrency=3, max_wait_ms=1.5, request_timeout=9.0)
     assert flags.evaluation_settings(args).max_new_tokens == 7
+
+
+def test_a_named_command_builds_only_its_own_parser() -> None:
+    """`pre report ...` does not import the other commands' modules (the engine's settings, the
+    attack catalogue): only `pre`, `pre --help` and unknown names build every parser."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from promptrobust.cli.main import COMMAND_MODULES, build_parser, _commands_for\n"
+        "assert _commands_for(['report', 'runs/x']) == ['report']\n"
+        "assert _commands_for(['--version']) == []\n"
+        "assert _commands_for([]) is None and _commands_for(['--help']) is None and _commands_for(['bogus']) is None\n"
+        "parser = build_parser(['report'])\n"
+        "assert parser.parse_args(['report', 'runs/x']).command == 'report'\n"
+        "others = [m for name, m in COMMAND_MODULES.items() if name != 'report' and m in sys.modules]\n"
+        "print(others)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_an_unknown_command_lists_the_known_ones(capsys) -> None:  # noqa: ANN001
+    assert main(["bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice" in err and "report" in err and "run" in err
