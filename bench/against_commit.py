@@ -4,8 +4,9 @@ Runs ``bench/protocol.py`` (the engine contender only, by default the issue-39 s
 checkout and from a git worktree of COMMIT, alternating A B A B ... so a shared machine's load falls
 on both alike, and prints each round's engine seconds, model calls and positions, the medians and
 their ratio. The two must make the same model calls over the same positions for the comparison to
-mean speed per call (it says when they do not). COMMIT must have this package layout (the links
-promptrobust/{engine,attacks,tasks,cli}: e9519a0 and later); older commits import another layout.
+mean speed per call (it says when they do not). A commit from before the links
+promptrobust/{engine,attacks,tasks,cli} (e9519a0 and later have them) is imported through a
+folder of such links made beside its worktree, which is what its installed package mapped.
 
     python bench/against_commit.py 3536474 --rounds 2
     python bench/against_commit.py 3536474 --rounds 2 -- --limit 30 --prompts 3 --top-k 1 \\
@@ -31,12 +32,49 @@ DEFAULT_ARGS = ["--model", "gemma3-270m", "--limit", "30", "--prompts", "3", "--
                 "--bf16-requests", "0"]
 
 
+#: the top folders installed as ``promptrobust.<name>`` (pyproject's package-dir)
+MAPPED = ("engine", "attacks", "tasks", "cli")
+
+
+def import_root(checkout: Path, scratch: Path) -> Path:
+    """The folder to put on PYTHONPATH so ``import promptrobust`` finds ``checkout``'s code.
+
+    Since e9519a0 the checkout itself (``promptrobust/engine`` and the others are links); before,
+    only the installed package mapped the top folders into ``promptrobust``, so a folder of links
+    does it here."""
+    if (checkout / "promptrobust" / "engine").exists():
+        return checkout
+    shim = scratch / f"import-{checkout.name}"
+    package = shim / "promptrobust"
+    package.mkdir(parents=True, exist_ok=True)
+    for entry in (checkout / "promptrobust").iterdir():
+        if not (package / entry.name).exists():
+            (package / entry.name).symlink_to(entry.resolve())
+    for name in MAPPED:
+        if (checkout / name).is_dir() and not (package / name).exists():
+            (package / name).symlink_to((checkout / name).resolve())
+    return shim
+
+
+#: Runs a script as ``python SCRIPT ARGS`` would, with ``promptrobust`` imported from the given
+#: folder first: a script that puts its checkout first on sys.path would otherwise import an old
+#: checkout's bare ``promptrobust/`` and the installed (editable) package's subpackages.
+_BOOT = """
+import importlib, runpy, sys
+root, script = sys.argv[1], sys.argv[2]
+sys.path[:0] = [str(__import__("pathlib").Path(script).parent), root]
+importlib.import_module("promptrobust")
+sys.argv = sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
 def run_once(checkout: Path, args: list[str], scratch: Path, tag: str) -> dict[str, float]:
-    """One protocol run from ``checkout`` (its own code on PYTHONPATH); the engine's figures."""
+    """One protocol run from ``checkout`` (its own code imported, whatever is installed); the engine's figures."""
     out = scratch / f"{tag}.md"
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    done = subprocess.run([sys.executable, str(checkout / "bench" / "protocol.py"), *args, "--out", str(out)],
-                          cwd=checkout, env=env, capture_output=True, text=True)
+    script = checkout / "bench" / "protocol.py"
+    done = subprocess.run([sys.executable, "-c", _BOOT, str(import_root(checkout, scratch)), str(script), *args,
+                           "--out", str(out)], cwd=checkout, env=dict(os.environ), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench/protocol.py failed in {checkout}:\n{done.stderr[-3000:]}")
     data = orjson.loads(out.with_suffix(".json").read_bytes())

@@ -4,9 +4,12 @@ PDR, on a model and dataset (``engine.analysis.commands``: plan_eval -> the exec
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from promptrobust.cli import flags, output
+
+if TYPE_CHECKING:
+    from promptrobust.engine.analysis.prompt_eval import PromptEvalResult
 
 NAME = "eval"
 HELP = "score the prompts of a file (or clean/adversarial pairs, with their PDR) on a dataset"
@@ -59,15 +62,15 @@ def handle(args: argparse.Namespace) -> int:
     return output.run_analysis(plan, _print)
 
 
-def _print(result: Any) -> None:
+def _print(result: PromptEvalResult) -> None:
     from promptrobust.engine.analysis.commands import AT_CHANCE_NOTE, format_apdr
 
     print(output.settings_line(result.settings))
-    width = max([len(c.prompt_id) for c in result.clean] + [6])
+    width = max([len(c.prompt.id) for c in result.clean] + [6])
     print(f"{'prompt':<{width}}  score   95% interval    unparseable  prompt")
     for c in result.clean:
         flag = " (at chance)" if c.at_chance else ""
-        print(f"{c.prompt_id:<{width}}  {c.score:.4f}  {output.ci_text(c.ci95):<15} {c.unparseable:>11}  {output.short(c.prompt)}{flag}")
+        print(f"{c.prompt.id:<{width}}  {c.score:.4f}  {output.ci_text(c.ci95):<15} {c.unparseable:>11}  {output.short(c.prompt.text)}{flag}")
     if not result.records:
         print(f"mean {result.mean_score:.4f}")
     else:

@@ -99,7 +99,7 @@ def test_pairs_carry_pdr_interval_mcnemar_and_extra_columns():
     assert typo.chance_rate == pytest.approx(5 / 8) and not typo.at_chance
     assert same.pdr == 0.0 and same.mcnemar_p == 1.0 and same.attack == "given"
     # one clean prompt shared by both pairs is scored (and listed) once
-    assert [c.prompt_id for c in result.clean] == ["typo"]
+    assert [c.prompt.id for c in result.clean] == ["typo"]
     assert {a["attack"]: a["n"] for a in result.apdr} == {"textbugger": 1, "given": 1}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from promptrobust.engine.analysis.defense import DefenseResult
-from promptrobust.engine.analysis.prompt_eval import CleanScore as GivenScore
 from promptrobust.engine.analysis.prompt_eval import PromptEvalResult
 from promptrobust.engine.analysis.report import build_report
 from promptrobust.engine.analysis.transfer import TransferResult
@@ -56,7 +55,7 @@ def test_evaluation_and_protocol_results() -> None:
 
 
 def test_analysis_results() -> None:
-    given = [GivenScore("p1", "Classify.", 0.5, (0.4, 0.6), False, 0)]
+    given = [CleanScore(Prompt(id="p1", dataset="sst2", type="given", text="Classify."), 0.5, (0.4, 0.6), False, (1.0, 0.0))]
     pe = PromptEvalResult(settings={"model": "m", "dataset": "sst2"}, chance_rate=0.5, clean=given,
                           records=[record(0.1, kind="pair")])
     assert _short(repr(pe)) == "PromptEvalResult(model='m', dataset='sst2', prompts=1, mean_score=0.500, 1 record (1 attacked), APDR 0.100)"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine.analysis.scoring import (
     prepare,
+    sample_rows,
     score_prompts,
 )
 from promptrobust.engine import progress as events
@@ -133,12 +134,12 @@ async def defend(
         for s in group:
             r = s.record
             fixed = fixes[r.adversarial_prompt]
-            clean, adv = scores[r.clean_prompt], scores[r.adversarial_prompt]
+            clean, adv = scores[r.clean_prompt].clean, scores[r.adversarial_prompt].clean
             undefended = bench.pair(prompt_id=r.prompt_id, attack=r.attack, clean=clean, adversarial=adv,
                                      kind="defense", defense="none")
             records.append(
                 bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
-                    clean=clean, adversarial=scores[fixed.text], extra=dict(r.extra),
+                    clean=clean, adversarial=scores[fixed.text].clean, extra=dict(r.extra),
                     kind="defense", defense=defense.name, source_model=r.model,
                     settings={
                         "analysis": "defense", "defense": defense.name, "distance": distance,
@@ -153,7 +154,7 @@ async def defend(
         if keep_samples:
             log += [
                 {"model": bench.spec.name, "dataset": bench.task.name, "prompt": t, **row}
-                for t, ps in scores.items() for row in ps.sample_log
+                for t, scored in scores.items() for row in sample_rows(scored)
             ]
     return DefenseResult(
         defense="spellcheck", records=records, summary=summarize_defense(records), notes=notes, sample_log=log,

@@ -13,6 +13,7 @@ record's ``extra`` so ``pre report --group-by`` can use them.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +23,8 @@ import orjson
 
 from promptrobust.engine.analysis.scoring import (
     AnalysisInputError,
-    PromptScore,
     prepare,
+    sample_rows,
     score_prompts,
 )
 from promptrobust.engine.measuring.records import AttackRecord, records_summary
@@ -35,8 +36,9 @@ from promptrobust.engine.runs.run_results import identities, records_document
 from promptrobust.engine import progress as events
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
+from promptrobust.engine.measuring.workbench import CleanScore, ScoredPrompt
 from promptrobust.tasks.errors import PromptFileError  # the one class for every prompt file
-from promptrobust.tasks.base import Task
+from promptrobust.tasks.base import Prompt, Task
 
 if TYPE_CHECKING:
     from promptrobust.engine.runs.session import Session
@@ -251,27 +253,6 @@ def as_items(prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]])
 
 
 @dataclass
-class CleanScore:
-    """A prompt's score with its 95% interval and chance flag."""
-
-    prompt_id: str
-    prompt: str
-    score: float
-    ci95: tuple[float, float] | None
-    at_chance: bool
-    unparseable: int
-    prompt_type: str = "given"
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "prompt_id": self.prompt_id, "prompt_type": self.prompt_type, "score": self.score,
-            "ci95": list(self.ci95) if self.ci95 else None, "at_chance": self.at_chance,
-            "unparseable": self.unparseable, "prompt": self.prompt, **dict(self.extra),
-        }
-
-
-@dataclass
 class PromptEvalResult(RecordFrames):
     """Scores of a prompts file on one model: every clean score, and for pairs
     one record each plus the APDR per attack (``statistics.summarize_pdrs``)."""
@@ -378,7 +359,7 @@ async def evaluate_prompts(
     )
     if items[0].is_pair:
         result.records = [
-            bench.pair(prompt_id=it.id, attack=it.attack, clean=scores[it.clean], adversarial=scores[it.adversarial],  # type: ignore[index]
+            bench.pair(prompt_id=it.id, attack=it.attack, clean=scores[it.clean].clean, adversarial=scores[it.adversarial].clean,  # type: ignore[index]
                 prompt_type=it.prompt_type, settings={"analysis": "eval"}, extra=it.extra, kind="pair",
             )
             for it in items
@@ -391,7 +372,7 @@ async def evaluate_prompts(
                 if text is not None:
                     ids.setdefault(text, (it.id, role))
         result.sample_log = [
-            {"prompt_id": ids[t][0], "role": ids[t][1], **row} for t in distinct for row in scores[t].sample_log
+            {"prompt_id": ids[t][0], "role": ids[t][1], **row} for t in distinct for row in sample_rows(scores[t])
         ]
     return result
 
@@ -433,8 +414,9 @@ def _filter(items: list[PromptItem], task: Task, prompt_type: str) -> tuple[list
     return items, notes
 
 
-def _clean_scores(items: Sequence[PromptItem], scores: Mapping[str, PromptScore]) -> list[CleanScore]:
-    """Each distinct clean prompt once (the first id that uses it), or every single prompt."""
+def _clean_scores(items: Sequence[PromptItem], scores: Mapping[str, ScoredPrompt]) -> list[CleanScore]:
+    """Each distinct clean prompt once (the first id that uses it), or every single prompt, named
+    by its item (id, type and the file's other columns)."""
     out: list[CleanScore] = []
     seen: set[str] = set()
     for it in items:
@@ -443,7 +425,6 @@ def _clean_scores(items: Sequence[PromptItem], scores: Mapping[str, PromptScore]
         if text in seen:
             continue
         seen.add(text)
-        s = scores[text]
-        extra = {} if it.is_pair else dict(it.extra)
-        out.append(CleanScore(it.id, text, s.score, s.ci95, s.at_chance, s.unparseable, it.prompt_type, extra))
+        named = Prompt(id=it.id, dataset=scores[text].prompt.dataset, type=it.prompt_type, text=text)  # type: ignore[arg-type]
+        out.append(dataclasses.replace(scores[text].clean, prompt=named, extra={} if it.is_pair else dict(it.extra)))
     return out

@@ -11,25 +11,23 @@ clean score its 95% interval and chance flag.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.analysis.report.tables import Table
-from promptrobust.engine.measuring.records import Cost
 from promptrobust.tasks.base import Prompt
 
 if TYPE_CHECKING:
     from promptrobust.engine.measuring.target import MeasurementTarget
-    from promptrobust.engine.measuring.workbench import Workbench
+    from promptrobust.engine.measuring.workbench import ScoredPrompt, Workbench
     from promptrobust.engine.runs.session import Session
     from promptrobust.engine.serving.registry import ModelSpec
 
 __all__ = [
     "AnalysisInputError",
-    "PromptScore",
     "prepare",
+    "sample_rows",
     "score_prompts",
     "text_table",
 ]
@@ -50,33 +48,18 @@ async def prepare(session: Session, spec: ModelSpec, target: MeasurementTarget) 
     return bench
 
 
-@dataclass(frozen=True)
-class PromptScore:
-    """One prompt scored on every sample of a workbench."""
-
-    prompt: str
-    score: float
-    sample_scores: tuple[float, ...]
-    """Per-sample scores in sample order (the statistics pair them by position)."""
-    ci95: tuple[float, float]
-    at_chance: bool
-    unparseable: int
-    cost: Cost
-    sample_log: tuple[dict[str, Any], ...] = ()
-    """Every input, answer and score (only when asked for, for ``--log-samples``)."""
-
-
-async def score_prompts(bench: Workbench, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, PromptScore]:
+async def score_prompts(bench: Workbench, prompts: Iterable[str], *, keep_samples: bool = False) -> dict[str, ScoredPrompt]:
     """Exact scores of the distinct ``prompts`` through ``Workbench.score_prompts``
-    (the one loop: no early stopping, all submitted at once, each prompt's cost its own)."""
+    (the one loop: no early stopping, all submitted at once, each prompt's cost its own), by text.
+    ``keep_samples`` keeps what happened on each sample (``sample_rows``, for ``--log-samples``)."""
     distinct = list(dict.fromkeys(prompts))
     given = [Prompt(id="", dataset=bench.task.name, type="given", text=t) for t in distinct]
-    out: dict[str, PromptScore] = {}
-    for s in await bench.score_prompts(given, keep_records=keep_samples):
-        c = s.clean
-        log = tuple(dict(vars(r)) for r in s.evaluation.records) if keep_samples else ()
-        out[s.prompt.text] = PromptScore(s.prompt.text, c.score, c.sample_scores, c.ci95, c.at_chance, c.unparseable, s.cost, log)
-    return out
+    return {s.prompt.text: s for s in await bench.score_prompts(given, keep_records=keep_samples)}
+
+
+def sample_rows(scored: ScoredPrompt) -> list[dict[str, Any]]:
+    """Every input, answer and score of a prompt scored with ``keep_samples`` (empty otherwise)."""
+    return [dict(vars(r)) for r in scored.evaluation.records]
 
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:

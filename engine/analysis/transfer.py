@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from promptrobust.engine import progress as events
-from promptrobust.engine.analysis.scoring import prepare, score_prompts
+from promptrobust.engine.analysis.scoring import prepare, sample_rows, score_prompts
 from promptrobust.engine.measuring.target import decide_target
 from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.analysis.sources import (
@@ -117,14 +117,14 @@ async def transfer(
             r = s.record
             records.append(
                 bench.pair(prompt_id=r.prompt_id, attack=r.attack, prompt_type=r.prompt_type,
-                    clean=scores[r.clean_prompt], adversarial=scores[r.adversarial_prompt],
+                    clean=scores[r.clean_prompt].clean, adversarial=scores[r.adversarial_prompt].clean,
                     settings={"analysis": "transfer", "selection": settings.selection, **source_fields(s)},
                     extra=dict(r.extra),
                     kind="transfer", source_model=r.model,
                 )
             )
         if keep_samples:
-            log += [{"dataset": bench.task.name, "prompt": t, **row} for t, ps in scores.items() for row in ps.sample_log]
+            log += [{"dataset": bench.task.name, "prompt": t, **row} for t, scored in scores.items() for row in sample_rows(scored)]
     return TransferResult(
         target_model=spec.name, records=records, apdr=transfer_apdr(records), notes=notes, sample_log=log,
         wall_seconds=round(time.monotonic() - started, 3), models=identities(list(benches.values())), started=began,

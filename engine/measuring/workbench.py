@@ -169,8 +169,8 @@ class Workbench:
         *,
         prompt_id: str,
         attack: str,
-        clean: Any,
-        adversarial: Any,
+        clean: CleanScore,
+        adversarial: CleanScore,
         kind: str = "pair",
         prompt_type: str = "given",
         settings: Mapping[str, Any] | None = None,
@@ -179,7 +179,7 @@ class Workbench:
         defense: str | None = None,
     ) -> AttackRecord:
         """The record of a clean prompt paired with a given other prompt, both scored on these
-        samples (``clean`` and ``adversarial``: ``analysis.scoring.PromptScore``): both scores with
+        samples (``clean`` and ``adversarial``, from ``score_prompts``): both scores with
         intervals, the PDR with its paired interval, McNemar's p and the chance flag, as an attack
         record has. ``kind``: pair, transfer (``source_model``) or defense (``defense``). A clean
         score of 0 leaves no PDR ("skipped_clean_zero"). Its work is shared with the other records
@@ -193,8 +193,8 @@ class Workbench:
         return AttackRecord(
             **self.describe(),
             prompt_id=prompt_id, attack=attack, prompt_type=prompt_type,
-            clean_prompt=clean.prompt, clean_score=clean.score,
-            adversarial_prompt=adversarial.prompt, adversarial_score=adversarial.score,
+            clean_prompt=clean.prompt.text, clean_score=clean.score,
+            adversarial_prompt=adversarial.prompt.text, adversarial_score=adversarial.score,
             pdr=None if skipped else performance_drop_rate(clean.score, adversarial.score),
             status="skipped_clean_zero" if skipped else "attacked",
             budget=None, early_stopping="off", **stats,
@@ -342,14 +342,18 @@ def _chance_rate(task: Task, samples: Sequence[Sample]) -> float | None:
 
 @dataclass(frozen=True)
 class CleanScore:
-    """One prompt's clean score with its uncertainty."""
+    """One prompt's score on every sample, with its uncertainty: the one score type (`pre run`'s
+    clean scores, `pre eval`'s, and both sides of every pair that transfer and defend score)."""
 
     prompt: Prompt
     score: float
     ci95: tuple[float, float]
     at_chance: bool
     sample_scores: tuple[float, ...] = dataclasses.field(repr=False)  # a repr that fits a line
+    """Per-sample scores in sample order (the statistics pair them by position)."""
     unparseable: int = 0
+    extra: Mapping[str, object] = dataclasses.field(default_factory=dict, repr=False)
+    """A prompts file's other columns (`pre eval`), written beside the score."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -361,6 +365,7 @@ class CleanScore:
             "ci95": list(self.ci95),
             "at_chance": self.at_chance,
             "unparseable": self.unparseable,
+            **self.extra,
         }
 
 
