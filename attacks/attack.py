@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from promptrobust.attacks.base import Constraint, PromptScorer, Recipe, WordTransformation
+from promptrobust.attacks.base import Constraint, SemanticPrompt, PromptScorer, Recipe, WordTransformation
 from promptrobust.attacks.changes import substitutions
 from promptrobust.attacks.components import MeaningGuard
 from promptrobust.attacks.constraints import SentenceSimilarity
@@ -101,7 +101,7 @@ class Attack:
         out["deviations"] = sorted(set(deviations))
         return out
 
-    def planned_candidates(self, prompt: str, semantic_prompts: Sequence[Any] = ()) -> int | None:
+    def planned_candidates(self, prompt: str, semantic_prompts: Sequence[SemanticPrompt] = ()) -> int | None:
         """How many candidates its search will score on ``prompt``, where that is known before it
         runs: a fixed set (CheckList's strings, StressTest's tautologies, Semantic's prompts); None
         for a word search, whose candidates depend on what it finds. For progress totals."""
@@ -124,7 +124,7 @@ class Attack:
         protected: frozenset[str] = frozenset(),
         seed: int = 0,
         budget: int | None = None,
-        semantic_prompts: Sequence[Any] = (),
+        semantic_prompts: Sequence[SemanticPrompt] = (),
     ) -> AttackOutcome:
         """Score the clean prompt, search, and report. ``budget`` caps the
         candidate evaluations (None, the default: unlimited, as promptbench)."""

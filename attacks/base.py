@@ -52,6 +52,21 @@ class CandidateScore:
     samples_evaluated: int = 0
 
 
+class WrittenPrompt(Protocol):
+    """A prompt with its language (``tasks.base.Prompt`` is one)."""
+
+    @property
+    def language(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+#: One of Semantic's rewritten prompts as callers give it: the text (language unknown), a
+#: (language, text) pair, or a prompt object (``components.semantic_entries`` reads each).
+SemanticPrompt = str | tuple[str, str] | WrittenPrompt
+
+
 class PromptScorer(Protocol):
     """Scores candidate prompts; lower is better for the attacker.
 

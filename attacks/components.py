@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from promptrobust.attacks.base import Constraint, Part, Recipe, Resource, WordSite, WordTransformation
+from promptrobust.attacks.base import Constraint, SemanticPrompt, Part, Recipe, Resource, WordSite, WordTransformation
 from promptrobust.attacks.chars import EditSet
 from promptrobust.attacks.deviations import Described, Setting
 from promptrobust.attacks.embeddings import (
@@ -117,11 +117,11 @@ class GreedyWordSwapWIR(Part):
     def summary(self) -> str:
         return "" if self.importance == "delete" else f"importance via {self.unk_token}"
 
-    def check(self, semantic_prompts: Sequence[Any]) -> None:
+    def check(self, semantic_prompts: Sequence[SemanticPrompt]) -> None:
         """Nothing to check before model work."""
 
     async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
-                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
+                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[SemanticPrompt]) -> SearchResult:
         notes: dict[str, Any] = {}
         guard = attack.meaning_guard
         if guard is not None:
@@ -154,18 +154,18 @@ class BruteForce(Part):
     def summary(self) -> str:
         return "brute force"
 
-    def check(self, semantic_prompts: Sequence[Any]) -> None:
+    def check(self, semantic_prompts: Sequence[SemanticPrompt]) -> None:
         """Nothing to check before model work."""
 
     async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
-                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
+                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[SemanticPrompt]) -> SearchResult:
         transformation = attack.configured.transformation
         if not isinstance(transformation, (RandomSuffix, TautologySuffix)):
             raise TypeError(f"brute force needs a list of candidates, not {type(transformation).__name__}")
         return await brute_force_search(clean_prompt, clean_score, tracker, transformation.candidates(clean_prompt))
 
 
-def semantic_entries(prompts: Sequence[Any]) -> list[tuple[str, str]]:
+def semantic_entries(prompts: Sequence[SemanticPrompt]) -> list[tuple[str, str]]:
     """(language, prompt) for each semantic prompt given as a string (language
     unknown), a (language, prompt) pair, or an object with ``language`` and
     ``text`` (``tasks.base.Prompt``). Blank prompts are dropped."""
@@ -178,7 +178,7 @@ def semantic_entries(prompts: Sequence[Any]) -> list[tuple[str, str]]:
         elif isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p):
             lang, text = p
         elif isinstance(getattr(p, "text", None), str):
-            lang, text = str(getattr(p, "language", "unknown") or "unknown"), p.text
+            lang, text = str(getattr(p, "language", "unknown") or "unknown"), str(getattr(p, "text"))
         else:
             raise TypeError("each semantic prompt must be a string, a (language, prompt) pair or a Prompt")
         if text and text.strip():
@@ -210,12 +210,12 @@ class PromptSetSearch(Part):
     def summary(self) -> str:
         return "each score is kept, the worst is the attack result"
 
-    def check(self, semantic_prompts: Sequence[Any]) -> None:
+    def check(self, semantic_prompts: Sequence[SemanticPrompt]) -> None:
         if not semantic_entries(semantic_prompts):
             raise ValueError("the semantic attack needs the task's semantic prompts; this task has none to score")
 
     async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
-                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[Any]) -> SearchResult:
+                     protected: frozenset[str], seed: int, semantic_prompts: Sequence[SemanticPrompt]) -> SearchResult:
         return await prompt_set_search(tracker, semantic_entries(semantic_prompts), every_score=self.every_score)
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from promptrobust.attacks.sentence import SentenceEncoder
+
 #: (first, second, graded similarity 0..5). Written for this project.
 REFERENCE_PAIRS: tuple[tuple[str, str, float], ...] = (
     ("A man is playing a guitar on stage.", "A musician performs with his guitar in front of an audience.", 4.4),
@@ -112,7 +114,7 @@ def load_minilm() -> MiniLMEncoder:
     return MiniLMEncoder()
 
 
-def pair_cosines(encoder: Any, pairs: Sequence[tuple[str, str, float]] = REFERENCE_PAIRS) -> np.ndarray:
+def pair_cosines(encoder: SentenceEncoder, pairs: Sequence[tuple[str, str, float]] = REFERENCE_PAIRS) -> np.ndarray:
     emb = np.asarray(encoder.encode([t for a, b, _ in pairs for t in (a, b)]), dtype=float)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     return np.sum(emb[0::2] * emb[1::2], axis=1)
@@ -127,7 +129,7 @@ class EncoderCheck:
     minilm_cosines: tuple[float, ...]
 
 
-def compare(use: Any, reference: Any, pairs: Sequence[tuple[str, str, float]] = REFERENCE_PAIRS) -> EncoderCheck:
+def compare(use: SentenceEncoder, reference: SentenceEncoder, pairs: Sequence[tuple[str, str, float]] = REFERENCE_PAIRS) -> EncoderCheck:
     grades = [g for _, _, g in pairs]
     u = pair_cosines(use, pairs)
     m = pair_cosines(reference, pairs)

@@ -65,7 +65,7 @@ def _coerce(name: str, option: str, value: Any, default: Any) -> Any:
     return value
 
 
-def get_attack(name: str, **options: Any) -> Attack:
+def get_attack(name: str, **options: object) -> Attack:
     """Build an attack by name; options may be typed values or CLI strings."""
     recipe = recipe_of(name)
     known = recipe.options()

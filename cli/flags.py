@@ -83,7 +83,7 @@ def _type_and_choices(annotation: Any) -> tuple[Any, tuple[Any, ...] | None]:
     return (inner if inner in (int, float, str) else str), None
 
 
-def add_field(g: argparse._ArgumentGroup, kind: type, name: str, **overrides: Any) -> None:
+def add_field(g: argparse._ArgumentGroup, kind: type, name: str, **overrides: object) -> None:
     """The flag of one settings field: name, type, choices, default and help derived from the field."""
     field = next(f for f in fields(kind) if f.name == name)
     kind_type, choices = _type_and_choices(typing.get_type_hints(kind)[name])
@@ -99,7 +99,7 @@ def add_field(g: argparse._ArgumentGroup, kind: type, name: str, **overrides: An
     g.add_argument(flag_for(name), **spec)
 
 
-def settings_from(args: argparse.Namespace, kind: type[SettingsT], **values: Any) -> SettingsT:
+def settings_from(args: argparse.Namespace, kind: type[SettingsT], **values: object) -> SettingsT:
     """``kind`` built from the flags named like its fields (``values`` win); its checks validate them."""
     given = {f.name: getattr(args, f.name) for f in fields(kind) if hasattr(args, f.name)}  # type: ignore[arg-type]
     return kind(**{**given, **values})

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: run_plan hands the outcomes and notes ove
     from promptrobust import AttackRecord, CleanScore
     from promptrobust.engine.analysis.commands import Outcome
     from promptrobust.engine.runs.execute import TargetOutcome
-    from promptrobust.engine.runs.executor import Plan
+    from promptrobust.engine.runs.executor import Context, Plan, SessionOptions
     from promptrobust.engine.runs.notes import Note
 
 
@@ -36,9 +36,9 @@ class AnalysisPlan(Protocol[ResultT]):
     @property
     def notes(self) -> Sequence[str | Note]: ...
 
-    def session_options(self) -> Any: ...
+    def session_options(self) -> SessionOptions: ...
 
-    def run(self, context: Any) -> Awaitable[Outcome[ResultT]]: ...
+    def run(self, context: Context) -> Awaitable[Outcome[ResultT]]: ...
 
 #: (args attribute, flag, value meaning "not given") of the flags a follow-up run keeps.
 KEPT_FLAGS: tuple[tuple[str, str, Any], ...] = (

@@ -10,7 +10,6 @@ exits with code 2; a Python caller reads ``exc.setting``.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 __all__ = ["PromptRobustError", "SettingsError", "require", "require_positive_or_none", "require_whole"]
 
@@ -36,14 +35,14 @@ def require(cond: bool, message: str) -> None:
         raise SettingsError(message)
 
 
-def require_whole(value: Any, name: str, minimum: int) -> None:
+def require_whole(value: object, name: str, minimum: int) -> None:
     require(
         isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
         f"{name} must be a whole number >= {minimum} (got {value!r})",
     )
 
 
-def require_positive_or_none(value: Any, name: str) -> None:
+def require_positive_or_none(value: object, name: str) -> None:
     require(
         value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)),
         f"{name} must be a positive number (got {value!r})",

@@ -63,21 +63,21 @@ class Metric(ABC):
     decomposable: bool = True
 
     @abstractmethod
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         """Score of one prediction (None = unparseable answer) in [0, 1]."""
 
-    def corpus_score(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> float:
+    def corpus_score(self, predictions: Sequence[object], samples: Sequence[Sample]) -> float:
         if not samples:
             return 0.0
         return sum(self.sample_score(p, s) for p, s in zip(predictions, samples)) / len(samples)
 
-    def sample_scores(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> list[float]:
+    def sample_scores(self, predictions: Sequence[object], samples: Sequence[Sample]) -> list[float]:
         """The per-sample scores intervals and paired tests resample. For a
         decomposable metric these are ``sample_score``; a corpus metric may
         return contributions whose mean is its ``corpus_score`` (macro-F1)."""
         return [float(self.sample_score(p, s)) for p, s in zip(predictions, samples)]
 
-    def majority_score(self, targets: Sequence[Any]) -> float | None:
+    def majority_score(self, targets: Sequence[object]) -> float | None:
         """The score of always answering the most frequent target, where it is not
         the majority rate (accuracy's chance level); None: the majority rate."""
         return None
@@ -129,7 +129,7 @@ class Task(ABC):
         Must never use ``str.format`` on data: braces in a sample stay braces."""
 
     @abstractmethod
-    def parse(self, answer: str, parser: ParserName = "last_word") -> Any:
+    def parse(self, answer: str, parser: ParserName = "last_word") -> str | None:
         """Read a prediction from a generated answer; None when unparseable."""
 
     def choices(self) -> tuple[str, ...]:

@@ -98,7 +98,7 @@ def column(row: dict[str, Any], names: Sequence[str], origin: str) -> Any:
 CONTAINERS = (dict, list, tuple, set, frozenset, bytes, bytearray)
 
 
-def kind_of(value: Any) -> str:
+def kind_of(value: object) -> str:
     """What a non-text value is, in words (never its repr)."""
     if isinstance(value, dict):
         return "an object (keys and values)"
@@ -107,7 +107,7 @@ def kind_of(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def text_value(value: Any, name: str, origin: str) -> str:
+def text_value(value: object, name: str, origin: str) -> str:
     """The text of a text column: a string as it is, a number or boolean as it reads (a CSV holds
     those as text too); an empty value, or an object or list (never silently shown as its repr),
     refused naming the row and column."""
@@ -121,7 +121,7 @@ def text_value(value: Any, name: str, origin: str) -> str:
     return str(value)
 
 
-def id_value(value: Any, name: str, origin: str) -> str:
+def id_value(value: object, name: str, origin: str) -> str:
     """A sample id from an id column: a scalar as it reads; an object or a list refused (never
     shown as its repr, which a value nested a thousand deep cannot even give), so an id names one row."""
     if isinstance(value, CONTAINERS):

@@ -23,7 +23,7 @@ class Accuracy(Metric):
     name = "accuracy"
     decomposable = True
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         return 1.0 if prediction is not None and prediction == sample.target else 0.0
 
 
@@ -43,27 +43,27 @@ class MacroF1(Metric):
     name = "macro_f1"
     decomposable = False
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         return 1.0 if prediction is not None and prediction == sample.target else 0.0
 
     @staticmethod
-    def _denominators(predictions: Sequence[Any], samples: Sequence[Sample]) -> dict[Any, int]:
+    def _denominators(predictions: Sequence[object], samples: Sequence[Sample]) -> dict[Any, int]:
         counts: collections.Counter[Any] = collections.Counter(s.target for s in samples)
         counts.update(p for p in predictions if p is not None)
         return dict(counts)
 
-    def corpus_score(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> float:
+    def corpus_score(self, predictions: Sequence[object], samples: Sequence[Sample]) -> float:
         if not samples:
             return 0.0
         return math.fsum(self.sample_scores(predictions, samples)) / len(samples)
 
-    def sample_scores(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> list[float]:
+    def sample_scores(self, predictions: Sequence[object], samples: Sequence[Sample]) -> list[float]:
         denominators = self._denominators(predictions, samples)
         scale = 2.0 * len(samples) / max(1, len(denominators))
         return [scale / denominators[s.target] if p is not None and p == s.target else 0.0
                 for p, s in zip(predictions, samples)]
 
-    def majority_score(self, targets: Sequence[Any]) -> float | None:
+    def majority_score(self, targets: Sequence[object]) -> float | None:
         """Always answering the most frequent label (share p) scores 2p / (1 + p) on it and 0
         on the other labels: macro-F1 = 2p / ((1 + p) * number of labels)."""
         if not targets:
@@ -106,7 +106,7 @@ def squad_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def references(target: Any) -> list[str]:
+def references(target: object) -> list[str]:
     """A target as a list of reference answers (a string is one reference)."""
     if isinstance(target, (list, tuple)):
         return [str(t) for t in target]
@@ -121,7 +121,7 @@ class ExactMatch(Metric):
     name = "exact_match"
     decomposable = True
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         if prediction is None:
             return 0.0
         answer = squad_normalize(str(prediction))
@@ -138,7 +138,7 @@ class SquadF1(Metric):
     name = "squad_v2_f1"
     decomposable = True
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         if prediction is None:
             return 0.0
         refs = list(sample.target) or [""]
@@ -164,13 +164,13 @@ class CorpusBleu(Metric):
     def __init__(self, tokenize: str = "13a") -> None:
         self.tokenize = tokenize
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         import sacrebleu
 
         hyp = "" if prediction is None else str(prediction)
         return sacrebleu.sentence_bleu(hyp, [str(sample.target)], tokenize=self.tokenize).score / 100.0
 
-    def corpus_score(self, predictions: Sequence[Any], samples: Sequence[Sample]) -> float:
+    def corpus_score(self, predictions: Sequence[object], samples: Sequence[Sample]) -> float:
         import sacrebleu
 
         if not samples:
@@ -228,7 +228,7 @@ class MathExactMatch(Metric):
     name = "exact_match"
     decomposable = True
 
-    def sample_score(self, prediction: Any, sample: Sample) -> float:
+    def sample_score(self, prediction: object, sample: Sample) -> float:
         if prediction is None:
             return 0.0
         pred = str(prediction)

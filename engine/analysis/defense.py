@@ -94,7 +94,7 @@ async def defend(
     sources: Sequence[SourceRecord | str | Path],
     *,
     model: str | None = None,
-    model_args: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, object] | None = None,
     settings: SourceSettings | None = None,
     distance: int = 2,
     keep_samples: bool = False,

@@ -167,7 +167,7 @@ def _item(path: Path, n: int, row: Any) -> PromptItem:
     return PromptItem(prompt=prompt, **common)
 
 
-def items_from_rows(source: Path, rows: Sequence[Any]) -> list[PromptItem]:
+def items_from_rows(source: Path, rows: Sequence[object]) -> list[PromptItem]:
     """Prompt items from rows read elsewhere (a promptbench checkout's published pairs), each
     checked as a prompts file's entry is; ``source`` names where they came from in errors."""
     return [_item(source, n, row) for n, row in enumerate(rows, 1)]
@@ -320,7 +320,7 @@ async def evaluate_prompts(
     prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]],
     *,
     model: str | ModelSpec | None = None,
-    model_args: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, object] | None = None,
     settings: EvaluationSettings | None = None,
     prompt_type: str = "all",
     keep_samples: bool = False,

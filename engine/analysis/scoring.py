@@ -64,7 +64,7 @@ def sample_rows(scored: ScoredPrompt) -> list[dict[str, Any]]:
 
 def text_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, name: str = "table", title: str = "") -> Any:
     """Rows as the report's ``Table`` (one Markdown/CSV writer for every analysis)."""
-    def cell(v: Any) -> str:
+    def cell(v: object) -> str:
         if v is None:
             return "–"
         if isinstance(v, bool):

@@ -93,7 +93,7 @@ async def transfer(
     sources: Sequence[SourceRecord | str | Path],
     *,
     model: str | ModelSpec,
-    model_args: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, object] | None = None,
     settings: SourceSettings | None = None,
     keep_samples: bool = False,
 ) -> TransferResult:

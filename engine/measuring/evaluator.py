@@ -28,7 +28,7 @@ from promptrobust.tasks.base import ParserName, Sample, Task
 
 __all__ = ["Evaluator", "EvaluatorCost", "Mode", "PromptEvaluation", "SampleRecord", "label_of_highest"]
 
-def label_of_highest(task: Task, logprobs: Sequence[float]) -> Any:
+def label_of_highest(task: Task, logprobs: Sequence[float]) -> str:
     """The task label whose choice has the highest log-probability (the first one on a tie)."""
     return task.labels[max(range(len(logprobs)), key=lambda k: logprobs[k])]
 
@@ -137,14 +137,14 @@ class Evaluator:
     def build_request(self, prompt: str, sample: Sample) -> Request:
         return self.builder.build(prompt, sample)
 
-    def interpret(self, completion: Completion) -> tuple[Any, str | None]:
+    def interpret(self, completion: Completion) -> tuple[str | None, str | None]:
         """The prediction read from a completion, and the answer text if any."""
         if completion.choice_logprobs is not None:
             return label_of_highest(self.task, completion.choice_logprobs), None
         text = completion.text or ""
         return self.task.parse(text, self.parser), text
 
-    def _sample_score(self, completion: Completion, sample: Sample) -> tuple[float, Any, str | None]:
+    def _sample_score(self, completion: Completion, sample: Sample) -> tuple[float, str | None, str | None]:
         prediction, text = self.interpret(completion)
         if prediction is None:
             self.unparseable += 1
@@ -218,9 +218,8 @@ class Evaluator:
         finally:
             _progress.planned(self.requests.requests - asked_before - announced[0])  # progress: what was really asked
 
-    def search_step(self, **fields: Any) -> None:
-        """An attack's search reports its position (``attacks.search``); passed to the progress reporter."""
-        _progress.search_step(**fields)
+    #: An attack's search reports its position (``attacks.search``) straight to the progress events.
+    search_step = staticmethod(_progress.search_step)
 
     def during(self, text: str) -> contextlib.AbstractContextManager[None]:
         """An attack's work that is not model requests (checking its result's meaning), shown in the

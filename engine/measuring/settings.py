@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, SupportsInt
 
 from promptrobust.engine.errors import SettingsError, require as _check, require_whole as _whole
 from promptrobust.engine.measuring.racing import DEFAULT_ERROR_RATE, RacingSettings
@@ -232,9 +232,9 @@ DEFAULT_SAMPLE_SELECTION = "seeded"
 TABLE_DIMENSIONS = ("shots", "metric", "input_format")
 
 
-def int_or_none(value: Any) -> int | None:
+def int_or_none(value: object) -> int | None:
     """``value`` as a whole number, or None (missing, a bool, or not a number): for rows written by any release."""
-    if value is None or isinstance(value, bool):
+    if not isinstance(value, (SupportsInt, str)) or isinstance(value, bool):
         return None
     try:
         return int(value)
@@ -282,7 +282,7 @@ class MeasurementSettings:
         _check(isinstance(self.attack_options, tuple), "attack_options must be a tuple of (key, value) pairs")
 
     @classmethod
-    def of(cls, row: Any) -> "MeasurementSettings":
+    def of(cls, row: object) -> "MeasurementSettings":
         """The settings of a record or results row (a mapping; old rows with missing fields are read too)."""
         get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
         mode = str(get("mode") or "unknown")

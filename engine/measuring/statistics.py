@@ -204,7 +204,7 @@ def mcnemar_p(clean_scores: Sequence[float], adversarial_scores: Sequence[float]
     return min(1.0, 2.0 * tail)
 
 
-def majority_rate(labels: Sequence[Any]) -> float:
+def majority_rate(labels: Sequence[object]) -> float:
     """Share of the most frequent gold label: the score of always answering it."""
     items = list(labels)
     if not items:
@@ -416,7 +416,7 @@ def prompt_set_pdr(clean_score: float, clean_sample_scores: Sequence[float],
 # -- APDR rows over records (results.json, pre eval/transfer tables, reports) -------------
 
 
-def field_of(record: RecordLike, key: str) -> Any:
+def field_of(record: RecordLike, key: str) -> object:
     """A record's value for a grouping key: a field, else its ``extra`` or ``settings`` entry."""
     if hasattr(record, key):
         return getattr(record, key)

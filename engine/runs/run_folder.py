@@ -149,7 +149,7 @@ class RunFolder:
     def write_text(self, name: str, text: str) -> Path:
         return self.write_bytes(name, text.encode("utf-8"))
 
-    def write_json(self, name: str, data: Any) -> Path:
+    def write_json(self, name: str, data: object) -> Path:
         return self.write_bytes(name, atomic_io.json_bytes(data))
 
     def write_results(self, document: Mapping[str, Any]) -> Path:

@@ -34,7 +34,10 @@ import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars
 
 import orjson
 
@@ -192,12 +195,12 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
-def json_bytes(data: Any, *, indent: bool = True) -> bytes:
+def json_bytes(data: object, *, indent: bool = True) -> bytes:
     option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
     return orjson.dumps(data, option=option, default=_default)
 
 
-def write_json(path: str | os.PathLike[str], data: Any, *, indent: bool = True) -> Path:
+def write_json(path: str | os.PathLike[str], data: object, *, indent: bool = True) -> Path:
     return write_bytes(path, json_bytes(data, indent=indent))
 
 
@@ -209,14 +212,14 @@ def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]])
     return write_bytes(path, jsonl_bytes(rows))
 
 
-def parquet_bytes(frame: Any) -> bytes:
+def parquet_bytes(frame: polars.DataFrame) -> bytes:
     """A polars DataFrame as Parquet bytes (rendered in memory: the disk write stays ours)."""
     buf = io.BytesIO()
     frame.write_parquet(buf)
     return buf.getvalue()
 
 
-def write_parquet(path: str | os.PathLike[str], frame: Any) -> Path:
+def write_parquet(path: str | os.PathLike[str], frame: polars.DataFrame) -> Path:
     return write_bytes(path, parquet_bytes(frame))
 
 

@@ -48,7 +48,7 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: object) -> object:
     """``value`` for a CSV cell: text that begins like a formula gets a leading apostrophe,
     controls and bidi marks are shown as ``[U+XXXX]`` (``visible_controls``; a NUL stops
     many CSV readers). Numbers stay numbers (a negative PDR, as value or as text, is data,
@@ -73,7 +73,7 @@ def visible_controls(text: str) -> str:
     return _INVISIBLE.sub(lambda m: f"[U+{ord(m.group(0)):04X}]", text)
 
 
-def html_text(text: Any, *, quote: bool = True) -> str:
+def html_text(text: object, *, quote: bool = True) -> str:
     """``text`` for an HTML page: controls made visible, then ``<>&"'`` escaped."""
     return html.escape(visible_controls(str(text)), quote=quote)
 
@@ -96,7 +96,7 @@ def _tex_settable(ch: str) -> bool:
     return 0x20 <= code < 0x7F or (0xC0 <= code <= 0x17F and ch not in "×÷")
 
 
-def latex_text(text: Any) -> str:
+def latex_text(text: object) -> str:
     """``text`` for a LaTeX document compiled by pdfLaTeX or LuaLaTeX: controls made
     visible, TeX's special characters escaped, and any character outside ASCII, Latin-1
     letters and Latin Extended-A (a Cyrillic homoglyph, CJK) written as ``[U+XXXX]``.

@@ -156,7 +156,7 @@ def display_name(column: str) -> str:
     return text[:1].upper() + text[1:] if text else column
 
 
-def label_text(value: Any) -> str:
+def label_text(value: object) -> str:
     """A label value as text, the same from every file format: 1, 1.0 and "1" all read "1",
     booleans "true"/"false"."""
     if isinstance(value, bool):

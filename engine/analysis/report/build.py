@@ -44,10 +44,10 @@ def section_keys(data: RunData) -> list[tuple[str, Setting]]:
 
 def build_sections(
     data: RunData, *, words: int, word_threshold: float | None, group_by: Sequence[str], figures: bool
-) -> list[Any]:
+) -> list[Section]:
     keys = section_keys(data)
     several = {kind: sum(1 for k, _ in keys if k == kind) > 1 for kind in KIND_ORDER}
-    sections = []
+    sections: list[Section] = []
     pictures: list[_Pictures] = []  # drawn once every section is built: figures compared share one scale
     for kind, setting in keys:
         suffix = f"__{_short_slug(setting.slug())}" if several[kind] else ""
@@ -211,7 +211,7 @@ def extremes_and_excluded(data: RunData, top: int) -> tuple[list[Table], Table |
     return tables, excluded_table(data.records), notes
 
 
-def meta_and_notes(data: RunData, sections: Sequence[Any]) -> tuple[list[str], list[str]]:
+def meta_and_notes(data: RunData, sections: Sequence[Section]) -> tuple[list[str], list[str]]:
     runs = sorted({str(f.parent) for f in data.files})
     recs = data.records
     by_status = {s: sum(1 for r in recs if r["status"] == s) for s in ("attacked", "skipped_clean_zero", "failed", INVALID)}

@@ -42,7 +42,7 @@ INVALID = "invalid"
 """The status of a record whose numbers cannot be right (the report's own; never written)."""
 
 
-def number(value: Any, low: float = -math.inf, high: float = math.inf) -> float | None:
+def number(value: object, low: float = -math.inf, high: float = math.inf) -> float | None:
     """``value`` as a finite float within [low, high], else None (a bool, text, NaN, ±inf)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -53,7 +53,7 @@ def number(value: Any, low: float = -math.inf, high: float = math.inf) -> float 
     return x if math.isfinite(x) and low <= x <= high else None
 
 
-def interval(value: Any) -> list[float] | None:
+def interval(value: object) -> list[float] | None:
     """A 95% interval as [low, high] of two finite numbers, else None."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         return None
@@ -61,12 +61,12 @@ def interval(value: Any) -> list[float] | None:
     return [low, high] if low is not None and high is not None and low <= high else None
 
 
-def score(value: Any) -> float | None:
+def score(value: object) -> float | None:
     """A clean or adversarial score: a finite number in ``SCORE_RANGE``, else None."""
     return number(value, *SCORE_RANGE)
 
 
-def pdr_problem(pdr: Any, clean: Any, adversarial: Any) -> str | None:
+def pdr_problem(pdr: object, clean: object, adversarial: object) -> str | None:
     """Why an attacked record's PDR cannot be right, or None when it can.
 
     Scores are never negative, so PDR = 1 - adversarial/clean is at most 1; a record
@@ -93,7 +93,7 @@ def pdr_problem(pdr: Any, clean: Any, adversarial: Any) -> str | None:
     return None
 
 
-def sample_scores(clean: Any, adversarial: Any) -> tuple[list[float], list[float], bool]:
+def sample_scores(clean: object, adversarial: object) -> tuple[list[float], list[float], bool]:
     """Paired per-sample scores, and whether they had to be dropped (not finite numbers
     in ``SCORE_RANGE``, or not one adversarial score per clean one)."""
     c = clean if isinstance(clean, list) else []

@@ -18,7 +18,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars
 
 from promptrobust.engine.analysis.report.checks import INVALID
 from promptrobust.engine.safe_io.output_safety import csv_cell, markdown_text
@@ -84,7 +87,7 @@ class Table:
     nothing a paper reports: the LaTeX table leaves them out; Markdown, HTML and CSV keep them."""
 
     @property
-    def frame(self) -> Any:
+    def frame(self) -> polars.DataFrame:
         """The long rows as a polars DataFrame."""
         import polars as pl
 

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
@@ -93,7 +92,7 @@ class JobRunner:
         job: Job,
         *,
         done: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
-        on_record: Callable[[AttackRecord], Any] = lambda record: None,
+        on_record: Callable[[AttackRecord], object] = lambda record: None,
         on_event: Callable[[str], None] = lambda message: None,
     ) -> list[AttackRecord]:
         """Attack the top k of the job's cell with its attack; returns the new records."""

@@ -77,7 +77,7 @@ def parse_shard(text: str) -> Shard:
     return Shard(int(match.group(1)), int(match.group(2)))
 
 
-def stable_hash(*parts: Any) -> int:
+def stable_hash(*parts: object) -> int:
     """A process- and machine-independent hash of ``parts`` (their text)."""
     raw = "\x1f".join("auto" if p is None else str(p) for p in parts)
     return int.from_bytes(hashlib.sha256(raw.encode("utf-8")).digest()[:8], "big")
