@@ -226,9 +226,9 @@ async def _finish_one(rec: AttackRecordFile, name: str, way: ScoringWay, cache: 
     from promptrobust.tasks.base import Prompt
 
     assert way.racing is not None
-    options = dict(rec.source.get("attack_options") or {})
-    if "word_senses" in get_attack(rec.attack).recipe.options():  # the recorded run proposed words of any sense
-        options.setdefault("word_senses", "any")
+    options = dict(rec.source.get("effective_options") or rec.source.get("attack_options") or {})
+    if "word_senses" in get_attack(rec.attack).recipe.options() and "effective_options" not in rec.source:
+        options.setdefault("word_senses", "any")  # recorded before word senses: its words were of any sense
     settings = AttackSettings(attacks=(rec.attack,), top_k=1, early_stopping="racing", error_rate=way.racing.error_rate,
                               racing_tolerance=way.racing.tolerance, options={rec.attack: options} if options else {})
     async with Session(cache=cache) as session:

@@ -213,8 +213,10 @@ async def _attack_record(session: Any, folder: Path, config: dict[str, Any], row
         attack=row["attack"], search=SEARCH_OF[row["attack"]], model=row["model"], dataset=row["dataset"],
         prompt_id=row["prompt_id"], clean_prompt=row["clean_prompt"], samples=len(bench.samples), seed=row["seed"],
         mode=row["mode"],
-        source={"run": folder.name, "commit": _commit(), "adversarial_prompt": row["adversarial_prompt"],
+        source={"run": folder.name, "commit": _commit(folder), "adversarial_prompt": row["adversarial_prompt"],
                 "attack_options": dict(row.get("attack_options") or {}),
+                # every option as the search replayed here ran it (defaults change between releases)
+                "effective_options": {**attack.recipe.options(), **dict(row.get("attack_options") or {})},
                 "pdr": row["pdr"], "pdr_ci95": row["pdr_ci95"], "clean_score": row["clean_score"],
                 "adversarial_score": row["adversarial_score"]},
         calls=recorder.calls, scores=recorder.scores, margins=recorder.margins,
@@ -228,7 +230,13 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in text)
 
 
-def _commit() -> str | None:
+def _commit(folder: Path) -> str | None:
+    """The commit the exhaustive run ran (its results.json), else this checkout's."""
+    results = folder / "results.json"
+    if results.is_file():
+        commit = (orjson.loads(results.read_bytes()).get("versions") or {}).get("git_commit")
+        if commit:
+            return str(commit)
     from promptrobust.engine.runs.run_folder import versions
 
     return versions().get("git_commit")

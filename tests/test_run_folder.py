@@ -199,3 +199,16 @@ def test_files_get_the_users_umask_not_private_modes(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (folder.final / "results-like.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_the_commit_recorded_is_the_one_a_session_opened_on(monkeypatch) -> None:  # noqa: ANN001
+    """A run's checkout may move to another commit before the run writes its results: the commit
+    written is read when the session opens, while the code that runs is the checkout's."""
+    from promptrobust.engine.runs import run_folder
+    from promptrobust.engine.runs.session import Session
+
+    monkeypatch.setattr(run_folder, "_VERSIONS", None)
+    monkeypatch.setattr(run_folder, "_git_commit", lambda start=None: "a" * 40)
+    Session(use_cache=False)
+    monkeypatch.setattr(run_folder, "_git_commit", lambda start=None: "b" * 40)  # the checkout moves on
+    assert run_folder.versions()["git_commit"] == "a" * 40

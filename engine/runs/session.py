@@ -34,7 +34,7 @@ from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
-from promptrobust.engine.runs.run_folder import results_document
+from promptrobust.engine.runs.run_folder import results_document, versions
 from promptrobust.engine.measuring.records import now as now_iso
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, open_workbench
@@ -182,6 +182,9 @@ class Session:
         self.backend_factory = backend_factory or build_backend
         self._schedulers: dict[str, Scheduler] = {}
         self._workbenches: dict[tuple[Any, ...], Workbench] = {}
+        # The versions results say they were made with, read now, while the code that runs is the
+        # checkout's: a long run's checkout may have moved to another commit by the time it writes.
+        versions()
 
     def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: ModelArgs = None) -> ModelSpec:
         """The model's spec; ``model_args`` as a mapping or as lm-eval's string ``"key=value,..."``."""
