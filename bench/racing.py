@@ -126,6 +126,40 @@ def replay_all(records: list[tuple[str, AttackRecordFile]], chosen: list[Scoring
     return [AttackResult(name, rec, {w.name: replay(rec, w) for w in chosen}) for name, rec in records]
 
 
+def separation(records: Sequence[AttackRecordFile]) -> list[list[str]]:
+    """How far apart the prompts a step compares are, per kind of step: why a sequential test
+    stops late or never. Each step's prompts sorted by their total score; for neighbours in that
+    order, the gap between totals (in samples), how often it is an exact tie (only the index
+    decides the order, which no test can settle before the last sample), and on how many samples
+    the two answer differently (what a paired test sees)."""
+    import statistics
+
+    by_kind: dict[str, dict[str, list[float]]] = {}
+    for rec in records:
+        if rec.search == "topk":
+            continue
+        for call in rec.calls:
+            prompts = list(dict.fromkeys(call.prompts))
+            if len(prompts) < 2:
+                continue
+            kind = ("ranking" if rec.search == "greedy" else rec.search) if call.to_beat is None else \
+                ("greedy step" if rec.search == "greedy" else rec.search)
+            totals = sorted((sum(rec.scores[p]), p) for p in prompts)
+            row = by_kind.setdefault(kind, {"steps": [], "gaps": [], "ties": [], "differ": [], "first": []})
+            row["steps"].append(len(prompts))
+            for (a, pa), (b, pb) in zip(totals, totals[1:]):
+                row["gaps"].append(b - a)
+                row["ties"].append(float(b == a))
+                row["differ"].append(sum(x != y for x, y in zip(rec.scores[pa], rec.scores[pb])))
+            row["first"].append(totals[1][0] - totals[0][0])
+    out = []
+    for kind, row in sorted(by_kind.items()):
+        out.append([kind, str(len(row["steps"])), f"{statistics.median(row['steps']):g}",
+                    f"{statistics.median(row['gaps']):g}", f"{statistics.fmean(row['ties']):.2f}",
+                    f"{statistics.median(row['differ']):g}", f"{statistics.median(row['first']):g}"])
+    return out
+
+
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
     return out + ["| " + " | ".join(r) + " |" for r in rows]
@@ -167,6 +201,12 @@ def write_report(results: list[AttackResult], chosen: list[ScoringWay], live: di
                 cells.append(f"{rep.calls:,}{'*' if rep.diverged_at is not None else ''}")
             rows.append(cells)
         lines += _table(rows, ["attack", "prompt", "exhaustive PDR", *[w.name for w in chosen]]) + [""]
+        lines += ["How far apart a step's prompts are (each step's prompts in the order of their totals; "
+                  "neighbours in that order compared; gaps and differences in samples; `separation()`):", ""]
+        lines += _table(separation([r.record for r in members]),
+                        ["step", "steps", "prompts a step (median)", "gap between neighbours (median)",
+                         "neighbours tied exactly", "samples answered differently by neighbours (median)",
+                         "gap between the best two (median)"]) + [""]
         for r in members:
             if r.record.search == "topk":
                 rows = [[w.name, f"{r.replays[w.name].calls:,}", "yes" if r.replays[w.name].steps[0].same_choice else "no"]

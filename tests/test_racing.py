@@ -186,3 +186,27 @@ def test_sample_orders_differ_between_races_of_one_attack() -> None:
     orders = {tuple(sample_order(50, None, settings, seed=7 + k)[0]) for k in range(5)}
     assert len(orders) == 5
     assert random.Random(7).random() == random.Random(7).random()  # seeded: runs repeat
+
+
+def test_separation_says_how_far_apart_a_steps_prompts_are() -> None:
+    """bench/racing.py's why-table: neighbours in a step's order, their gap, exact ties and the
+    samples on which they answer differently, per kind of step."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.racing import separation
+    from bench.racing_records import AttackRecordFile, Call
+
+    scores = {
+        "clean": [1.0] * 10,
+        "a": [1.0] * 8 + [0.0, 0.0],  # total 8
+        "b": [0.0, 0.0] + [1.0] * 8,  # total 8: tied with a, different on 4 samples
+        "c": [1.0] * 9 + [0.0],  # total 9
+    }
+    rec = AttackRecordFile(attack="x", search="brute", model="m", dataset="d", prompt_id="p", clean_prompt="clean",
+                           samples=10, seed=0, mode="choices", source={},
+                           calls=[Call(("clean",), None), Call(("a", "b", "c"), float("inf"))], scores=scores)
+    (row,) = separation([rec])
+    # kind, steps, prompts a step, median gap (0 and 1), share tied (1 of 2), median samples differing (4 and 3), best two's gap
+    assert row == ["brute", "1", "3", "0.5", "0.50", "3.5", "0"]
