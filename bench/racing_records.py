@@ -184,7 +184,7 @@ async def _ranking_record(session: Any, folder: Path, config: dict[str, Any], fi
     record = AttackRecordFile(
         attack="ranking", search="topk", model=first["model"], dataset=first["dataset"], prompt_id="",
         clean_prompt="", samples=len(bench.samples), seed=first["seed"], mode=first["mode"],
-        source={"run": folder.name, "commit": _commit(), "top_k": config.get("top_k"),
+        source={"run": folder.name, "commit": _commit(folder), "top_k": config.get("top_k"),
                 "prompt_ids": [c["prompt_id"] for c in results["results"]["clean"]]},
         calls=ranking.calls, scores=ranking.scores, margins=ranking.margins,
     )
