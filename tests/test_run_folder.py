@@ -49,6 +49,7 @@ def test_every_command_writes_one_validating_layout(tmp_path: Path) -> None:
         assert v["promptrobust"] and v["python"] and v["torch"]
         # This test runs from a checkout: the commit is recorded.
         assert v["git_commit"] is not None and re.fullmatch(r"[0-9a-f]{40}", v["git_commit"])
+        assert isinstance(v["git_dirty"], bool)  # and whether its tracked files differed from that commit
         assert doc["command"][:2] == ["pre", name.split("-")[0]]
         m = doc["configs"]["measurement"]
         assert (m["mode"], m["samples"], m["seed"], m["shots"]) == ("choices", 8, 0, 0), name
@@ -212,3 +213,23 @@ def test_the_commit_recorded_is_the_one_a_session_opened_on(monkeypatch) -> None
     Session(use_cache=False)
     monkeypatch.setattr(run_folder, "_git_commit", lambda start=None: "b" * 40)  # the checkout moves on
     assert run_folder.versions()["git_commit"] == "a" * 40
+
+
+def test_a_checkout_with_changes_is_said_to_be_dirty(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "checkout"
+    (repo / "pkg").mkdir(parents=True)
+    tracked = repo / "pkg" / "module.py"
+    tracked.write_text("x = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    assert run_folder._git_dirty(tracked) is False
+    (repo / "pkg" / "untracked.py").write_text("")  # untracked files do not change the code that ran
+    assert run_folder._git_dirty(tracked) is False
+    tracked.write_text("x = 2\n")
+    assert run_folder._git_dirty(tracked) is True
+    assert re.fullmatch(r"[0-9a-f]{40}", run_folder._git_commit(tracked) or "")
+    assert run_folder._git_dirty(tmp_path / "elsewhere" / "module.py") is None  # not a checkout

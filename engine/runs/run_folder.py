@@ -344,18 +344,33 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _git_commit(start: Path | None = None) -> str | None:
-    """The commit of the checkout the package runs from (``start``: this file's folder); None for an installed copy."""
+def _checkout_root(start: Path | None = None) -> Path | None:
+    """The git checkout the package runs from (``start``: this file's folder); None for an installed copy."""
     here = (start or Path(__file__)).resolve().parent
-    root = next((p for p in (here, *here.parents) if (p / ".git").exists()), None)
-    if root is None:
-        return None
+    return next((p for p in (here, *here.parents) if (p / ".git").exists()), None)
+
+
+def _git(root: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", commit) else None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _git_commit(start: Path | None = None) -> str | None:
+    """The commit of the checkout the package runs from; None for an installed copy."""
+    root = _checkout_root(start)
+    commit = (_git(root, "rev-parse", "HEAD") or "").strip() if root is not None else ""
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def _git_dirty(start: Path | None = None) -> bool | None:
+    """Whether that checkout's tracked files differ from its commit (then the commit alone does not
+    say which code ran); None for an installed copy or when git cannot tell."""
+    root = _checkout_root(start)
+    status = _git(root, "status", "--porcelain", "--untracked-files=no") if root is not None else None
+    return None if status is None else bool(status.strip())
 
 
 _VERSIONS: dict[str, Any] | None = None
@@ -368,6 +383,7 @@ def versions() -> dict[str, Any]:
         _VERSIONS = {
             "promptrobust": _version("promptrobust"),
             "git_commit": _git_commit(),
+            "git_dirty": _git_dirty(),
             "python": sys.version.split()[0],
             **{name: _version(name) for name in ("torch", "transformers", "vllm", "openai")},
         }

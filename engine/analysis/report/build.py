@@ -228,6 +228,8 @@ def meta_and_notes(data: RunData, sections: Sequence[Section]) -> tuple[list[str
         values = sorted({r[col] for r in recs} | ({c[col] for c in data.clean} if col != "attack" else set()))
         if values:
             meta.append(f"{col}s: " + ", ".join(values))
+    if data.made_with:
+        meta.append("made with: " + ", ".join(data.made_with))
     notes = ["each section holds one kind of measurement under one setting; kinds and settings are never pooled"]
     if not recs:
         notes.append("no attacked records: run `pre run --attack ...` for APDR, cost and word tables")

@@ -120,6 +120,8 @@ class RunData:
     reruns_dropped: int = 0
     problems: ReadProblems = field(default_factory=ReadProblems)
     """Numbers and kinds that could not be used (``checks``), for the report's notes."""
+    made_with: list[str] = field(default_factory=list)
+    """The software versions the run folders say they were made with (``made_with``)."""
 
 
 def find_result_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -402,6 +404,25 @@ def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return kept, len(records) - len(kept)
 
 
+def made_with(files: Sequence[Path]) -> list[str]:
+    """Each distinct version of promptrobust the run folders of ``files`` say made them (their
+    results.json's ``versions``): the release, the commit of a checkout, and whether that checkout
+    had uncommitted changes. Folders without a summary (or one without versions) say nothing."""
+    out: dict[str, None] = {}
+    for folder in dict.fromkeys(f.parent for f in files):
+        summary = folder / "results.json"
+        data = _read_json(summary) if summary.is_file() else None
+        versions = data.get("versions") if data else None
+        if not isinstance(versions, Mapping) or not versions.get("promptrobust"):
+            continue
+        commit = versions.get("git_commit")
+        text = f"promptrobust {versions['promptrobust']}"
+        if isinstance(commit, str) and commit:
+            text += f" at {commit[:10]}" + (" with uncommitted changes" if versions.get("git_dirty") is True else "")
+        out[text] = None
+    return sorted(out)
+
+
 def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     """Every attack record and clean score under ``paths``."""
     files = find_result_files(paths)
@@ -437,4 +458,4 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     usable = [c for c in clean if checks.score(c["score"]) is not None]
     problems.bad_clean_scores += [f"{c['score']!r} for {c['prompt_id']} in {Path(str(c['source'])).name}"
                                   for c in clean if checks.score(c["score"]) is None]
-    return RunData(records, usable, files, dropped, problems)
+    return RunData(records, usable, files, dropped, problems, made_with(files))
