@@ -135,12 +135,12 @@ def test_results_json_records_the_notes_in_the_one_layout() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     import orjson
 
-    from promptrobust.engine.runs.run_folder import SCHEMA_PATH, results_document
+    from promptrobust.engine.runs.run_folder import SCHEMA_PATH, ResultsDocument
 
     with reporting(StreamReporter(io.StringIO(), every=0)):
         _warn(PAST_KEY_VALUES.format("LlamaModel"), FutureWarning, TORCH_MODULE)
-    document = results_document(argv=["pre", "run"], models=[], dataset="sst2", measurement=None, configs={},
-                                started="2026-01-01T00:00:00+00:00", wall_seconds=1.0)
+    document = ResultsDocument(command=["pre", "run"], models=[], dataset="sst2", measurement=None, configs={},
+                               started="2026-01-01T00:00:00+00:00", wall_seconds=1.0).to_json()
     jsonschema.Draft202012Validator(orjson.loads(SCHEMA_PATH.read_bytes())).validate(document)
     (note,) = document["library_warnings"]
     assert note["library"] == "transformers" and "past_key_values" in note["text"]

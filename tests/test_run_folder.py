@@ -87,8 +87,8 @@ def test_files_are_written_whole_and_a_failed_block_leaves_no_folder(tmp_path: P
             broken.write_json("config.json", {})
             raise RuntimeError("boom")
     assert not broken.final.exists() and not broken.partial.exists()
-    with pytest.raises(ValueError, match="results_document"):
-        RunFolder(tmp_path, ["x"]).write_results({"not": "the layout"})
+    with pytest.raises(TypeError, match="ResultsDocument"):
+        RunFolder(tmp_path, ["x"]).write_results({"not": "the layout"})  # type: ignore[arg-type]
 
 
 def test_log_samples_with_an_attack_logs_the_clean_and_the_adversarial_prompt(tmp_path: Path, monkeypatch) -> None:

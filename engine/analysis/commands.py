@@ -338,4 +338,4 @@ def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Se
     folder.write_records(result.records)
     logged = folder.write_jsonl("samples.jsonl", sample_log)
     folder.write_json("config.json", scrub({**output.config, **configs}))
-    folder.write_results(result.to_dict(argv=output.argv, configs=configs, logged=logged, counters=facts["counters"]))
+    folder.write_results(result.document(argv=output.argv, configs=configs, logged=logged, counters=facts["counters"]))

@@ -37,6 +37,7 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults
 
 if TYPE_CHECKING:
     from promptrobust.engine.runs.session import Session
@@ -45,7 +46,7 @@ __all__ = ["DefenseResult", "defend", "defense_row"]
 
 
 @dataclass
-class DefenseResult(RecordFrames):
+class DefenseResult(RecordFrames, WrittenAsResults):
     """Defended records (one per source record) and the PDR without/with the
     defense per (model, attack)."""
 
@@ -69,9 +70,8 @@ class DefenseResult(RecordFrames):
     def rows(self) -> list[dict[str, Any]]:
         return [defense_row(r) for r in self.records]
 
-    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """This result as ``results.json`` in the one layout every command writes."""
+    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
         return records_document(
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, apdr=self.summary, clean_from="defense", logged=logged,

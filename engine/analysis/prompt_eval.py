@@ -33,6 +33,7 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.plan import base_model_note
 from promptrobust.engine.runs.run_results import identities, records_document
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults
 from promptrobust.engine import progress as events
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
@@ -253,7 +254,7 @@ def as_items(prompts: str | Path | Sequence[PromptItem | str | tuple[str, str]])
 
 
 @dataclass
-class PromptEvalResult(RecordFrames):
+class PromptEvalResult(RecordFrames, WrittenAsResults):
     """Scores of a prompts file on one model: every clean score, and for pairs
     one record each plus the APDR per attack (``statistics.summarize_pdrs``)."""
 
@@ -293,9 +294,8 @@ class PromptEvalResult(RecordFrames):
     def mean_score(self) -> float:
         return sum(c.score for c in self.clean) / len(self.clean)
 
-    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """This result as ``results.json`` in the one layout every command writes."""
+    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
         return records_document(
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,

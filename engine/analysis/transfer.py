@@ -35,6 +35,7 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults
 
 if TYPE_CHECKING:
     from promptrobust.engine.runs.session import Session
@@ -46,7 +47,7 @@ GROUP = ("source_model", "model", "attack")
 
 
 @dataclass
-class TransferResult(RecordFrames):
+class TransferResult(RecordFrames, WrittenAsResults):
     """Target-model records (one per source record) and the transfer APDR."""
 
     target_model: str
@@ -69,9 +70,8 @@ class TransferResult(RecordFrames):
     def rows(self) -> list[dict[str, Any]]:
         return [transfer_row(r) for r in self.records]
 
-    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """This result as ``results.json`` in the one layout every command writes."""
+    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
         return records_document(
             argv, records=self.records, models=self.models, counters=counters, started=self.started,
             wall_seconds=self.wall_seconds, configs=configs, apdr=self.apdr, clean_from="transfer", logged=logged,

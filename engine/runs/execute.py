@@ -28,7 +28,7 @@ from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts,
 from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
 from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.run_folder import RunFolder
-from promptrobust.engine.runs.run_results import clean_document, protocol_document, results_file_document
+from promptrobust.engine.runs.run_results import protocol_document, results_file_document
 from promptrobust.engine.runs.session import EvaluationResult, evaluate_prompts
 from promptrobust.engine.safe_io import atomic_io
 from promptrobust.engine.safe_io.redact import scrub
@@ -218,9 +218,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, context: Context, plan_n
             evaluation = await evaluate_prompts(bench, target.prompts, keep_records=output.log_samples)
             folder.write_records(evaluation.rows())  # results.jsonl + .parquet: every run has them
             logged = folder.write_jsonl("samples.jsonl", evaluation.sample_log()) if output.log_samples else 0
-            facts = {**context.facts(), "counters": _since(before, context.facts()["counters"])}
-            folder.write_results(clean_document(output.argv, result=evaluation, facts=facts, configs=configs, logged=logged,
-                                                tasks=evaluation.tasks))
+            folder.write_results(evaluation.document(argv=output.argv, configs=configs, logged=logged,
+                                                     counters=_since(before, context.facts()["counters"])))
         else:
             clean_samples = await _clean_sample_scores(context, plan, target)
             protocol = await run_protocol(

@@ -6,7 +6,7 @@ error never leaves a folder that looks like a finished run::
 
     with RunFolder(output_dir, [model, dataset]) as folder:
         folder.write_records(records)            # results.jsonl + results.parquet
-        folder.write_results(results_document(...))
+        folder.write_results(ResultsDocument(...))
     print(folder.final)
 
 Every command (``pre run``, ``pre run --attack``, ``pre eval``, ``pre
@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,8 @@ __all__ = [
     "recorded_cache",
     "redact_argv",
     "remove_stale_partials",
-    "results_document",
+    "ResultsDocument",
+    "WrittenAsResults",
     "versions",
 ]
 
@@ -152,11 +155,9 @@ class RunFolder:
     def write_json(self, name: str, data: object) -> Path:
         return self.write_bytes(name, atomic_io.json_bytes(data))
 
-    def write_results(self, document: Mapping[str, Any]) -> Path:
-        """``results.json`` in the one layout (``results_document``)."""
-        if document.get("format") != FORMAT:
-            raise ValueError("results.json must be built by results_document()")
-        return self.write_json("results.json", document)
+    def write_results(self, document: ResultsDocument) -> Path:
+        """``results.json`` in the one layout."""
+        return self.write_json("results.json", _checked(document).to_json())
 
     def append_records(self, records: Iterable[AttackRecord | Mapping[str, Any]]) -> None:
         """Append records to ``results.jsonl`` the moment they exist (one flushed, fsynced line each)."""
@@ -259,11 +260,9 @@ class SweepFolder:
     def consolidate(self) -> None:
         consolidate_parquet(self.results, self.path / "results.parquet")
 
-    def write_results(self, document: Mapping[str, Any]) -> Path:
-        """``results.json`` in the one layout (``engine.run_results.sweep_document``)."""
-        if document.get("format") != FORMAT:
-            raise ValueError("results.json must be built by results_document()")
-        return atomic_io.write_json(self.path / "results.json", document)
+    def write_results(self, document: ResultsDocument) -> Path:
+        """``results.json`` in the one layout (``run_results.sweep_document``)."""
+        return atomic_io.write_json(self.path / "results.json", _checked(document).to_json())
 
 
 # -- the results.json document ------------------------------------------------------------
@@ -415,55 +414,91 @@ def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[
     return {"total": len(records), "by_kind": by_kind, "by_status": by_status}
 
 
-def results_document(
-    *,
-    argv: Sequence[str],
-    models: Sequence[Mapping[str, Any]],
-    dataset: str | None,
-    measurement: Mapping[str, Any] | None,
-    configs: Mapping[str, Any],
-    clean: Sequence[Mapping[str, Any]] = (),
-    records: Sequence[AttackRecord | Mapping[str, Any]] = (),
-    apdr: Sequence[Mapping[str, Any]] = (),
-    extra_results: Mapping[str, Any] | None = None,
-    samples: int | None = None,
-    logged_samples: int = 0,
-    started: str,
-    wall_seconds: float,
-    chance_rate: float | None = None,
-    counters: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    tasks: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """The one ``results.json`` layout (see the module docstring). ``model``: the model's name as
-    the user gave it, the name its records carry (one name per model everywhere); None: the
-    first model identity's name (``models`` keeps every identity as the backend reports it).
-    ``tasks``: the provenance of each user's own task measured (``Task.provenance``), written as
-    ``tasks`` only when there is one."""
-    first = models[0] if models else {}
-    own = {"tasks": [dict(t) for t in tasks]} if tasks else {}
-    return {
-        "format": FORMAT,
-        "command": redact_argv(argv),
-        "versions": _versions_for(models),
-        "model": model if model is not None else first.get("name"),
-        "dataset": dataset,
-        **own,
-        "models": [dict(m) for m in models],
-        "configs": {"measurement": dict(measurement) if measurement is not None else None, **dict(configs)},
-        "results": {
-            "clean": [dict(c) for c in clean],
-            "records": _record_counts(records),
-            "apdr": [dict(a) for a in apdr],
-            **dict(extra_results or {}),
-        },
-        "chance_rate": chance_rate,
-        "samples": {"evaluated": samples, "logged": logged_samples},
-        "date": {"started": started, "finished": now()},
-        "wall_seconds": round(float(wall_seconds), 3),
-        "counters": dict(counters or {}),
-        "library_warnings": library_warnings.noted(),
-    }
+@dataclass(frozen=True)
+class ResultsDocument:
+    """``results.json``: the one layout every command writes (see the module docstring;
+    ``results.schema.json`` describes it), built by each kind of result (``EvaluationResult``,
+    ``run_results.protocol_document``, ``records_document``, ``sweep_document``) and written only
+    by ``RunFolder.write_results`` / ``SweepFolder.write_results``."""
+
+    command: Sequence[str]
+    """argv as given; redacted when written."""
+    models: Sequence[Mapping[str, Any]]
+    """The identity of every model queried, as each backend reports it."""
+    dataset: str | None
+    measurement: Mapping[str, Any] | None
+    """``MeasurementSettings.to_dict()`` of the figures."""
+    configs: Mapping[str, Any]
+    """The command's own settings (attack, sweep, sources, ...)."""
+    started: str
+    wall_seconds: float
+    clean: Sequence[Mapping[str, Any]] = ()
+    records: Sequence[AttackRecord | Mapping[str, Any]] = ()
+    """Counted by kind and status (the records themselves are results.jsonl's)."""
+    apdr: Sequence[Mapping[str, Any]] = ()
+    extra_results: Mapping[str, Any] = field(default_factory=dict)
+    """What the command adds under ``results`` (cost_by_attack, mean_score, held_out, ...)."""
+    samples: int | None = None
+    logged_samples: int = 0
+    chance_rate: float | None = None
+    counters: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    """The model's name as the user gave it, the name its records carry (one name per model
+    everywhere); None: the first model identity's name."""
+    tasks: Sequence[Mapping[str, Any]] = ()
+    """The provenance of each user's own task measured (``Task.provenance``), written as ``tasks``
+    only when there is one."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as written (secrets redacted, versions, the time it finished, warnings seen)."""
+        first = self.models[0] if self.models else {}
+        own = {"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}
+        return {
+            "format": FORMAT,
+            "command": redact_argv(self.command),
+            "versions": _versions_for(self.models),
+            "model": self.model if self.model is not None else first.get("name"),
+            "dataset": self.dataset,
+            **own,
+            "models": [dict(m) for m in self.models],
+            "configs": {"measurement": dict(self.measurement) if self.measurement is not None else None,
+                        **dict(self.configs)},
+            "results": {
+                "clean": [dict(c) for c in self.clean],
+                "records": _record_counts(self.records),
+                "apdr": [dict(a) for a in self.apdr],
+                **dict(self.extra_results),
+            },
+            "chance_rate": self.chance_rate,
+            "samples": {"evaluated": self.samples, "logged": self.logged_samples},
+            "date": {"started": self.started, "finished": now()},
+            "wall_seconds": round(float(self.wall_seconds), 3),
+            "counters": dict(self.counters),
+            "library_warnings": library_warnings.noted(),
+        }
+
+
+def _checked(document: object) -> ResultsDocument:
+    """Only the one layout is written as results.json (an untyped caller's dict is refused)."""
+    if not isinstance(document, ResultsDocument):
+        raise TypeError(f"results.json is written from a ResultsDocument, not a {type(document).__name__}")
+    return document
+
+
+class WrittenAsResults(ABC):
+    """A result a command writes as ``results.json``: ``document`` builds its ``ResultsDocument``
+    from what the run adds (its command line, the command's settings, the samples logged, the
+    scheduler's counters); ``to_dict`` is the JSON written (for a notebook)."""
+
+    @abstractmethod
+    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
+        """``argv``: the command to record (None: this process's command line)."""
+
+    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This result as ``results.json`` in the one layout every command writes."""
+        return self.document(argv=argv, configs=configs, logged=logged, counters=counters).to_json()
 
 
 # -- a sweep folder's results.jsonl, read back (resume) --------------------------------

@@ -1,8 +1,8 @@
-"""What each command's ``results.json`` holds, in the one layout of
-``engine.runs.run_folder.results_document``: built here from the typed results the
-library returns, so the CLI (and any API caller) only hands them over.
+"""What each command's ``results.json`` holds, as the one layout's ``ResultsDocument``
+(``engine.runs.run_folder``): built here from the typed results the library returns, so the
+CLI (and any API caller) only hands them over. Clean scores of a prompt set (``pre run``) are
+``EvaluationResult.document``.
 
-- ``clean_document``: clean scores of a prompt set (``pre run``);
 - ``protocol_document``: the protocol's ranking and attack records (``pre run --attack``);
 - ``records_document``: scored prompts and pair/transfer/defense records
   (``pre eval``, ``pre transfer``, ``pre defend``);
@@ -23,15 +23,14 @@ from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now
-from promptrobust.engine.runs.run_folder import SweepFolder, redact_argv, results_document
+from promptrobust.engine.runs.run_folder import ResultsDocument, SweepFolder, redact_argv
 
 if TYPE_CHECKING:
     from promptrobust.engine.measuring.protocol import ProtocolResult
     from promptrobust.engine.measuring.workbench import Workbench
-    from promptrobust.engine.runs.session import EvaluationResult
 from promptrobust.engine.measuring.settings import AttackSettings
 
-__all__ = ["RESULTS_FILE_FORMAT", "clean_document", "cost_by_attack", "merged_sweep_document", "protocol_document", "records_document",
+__all__ = ["RESULTS_FILE_FORMAT", "cost_by_attack", "merged_sweep_document", "protocol_document", "records_document",
            "results_file_document", "sweep_document"]
 
 #: The layout of the one results file a run writes when asked (``OutputOptions.results_file``).
@@ -46,22 +45,15 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def clean_document(argv: Sequence[str] | None, *, result: EvaluationResult, facts: Mapping[str, Any], configs: Mapping[str, Any],
-                   logged: int = 0, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """``pre run`` without an attack: every prompt's clean score (``EvaluationResult.to_dict``);
-    ``tasks``: a user's own task's provenance (``Task.provenance``)."""
-    return result.to_dict(argv=argv, configs=configs, logged=logged, counters=facts["counters"], tasks=tasks)
-
-
 def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, configs: Mapping[str, Any] | None = None,
                       logged: int = 0, counters: Mapping[str, Any] | None = None,
-                      tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                      tasks: Sequence[Mapping[str, Any]] = ()) -> ResultsDocument:
     """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
     of each attack over its records; ``tasks``: a user's own task's provenance."""
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
-    return results_document(
-        argv=_argv(argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
+    return ResultsDocument(
+        command=_argv(argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
         dataset=result.settings.get("dataset"), measurement=result.measurement or None,
         configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
         clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
@@ -134,7 +126,7 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
                      chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None,
-                     model: str | None = None, tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                     model: str | None = None, tasks: Sequence[Mapping[str, Any]] = ()) -> ResultsDocument:
     """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
 
     ``clean`` defaults to the records' clean halves (``clean_from`` then names their kind);
@@ -149,8 +141,8 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
     if chance_rate is None and records:
         chance_rate = _unique([r.chance_rate for r in records])
     rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
-    return results_document(
-        argv=_argv(argv), models=models, model=model, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
+    return ResultsDocument(
+        command=_argv(argv), models=models, model=model, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
         samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
@@ -178,7 +170,7 @@ def identities(benches: Sequence[Workbench]) -> list[dict[str, Any]]:
 
 
 def merged_sweep_document(folder: SweepFolder, shards: Sequence[str | Path], *, started: str, wall_seconds: float,
-                          argv: Sequence[str] | None = None) -> dict[str, Any]:
+                          argv: Sequence[str] | None = None) -> ResultsDocument:
     """``pre sweep merge``'s results.json: the merged folder's records as an unsharded sweep's
     (``sweep_document``), its config.json as the sweep's config, and where the records came from:
     per shard folder its own command, versions and models (from its results.json, when it has one)."""
@@ -203,7 +195,7 @@ def merged_sweep_document(folder: SweepFolder, shards: Sequence[str | Path], *, 
 
 def sweep_document(folder: SweepFolder, *, facts: Mapping[str, Any], configs: Mapping[str, Any], started: str,
                    wall_seconds: float, argv: Sequence[str] | None = None,
-                   tasks: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                   tasks: Sequence[Mapping[str, Any]] = ()) -> ResultsDocument:
     """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
     clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack);
     ``tasks``: the provenance of the grid's own tasks."""

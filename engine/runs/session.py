@@ -34,7 +34,7 @@ from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
-from promptrobust.engine.runs.run_folder import results_document, versions
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults, versions
 from promptrobust.engine.measuring.records import now as now_iso
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, open_workbench
@@ -65,7 +65,7 @@ ModelArgs = Mapping[str, Any] | str | None
 
 
 @dataclass
-class EvaluationResult(RecordFrames):
+class EvaluationResult(RecordFrames, WrittenAsResults):
     """Clean scores of several prompts on one model and dataset, with their intervals."""
 
     model: str
@@ -136,16 +136,14 @@ class EvaluationResult(RecordFrames):
             lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
         return "\n".join(lines)
 
-    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None,
-                tasks: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-        """This result as ``results.json`` in the one layout every command writes
-        (``engine.runs.run_folder``); ``argv`` defaults to this process's command line, ``tasks`` to
-        the result's own."""
+    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
+                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
+        """Clean scores of a prompt set (``pre run`` without an attack); ``counters`` default to the
+        result's own scheduler's."""
         import sys
 
-        return results_document(
-            argv=list(argv) if argv is not None else ["python", *sys.argv], model=self.model,
+        return ResultsDocument(
+            command=list(argv) if argv is not None else ["python", *sys.argv], model=self.model,
             models=[self.model_identity] if self.model_identity else [],
             dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
             clean=[c.to_dict() for c in self.clean],
@@ -153,7 +151,7 @@ class EvaluationResult(RecordFrames):
             samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
             wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
             counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
-            tasks=list(tasks) if tasks is not None else self.tasks,
+            tasks=self.tasks,
         )
 
 
