@@ -178,7 +178,10 @@ def test_a_node_removed_mid_sweep_completes_with_the_same_records_and_cache_keys
     server["openai:fake-b"].script(*["slow:4"] * 6)
     cfg = _config(tmp_path, "nodes", server)
     started = time.monotonic()
-    progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=60),
+    # A unit takes well under 30 s here unloaded (fake-b's six slow answers); the timeout only bounds a
+    # call to the removed node that would never return, so it is far above what a loaded machine
+    # takes (at 60 s, a CI run beside other work timed out every attempt of fake-b's units).
+    progress = run_sweep_ray(cfg, RayOptions(worker_cache_dir=str(tmp_path / "workers"), unit_timeout=300),
                              after_submit=remove_a_node, on_event=lambda m: events.append(f"{time.monotonic() - started:.1f}s {m}"))
     assert removed, "the sweep finished before a node could be removed: make it slower"
     assert not progress.failed and progress.units_requeued >= 1, events
