@@ -16,7 +16,8 @@ the package)::
 
     format    "promptrobust-results/1"
     command   argv, secrets redacted
-    versions  promptrobust, git commit (null outside a checkout), python, torch,
+    versions  promptrobust, git commit and git_dirty (null outside a checkout; read when the
+              session opens), python, torch,
               transformers, vllm, openai (null when not installed); vllm is the
               server's (its /version) when a vLLM server answered the run
     tasks     (a user's own task only) its provenance: name, task file, definition and its
