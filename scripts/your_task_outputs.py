@@ -161,8 +161,10 @@ def replace_blocks(doc: str, blocks: dict[str, str]) -> str:
 
 
 def masked(text: str) -> str:
-    """What may differ between two runs of the same code: time stamps, and the wall-seconds column."""
+    """What may differ between two runs of the same code: time stamps, the wall-seconds column, and
+    the commit the report says made the runs (and whether the checkout had uncommitted changes)."""
     text = STAMP.sub("YYYYMMDD-HHMMSS", text)
+    text = re.sub(r"(made with: promptrobust \S+) at [0-9a-f]{10}( with uncommitted changes)?", r"\1 at COMMIT", text)
     # the seconds and the spaces that right-align them (their width varies with the number)
     return re.sub(r"(?m)^(\S+\s+\S+\s+[\d.]+\s+[\d.]+\s+-?[\d.]+\s+\[[^\]]*\]\s+\S+\s+\d+\s+\d+)\s+[\d.]+",
                   r"\1  SECS", text)

@@ -113,7 +113,8 @@ def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path)
             tmp_path / "ref.toml",
             GOOD.format(out=tmp_path / "ref", cache=tmp_path / "ref.sqlite", model=model, url=srv.url),
         )
-        subprocess.run(_sweep_cmd(ref_cfg), cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
+        done = subprocess.run(_sweep_cmd(ref_cfg), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]  # which job failed, and why
         reference = read_jsonl(tmp_path / "ref" / "t" / "results.jsonl")
         ref_posts = _posts(srv)
         assert reference and ref_posts == _cache_rows(tmp_path / "ref.sqlite")
