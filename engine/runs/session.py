@@ -22,6 +22,7 @@ inside a running event loop too (Jupyter).
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,6 +184,12 @@ class Session:
         # The versions results say they were made with, read now, while the code that runs is the
         # checkout's: a long run's checkout may have moved to another commit by the time it writes.
         versions()
+        # httpx imported here, in the thread that opens the session, before any job starts: an API
+        # backend imports it lazily in the event loop's thread while a worker thread (an attack's
+        # meaning check: transformers -> huggingface_hub) may be importing it too, and one of them
+        # then sees it half initialised ("module 'httpx' has no attribute 'Timeout'", a sweep job
+        # failed so under load).
+        importlib.import_module("httpx")
 
     def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: ModelArgs = None) -> ModelSpec:
         """The model's spec; ``model_args`` as a mapping or as lm-eval's string ``"key=value,..."``."""
