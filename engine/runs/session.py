@@ -23,6 +23,7 @@ inside a running event loop too (Jupyter).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -188,8 +189,10 @@ class Session:
         # backend imports it lazily in the event loop's thread while a worker thread (an attack's
         # meaning check: transformers -> huggingface_hub) may be importing it too, and one of them
         # then sees it half initialised ("module 'httpx' has no attribute 'Timeout'", a sweep job
-        # failed so under load).
-        importlib.import_module("httpx")
+        # failed so under load). A lean install may have no httpx (the openai SDK can be built on
+        # httpx2): then neither side imports it.
+        if importlib.util.find_spec("httpx") is not None:
+            importlib.import_module("httpx")
 
     def resolve(self, model: str | ModelSpec = DEFAULT_MODEL, model_args: ModelArgs = None) -> ModelSpec:
         """The model's spec; ``model_args`` as a mapping or as lm-eval's string ``"key=value,..."``."""
