@@ -89,7 +89,7 @@ class Attack:
         return None
 
     # -- what records say -------------------------------------------------------------------
-    def settings(self, budget: int | None = None) -> dict[str, Any]:
+    def settings(self, budget: int | None = None) -> dict[str, object]:
         """Every setting that defines this attack, as recorded with its results.
         Values that differ from the recipe say "(recipe: ...)" and their keys
         are listed under ``deviations``."""
@@ -176,7 +176,7 @@ class Attack:
         )
 
 
-def final_similarity(clean: str, adversarial: str, choice: Callable[[], CachedEncoder] | None = None) -> dict[str, Any]:
+def final_similarity(clean: str, adversarial: str, choice: Callable[[], CachedEncoder] | None = None) -> dict[str, object]:
     """Whole-prompt similarity of the final prompt to the clean one under the
     attack's sentence encoder (the default USE port for attacks without one):
     angular and cosine, as the meaning check a reader can compare."""

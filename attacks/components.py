@@ -122,7 +122,7 @@ class GreedyWordSwapWIR(Part):
 
     async def search(self, attack: AttackParts, clean_prompt: str, clean_score: float, tracker: TrackedScorer, *,
                      protected: frozenset[str], seed: int, semantic_prompts: Sequence[SemanticPrompt]) -> SearchResult:
-        notes: dict[str, Any] = {}
+        notes: dict[str, object] = {}
         guard = attack.meaning_guard
         if guard is not None:
             for kind, words in guard.protected_in(clean_prompt, protected).items():

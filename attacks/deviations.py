@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,9 @@ class Setting:
 Described = dict[str, object]
 
 
-def compare(reference: Mapping[str, object], run: Mapping[str, object]) -> tuple[dict[str, Any], list[str]]:
+def compare(reference: Mapping[str, object], run: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
     """The run's settings as recorded, and the keys whose values differ from the recipe's."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     deviations: list[str] = []
     for key, value in run.items():
         if not isinstance(value, Setting):

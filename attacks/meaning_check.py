@@ -135,7 +135,7 @@ class MeaningVerdict:
         """Counted among the acceptable adversarial prompts (Appendix C.4): only a kept verdict."""
         return self.verdict == "kept"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

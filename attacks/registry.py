@@ -31,7 +31,7 @@ def recipe_of(name: str) -> Recipe:
     return _RECIPES[key]
 
 
-def attack_options(name: str, *, cli_only: bool = False) -> dict[str, Any]:
+def attack_options(name: str, *, cli_only: bool = False) -> dict[str, object]:
     """The options an attack accepts, with their defaults. ``cli_only`` keeps
     those settable from the command line (str/int/float/bool defaults), not
     the injectable resource objects (embedding, encoder, tagger)."""

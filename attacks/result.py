@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 
 def performance_drop_rate(clean: float, adversarial: float) -> float:
@@ -45,7 +44,7 @@ class AttackOutcome:
     budget: int | None
     budget_exhausted: bool = False
     perturbed_words: int = 0
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
     #: Semantic attack: (language, prompt, score) of every prompt of the set
     #: (the paper reports each); empty for the other attacks.
     prompt_scores: tuple[tuple[str, str, float], ...] = ()
@@ -53,9 +52,9 @@ class AttackOutcome:
     substitutions: tuple[tuple[str, str], ...] = ()
     #: The final prompt's whole-prompt similarity to the clean one
     #: ({"angular", "cosine", "encoder"}; see ``attack.final_similarity``).
-    final_similarity: dict[str, Any] = field(default_factory=dict)
+    final_similarity: dict[str, object] = field(default_factory=dict)
     #: The independent meaning verdict on the final prompt (``meaning_check.MeaningVerdict.to_dict``).
-    meaning: dict[str, Any] = field(default_factory=dict)
+    meaning: dict[str, object] = field(default_factory=dict)
     #: Why the search could try no change ("" when it tried some): the result is the clean prompt
     #: because nothing could change, not because the prompt resisted (``search.SearchResult``).
     nothing_to_change: str = ""
@@ -66,6 +65,6 @@ class AttackOutcome:
         Semantic may return a prompt that scores higher: negative PDR)."""
         return self.adversarial_score < self.clean_score
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain data for JSONL/Parquet records."""
         return asdict(self)

@@ -21,7 +21,7 @@ import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from promptrobust.attacks.base import (
     CandidateScore,
@@ -162,7 +162,7 @@ class SearchResult:
     #: (language, prompt, exact score) of every prompt a prompt-set search scored.
     prompt_scores: tuple[tuple[str, str, float], ...] = ()
     #: Settings the search learned while running (recorded with the outcome).
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)
     #: Why the search could try no change at all ("" when it tried some): its result is the clean
     #: prompt because nothing could change, which measures nothing about robustness.
     nothing_to_change: str = ""

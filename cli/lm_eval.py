@@ -187,10 +187,10 @@ def _base_url(item: str) -> str:
     return item
 
 
-def generation_fields(args: argparse.Namespace) -> dict[str, Any]:
+def generation_fields(args: argparse.Namespace) -> dict[str, object]:
     """``EvaluationSettings`` fields from --gen_kwargs and --system_instruction (``--max-tokens`` and
     max_gen_toks must agree)."""
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     if getattr(args, "gen_kwargs", None):
         fields = parse_gen_kwargs(args.gen_kwargs)
         given = getattr(args, "max_new_tokens", None)
@@ -204,9 +204,9 @@ def generation_fields(args: argparse.Namespace) -> dict[str, Any]:
     return fields
 
 
-def parse_gen_kwargs(text: str) -> dict[str, Any]:
+def parse_gen_kwargs(text: str) -> dict[str, object]:
     """``--gen_kwargs`` -> {"max_new_tokens": int, "stop": tuple[str, ...]} (only the keys given)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for item in _split_items(text):
         key, sep, raw = item.partition("=")
         key = key.strip()

@@ -113,7 +113,7 @@ def event_printer(*, quiet: bool) -> Callable[[str], None]:
     return on_event
 
 
-def settings_line(settings: dict[str, Any]) -> str:
+def settings_line(settings: dict[str, object]) -> str:
     """Under which settings the numbers were made (printed above every table)."""
     mode = settings["mode"]
     how = f"generate (<= {settings['max_new_tokens']} new tokens, {settings['parser']} parser)" if mode == "generate" else "choices (label log-probs)"
@@ -123,7 +123,7 @@ def settings_line(settings: dict[str, Any]) -> str:
             f"{settings['input_format']} input, {how}, metric {settings['metric']}, seed {settings['seed']}")
 
 
-def print_clean(settings: dict[str, Any], clean: Iterable[CleanScore], *, chance: float | None = None) -> None:
+def print_clean(settings: dict[str, object], clean: Iterable[CleanScore], *, chance: float | None = None) -> None:
     """Every prompt's clean score, best first (ties in the order given), as ``EvaluationResult.table``."""
     clean = sorted(clean, key=lambda c: -c.score)
     print(settings_line(settings))

@@ -11,10 +11,9 @@ Rotten Tomatoes (SST-2's source sentences, same labels) reads AdvGLUE's SST-2 ro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from promptrobust.tasks.base import Sample, Task
-from promptrobust.tasks.datafiles import read_rows
+from promptrobust.tasks.datafiles import read_rows, DataRow
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.hf_data import load_hf_rows
 
@@ -44,7 +43,7 @@ def load_adversarial_samples(task: Task, source: str) -> list[Sample]:
     if to_samples is None:
         raise TaskDataError(f"{task.name} generates its samples; adversarial samples need a dataset task "
                             f"({', '.join(sorted(ADV_GLUE))})", setting="adversarial_samples")
-    rows: list[tuple[dict[str, Any], str, str]] = []
+    rows: list[tuple[DataRow, str, str]] = []
     if source == HUB:
         for key, config in _keys(task, "the hub's adv_glue"):
             found = load_hf_rows(HUB_DATASET, config, "validation")

@@ -151,7 +151,7 @@ class Task(ABC):
         None for the built-in tasks, which their name identifies."""
         return None
 
-    def provenance(self) -> dict[str, Any] | None:
+    def provenance(self) -> dict[str, object] | None:
         """What results.json records about a user's own task (its file, definition, data and
         their hashes); None for the built-in tasks."""
         return None

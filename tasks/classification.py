@@ -12,6 +12,7 @@ from promptrobust.tasks.common import CONTAINERS, DatasetTask, column, id_value,
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy
 from promptrobust.tasks.parsing import LabelParser, last_word
+from promptrobust.tasks.datafiles import DataRow
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class ClassificationTask(DatasetTask):
     def data_columns(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([c for f in self.fields for c in f.columns] + [*self.label_columns, *self.id_columns]))
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         values = {f.key: text_value(column(row, f.columns, origin), f.columns[0], origin) for f in self.fields}
         target = self._label(column(row, self.label_columns, origin), origin)
         rid = next((id_value(row[c], c, origin) for c in self.id_columns if c in row and row[c] is not None), index)

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal
 
 from promptrobust.engine import progress
 from promptrobust.tasks.base import Sample, Task
-from promptrobust.tasks.datafiles import DataFile, find_split_file, is_large, missing_split_error, require_dir, size_text
+from promptrobust.tasks.datafiles import DataFile, find_split_file, is_large, missing_split_error, require_dir, size_text, DataRow
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.hf_data import load_hf_rows
 from promptrobust.tasks.sampling import seeded_positions, seeded_subset
@@ -78,10 +78,10 @@ class Source:
     local_pool: tuple[LocalSplit, ...] = (LocalSplit(("train",)),)
 
 
-Rows = list[tuple[dict[str, Any], str, str]]  # (row, origin for messages, tag)
+Rows = list[tuple[DataRow, str, str]]  # (row, origin for messages, tag)
 
 
-def column(row: dict[str, Any], names: Sequence[str], origin: str) -> Any:
+def column(row: DataRow, names: Sequence[str], origin: str) -> Any:
     """The value of the first of ``names`` present in ``row``; a clear error otherwise."""
     for name in names:
         if name in row:
@@ -149,7 +149,7 @@ class DatasetTask(Task):
 
     # -- rows ----------------------------------------------------------------
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         raise NotImplementedError
 
     def data_columns(self) -> tuple[str, ...] | None:

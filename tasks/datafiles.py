@@ -33,6 +33,10 @@ import orjson
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.parquet_footer import Footer, ParquetFooterError, read_footer
 
+#: One row of a data file as read: column name -> value (text, a number, a list or object from
+#: JSON, None). Typed ``object``: a task checks a value's kind before it uses it (``text_value``).
+DataRow = dict[str, object]
+
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".parquet", ".jsonl", ".json", ".csv", ".tsv")
 #: Formats read as text, checked to be UTF-8 before parsing (so the error names the byte).
 TEXT_EXTENSIONS: tuple[str, ...] = (".jsonl", ".json", ".csv", ".tsv")
@@ -118,7 +122,7 @@ def check_utf8(p: Path) -> None:
 
 
 def read_rows(path: str | Path, *, headerless_tsv_columns: Sequence[str] = (), columns: Sequence[str] | None = None,
-              positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
+              positions: Sequence[int] | None = None) -> list[DataRow]:
     """Rows of a local data file as dicts (column name -> value): ``DataFile(path).read(columns, positions)``."""
     return DataFile(path, headerless_tsv_columns=headerless_tsv_columns).read(columns, positions)
 
@@ -151,7 +155,7 @@ class DataFile:
         self.separator = "\t" if self.ext == ".tsv" else ","
         self.has_header = True
         self.quoted = self.ext == ".csv"
-        self._document: list[dict[str, Any]] | None = None
+        self._document: list[DataRow] | None = None
         self.columns: tuple[str, ...] = self._guard(self._columns)
 
     # -- what the file holds ------------------------------------------------------------------
@@ -193,7 +197,7 @@ class DataFile:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def read(self, columns: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    def read(self, columns: Sequence[str] | None = None, positions: Sequence[int] | None = None) -> list[DataRow]:
         """The rows at ``positions`` (0-based, in that order; None: every row, in file order),
         with only ``columns`` (those the file has; None: all). Refused in one line when they
         would take more memory than ``max_rows_memory`` (see the module docstring)."""
@@ -206,7 +210,7 @@ class DataFile:
             raise IndexError(f"{self.path}: no row at position {bad} (it has {self.rows})")
         return self._guard(lambda: self._read_positions(wanted, chosen))
 
-    def iter_rows(self, columns: Sequence[str] | None = None, chunk: int = 50_000) -> Iterator[list[dict[str, Any]]]:
+    def iter_rows(self, columns: Sequence[str] | None = None, chunk: int = 50_000) -> Iterator[list[DataRow]]:
         """Every row in file order, ``chunk`` rows at a time (only ``columns``, as ``read``), so a
         caller that turns rows into something smaller never holds them all; refused in one line,
         before the first chunk, when they would take more memory than ``max_rows_memory``."""
@@ -225,7 +229,7 @@ class DataFile:
             return tuple(dict.fromkeys(columns))
         return tuple(c for c in dict.fromkeys(columns) if c in self.columns)
 
-    def _chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
+    def _chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[DataRow]]:
         """The generator behind ``iter_rows``; its checks run before the first chunk."""
         if self.ext == ".parquet":
             return self._parquet_chunks(columns, size)
@@ -237,7 +241,7 @@ class DataFile:
             return (self._project(columns, rows[i:i + size]) for i in range(0, len(rows), size))
         return self._text_chunks(columns, size)
 
-    def _read_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
+    def _read_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[DataRow]:
         if self.ext == ".parquet":
             return self._parquet_positions(columns, positions)
         if self.ext == ".jsonl":
@@ -248,7 +252,7 @@ class DataFile:
             return self._project(columns, [rows[i] for i in positions])
         return self._text_positions(columns, positions)
 
-    def _project(self, columns: tuple[str, ...], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _project(self, columns: tuple[str, ...], rows: list[DataRow]) -> list[DataRow]:
         return rows if columns == self.columns else [{c: r[c] for c in columns if c in r} for r in rows]
 
     def _guard(self, action: Callable[[], _T]) -> _T:
@@ -320,7 +324,7 @@ class DataFile:
 
         return pl.scan_parquet(self.path).slice(starts[n], self.footer.row_groups[n].rows).select(list(columns)).collect()
 
-    def _parquet_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
+    def _parquet_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[DataRow]:
         import polars as pl
 
         starts = self._row_group_starts()
@@ -342,7 +346,7 @@ class DataFile:
         held = {i: row for n, frame in frames for i, row in zip(by_group[n], frame.to_dicts())}
         return [held[i] for i in positions]
 
-    def _parquet_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
+    def _parquet_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[DataRow]]:
         starts = self._row_group_starts()
         groups = [n for n, g in enumerate(self.footer.row_groups) if g.rows]
         self._check_row_groups(columns, groups)
@@ -354,7 +358,7 @@ class DataFile:
         return self._parquet_slices(columns, starts, groups, size)
 
     def _parquet_slices(self, columns: tuple[str, ...], starts: list[int], groups: list[int],
-                        size: int) -> Iterator[list[dict[str, Any]]]:
+                        size: int) -> Iterator[list[DataRow]]:
         for n in groups:
             frame = self._row_group(columns, starts, n)
             if not columns:
@@ -403,7 +407,7 @@ class DataFile:
             truncate_ragged_lines=not self.quoted,
         )
 
-    def _text_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[dict[str, Any]]:
+    def _text_positions(self, columns: tuple[str, ...], positions: list[int]) -> list[DataRow]:
         import polars as pl
 
         wanted = sorted(set(positions))
@@ -415,7 +419,7 @@ class DataFile:
         held = dict(zip(wanted, frame.to_dicts()))
         return [held[i] for i in positions]
 
-    def _text_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[dict[str, Any]]]:
+    def _text_chunks(self, columns: tuple[str, ...], size: int) -> Iterator[list[DataRow]]:
         scan = self._scan_text().select(list(columns))
         self._check_text(scan, columns, self.rows)
         batches = getattr(scan, "collect_batches", None)  # polars >= 1.3x streams batches; older: one frame, sliced
@@ -450,7 +454,7 @@ class DataFile:
                 offset += len(line)
         return index
 
-    def _jsonl_records(self, columns: tuple[str, ...] | None, positions: Iterable[int]) -> list[dict[str, Any]]:
+    def _jsonl_records(self, columns: tuple[str, ...] | None, positions: Iterable[int]) -> list[DataRow]:
         """The records at ``positions`` (indices of non-blank lines), parsed one at a time, with only
         ``columns`` (None: every key)."""
         index = self._offsets
@@ -465,7 +469,7 @@ class DataFile:
 
     # -- JSON: parsed whole ---------------------------------------------------------------------------
 
-    def _json_rows(self) -> list[dict[str, Any]]:
+    def _json_rows(self) -> list[DataRow]:
         """A JSON array of records, or a document some task understands (kept as one row
         under the key ``__document__``, e.g. SQuAD's official nested layout)."""
         if self._document is not None:

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promptrobust.engine import progress
-from promptrobust.tasks.datafiles import VALUE_BYTES, max_rows_memory, rows_memory, size_text
+from promptrobust.tasks.datafiles import VALUE_BYTES, max_rows_memory, rows_memory, size_text, DataRow
 from promptrobust.tasks.errors import TaskDataError
 
 
@@ -129,7 +129,7 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
-def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None = None) -> list[dict[str, Any]]:
+def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None = None) -> list[DataRow]:
     """Rows of one split as dicts. ``take`` streams only the first rows of a
     huge split instead of downloading all of it."""
     try:
@@ -142,7 +142,7 @@ def load_hf_rows(path: str, config: str | None, split: str, *, take: int | None 
             setting="data_dir",
         ) from exc
     where = f"{path}" + (f"/{config}" if config else "") + f" split {split}"
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
     if path in SCRIPT_DATASETS:
         major = int(str(datasets.__version__).split(".")[0])
         if major >= 4:
@@ -190,7 +190,7 @@ def is_saved_to_disk(path: str) -> bool:
     return folder.is_dir() and ((folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file())
 
 
-def _rows_saved_to_disk(path: str, split: str, where: str) -> list[dict[str, Any]]:
+def _rows_saved_to_disk(path: str, split: str, where: str) -> list[DataRow]:
     from datasets import DatasetDict, load_from_disk
 
     try:
@@ -210,11 +210,11 @@ def _rows_saved_to_disk(path: str, split: str, where: str) -> list[dict[str, Any
     return bounded_rows(saved, where)
 
 
-def bounded_rows(rows: Iterable[Any], where: str) -> list[dict[str, Any]]:
+def bounded_rows(rows: Iterable[Any], where: str) -> list[DataRow]:
     """``rows`` as dicts, refused in one line once what they take (``rows_memory``, counted as
     they arrive) passes the limit a data file's rows have."""
     limit = max_rows_memory()
-    out: list[dict[str, Any]] = []
+    out: list[DataRow] = []
     values = text = 0
     for row in rows:
         item = dict(row)

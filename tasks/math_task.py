@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
 from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, text_value
 from promptrobust.tasks.math_gen import PAPER_MODULES, generate
 from promptrobust.tasks.metrics import MathExactMatch
 from promptrobust.tasks.sampling import stratified_subset
+from promptrobust.tasks.datafiles import DataRow
 
 PER_MODULE = 8
 #: How a prompt names each question type (the paper shows the type in its prompt;
@@ -87,7 +88,7 @@ class MathTask(DatasetTask):
             return [s for s in pool if s.fields["question"] not in evals]
         return super().few_shot_pool(seed=seed, data_dir=data_dir, data_file=data_file)
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         question = text_value(column(row, ("question", "problem"), origin), "question", origin)
         answer = text_value(column(row, ("answer", "solution"), origin), "answer", origin).strip()
         module = str(row.get("module") or tag or "")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import orjson
 
@@ -25,6 +24,7 @@ from promptrobust.tasks.glue import LABEL_MAX_TOKENS
 from promptrobust.tasks.metrics import Accuracy
 from promptrobust.tasks.parsing import LabelParser
 from promptrobust.tasks.sampling import stratified_subset
+from promptrobust.tasks.datafiles import DataRow
 
 LETTERS = ("A", "B", "C", "D")
 PER_SUBJECT = 10
@@ -50,7 +50,7 @@ class MMLUTask(DatasetTask):
     def _parser(self) -> LabelParser:
         return LabelParser({x: (x,) for x in LETTERS}, case_sensitive_tokens=frozenset(x.lower() for x in LETTERS))
 
-    def _choices(self, row: dict[str, Any], origin: str) -> list[str]:
+    def _choices(self, row: DataRow, origin: str) -> list[str]:
         if all(x in row for x in LETTERS):
             return [text_value(row[x], x, origin) for x in LETTERS]
         raw = column(row, ("choices", "options"), origin)
@@ -63,7 +63,7 @@ class MMLUTask(DatasetTask):
             raise TaskDataError(f"{origin}: column 'choices' must hold exactly 4 options; got {raw!r:.60}")
         return [text_value(c, "choices", origin) for c in raw]
 
-    def _answer(self, row: dict[str, Any], origin: str) -> str:
+    def _answer(self, row: DataRow, origin: str) -> str:
         raw = column(row, ("answer", "target", "label"), origin)
         key = str(raw).strip()
         if key.upper() in LETTERS:
@@ -72,7 +72,7 @@ class MMLUTask(DatasetTask):
             return LETTERS[int(key)]
         raise TaskDataError(f"{origin}: answer {raw!r} is not 0-3 or A-D; fix column 'answer'")
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         question = text_value(column(row, ("question", "input"), origin), "question", origin)
         options = self._choices(row, origin)
         subject = str(row.get("subject") or tag or "")

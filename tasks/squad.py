@@ -20,6 +20,7 @@ from promptrobust.tasks.base import Metric, ParserName, Sample
 from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Rows, Source, column, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import SquadF1, squad_normalize
+from promptrobust.tasks.datafiles import DataRow
 
 UNANSWERABLE = "unanswerable"
 _NO_ANSWER = {"unanswerable", "no answer", "not answerable", "none", "cannot be answered", "n a"}
@@ -41,14 +42,26 @@ def _answers(raw: Any, origin: str) -> list[str]:
     return [str(a.get("text", "") if isinstance(a, dict) else a) for a in raw]
 
 
-def _flatten_official(doc: dict[str, Any], origin: str) -> list[dict[str, Any]]:
-    if "data" not in doc:
+def _objects(value: object, what: str, origin: str) -> list[dict[str, object]]:
+    """``value`` as SQuAD's layout has it there: a list of JSON objects; anything else refused."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise TaskDataError(f"{origin}: {what} must be a list of JSON objects (SQuAD's layout)")
+    return value
+
+
+def _flatten_official(doc: object, origin: str) -> list[DataRow]:
+    if not isinstance(doc, dict) or "data" not in doc:
         raise TaskDataError(f"{origin}: JSON object without 'data'; use SQuAD's layout or JSON Lines records")
-    rows = []
-    for article in doc["data"]:
-        for para in article.get("paragraphs", []):
-            for qa in para.get("qas", []):
-                answers = [] if qa.get("is_impossible") else [a["text"] for a in qa.get("answers", [])]
+    rows: list[DataRow] = []
+    for article in _objects(doc["data"], "'data'", origin):
+        for para in _objects(article.get("paragraphs", []), "'paragraphs'", origin):
+            for qa in _objects(para.get("qas", []), "'qas'", origin):
+                if "id" not in qa or "question" not in qa or "context" not in para:
+                    raise TaskDataError(f"{origin}: a question without 'id' or 'question', or a paragraph without "
+                                        "'context' (SQuAD's layout)")
+                answers = [] if qa.get("is_impossible") else [
+                    text_value(a.get("text"), "answers.text", origin)
+                    for a in _objects(qa.get("answers", []), "'answers'", origin)]
                 rows.append({"id": qa["id"], "title": article.get("title", ""), "context": para["context"],
                              "question": qa["question"], "answers": answers})
     return rows
@@ -70,7 +83,7 @@ class SquadV2Task(DatasetTask):
             return [(r, f"{path} question {r['id']}", tag) for r in flat]
         return rows
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         fields = {
             "context": text_value(column(row, ("context",), origin), "context", origin),
             "question": text_value(column(row, ("question",), origin), "question", origin),

@@ -11,13 +11,13 @@ direction. Local rows: ``source``/``target`` text columns and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from promptrobust.tasks.base import Metric, ParserName, Sample
 from promptrobust.tasks.common import DatasetTask, HFSplit, LocalSplit, Source, column, text_value
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import CorpusBleu
 from promptrobust.tasks.sampling import stratified_subset
+from promptrobust.tasks.datafiles import DataRow
 
 LANGUAGES = {
     "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French",
@@ -44,7 +44,7 @@ class TranslationTask(DatasetTask):
     def metric(self) -> Metric:
         return CorpusBleu(self.bleu_tokenize)
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         if "translation" in row and tag:
             src, tgt = tag.split("-")
             pair = row["translation"]

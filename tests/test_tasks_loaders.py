@@ -98,6 +98,22 @@ def test_squad_v2_official_json_and_jsonl(tmp_path):
     assert [s.target for s in got] == [["C"], []]
 
 
+@pytest.mark.parametrize("data, says", [
+    ({"data": {"title": "not a list"}}, "'data' must be a list of JSON objects"),
+    ({"data": [{"paragraphs": ["a string"]}]}, "'paragraphs' must be a list of JSON objects"),
+    ({"data": [{"paragraphs": [{"context": "C", "qas": [{"question": "Q?"}]}]}]}, "a question without 'id'"),
+    ({"data": [{"paragraphs": [{"context": "C", "qas": [{"id": "a", "question": "Q?", "answers": [{"text": None}]}]}]}]},
+     "empty value in column 'answers.text'"),
+])
+def test_squad_v2_official_layout_broken_is_named(tmp_path, data, says):
+    """A file in SQuAD's official layout whose parts are not what the layout says is refused naming the
+    part (it used to fail with an AttributeError or KeyError, or score the text 'None')."""
+    path = tmp_path / "squad.json"
+    path.write_bytes(orjson.dumps(data))
+    with pytest.raises(TaskDataError, match=says):
+        get_task("squad_v2").load(data_file=str(path))
+
+
 def test_sample_size_and_limit_are_seeded_prefixes(tmp_path):
     rows = [{"sentence": f"s{i}", "label": i % 2} for i in range(2000)]
     f = _write(rows, tmp_path / "big.parquet")

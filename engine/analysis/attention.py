@@ -63,7 +63,7 @@ class WordImportance:
             raise AttentionError(f"importance method {method!r} was not computed; use one of {', '.join(METHODS)}")
         return values
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "prompt": self.prompt, "words": self.words, "spans": self.spans, "target": self.target,
             "loss": self.loss, "target_probability": math.exp(-self.loss), "gradient": self.gradient,
@@ -408,7 +408,7 @@ class AttentionComparison:
     rows: list[tuple[str, WordImportance]]
     """("clean", importance), ("adversarial", importance)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "model": self.model, "dataset": self.dataset, "sample_id": self.sample_id,
             "sample_index": self.sample_index, "seed": self.seed, "shots": self.shots, "chat": self.chat,

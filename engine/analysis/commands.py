@@ -258,7 +258,7 @@ def plan_defense(sources: Sequence[str], *, model: str | None = None, model_args
     return _plan_sources(DefensePlan, sources, settings or SourceSettings(), model, model_args, scheduler, output, distance)
 
 
-def _tables(folder: RunFolder, name: str, summary: Any, rows: list[dict[str, Any]]) -> None:
+def _tables(folder: RunFolder, name: str, summary: Any, rows: list[dict[str, object]]) -> None:
     records = text_table(rows, list(rows[0]), name="records", title="Records")
     summary.write_csv(folder.partial)
     records.write_csv(folder.partial)

@@ -52,13 +52,13 @@ class DefenseResult(RecordFrames, WrittenAsResults):
 
     defense: str
     records: list[AttackRecord]
-    summary: list[dict[str, Any]]
+    summary: list[dict[str, object]]
     notes: list[str] = field(default_factory=list)
-    sample_log: list[dict[str, Any]] = field(default_factory=list)
+    sample_log: list[dict[str, object]] = field(default_factory=list)
     wall_seconds: float = 0.0
-    models: list[dict[str, Any]] = field(default_factory=list)
+    models: list[dict[str, object]] = field(default_factory=list)
     started: str = ""
-    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, object]] = field(default_factory=list)
     """The provenance of each user's own task the records were measured on (results.json's ``tasks``)."""
 
     def __repr__(self) -> str:
@@ -67,7 +67,7 @@ class DefenseResult(RecordFrames, WrittenAsResults):
         without = f"; without the defense {sum(undefended) / len(undefended):.3f}" if undefended else ""
         return f"DefenseResult(defense={self.defense!r}, {records_summary(self.records)}{without})"
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, object]]:
         return [defense_row(r) for r in self.records]
 
     def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
@@ -79,7 +79,7 @@ class DefenseResult(RecordFrames, WrittenAsResults):
         )
 
 
-def defense_row(r: AttackRecord) -> dict[str, Any]:
+def defense_row(r: AttackRecord) -> dict[str, object]:
     u = r.settings
     return {
         "model": r.model, "dataset": r.dataset, "attack": r.attack, "prompt_id": r.prompt_id,
@@ -127,7 +127,7 @@ async def defend(
     events.phase(f"defend: {total} requests")
     started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
-    log: list[dict[str, Any]] = []
+    log: list[dict[str, object]] = []
     for (bench, group, defense), fixes in zip(plan, corrected):
         texts = [t for s in group for t in (s.record.clean_prompt, s.record.adversarial_prompt)]
         scores = await score_prompts(bench, texts + [c.text for c in fixes.values()], keep_samples=keep_samples)
@@ -163,7 +163,7 @@ async def defend(
     )
 
 
-def _undefended_view(r: AttackRecord) -> dict[str, Any]:
+def _undefended_view(r: AttackRecord) -> dict[str, object]:
     """The record as it was before the defense (for the "without" APDR)."""
     return {
         "model": r.model, "attack": r.attack, "status": r.status, "clean_prompt": r.clean_prompt,
@@ -171,7 +171,7 @@ def _undefended_view(r: AttackRecord) -> dict[str, Any]:
     }
 
 
-def summarize_defense(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+def summarize_defense(records: Sequence[AttackRecord]) -> list[dict[str, object]]:
     """Per (model, attack): APDR without and with the defense (``summarize_pdrs``
     of each) and the share of the drop the defense recovered."""
     without = apdr_rows([_undefended_view(r) for r in records], ["model", "attack"], get=lambda r, k: r.get(k))

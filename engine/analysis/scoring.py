@@ -57,7 +57,7 @@ async def score_prompts(bench: Workbench, prompts: Iterable[str], *, keep_sample
     return {s.prompt.text: s for s in await bench.score_prompts(given, keep_records=keep_samples)}
 
 
-def sample_rows(scored: ScoredPrompt) -> list[dict[str, Any]]:
+def sample_rows(scored: ScoredPrompt) -> list[dict[str, object]]:
     """Every input, answer and score of a prompt scored with ``keep_samples`` (empty otherwise)."""
     return [dict(vars(r)) for r in scored.evaluation.records]
 

@@ -129,7 +129,7 @@ class _RecordedTasks:
             self._read[wanted] = task_from_provenance(entry, where=str(self.results))
         return self._read[wanted]
 
-    def _entries(self) -> list[dict[str, Any]]:
+    def _entries(self) -> list[dict[str, object]]:
         if not self.results.is_file():
             return []
         try:
@@ -312,7 +312,7 @@ def group_by_evaluation(
     return groups
 
 
-def source_fields(source: SourceRecord) -> dict[str, Any]:
+def source_fields(source: SourceRecord) -> dict[str, object]:
     """What a derived record keeps of its source (in its settings)."""
     r = source.record
     return {

@@ -52,22 +52,22 @@ class TransferResult(RecordFrames, WrittenAsResults):
 
     target_model: str
     records: list[AttackRecord]
-    apdr: list[dict[str, Any]]
+    apdr: list[dict[str, object]]
     """One row per (source_model, model (the target), attack)."""
     notes: list[str] = field(default_factory=list)
-    sample_log: list[dict[str, Any]] = field(default_factory=list)
+    sample_log: list[dict[str, object]] = field(default_factory=list)
     wall_seconds: float = 0.0
-    models: list[dict[str, Any]] = field(default_factory=list)
+    models: list[dict[str, object]] = field(default_factory=list)
     """The identity of the target model."""
     started: str = ""
-    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, object]] = field(default_factory=list)
     """The provenance of each user's own task the records were measured on (results.json's ``tasks``)."""
 
     def __repr__(self) -> str:
         sources = sorted({str(r.source_model) for r in self.records})
         return f"TransferResult(target_model={self.target_model!r}, sources={sources}, {records_summary(self.records)})"
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, object]]:
         return [transfer_row(r) for r in self.records]
 
     def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
@@ -79,7 +79,7 @@ class TransferResult(RecordFrames, WrittenAsResults):
         )
 
 
-def transfer_row(r: AttackRecord) -> dict[str, Any]:
+def transfer_row(r: AttackRecord) -> dict[str, object]:
     return {
         "source_model": r.settings.get("source_model"), "target_model": r.model, "dataset": r.dataset,
         "attack": r.attack, "prompt_id": r.prompt_id, "source_pdr": r.settings.get("source_pdr"),
@@ -109,7 +109,7 @@ async def transfer(
     events.phase(f"transfer: {total} requests")
     started, began = time.monotonic(), now()
     records: list[AttackRecord] = []
-    log: list[dict[str, Any]] = []
+    log: list[dict[str, object]] = []
     for key, members in groups.items():
         bench = benches[key]
         scores = await score_prompts(bench, _texts(members), keep_samples=keep_samples)
@@ -138,7 +138,7 @@ def transfer_settings(settings: SourceSettings | None) -> SourceSettings:
     return settings if settings.selection is not None else replace(settings, selection="most_vulnerable")
 
 
-def transfer_apdr(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+def transfer_apdr(records: Sequence[AttackRecord]) -> list[dict[str, object]]:
     """APDR per (source model -> target model, attack)."""
     rows = apdr_rows(records, GROUP)
     return [{"source_model": r["source_model"], "target_model": r["model"], **{k: v for k, v in r.items() if k not in ("source_model", "model")}} for r in rows]

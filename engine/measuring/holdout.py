@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from promptrobust.engine.errors import SettingsError
 from promptrobust.tasks.base import Sample
@@ -55,7 +55,7 @@ def split_workbench(bench: Workbench, fraction: float) -> tuple[Workbench, Workb
     )
 
 
-async def held_out_pair(held: Workbench, clean_prompt: str, adversarial_prompt: str, fraction: float) -> dict[str, Any]:
+async def held_out_pair(held: Workbench, clean_prompt: str, adversarial_prompt: str, fraction: float) -> dict[str, object]:
     """The clean and adversarial prompt on the held-out samples: scores, PDR,
     intervals and McNemar p (the same statistics as the in-sample record)."""
     from promptrobust.attacks.result import performance_drop_rate
@@ -76,7 +76,7 @@ async def held_out_pair(held: Workbench, clean_prompt: str, adversarial_prompt: 
     }
 
 
-async def held_out_ranking(held: Workbench, ranked: Sequence[CleanScore], top_k: int) -> list[dict[str, Any]]:
+async def held_out_ranking(held: Workbench, ranked: Sequence[CleanScore], top_k: int) -> list[dict[str, object]]:
     """In-sample and held-out clean score of the top-k prompts of a ranking
     (the in-sample ranking chose them; the held-out score is not selected on)."""
     from promptrobust.engine.measuring.statistics import score_interval

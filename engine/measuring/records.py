@@ -33,7 +33,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import orjson
 
@@ -82,6 +82,30 @@ def infer_kind(row: Mapping[str, Any]) -> str:
         return "pair"
     return "attack"
 
+
+
+class PromptSetStatistic(TypedDict):
+    """Semantic's statistic over its whole prompt set (``statistics.prompt_set_pdr``; ``AttackRecord.prompt_set_pdr``)."""
+
+    statistic: str
+    prompts: int
+    mean: float | None
+    std: float | None
+    ci95: list[float] | None
+    interval: str
+    worst: float
+    best: float
+
+
+class CleanSamplesScore(TypedDict, total=False):
+    """The joint attack's clean prompt on the dataset's own, clean samples (``AttackRecord.clean_samples``)."""
+
+    score: float
+    ci95: list[float]
+    samples: int
+    sample_selection: str
+    #: 1 - (both adversarial) / (clean prompt, clean samples); None where the clean score is 0.
+    pdr_both_adversarial: float | None
 
 @dataclass(frozen=True)
 class Cost:
@@ -206,12 +230,12 @@ class AttackRecord:
     evidence; None when the record has none (pairs, older records): never counted as acceptable."""
     held_out: dict[str, Any] | None = None
     """The clean and adversarial prompts re-scored on samples the search never saw."""
-    prompt_set_pdr: dict[str, Any] | None = None
+    prompt_set_pdr: PromptSetStatistic | None = None
     """Semantic: the statistic over its whole prompt set (``prompt_set_statistic``): the mean PDR of
     every prompt of the set against the clean prompt (an APDR over the set's prompts, the figure the
     paper's Semantic APDR is) with its interval, beside ``pdr``, which is the worst prompt's. None
     (and not written) for every other attack."""
-    clean_samples: dict[str, Any] | None = None
+    clean_samples: CleanSamplesScore | None = None
     """The joint attack on prompt and sample: the clean prompt scored on the dataset's own (clean)
     samples (score, interval, count), beside ``clean_score`` (clean prompt, adversarial samples) and
     ``adversarial_score`` (both adversarial); the paper's AdvGLUE table. None (not written) otherwise."""

@@ -49,7 +49,7 @@ import numpy as np
 from promptrobust.engine.errors import PromptRobustError
 
 if TYPE_CHECKING:  # records imports this module
-    from promptrobust.engine.measuring.records import AttackRecord
+    from promptrobust.engine.measuring.records import AttackRecord, PromptSetStatistic
 
 #: A record as the statistics read it: an ``AttackRecord``, or its row as read from a results file.
 RecordLike: TypeAlias = "AttackRecord | Mapping[str, Any]"
@@ -388,7 +388,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, n_boot: int = _
 
 
 def prompt_set_pdr(clean_score: float, clean_sample_scores: Sequence[float],
-                   prompts: Sequence[tuple[str, float, float, Sequence[float]]], *, seed: int = 0) -> dict[str, Any] | None:
+                   prompts: Sequence[tuple[str, float, float, Sequence[float]]], *, seed: int = 0) -> PromptSetStatistic | None:
     """The statistic over a whole prompt set (Semantic): ``prompts`` holds (text, score, PDR against
     the clean prompt, per-sample scores) for each prompt of the set. The mean PDR over the prompts is
     an APDR over them (``summarize_pdrs``: sample std, the two-level bootstrap over prompts and their

@@ -42,7 +42,7 @@ from promptrobust.attacks.registry import prompt_set_of
 from promptrobust.attacks.result import performance_drop_rate
 from promptrobust.engine.measuring.mode import decide_mode
 from promptrobust.engine.measuring.racing import RacingSettings
-from promptrobust.engine.measuring.records import AttackRecord, Cost
+from promptrobust.engine.measuring.records import AttackRecord, Cost, PromptSetStatistic
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, MeasurementSettings
 from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.serving.backends.base import Backend
@@ -556,7 +556,7 @@ async def attack_one(
 
 
 async def _prompt_set_pdr(bench: Workbench, clean: CleanScore,
-                          prompt_scores: Sequence[tuple[str, str, float]]) -> dict[str, Any] | None:
+                          prompt_scores: Sequence[tuple[str, str, float]]) -> PromptSetStatistic | None:
     """Semantic's statistic over its whole set (``statistics.prompt_set_pdr``). Every prompt of the set
     was scored exactly by the search, so its per-sample scores come from the cache."""
     rows = []

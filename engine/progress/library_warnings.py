@@ -68,7 +68,7 @@ class Noted:
     said: bool
     """Whether it was said on the terminal (False: a deprecation, only recorded here)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -78,7 +78,7 @@ _previous: Any = None
 _noted: dict[tuple[str, str], Noted] = {}
 
 
-def noted() -> list[dict[str, Any]]:
+def noted() -> list[dict[str, object]]:
     """Every third-party warning noted in this process so far, once each, in the order seen."""
     with _lock:
         return [n.to_dict() for n in _noted.values()]

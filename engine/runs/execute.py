@@ -21,7 +21,7 @@ from typing import Any
 from promptrobust.engine.errors import SettingsError
 from promptrobust.engine.measuring.holdout import split_samples
 from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
-from promptrobust.engine.measuring.records import AttackRecord
+from promptrobust.engine.measuring.records import AttackRecord, CleanSamplesScore
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode
 from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench
@@ -176,7 +176,7 @@ class RunOutcome:
         return max((t.exit_status for t in self.targets), default=0)
 
 
-async def _clean_sample_scores(context: Context, plan: RunPlan, target: RunTarget) -> dict[str, dict[str, Any]] | None:
+async def _clean_sample_scores(context: Context, plan: RunPlan, target: RunTarget) -> dict[str, CleanSamplesScore] | None:
     """The joint attack on prompt and sample (``EvaluationSettings.adversarial_samples``): every prompt of
     the target scored on the dataset's own, clean samples, by prompt text; None for any other run."""
     if not target.evaluation.adversarial_samples:
@@ -188,7 +188,7 @@ async def _clean_sample_scores(context: Context, plan: RunPlan, target: RunTarge
                             "sample_selection": target.evaluation.sample_selection} for c in evaluation.clean}
 
 
-def with_clean_samples(record: AttackRecord, clean_samples: dict[str, dict[str, Any]] | None) -> AttackRecord:
+def with_clean_samples(record: AttackRecord, clean_samples: dict[str, CleanSamplesScore] | None) -> AttackRecord:
     """``record`` with its clean prompt's score on the clean samples (the joint attack), else as it is."""
     if clean_samples is None or record.clean_prompt not in clean_samples:
         return record

@@ -373,10 +373,10 @@ def _git_dirty(start: Path | None = None) -> bool | None:
     return None if status is None else bool(status.strip())
 
 
-_VERSIONS: dict[str, Any] | None = None
+_VERSIONS: dict[str, object] | None = None
 
 
-def versions() -> dict[str, Any]:
+def versions() -> dict[str, object]:
     """The software a result was made with (computed once per process)."""
     global _VERSIONS
     if _VERSIONS is None:
@@ -390,7 +390,7 @@ def versions() -> dict[str, Any]:
     return dict(_VERSIONS)
 
 
-def _versions_for(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _versions_for(models: Sequence[Mapping[str, Any]]) -> dict[str, object]:
     """``versions()``, with vLLM's the version of the vLLM server that answered (a model identity's
     ``server`` fact), when one did: that vLLM computed the results, not the one installed here."""
     out = versions()
@@ -403,7 +403,7 @@ def _versions_for(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[str, Any]:
+def _record_counts(records: Sequence[AttackRecord | Mapping[str, Any]]) -> dict[str, object]:
     def get(r: AttackRecord | Mapping[str, Any], key: str) -> Any:
         return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
 
@@ -450,7 +450,7 @@ class ResultsDocument:
     """The provenance of each user's own task measured (``Task.provenance``), written as ``tasks``
     only when there is one."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The document as written (secrets redacted, versions, the time it finished, warnings seen)."""
         first = self.models[0] if self.models else {}
         own = {"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}
@@ -497,7 +497,7 @@ class WrittenAsResults(ABC):
         """``argv``: the command to record (None: this process's command line)."""
 
     def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, object]:
         """This result as ``results.json`` in the one layout every command writes."""
         return self.document(argv=argv, configs=configs, logged=logged, counters=counters).to_json()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.statistics import apdr_rows
@@ -72,11 +72,27 @@ def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, con
     )
 
 
-def cost_by_attack(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
+class AttackCost(TypedDict):
+    """One row of results.json's ``cost_by_attack``: an attack's records under one search, summed."""
+
+    attack: str
+    search: str
+    records: int
+    model_requests: int
+    requests_sent: int
+    samples_evaluated: int
+    saved_by_early_stopping: int
+    saved_by_racing: int
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+
+
+def cost_by_attack(records: Sequence[AttackRecord]) -> list[AttackCost]:
     """Per attack (and the search that scored its candidates): what its records cost: model requests
     asked and sent, (prompt, sample) pairs scored, those a race or exact early stopping never asked,
     tokens and, for a priced model, US dollars."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str], AttackCost] = {}
     for r in records:
         if r.status == "failed" or r.kind != "attack":
             continue
@@ -86,9 +102,13 @@ def cost_by_attack(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
             "model_requests": 0, "requests_sent": 0, "samples_evaluated": 0, "saved_by_early_stopping": 0,
             "saved_by_racing": 0, "input_tokens": 0, "output_tokens": 0, "usd": None})
         row["records"] += 1
-        for key in ("model_requests", "requests_sent", "samples_evaluated", "saved_by_early_stopping", "saved_by_racing",
-                    "input_tokens", "output_tokens"):
-            row[key] += getattr(c, key)
+        row["model_requests"] += c.model_requests
+        row["requests_sent"] += c.requests_sent
+        row["samples_evaluated"] += c.samples_evaluated
+        row["saved_by_early_stopping"] += c.saved_by_early_stopping
+        row["saved_by_racing"] += c.saved_by_racing
+        row["input_tokens"] += c.input_tokens
+        row["output_tokens"] += c.output_tokens
         if c.usd is not None:
             row["usd"] = round((row["usd"] or 0.0) + c.usd, 6)
     return list(rows.values())

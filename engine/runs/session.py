@@ -59,8 +59,8 @@ BackendFactory = Callable[[ModelSpec], Backend]
 class SessionFacts(TypedDict):
     """What a session knows of its models for results.json: their identities and counters."""
 
-    models: list[dict[str, Any]]
-    counters: dict[str, Any]
+    models: list[dict[str, object]]
+    counters: dict[str, object]
 
 #: A model's arguments: a mapping, or lm-eval's string form "key=value,..." (``parse_model_args``).
 ModelArgs = Mapping[str, Any] | str | None
@@ -77,12 +77,12 @@ class EvaluationResult(RecordFrames, WrittenAsResults):
     evaluations: list[PromptEvaluation]
     scheduler: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
-    measurement: dict[str, Any] = field(default_factory=dict)
+    measurement: dict[str, object] = field(default_factory=dict)
     """``MeasurementSettings`` of every score here."""
     chance_rate: float | None = None
-    model_identity: dict[str, Any] = field(default_factory=dict)
+    model_identity: dict[str, object] = field(default_factory=dict)
     started: str = ""
-    tasks: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, object]] = field(default_factory=list)
     """A user's own task: its provenance (``Task.provenance``), for results.json; empty for built-in datasets."""
 
     def __repr__(self) -> str:
@@ -110,17 +110,17 @@ class EvaluationResult(RecordFrames, WrittenAsResults):
     def prompts(self) -> list[Prompt]:
         return [c.prompt for c in self.clean]
 
-    def frame_rows(self) -> list[dict[str, Any]]:
+    def frame_rows(self) -> list[dict[str, object]]:
         """``to_polars()``/``to_pandas()`` rows: one per prompt, its clean score as results.json holds it."""
         return [{"model": self.model, "dataset": self.dataset, **c.to_dict()} for c in self.clean]
 
-    def sample_log(self) -> Iterator[dict[str, Any]]:
+    def sample_log(self) -> Iterator[dict[str, object]]:
         """samples.jsonl rows: every prompt's per-sample answers (held when evaluated with ``keep_records``)."""
         for c, ev in zip(self.clean, self.evaluations):
             for rec in ev.records:
                 yield {"prompt_id": c.prompt.id, "role": "clean", **vars(rec)}
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, object]]:
         """``results.jsonl`` of a clean-only run: one row per prompt, kind ``clean`` (``CLEAN_KIND``):
         its entry of results.json's ``results.clean``, with what a row read alone needs: the model,
         the dataset, the settings it was measured under, the majority-class rate and its per-sample scores."""
@@ -337,9 +337,9 @@ class Session:
         await self.close()
 
 
-def _counted(scheduler: Scheduler) -> dict[str, Any]:
+def _counted(scheduler: Scheduler) -> dict[str, object]:
     """A scheduler's counters, with what its tokens cost where the model is priced (and the price's source)."""
-    counts: dict[str, Any] = dict(scheduler.stats.snapshot())
+    counts: dict[str, object] = dict(scheduler.stats.snapshot())
     price = scheduler.settings.token_price
     if price is not None:
         counts["usd"] = round(price.usd(scheduler.stats.input_tokens, scheduler.stats.output_tokens), 6)

@@ -66,9 +66,9 @@ def _name(text: str) -> str:
 # -- parsing ---------------------------------------------------------------------------------
 
 
-def parse_model_args(text: str | None) -> dict[str, Any]:
+def parse_model_args(text: str | None) -> dict[str, object]:
     """``"dtype=bfloat16,batch_size=8,chat=false"`` -> typed dict (``true``/``false``, ``none``, numbers)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if not text:
         return out
     for part in text.split(","):

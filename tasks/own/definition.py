@@ -27,7 +27,6 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -416,12 +415,12 @@ class TaskDefinition:
         raw = orjson.dumps(self.canonical(), option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(raw).hexdigest()[:16]
 
-    def to_table(self) -> dict[str, Any]:
+    def to_table(self) -> dict[str, object]:
         """The definition as a task file's keys (paths absolute): what results.json keeps, so a
         run folder's records can be measured again on the same task without the task file
         (``tasks.own.reading.definition_from_table`` reads it back to an equal definition)."""
         d = self.data
-        table: dict[str, Any] = {
+        table: dict[str, object] = {
             "name": self.name, "description": self.description, "data": d.location,
             "input": [{"column": c.column, "display": c.display} for c in self.input],
             "answer_cue": self.answer_cue, "max_tokens": self.max_tokens,

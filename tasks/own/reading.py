@@ -88,7 +88,7 @@ def read_task_file(path: str | Path) -> TaskDefinition:
     return definition_from_table(_parse_toml(p, text), origin=Origin(task_file=str(p)), base_dir=p.resolve().parent)
 
 
-def _parse_toml(p: Path, text: str) -> dict[str, Any]:
+def _parse_toml(p: Path, text: str) -> dict[str, object]:
     try:
         return load_toml(text)
     except tomllib.TOMLDecodeError as exc:
@@ -122,7 +122,7 @@ def task_from_columns(
     line passes its flags, ``{"input_columns": "--input-column", ...}``); default: as they are."""
     location = str(data_file)
     spellings = tuple((parameter, names[parameter]) for _, parameter in FLAG_PARAMETERS if names and parameter in names)
-    table: dict[str, Any] = {
+    table: dict[str, object] = {
         "name": task_name if task_name is not None else default_name(location),
         "data": location,
         "input": [input_columns] if isinstance(input_columns, str) else list(input_columns),

@@ -28,7 +28,7 @@ import orjson
 
 from promptrobust.tasks.base import Metric, ParserName, Prompt, Sample
 from promptrobust.tasks.common import CONTAINERS, DatasetTask, HFSplit, Rows, column, id_value, kind_of, text_value
-from promptrobust.tasks.datafiles import SUPPORTED_EXTENSIONS, DataFile, find_split_file
+from promptrobust.tasks.datafiles import SUPPORTED_EXTENSIONS, DataFile, find_split_file, DataRow
 from promptrobust.tasks.errors import TaskDataError
 from promptrobust.tasks.metrics import Accuracy, CorpusBleu, ExactMatch, MacroF1, SquadF1
 from promptrobust.tasks.own.default_prompts import ANSWERS, DEFAULT_PROMPTS
@@ -278,14 +278,14 @@ class OwnTask(DatasetTask):
             samples.append(sample)
         return samples
 
-    def row_to_sample(self, row: dict[str, Any], index: int, origin: str, tag: str) -> Sample:
+    def row_to_sample(self, row: DataRow, index: int, origin: str, tag: str) -> Sample:
         d = self.definition
         values = {c.column: text_value(column(row, (c.column,), origin), c.column, origin) for c in d.input}
         rid = id_value(column(row, (d.id_column,), origin), d.id_column, origin) if d.id_column else str(index)
         prefix = f"{tag}:" if tag else ""
         return Sample(id=f"{self.name}:{prefix}{rid}", fields=values, target=self._target(row, origin))
 
-    def _target(self, row: dict[str, Any], origin: str) -> Any:
+    def _target(self, row: DataRow, origin: str) -> Any:
         d = self.definition
         if d.label is not None:
             raw = column(row, (d.label,), origin)
@@ -381,12 +381,12 @@ class OwnTask(DatasetTask):
         raw = orjson.dumps([r for r, _, _ in rows], option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str)
         return hashlib.sha256(raw).hexdigest()
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> dict[str, object]:
         """What results.json records about the task: its name, the task file, the definition's
         hash (the one in the cache key), where the data is and its hash."""
         d = self.definition
         few = d.few_shot
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "name": d.name,
             "task_file": str(Path(d.origin.task_file).resolve()) if d.origin.task_file else None,
             "definition_hash": d.definition_hash(),

@@ -36,7 +36,7 @@ def joint_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_s
     if not rows:
         return None
     display: list[list[str]] = []
-    long: list[dict[str, Any]] = []
+    long: list[dict[str, object]] = []
     for r in rows:
         clean = r["clean_samples"]
         base = clean.get("score")

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from promptrobust.engine.analysis.report.html import render
 from promptrobust.engine.analysis.report.latex import document
@@ -34,7 +34,7 @@ class Report:
     """Most damaging and most helpful adversarial prompts (long rows hold the full prompts)."""
     excluded: Table | None = None
     """Skipped (clean score 0), failed and invalid records: listed, never averaged."""
-    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    records: list[dict[str, object]] = field(default_factory=list, repr=False)
     """The records read (normalised, reruns counted once): the per-sample pages are built from them."""
     _samples: dict[str, RecordSamples] | None = field(default=None, init=False, repr=False)
 

@@ -44,7 +44,7 @@ from promptrobust.engine.analysis.report.tables import ALL, SET_MEAN_MARK, Table
 _DPI = 110
 FORMATS = ("png", "svg", "pdf")
 #: No creation date in SVG and PDF files: a report rebuilt from the same runs is the same file.
-_METADATA: dict[str, dict[str, Any]] = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+_METADATA: dict[str, dict[str, object]] = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 CLIP_LOW = -1.0
 """Bars and colours stop at this PDR (the label gives the value); PDRs never exceed 1."""
 CLIPPED_NOTE = f"values below {CLIP_LOW:g} drawn at {CLIP_LOW:g}; labels give the value"

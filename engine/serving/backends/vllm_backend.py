@@ -369,7 +369,7 @@ class VLLMBackend(PerRequestBackend):
         self.engine_settings["reserved_cpus"] = f"0 of {os.cpu_count()} cores ({_RESERVED_CPU_ENV}=0)"
 
     def _engine_args(self, engine_args_cls: type, *, on_cpu: bool = False) -> Any:
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "model": self.model,
             "revision": self.revision,
             "dtype": self.dtype,

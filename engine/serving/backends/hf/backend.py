@@ -188,7 +188,7 @@ class HFBackend(Backend):
         """What runs the Linear layers and why (None before ``start()``)."""
         return self.passes.loaded.kernel if self.passes.loaded is not None else None
 
-    def runtime(self) -> dict[str, Any]:
+    def runtime(self) -> dict[str, object]:
         """How this backend computes (for benchmark records): kernel, levers, prefix cache and work counters."""
         cache = self.passes.prefixes
         st = cache.stats

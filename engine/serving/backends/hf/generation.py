@@ -33,7 +33,7 @@ def _generate_encdec(passes: ForwardPasses, reqs: list[Request], inputs: list[li
     tok, model = m.tokenizer, m.model
     max_new = [max(1, r.decoding.max_tokens) for r in reqs]
     ids, mask = passes.pad_right(inputs)
-    model_inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+    model_inputs: dict[str, object] = {"input_ids": ids, "attention_mask": mask}
     prefix = 1  # decoder start token
     eos = _eos_ids(passes)
     temp = reqs[0].decoding.temperature

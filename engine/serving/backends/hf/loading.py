@@ -141,7 +141,7 @@ def load(model_ref: str, options: HFOptions) -> LoadedModel:
         ref = str(local)
         if options.gguf_file and not (local / options.gguf_file).is_file():
             raise BackendUnavailable(f"hf backend: GGUF file {options.gguf_file} not found in {ref}")
-    kw: dict[str, Any] = {"trust_remote_code": options.trust_remote_code}
+    kw: dict[str, object] = {"trust_remote_code": options.trust_remote_code}
     if options.revision:
         kw["revision"] = options.revision
     if options.gguf_file:

@@ -94,7 +94,7 @@ class ForwardPasses:
         """Logits of the last ``keep`` columns; ``keep=0``: the decoder alone runs (no output layer), returns None."""
         m = self.model
         self.observer.forward_pass(kind, int(ids.shape[0]), int(ids.shape[1]), keep)
-        kw: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": cache is not None}
+        kw: dict[str, object] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "use_cache": cache is not None}
         if cache is not None:
             kw[m.cache_keyword] = cache
         if keep == 0:
@@ -235,7 +235,7 @@ class ForwardPasses:
         pos = torch.arange(done, len(tokens), device=m.device).unsqueeze(0)
         headless = self.headless()
         self.observer.forward_pass("prefix", 1, len(tokens) - done, 0 if headless is not None else 1)
-        kw: dict[str, Any] = {m.cache_keyword: cache}
+        kw: dict[str, object] = {m.cache_keyword: cache}
         if headless is not None:  # keys and values are all a prefix is for
             headless(input_ids=ids, position_ids=pos, use_cache=True, **kw)
         else:

@@ -98,7 +98,7 @@ def _too_large(where: str, max_bytes: int, length: int | None = None) -> BodyToo
 
 
 # -- the body's JSON and its parts --------------------------------------------------------------------
-def json_body(response: Any, shown: str) -> dict[str, Any]:
+def json_body(response: Any, shown: str) -> dict[str, object]:
     """The answer's JSON object, or ``TransientBackendError`` naming what came instead."""
     status = getattr(response, "status_code", 200)
     content = response.content or b""
@@ -134,7 +134,7 @@ def json_depth(content: bytes) -> int:
     return int(np.cumsum(steps, dtype=np.int64).max())
 
 
-def first_choice(data: dict[str, Any], shown: str) -> dict[str, Any]:
+def first_choice(data: dict[str, object], shown: str) -> dict[str, object]:
     choices = data.get("choices")
     if not isinstance(choices, list):
         raise TransientBackendError(f"malformed answer from {shown}: no choices in the answer")
@@ -143,7 +143,7 @@ def first_choice(data: dict[str, Any], shown: str) -> dict[str, Any]:
     return choices[0]
 
 
-def answer_text(choice: dict[str, Any], chat: bool, shown: str) -> str:
+def answer_text(choice: dict[str, object], chat: bool, shown: str) -> str:
     """The generated text of a choice (a chat message's content, or its refusal; a completion's text)."""
     if chat:
         message = choice.get("message")
@@ -159,7 +159,7 @@ def answer_text(choice: dict[str, Any], chat: bool, shown: str) -> str:
     return text
 
 
-def usage(data: dict[str, Any]) -> tuple[int, int]:
+def usage(data: dict[str, object]) -> tuple[int, int]:
     """(prompt tokens, completion tokens) the answer reports; 0 for what it does not (or not as a number)."""
     found = data.get("usage")
     if not isinstance(found, dict):
@@ -171,7 +171,7 @@ def usage(data: dict[str, Any]) -> tuple[int, int]:
     return whole(found.get("prompt_tokens")), whole(found.get("completion_tokens"))
 
 
-def top_logprobs(choice: dict[str, Any], chat: bool) -> list[tuple[str, float]]:
+def top_logprobs(choice: dict[str, object], chat: bool) -> list[tuple[str, float]]:
     """The first generated token's alternatives, or [] when the answer has none (or unreadable ones)."""
     lp = choice.get("logprobs")
     if not isinstance(lp, dict):

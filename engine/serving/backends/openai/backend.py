@@ -469,14 +469,14 @@ class OpenAIBackend(PerRequestBackend):
             ) from None
 
     async def _call(self, ep: Endpoint, request: Request, *, max_tokens: int, stop: Sequence[str],
-                    want_logprobs: bool) -> tuple[dict[str, Any], bool]:
+                    want_logprobs: bool) -> tuple[dict[str, object], bool]:
         """One API call; returns (the answer's JSON object, whether the chat API was used).
 
         The body is read and checked here (``answers.json_body``), not by the SDK, so that an
         empty, cut-off, non-JSON or HTML answer is a transient failure, never a crash.
         """
         chat = self._use_chat(request)
-        common: dict[str, Any] = {
+        common: dict[str, object] = {
             "model": self.model, "max_tokens": max_tokens, "temperature": request.decoding.temperature,
         }
         if stop:
@@ -544,7 +544,7 @@ class OpenAIBackend(PerRequestBackend):
         self._decide_no_logprobs(ep, f"{PROBE_ANSWERS} answers in a row came without them")
         return await self._score(ep, request)
 
-    async def _post_completions(self, ep: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_completions(self, ep: Endpoint, body: dict[str, object]) -> dict[str, object]:
         """POST ``body`` to the completions endpoint; the answer's JSON object (read as in ``_call``)."""
         known = {k: body[k] for k in ("model", "prompt", "echo", "logprobs", "max_tokens", "temperature") if k in body}
         extra = {k: v for k, v in body.items() if k not in known}
@@ -614,14 +614,14 @@ class OpenAIBackend(PerRequestBackend):
         return Completion(choice_logprobs=tuple(v for v, _ in found), prompt_tokens=max(t for _, t in found), completion_tokens=0)
 
     # -- the logprob_token_ids route (token_ids.py holds its requests and answers) ----------------------
-    async def _post_json(self, ep: Endpoint, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_json(self, ep: Endpoint, url: str, body: dict[str, object]) -> dict[str, object]:
         """POST ``body`` to ``url`` (absolute: vLLM's /tokenize sits outside /v1) with this client's key and
         limits; the answer's JSON object, read as every other answer is."""
         async with self._deadline(ep):
             response = await ep.client.post(url, cast_to=_http_module().Response, body=body)
             return answers.json_body(response, ep.shown)
 
-    async def _tokenize(self, ep: Endpoint, body: dict[str, Any], *, most: int, what: str) -> list[int]:
+    async def _tokenize(self, ep: Endpoint, body: dict[str, object], *, most: int, what: str) -> list[int]:
         data = await self._post_json(ep, token_ids.tokenize_url(ep.url), body)
         with _readable(ep):
             return token_ids.read_tokens(data, most=most, max_model_len=self._facts.max_model_len, what=what)
@@ -676,7 +676,7 @@ class OpenAIBackend(PerRequestBackend):
         messages = self._messages(request) if chat else None
         prompt = request.prompt or ""
 
-        def body(label: str | None) -> dict[str, Any]:
+        def body(label: str | None) -> dict[str, object]:
             if messages is not None:
                 turns = messages if label is None else [*messages, {"role": "assistant", "content": label}]
                 return token_ids.tokenize_body(self.model, messages=turns, continue_final=label is not None)

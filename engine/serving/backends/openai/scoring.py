@@ -98,17 +98,17 @@ class ExactRoute:
     #: driven by the backend) rather than one text ``body``.
     by_token_ids: bool = False
 
-    def body(self, model: str, prompt: str, choices: Sequence[str]) -> dict[str, Any]:
+    def body(self, model: str, prompt: str, choices: Sequence[str]) -> dict[str, object]:
         """The completions body that scores every label of ``choices`` after ``prompt`` in one request."""
-        out: dict[str, Any] = {"model": model, "prompt": [prompt + c for c in choices], "temperature": 0.0}
+        out: dict[str, object] = {"model": model, "prompt": [prompt + c for c in choices], "temperature": 0.0}
         out.update(self.extra_body())
         return out
 
-    def extra_body(self) -> dict[str, Any]:
+    def extra_body(self) -> dict[str, object]:
         """What this route adds to a completions body."""
         raise NotImplementedError
 
-    def prompt_tokens(self, answer: dict[str, Any]) -> list[tuple[str, float | None]]:
+    def prompt_tokens(self, answer: dict[str, object]) -> list[tuple[str, float | None]]:
         """(token text, log-prob) of the prompt's tokens, from one completion of the answer."""
         raise NotImplementedError
 
@@ -128,10 +128,10 @@ class EchoRoute(ExactRoute):
     name = "echo"
     description = "exact: label tokens scored by the completions endpoint (echo + logprobs)"
 
-    def extra_body(self) -> dict[str, Any]:
+    def extra_body(self) -> dict[str, object]:
         return {"echo": True, "logprobs": 1, "max_tokens": 1}  # some servers refuse max_tokens=0; the token is dropped
 
-    def prompt_tokens(self, answer: dict[str, Any]) -> list[tuple[str, float | None]]:
+    def prompt_tokens(self, answer: dict[str, object]) -> list[tuple[str, float | None]]:
         """The echoed tokens minus the one generated."""
         lp = answer.get("logprobs")
         if not isinstance(lp, dict):
@@ -147,10 +147,10 @@ class PromptLogprobsRoute(ExactRoute):
     description = "exact: label tokens scored by the completions endpoint (vLLM prompt_logprobs)"
     chat = True
 
-    def extra_body(self) -> dict[str, Any]:
+    def extra_body(self) -> dict[str, object]:
         return {"prompt_logprobs": 0, "max_tokens": 1}
 
-    def prompt_tokens(self, answer: dict[str, Any]) -> list[tuple[str, float | None]]:
+    def prompt_tokens(self, answer: dict[str, object]) -> list[tuple[str, float | None]]:
         """vLLM's ``prompt_logprobs``: one {id: {logprob, decoded_token}} per position."""
         return _prompt_tokens(answer)
 
@@ -165,7 +165,7 @@ class TokenIdsRoute(ExactRoute):
     chat = True
     by_token_ids = True
 
-    def extra_body(self) -> dict[str, Any]:
+    def extra_body(self) -> dict[str, object]:
         raise TypeError("the logprob_token_ids route sends token-id prompts: see openai.token_ids.node_body")
 
 
@@ -179,7 +179,7 @@ SCORING_ARGS = ("auto", *EXACT_PATHS, TOP_PATH)
 DESCRIPTIONS: dict[str, str] = {**{r.name: r.description for r in ROUTES}, TOP_PATH: _TOP_DESCRIPTION}
 
 
-def completions_in_order(data: Any, expected: int, of_what: str) -> list[dict[str, Any]]:
+def completions_in_order(data: Any, expected: int, of_what: str) -> list[dict[str, object]]:
     """The completions of an answer to a list of prompts, in the prompts' order (``index``), one per prompt."""
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
         raise ScoringAnswerError("no choices in the answer")
@@ -203,7 +203,7 @@ def _route(path: str) -> ExactRoute:
     return route
 
 
-def body(path: ScoringPath, model: str, prompt: str, choices: Sequence[str]) -> dict[str, Any]:
+def body(path: ScoringPath, model: str, prompt: str, choices: Sequence[str]) -> dict[str, object]:
     """The JSON body that scores every label of ``choices`` after ``prompt`` in one request."""
     return _route(path).body(model, prompt, choices)
 
@@ -213,7 +213,7 @@ def read(path: ScoringPath, data: Any, prompt: str, choices: Sequence[str]) -> t
     return _route(path).read(data, prompt, choices)
 
 
-def chat_body(model: str, messages: Sequence[dict[str, str]], label: str) -> dict[str, Any]:
+def chat_body(model: str, messages: Sequence[dict[str, str]], label: str) -> dict[str, object]:
     """The vLLM chat body that scores ``label`` as the first words of the assistant's answer."""
     return {
         "model": model, "messages": [*messages, {"role": "assistant", "content": label}], "temperature": 0.0,
@@ -230,7 +230,7 @@ def read_chat(data: Any, label: str) -> float:
     return _label_logprob(_prompt_tokens(data), label)
 
 
-def probe_bodies(model: str) -> list[tuple[ScoringPath, dict[str, Any]]]:
+def probe_bodies(model: str) -> list[tuple[ScoringPath, dict[str, object]]]:
     """(path, body) for the start-up check, most common path first."""
     return [(route.name, route.body(model, _PROBE_INPUT, _PROBE_LABELS)) for route in ROUTES if not route.by_token_ids]
 
@@ -277,7 +277,7 @@ def choice_logprobs_from_top(top: Sequence[tuple[str, float]], choices: Sequence
     return tuple(_logsumexp(m) if m else floor for m in matched)
 
 
-def _prompt_tokens(answer: dict[str, Any]) -> list[tuple[str, float | None]]:
+def _prompt_tokens(answer: dict[str, object]) -> list[tuple[str, float | None]]:
     """(token text, log-prob) from vLLM's ``prompt_logprobs``: one {id: {logprob, decoded_token}} per position."""
     positions = answer.get("prompt_logprobs")
     if not isinstance(positions, list) or len(positions) < 2:

@@ -200,7 +200,7 @@ def check_ids(ids: Any, *, most: int, max_model_len: int | None, what: str) -> l
 
 
 def tokenize_body(model: str, *, prompt: str | None = None, messages: Sequence[Mapping[str, str]] | None = None,
-                  continue_final: bool = False, special: bool = True) -> dict[str, Any]:
+                  continue_final: bool = False, special: bool = True) -> dict[str, object]:
     """The ``/tokenize`` body for plain text (``special``: add BOS and the like) or a conversation
     (``continue_final``: the last message is the start of the answer; else a generation prompt follows)."""
     if messages is not None:
@@ -221,7 +221,7 @@ def read_tokens(data: Any, *, most: int, max_model_len: int | None, what: str) -
     return check_ids(tokens, most=most, max_model_len=max_model_len, what=what)
 
 
-def read_body(model: str, prompt: str, token_ids: Sequence[int]) -> dict[str, Any]:
+def read_body(model: str, prompt: str, token_ids: Sequence[int]) -> dict[str, object]:
     """One completions body reading ``token_ids`` at the position after the text ``prompt`` (tokenised by the
     server, special tokens added as ``/tokenize`` adds them), the ids it used returned with the answer."""
     return {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": 1,
@@ -268,7 +268,7 @@ def _listed_values(top: Mapping[str, Any], wanted: Sequence[int]) -> dict[int, f
     return found
 
 
-def node_body(model: str, prompts: Sequence[Sequence[int]], token_ids: Sequence[int]) -> dict[str, Any]:
+def node_body(model: str, prompts: Sequence[Sequence[int]], token_ids: Sequence[int]) -> dict[str, object]:
     """One completions body reading ``token_ids`` at the position after each token-id prompt."""
     return {"model": model, "prompt": [list(p) for p in prompts], "max_tokens": 1, "temperature": 0.0,
             "logprobs": 1, "logprob_token_ids": list(token_ids), "return_tokens_as_token_ids": True}
