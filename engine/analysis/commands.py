@@ -36,7 +36,7 @@ from promptrobust.engine.measuring.target import MeasurementTarget, decide_targe
 from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
 from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.plan import base_model_note, check_paths, model_and_scheduler
-from promptrobust.engine.runs.run_folder import RunFolder
+from promptrobust.engine.runs.run_folder import RunFolder, WrittenWith
 from promptrobust.engine.runs.session import SessionFacts
 from promptrobust.engine.safe_io.redact import scrub
 from promptrobust.engine.serving.registry import DEFAULT_MODEL, ModelSpec, parse_model_args
@@ -338,4 +338,5 @@ def _write(folder: RunFolder, output: OutputOptions, result: Any, sample_log: Se
     folder.write_records(result.records)
     logged = folder.write_jsonl("samples.jsonl", sample_log)
     folder.write_json("config.json", scrub({**output.config, **configs}))
-    folder.write_results(result.document(argv=output.argv, configs=configs, logged=logged, counters=facts["counters"]))
+    folder.write_results(result.document(WrittenWith(argv=output.argv, configs=configs, logged=logged,
+                                                     counters=facts["counters"])))

@@ -33,7 +33,7 @@ from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.plan import base_model_note
 from promptrobust.engine.runs.run_results import identities, records_document
-from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults, WrittenWith
 from promptrobust.engine import progress as events
 from promptrobust.engine.measuring.settings import EvaluationSettings
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
@@ -294,14 +294,13 @@ class PromptEvalResult(RecordFrames, WrittenAsResults):
     def mean_score(self) -> float:
         return sum(c.score for c in self.clean) / len(self.clean)
 
-    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
+    def document(self, run: WrittenWith = WrittenWith()) -> ResultsDocument:
         return records_document(
-            argv, records=self.records, models=self.models, counters=counters, started=self.started,
-            wall_seconds=self.wall_seconds, configs=configs, clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
+            run, records=self.records, models=self.models, started=self.started, wall_seconds=self.wall_seconds,
+            clean=[c.to_dict() for c in self.clean], apdr=self.apdr,
             measurement=self.measurement, dataset=self.settings.get("dataset"), chance_rate=self.chance_rate,
             model=self.settings.get("model"),
-            logged=logged, extra_results={"mean_score": self.mean_score, "notes": self.notes}, tasks=self.tasks,
+            extra_results={"mean_score": self.mean_score, "notes": self.notes}, tasks=self.tasks,
         )
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from promptrobust.engine import progress as events
 from promptrobust.engine.analysis.scoring import prepare, sample_rows, score_prompts
@@ -35,7 +35,7 @@ from promptrobust.engine.measuring.records import AttackRecord, records_summary
 from promptrobust.engine.measuring.records import now
 from promptrobust.engine.measuring.records import RecordFrames
 from promptrobust.engine.runs.run_results import identities, records_document, task_provenances
-from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults, WrittenWith
 
 if TYPE_CHECKING:
     from promptrobust.engine.runs.session import Session
@@ -70,11 +70,10 @@ class TransferResult(RecordFrames, WrittenAsResults):
     def rows(self) -> list[dict[str, object]]:
         return [transfer_row(r) for r in self.records]
 
-    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
+    def document(self, run: WrittenWith = WrittenWith()) -> ResultsDocument:
         return records_document(
-            argv, records=self.records, models=self.models, counters=counters, started=self.started,
-            wall_seconds=self.wall_seconds, configs=configs, apdr=self.apdr, clean_from="transfer", logged=logged,
+            run, records=self.records, models=self.models, started=self.started, wall_seconds=self.wall_seconds,
+            apdr=self.apdr, clean_from="transfer",
             extra_results={"target_model": self.target_model, "notes": self.notes}, tasks=self.tasks,
         )
 

@@ -27,7 +27,7 @@ from promptrobust.engine.measuring.target import MeasurementTarget
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench
 from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
 from promptrobust.engine.runs.notes import Note
-from promptrobust.engine.runs.run_folder import RunFolder
+from promptrobust.engine.runs.run_folder import RunFolder, WrittenWith
 from promptrobust.engine.runs.run_results import protocol_document, results_file_document
 from promptrobust.engine.runs.session import EvaluationResult, evaluate_prompts
 from promptrobust.engine.safe_io import atomic_io
@@ -218,8 +218,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, context: Context, plan_n
             evaluation = await evaluate_prompts(bench, target.prompts, keep_records=output.log_samples)
             folder.write_records(evaluation.rows())  # results.jsonl + .parquet: every run has them
             logged = folder.write_jsonl("samples.jsonl", evaluation.sample_log()) if output.log_samples else 0
-            folder.write_results(evaluation.document(argv=output.argv, configs=configs, logged=logged,
-                                                     counters=_since(before, context.facts()["counters"])))
+            folder.write_results(evaluation.document(WrittenWith(
+                argv=output.argv, configs=configs, logged=logged, counters=_since(before, context.facts()["counters"]))))
         else:
             clean_samples = await _clean_sample_scores(context, plan, target)
             protocol = await run_protocol(
@@ -235,8 +235,8 @@ async def _run_target(plan: RunPlan, target: RunTarget, context: Context, plan_n
             logged = (folder.write_jsonl("samples.jsonl", await bench.sample_log(protocol.records, held_out_ids=held_ids))
                       if output.log_samples else 0)
             counters = _since(before, context.facts()["counters"])
-            folder.write_results(protocol_document(output.argv, result=protocol, configs=configs, logged=logged,
-                                                   counters=counters, tasks=bench.task_provenance()))
+            written = WrittenWith(argv=output.argv, configs=configs, logged=logged, counters=counters)
+            folder.write_results(protocol_document(written, result=protocol, tasks=bench.task_provenance()))
     return TargetOutcome(
         target=target, folder=folder.final, settings=bench.describe(), chance_rate=bench.chance_rate,
         samples=len(bench.samples), counters=_scheduler_counters(before, bench),

@@ -304,6 +304,12 @@ def _redact_model_args(text: str, declared: dict[str, bool]) -> str:
     return ",".join(items)
 
 
+def recorded_command(argv: Sequence[str] | None) -> list[str]:
+    """The command a result records: the one given, else this process's command line (redacted
+    when written: ``redact_argv``)."""
+    return list(argv) if argv is not None else ["python", *sys.argv]
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """The command line with secrets replaced: ``--model-args`` items their backend's options declare
     secret, values of flags named like a secret (--api-key X, --token=X), other KEY=VALUE items whose
@@ -486,20 +492,31 @@ def _checked(document: object) -> ResultsDocument:
     return document
 
 
+@dataclass(frozen=True)
+class WrittenWith:
+    """What a run adds to a result when it writes ``results.json``."""
+
+    #: The command to record (None: this process's command line).
+    argv: Sequence[str] | None = None
+    #: The command's settings (``configs`` of results.json).
+    configs: Mapping[str, Any] = field(default_factory=dict)
+    #: Samples written to samples.jsonl.
+    logged: int = 0
+    #: The scheduler counters to record (None: the result's own, where it has them).
+    counters: Mapping[str, Any] | None = None
+
+
 class WrittenAsResults(ABC):
     """A result a command writes as ``results.json``: ``document`` builds its ``ResultsDocument``
-    from what the run adds (its command line, the command's settings, the samples logged, the
-    scheduler's counters); ``to_dict`` is the JSON written (for a notebook)."""
+    with what the run adds (``WrittenWith``); ``to_dict`` is the JSON written (for a notebook)."""
 
     @abstractmethod
-    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
-        """``argv``: the command to record (None: this process's command line)."""
+    def document(self, run: WrittenWith = WrittenWith()) -> ResultsDocument:
+        """This result's ``results.json``."""
 
-    def to_dict(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                logged: int = 0, counters: Mapping[str, Any] | None = None) -> dict[str, object]:
+    def to_dict(self, run: WrittenWith = WrittenWith()) -> dict[str, object]:
         """This result as ``results.json`` in the one layout every command writes."""
-        return self.document(argv=argv, configs=configs, logged=logged, counters=counters).to_json()
+        return self.document(run).to_json()
 
 
 # -- a sweep folder's results.jsonl, read back (resume) --------------------------------

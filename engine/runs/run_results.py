@@ -23,7 +23,7 @@ from promptrobust.engine.measuring.statistics import apdr_rows
 from promptrobust.engine.measuring.records import read_jsonl
 from promptrobust.engine.serving.scheduler import identity_of
 from promptrobust.engine.measuring.records import now
-from promptrobust.engine.runs.run_folder import ResultsDocument, SweepFolder, redact_argv
+from promptrobust.engine.runs.run_folder import ResultsDocument, SweepFolder, WrittenWith, recorded_command, redact_argv
 
 if TYPE_CHECKING:
     from promptrobust.engine.measuring.protocol import ProtocolResult
@@ -45,17 +45,16 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 
-def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, configs: Mapping[str, Any] | None = None,
-                      logged: int = 0, counters: Mapping[str, Any] | None = None,
+def protocol_document(run: WrittenWith, *, result: ProtocolResult,
                       tasks: Sequence[Mapping[str, Any]] = ()) -> ResultsDocument:
     """``pre run --attack`` (``ProtocolResult.to_dict``): the ranked prompt set, then the APDR
     of each attack over its records; ``tasks``: a user's own task's provenance."""
     records: list[AttackRecord] = list(result.records)
     attacks = result.attack_settings
     return ResultsDocument(
-        command=_argv(argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
+        command=recorded_command(run.argv), models=[result.model_identity] if result.model_identity else [], model=result.settings.get("model"),
         dataset=result.settings.get("dataset"), measurement=result.measurement or None,
-        configs={**dict(configs or {}), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
+        configs={**dict(run.configs), **({"attack": _attack_configs(attacks)} if attacks is not None else {})},
         clean=[c.to_dict() for c in result.clean], records=records, apdr=apdr_rows(records, ["kind", "attack"]),
         extra_results={
             "cost_by_attack": cost_by_attack(records),
@@ -66,9 +65,9 @@ def protocol_document(argv: Sequence[str] | None, *, result: ProtocolResult, con
                 "split": result.settings.get("holdout_split"), "clean": result.held_out_clean,
             }} if getattr(result, "held_out_clean", None) is not None else {}),
         },
-        samples=result.settings.get("samples"), logged_samples=logged, started=result.started or now(),
+        samples=result.settings.get("samples"), logged_samples=run.logged, started=result.started or now(),
         wall_seconds=result.wall_seconds, chance_rate=result.chance_rate,
-        counters=dict(counters) if counters is not None else {}, tasks=tasks,
+        counters=dict(run.counters or {}), tasks=tasks,
     )
 
 
@@ -114,13 +113,6 @@ def cost_by_attack(records: Sequence[AttackRecord]) -> list[AttackCost]:
     return list(rows.values())
 
 
-def _argv(argv: Sequence[str] | None) -> list[str]:
-    """The command to record: the one given, else this process's command line."""
-    import sys
-
-    return list(argv) if argv is not None else ["python", *sys.argv]
-
-
 def _unique(values: Sequence[Any]) -> Any:
     distinct = {repr(v): v for v in values}
     return next(iter(distinct.values())) if len(distinct) == 1 else None
@@ -140,12 +132,11 @@ def _clean_of_records(records: Sequence[AttackRecord]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackRecord], models: Sequence[Mapping[str, Any]],
-                     counters: Mapping[str, Any] | None, started: str | None, wall_seconds: float,
-                     configs: Mapping[str, Any] | None, clean: Sequence[Mapping[str, Any]] | None = None,
+def records_document(run: WrittenWith, *, records: Sequence[AttackRecord], models: Sequence[Mapping[str, Any]],
+                     started: str | None, wall_seconds: float, clean: Sequence[Mapping[str, Any]] | None = None,
                      apdr: Sequence[Mapping[str, Any]] = (), extra_results: Mapping[str, Any] | None = None,
                      measurement: Mapping[str, Any] | None = None, dataset: str | None = None,
-                     chance_rate: float | None = None, logged: int = 0, clean_from: str | None = None,
+                     chance_rate: float | None = None, clean_from: str | None = None,
                      model: str | None = None, tasks: Sequence[Mapping[str, Any]] = ()) -> ResultsDocument:
     """``pre eval``, ``pre transfer``, ``pre defend``: records of given prompts re-scored.
 
@@ -162,11 +153,12 @@ def records_document(argv: Sequence[str] | None, *, records: Sequence[AttackReco
         chance_rate = _unique([r.chance_rate for r in records])
     rows = [dict(c) for c in clean] if clean is not None else _clean_of_records(records)
     return ResultsDocument(
-        command=_argv(argv), models=models, model=model, dataset=dataset, measurement=measurement, configs=dict(configs or {}), clean=rows,
+        command=recorded_command(run.argv), models=models, model=model, dataset=dataset, measurement=measurement,
+        configs=dict(run.configs), clean=rows,
         records=records, apdr=apdr,
         extra_results={**({"clean_from": clean_from} if clean_from else {}), **dict(extra_results or {})},
-        samples=(measurement or {}).get("samples"), logged_samples=logged, started=started or now(),
-        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(counters or {}), tasks=tasks,
+        samples=(measurement or {}).get("samples"), logged_samples=run.logged, started=started or now(),
+        wall_seconds=wall_seconds, chance_rate=chance_rate, counters=dict(run.counters or {}), tasks=tasks,
     )
 
 
@@ -219,13 +211,11 @@ def sweep_document(folder: SweepFolder, *, facts: Mapping[str, Any], configs: Ma
     """A sweep folder's results.json: every record it holds (a resumed sweep's too), the
     clean score of each attacked prompt, and the APDR per (kind, model, dataset, attack);
     ``tasks``: the provenance of the grid's own tasks."""
-    import sys
-
     rows = read_jsonl(folder.results, warn=False) if folder.results.exists() else []
     records = [AttackRecord.from_dict(r) for r in rows]
     return records_document(
-        list(argv) if argv is not None else ["python", *sys.argv], records=records, models=facts["models"],
-        counters=facts["counters"], started=started, wall_seconds=wall_seconds, configs=configs,
+        WrittenWith(argv=argv, configs=configs, counters=facts["counters"]), records=records, models=facts["models"],
+        started=started, wall_seconds=wall_seconds,
         apdr=apdr_rows(records, ["kind", "model", "dataset", "attack"]), clean_from="attack", tasks=tasks,
     )
 
@@ -238,7 +228,7 @@ def results_file_document(argv: Sequence[str] | None, folders: Mapping[str, Path
 
     return {
         "format": RESULTS_FILE_FORMAT,
-        "command": redact_argv(_argv(argv)),
+        "command": redact_argv(recorded_command(argv)),
         "results": {name: orjson.loads((folder / "results.json").read_bytes()) for name, folder in folders.items()},
         "run_folders": {name: str(folder) for name, folder in folders.items()},
     }

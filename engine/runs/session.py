@@ -36,7 +36,7 @@ from promptrobust.engine.serving.backends.base import Backend
 from promptrobust.engine.serving.cache import ScoreCache, default_cache_path
 from promptrobust.engine.measuring.evaluator import PromptEvaluation
 from promptrobust.engine.serving.scheduler import identity_of
-from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults, versions
+from promptrobust.engine.runs.run_folder import ResultsDocument, WrittenAsResults, WrittenWith, recorded_command, versions
 from promptrobust.engine.measuring.records import now as now_iso
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
 from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, few_shot, open_workbench
@@ -138,21 +138,18 @@ class EvaluationResult(RecordFrames, WrittenAsResults):
             lines.append(f"{c.prompt.id:<{width}}  {c.score:.4f}  [{c.ci95[0]:.3f}, {c.ci95[1]:.3f}]  {c.unparseable:>5}{flag}")
         return "\n".join(lines)
 
-    def document(self, *, argv: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None,
-                 logged: int = 0, counters: Mapping[str, Any] | None = None) -> ResultsDocument:
+    def document(self, run: WrittenWith = WrittenWith()) -> ResultsDocument:
         """Clean scores of a prompt set (``pre run`` without an attack); ``counters`` default to the
         result's own scheduler's."""
-        import sys
-
         return ResultsDocument(
-            command=list(argv) if argv is not None else ["python", *sys.argv], model=self.model,
+            command=recorded_command(run.argv), model=self.model,
             models=[self.model_identity] if self.model_identity else [],
-            dataset=self.dataset, measurement=self.measurement or None, configs=dict(configs or {}),
+            dataset=self.dataset, measurement=self.measurement or None, configs=dict(run.configs),
             clean=[c.to_dict() for c in self.clean],
             extra_results={"mean_score": sum(c.score for c in self.clean) / len(self.clean) if self.clean else None},
-            samples=self.samples, logged_samples=logged, started=self.started or now_iso(),
+            samples=self.samples, logged_samples=run.logged, started=self.started or now_iso(),
             wall_seconds=self.wall_seconds, chance_rate=self.chance_rate,
-            counters=dict(counters) if counters is not None else {"scheduler": {self.model: self.scheduler}},
+            counters=dict(run.counters) if run.counters is not None else {"scheduler": {self.model: self.scheduler}},
             tasks=self.tasks,
         )
 

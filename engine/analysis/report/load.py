@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,21 +287,20 @@ def legacy_run_key(rec: Mapping[str, Any]) -> str:
     return "legacy-" + hashlib.sha1(orjson.dumps(parts, default=str)).hexdigest()[:16]
 
 
-def _record_rows(path: Path, has_jsonl: set[Path]) -> list[dict[str, Any]]:
+def _record_rows(path: Path, has_jsonl: set[Path], summary: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The records of ``path``: a results.jsonl's rows, else (an old results.json alone) its ``attacked``."""
     from promptrobust.engine.measuring.records import read_jsonl  # warns on a torn last line
 
     if path.name == "results.jsonl":  # a clean-only run's rows are its results.json's clean scores, read there
         return [r for r in read_jsonl(path, non_finite=True) if is_record_row(r)]  # a NaN is judged here (checks)
     if path.parent / "results.jsonl" in has_jsonl:
         return []
-    data = _read_json(path) or {}
-    return [r for r in data.get("attacked") or [] if isinstance(r, dict)]
+    return [r for r in (summary or {}).get("attacked") or [] if isinstance(r, dict)]
 
 
-def _clean_from_summary(path: Path) -> list[dict[str, Any]]:
-    """Clean scores a results.json holds: "clean" (list with intervals), "clean_scores"
-    ({prompt_id: score}) or "prompts" (pre run / pre eval of single prompts)."""
-    data = _read_json(path)
+def _clean_from_summary(path: Path, data: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Clean scores a results.json (``path``, read as ``data``) holds: "clean" (list with intervals),
+    "clean_scores" ({prompt_id: score}) or "prompts" (pre run / pre eval of single prompts)."""
     if data and data.get("format") == RESULTS_FORMAT:
         return _clean_from_document(path, data)
     if not data or "model" not in data or "dataset" not in data:
@@ -404,14 +403,22 @@ def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return kept, len(records) - len(kept)
 
 
-def made_with(files: Sequence[Path]) -> list[str]:
-    """Each distinct version of promptrobust the run folders of ``files`` say made them (their
-    results.json's ``versions``): the release, the commit of a checkout, and whether that checkout
-    had uncommitted changes. Folders without a summary (or one without versions) say nothing."""
-    out: dict[str, None] = {}
+def _summaries(files: Sequence[Path]) -> dict[Path, dict[str, Any] | None]:
+    """The results.json of each run folder of ``files`` (one given or beside a results.jsonl), read
+    once: None where a folder has none (or it is not a JSON object)."""
+    out: dict[Path, dict[str, Any] | None] = {}
     for folder in dict.fromkeys(f.parent for f in files):
         summary = folder / "results.json"
-        data = _read_json(summary) if summary.is_file() else None
+        out[summary] = _read_json(summary) if summary.is_file() else None
+    return out
+
+
+def made_with(summaries: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """Each distinct version of promptrobust the run folders' results.json (``summaries``) say made
+    them (their ``versions``): the release, the commit of a checkout, and whether that checkout had
+    uncommitted changes. Folders without a summary (or one without versions) say nothing."""
+    out: dict[str, None] = {}
+    for data in summaries:
         versions = data.get("versions") if data else None
         if not isinstance(versions, Mapping) or not versions.get("promptrobust"):
             continue
@@ -430,10 +437,11 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     problems = ReadProblems()
     raw: list[dict[str, Any]] = []
     summary_clean: list[dict[str, Any]] = []
+    summaries = _summaries(files)
     for f in files:
-        raw += [normalise(row, str(f.parent), problems) for row in _record_rows(f, jsonls)]
+        raw += [normalise(row, str(f.parent), problems) for row in _record_rows(f, jsonls, summaries.get(f))]
         if f.name == "results.json":
-            summary_clean += _clean_from_summary(f)
+            summary_clean += _clean_from_summary(f, summaries[f])
     if not raw and not summary_clean:
         where = ", ".join(map(str, paths))
         raise ReportInputError(f"no results.jsonl or results.json under {where}: run `pre run --attack ...` or `pre sweep` first")
@@ -458,4 +466,4 @@ def load_runs(paths: Sequence[str | os.PathLike[str]]) -> RunData:
     usable = [c for c in clean if checks.score(c["score"]) is not None]
     problems.bad_clean_scores += [f"{c['score']!r} for {c['prompt_id']} in {Path(str(c['source'])).name}"
                                   for c in clean if checks.score(c["score"]) is None]
-    return RunData(records, usable, files, dropped, problems, made_with(files))
+    return RunData(records, usable, files, dropped, problems, made_with(summaries.values()))
