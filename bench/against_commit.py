@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,15 +74,18 @@ def run_once(checkout: Path, args: list[str], scratch: Path, tag: str) -> dict[s
     """One protocol run from ``checkout`` (its own code imported, whatever is installed); the engine's figures."""
     out = scratch / f"{tag}.md"
     script = checkout / "bench" / "protocol.py"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", _BOOT, str(import_root(checkout, scratch)), str(script), *args,
                            "--out", str(out)], cwd=checkout, env=dict(os.environ), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench/protocol.py failed in {checkout}:\n{done.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     data = orjson.loads(out.with_suffix(".json").read_bytes())
     payload = data.get("results", data)
     engine = next(c for c in payload["contenders"] if c["name"] == "engine")
     return {"seconds": float(engine["seconds"]), "model_calls": int(engine["model_calls"]),
-            "positions": int(engine["positions"])}
+            "positions": int(engine["positions"]),
+            "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,12 +108,15 @@ def main(argv: list[str] | None = None) -> int:
                     got = run_once(checkout, protocol_args, scratch, f"{k}-{name.replace(' ', '_')}")
                     rows[name].append(got)
                     print(f"round {k + 1}  {name:<14} {got['seconds']:8.1f} s  calls {got['model_calls']:,}  "
-                          f"positions {got['positions']:,}", flush=True)
+                          f"positions {got['positions']:,}  process CPU {got['cpu_seconds']:.1f} s", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
     new, before = (statistics.median(r["seconds"] for r in rows[n]) for n in ("this checkout", args.commit))
     same = {(r["model_calls"], r["positions"]) for rs in rows.values() for r in rs}
     print(f"median: this checkout {new:.1f} s, {args.commit} {before:.1f} s: this / earlier = {new / before:.3f}")
+    cpu_new, cpu_before = (statistics.median(r["cpu_seconds"] for r in rows[n]) for n in ("this checkout", args.commit))
+    print(f"process CPU (the whole run: loading, both threads, all cores): this checkout {cpu_new:.1f} s, "
+          f"{args.commit} {cpu_before:.1f} s: {cpu_new / cpu_before:.3f}")
     print("same model calls and positions in every run" if len(same) == 1 else
           f"the runs differ in model calls or positions ({sorted(same)}): the ratio is not per call")
     return 0

@@ -49,6 +49,9 @@ OUT_JSON = HERE / "results" / "racing.json"
 #: The error rates replayed; the recommended one is the default of ``--early-stopping racing``.
 ERROR_RATES = (0.01, 0.05, 0.2)
 RECOMMENDED = 0.05
+#: An indifference zone replayed beside (``--racing-tolerance``): a race may stop on a leader that is at
+#: most this much of the metric worse than the best (4 samples in 200), at the same error rate.
+TOLERANCE = 0.02
 
 
 def ways(error_rates: Sequence[float] = ERROR_RATES) -> list[ScoringWay]:
@@ -57,6 +60,8 @@ def ways(error_rates: Sequence[float] = ERROR_RATES) -> list[ScoringWay]:
     out += [ScoringWay(f"racing {a:g}", "racing", RacingSettings(error_rate=a)) for a in error_rates]
     out.append(ScoringWay(f"racing {RECOMMENDED:g}, least sure quarter first", "racing",
                           RacingSettings(error_rate=RECOMMENDED, informative_fraction=0.25)))
+    out.append(ScoringWay(f"racing {RECOMMENDED:g} within {TOLERANCE:g}", "racing",
+                          RacingSettings(error_rate=RECOMMENDED, tolerance=TOLERANCE)))
     return out
 
 
@@ -98,16 +103,23 @@ def _calls_of(res: AttackResult, way: ScoringWay, live: dict[str, Any]) -> int |
     return None if found is None else int(found["calls"])
 
 
+def _exhaustive_calls(res: AttackResult) -> int:
+    """The whole record's calls under exhaustive scoring (a path's own ``exhaustive_calls`` stop where
+    it left the record)."""
+    found = res.replays.get("exhaustive")
+    return (found or replay(res.record, ScoringWay("exhaustive", "exhaustive"))).calls
+
+
 def summarize(results: list[AttackResult], way: ScoringWay, live: dict[str, Any]) -> dict[str, Any]:
     """Totals for one way of scoring over ``results``: the four keys of racing.json and what they rest on."""
     attacks = [r for r in results if r.record.search != "topk"]
-    exhaustive = sum(r.replays[way.name].exhaustive_calls for r in attacks)
+    exhaustive = sum(_exhaustive_calls(r) for r in attacks)
     calls = [_calls_of(r, way, live) for r in attacks]
     known = [(r, c) for r, c in zip(attacks, calls) if c is not None]
     pdrs = [(r, _pdr_of(r, way, live)) for r in attacks]
     with_pdr = [(r, p) for r, p in pdrs if p is not None]
     inside = [lo - 1e-12 <= p <= hi + 1e-12 for r, p in with_pdr for lo, hi in [r.record.source["pdr_ci95"]]]
-    exhaustive_known = sum(r.replays[way.name].exhaustive_calls for r, _ in known)
+    exhaustive_known = sum(_exhaustive_calls(r) for r, _ in known)
     return {
         "attacks": len(attacks),
         "calls_ratio": round(exhaustive_known / max(1, sum(c for _, c in known)), 3) if known else None,
@@ -198,7 +210,9 @@ def write_report(results: list[AttackResult], chosen: list[ScoringWay], live: di
             cells = [r.record.attack, r.record.prompt_id, f"{float(r.record.source['pdr']):.3f}"]
             for w in chosen:
                 rep = r.replays[w.name]
-                cells.append(f"{rep.calls:,}{'*' if rep.diverged_at is not None else ''}")
+                calls = _calls_of(r, w, live)
+                cells.append(f"{calls:,}*" if rep.diverged_at is not None and calls is not None else
+                             f">{rep.calls:,}* (unfinished)" if rep.diverged_at is not None else f"{rep.calls:,}")
             rows.append(cells)
         lines += _table(rows, ["attack", "prompt", "exhaustive PDR", *[w.name for w in chosen]]) + [""]
         lines += ["How far apart a step's prompts are (each step's prompts in the order of their totals; "
@@ -243,7 +257,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
         members = [r for r in results if r.record.search == kind]
         calls = [_calls_of(r, recommended, live) for r in members]
         if all(c is not None for c in calls):
-            exhaustive = sum(r.replays[recommended.name].exhaustive_calls for r in members)
+            exhaustive = sum(_exhaustive_calls(r) for r in members)
             out["share_by_search"][kind] = round(sum(c for c in calls if c is not None) / max(1, exhaustive), 3)
     out["replay_seconds"] = round(time.perf_counter() - started, 2)
     OUT_JSON.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))

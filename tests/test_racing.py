@@ -210,3 +210,30 @@ def test_separation_says_how_far_apart_a_steps_prompts_are() -> None:
     (row,) = separation([rec])
     # kind, steps, prompts a step, median gap (0 and 1), share tied (1 of 2), median samples differing (4 and 3), best two's gap
     assert row == ["brute", "1", "3", "0.5", "0.50", "3.5", "0"]
+
+
+def test_a_path_finished_live_is_compared_with_the_whole_exhaustive_record() -> None:
+    """bench/racing.py's totals: a racing path that left its record at step 1 and was finished live
+    counts the live calls against the calls of the *whole* exhaustive record (a replay's own
+    exhaustive count stops where it left), and its live PDR is the one compared."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.racing import AttackResult, summarize
+    from bench.racing_records import AttackRecordFile
+    from bench.racing_replay import Replay, ScoringWay, StepReplay
+
+    rec = AttackRecordFile(attack="x", search="greedy", model="m", dataset="d", prompt_id="p", clean_prompt="clean",
+                           samples=10, seed=0, mode="choices", source={"pdr": 0.5, "pdr_ci95": [0.3, 0.7]})
+    exhaustive, raced = ScoringWay("exhaustive", "exhaustive"), ScoringWay("r", "racing", RacingSettings())
+    whole = Replay(rec, exhaustive, [StepReplay("ranking", 3, 30, 30, True), StepReplay("step", 5, 50, 50, True),
+                                     StepReplay("step", 5, 50, 50, True)], chosen="adv")
+    left = Replay(rec, raced, [StepReplay("ranking", 3, 30, 30, True), StepReplay("step", 5, 50, 20, False)],
+                  diverged_at=1)
+    result = AttackResult("rec", rec, {"exhaustive": whole, "r": left})
+    live = {"rec": {"r": {"pdr": 0.4, "calls": 65}}}
+    got = summarize([result], raced, live)
+    assert got["exhaustive_calls"] == 130 and got["calls"] == 65 and got["calls_ratio"] == 2.0
+    assert got["within_interval"] == 1.0 and got["mean_pdr_drop"] == 0.1
+    assert summarize([result], raced, {})["attacks_counted"] == 0  # not finished: not counted
