@@ -403,10 +403,10 @@ def dedupe_reruns(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return kept, len(records) - len(kept)
 
 
-def _summaries(files: Sequence[Path]) -> dict[Path, dict[str, Any] | None]:
+def _summaries(files: Sequence[Path]) -> dict[Path, dict[str, object] | None]:
     """The results.json of each run folder of ``files`` (one given or beside a results.jsonl), read
     once: None where a folder has none (or it is not a JSON object)."""
-    out: dict[Path, dict[str, Any] | None] = {}
+    out: dict[Path, dict[str, object] | None] = {}
     for folder in dict.fromkeys(f.parent for f in files):
         summary = folder / "results.json"
         out[summary] = _read_json(summary) if summary.is_file() else None
