@@ -112,19 +112,23 @@ def test_a_killed_worker_still_completes_every_unit_exactly_once_and_released_wo
     slowed: list[bool] = []
 
     def kill_once(state: dict[str, Any]) -> None:
-        slot = next(iter(state["slots"].values()))
-        if killed or not slot.in_flight or state["progress"].records < 1:
+        if killed or state["progress"].records < 1:
             return
         if not slowed:  # from now on answers take a while, so a unit that needs one is still working
             slowed.append(True)
             for srv in server.values():
                 srv.script(*["slow:1"] * 24)
         # A unit that already finished keeps its result after its worker dies (nothing to requeue),
-        # as can happen on a loaded machine: kill only while one of the worker's units is unfinished.
-        _, unfinished = ray.wait(list(slot.in_flight), num_returns=len(slot.in_flight), timeout=0)
-        if unfinished:
-            killed.append(slot.label)
-            ray.kill(slot.actor, no_restart=True)
+        # as can happen on a loaded machine: kill a worker only while one of its units is unfinished,
+        # whichever worker that is (the first one may have finished its units and been released).
+        for slot in state["slots"].values():
+            if slot.actor is None or not slot.in_flight:
+                continue
+            _, unfinished = ray.wait(list(slot.in_flight), num_returns=len(slot.in_flight), timeout=0)
+            if unfinished:
+                killed.append(slot.label)
+                ray.kill(slot.actor, no_restart=True)
+                return
 
     # 4 workers (2 per model) of 2 CPUs on two 2-CPU nodes: two must wait until others finish and are released.
     options = RayOptions(worker_cache_dir=str(tmp_path / "workers"), max_in_flight=2, workers_per_model=2, num_cpus=2)
