@@ -83,7 +83,6 @@ def infer_kind(row: Mapping[str, Any]) -> str:
     return "attack"
 
 
-
 class PromptSetStatistic(TypedDict):
     """Semantic's statistic over its whole prompt set (``statistics.prompt_set_pdr``; ``AttackRecord.prompt_set_pdr``)."""
 
@@ -106,6 +105,7 @@ class CleanSamplesScore(TypedDict, total=False):
     sample_selection: str
     #: 1 - (both adversarial) / (clean prompt, clean samples); None where the clean score is 0.
     pdr_both_adversarial: float | None
+
 
 @dataclass(frozen=True)
 class Cost:
