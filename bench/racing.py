@@ -38,6 +38,7 @@ import orjson
 
 from bench.racing_records import AttackRecordFile, record_run
 from bench.racing_replay import Replay, ScoringWay, replay
+from bench.racing_scale import SIZES, project, summary
 from promptrobust.engine.measuring.racing import RacingSettings
 
 HERE = Path(__file__).resolve().parent
@@ -177,7 +178,26 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def write_report(results: list[AttackResult], chosen: list[ScoringWay], live: dict[str, Any], command: str) -> None:
+def projection_lines(projected: dict[str, dict[str, dict[str, float]]], measured: dict[str, float | None]) -> list[str]:
+    """racing.md's section on how the saving grows with the number of samples (``bench/racing_scale.py``)."""
+    lines = [f"## How the saving grows with the number of samples (a projection, racing {RECOMMENDED:g})", "",
+             "Each record drawn again with replacement at N samples (one draw of sample indices for all its prompts, so "
+             "paired differences keep their distribution) and its recorded exhaustive path replayed step by step on the "
+             "drawn samples (`bench/racing_scale.py`). A projection, not a measurement: drawn samples repeat recorded ones "
+             "and the path is the recorded one. At the records' own size it is set beside the measured ratio as its check.", ""]
+    rows = []
+    for group, by_size in projected.items():
+        for size, s in by_size.items():
+            at_own = measured.get(group) if int(size) == int(group) else None
+            rows.append([f"records at {group}", size, f"{s['calls_ratio']:.2f}x",
+                         f"{s['calls_ratio_min']:.2f}-{s['calls_ratio_max']:.2f}x", f"{s['steps_as_exhaustive']:.3f}",
+                         "-" if at_own is None else f"{at_own:.2f}x"])
+    return lines + _table(rows, ["records", "samples N", "exhaustive / racing (mean of draws)", "range over draws",
+                                 "steps choosing as exhaustive", "measured at N"]) + [""]
+
+
+def write_report(results: list[AttackResult], chosen: list[ScoringWay], live: dict[str, Any], command: str,
+                 extra: Sequence[str] = ()) -> None:
     from bench.environment import describe_line
 
     groups = sorted({r.group for r in results})
@@ -228,7 +248,7 @@ def write_report(results: list[AttackResult], chosen: list[ScoringWay], live: di
                 lines += [f"Ranking the prompt set ({len(r.record.calls[0].prompts)} prompts, keep the top "
                           f"{r.record.source.get('top_k')}):", ""]
                 lines += _table(rows, ["scoring", "model calls", "same top k"]) + [""]
-    OUT_MD.write_text("\n".join(lines) + "\n")
+    OUT_MD.write_text("\n".join([*lines, *extra]) + "\n")
 
 
 def cmd_replay(args: argparse.Namespace) -> None:
@@ -238,8 +258,16 @@ def cmd_replay(args: argparse.Namespace) -> None:
     results = replay_all(records, chosen)
     live = live_results()
     command = "python bench/racing.py replay"
-    write_report(results, chosen, live, command)
     recommended = next(w for w in chosen if w.name == f"racing {RECOMMENDED:g}")
+    assert recommended.racing is not None
+    projected: dict[str, dict[str, dict[str, float]]] = {}
+    measured: dict[str, float | None] = {}
+    for size in sorted({r.record.samples for r in results}):
+        members = [r for r in results if r.record.samples == size]
+        sizes = [size, *(n for n in SIZES if n > size)]
+        projected[str(size)] = summary(project([r.record for r in members], recommended.racing, sizes, args.draws))
+        measured[str(size)] = summarize(members, recommended, live)["calls_ratio"]
+    write_report(results, chosen, live, command, projection_lines(projected, measured))
     out: dict[str, Any] = {"setting": recommended.name, "error_rate": RECOMMENDED}
     for group in sorted({r.group for r in results}):
         members = [r for r in results if r.group == group]
@@ -259,6 +287,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
         if all(c is not None for c in calls):
             exhaustive = sum(_exhaustive_calls(r) for r in members)
             out["share_by_search"][kind] = round(sum(c for c in calls if c is not None) / max(1, exhaustive), 3)
+    out["projected_by_samples"] = projected
     out["replay_seconds"] = round(time.perf_counter() - started, 2)
     OUT_JSON.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
     print(OUT_MD.read_text())
@@ -321,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.set_defaults(func=cmd_record)
     p = sub.add_parser("replay", help="replay every record under every way of scoring; racing.md and racing.json")
     p.add_argument("--records", default=str(RECORDS))
+    p.add_argument("--draws", type=int, default=2, help="draws per size in the projection by number of samples")
     p.set_defaults(func=cmd_replay)
     p = sub.add_parser("finish", help="finish live the racing paths that left their record (needs the model)")
     p.add_argument("--records", default=str(RECORDS))

@@ -22,7 +22,7 @@ from bench.racing_records import AttackRecordFile
 from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
 from promptrobust.engine.measuring.racing import Race, RacingSettings, sample_order
 
-__all__ = ["ScoringWay", "Replay", "StepReplay", "replay"]
+__all__ = ["ScoringWay", "Replay", "StepReplay", "exhaustive_choice", "race_step", "replay"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Replay:
         return sum(s.exhaustive_calls for s in self.steps)
 
 
-def _first_best(scores: Sequence[float], to_beat: float) -> int | None:
+def exhaustive_choice(scores: Sequence[float], to_beat: float) -> int | None:
     """Exhaustive's choice: the first candidate with the lowest score strictly below ``to_beat``."""
     best = None
     for i, s in enumerate(scores):
@@ -98,7 +98,7 @@ def _exact_early_stopping(rec: AttackRecordFile, prompts: list[str], to_beat: fl
     return calls
 
 
-def _race(rec: AttackRecordFile, prompts: list[str], incumbent: str | None, reference: str | None,
+def race_step(rec: AttackRecordFile, prompts: list[str], incumbent: str | None, reference: str | None,
           settings: RacingSettings, seed: int, keep: int = 1) -> tuple[list[int], int]:
     """The engine's race on one step (``Evaluator.race``): the arms kept and the calls it made."""
     n = rec.samples
@@ -145,7 +145,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
         if way.kind == "racing" and way.racing is not None:
             # The attacker keeps the best prompts: race on 1 - score (lower wins).
             flipped = AttackRecordFile(**{**rec.__dict__, "scores": {p: [1.0 - x for x in v] for p, v in rec.scores.items()}})
-            kept, calls = _race(flipped, prompts, None, None, way.racing, rec.seed, keep=top_k)
+            kept, calls = race_step(flipped, prompts, None, None, way.racing, rec.seed, keep=top_k)
             same = set(kept) == set(order_exact)
         else:
             calls, same = exhaustive, True
@@ -164,7 +164,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
             scored.update(prompts)
             continue
         scores = [rec.score(p) for p in prompts]
-        recorded = _first_best(scores, call.to_beat)
+        recorded = exhaustive_choice(scores, call.to_beat)
         incumbent = current if rec.search == "greedy" else None
         if way.kind == "exhaustive":
             chosen, calls = recorded, exhaustive
@@ -176,7 +176,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
             calls = _exact_early_stopping(rec, prompts, call.to_beat, way, order) if fresh else 0
         else:
             assert way.racing is not None
-            kept, calls = _race(rec, prompts, incumbent, incumbent or rec.clean_prompt, way.racing, rec.seed + races)
+            kept, calls = race_step(rec, prompts, incumbent, incumbent or rec.clean_prompt, way.racing, rec.seed + races)
             races += 1
             winner = kept[0] if kept and kept[0] >= 0 else None
             chosen = winner if winner is not None and scores[winner] < call.to_beat else None

@@ -237,3 +237,61 @@ def test_a_path_finished_live_is_compared_with_the_whole_exhaustive_record() -> 
     assert got["exhaustive_calls"] == 130 and got["calls"] == 65 and got["calls_ratio"] == 2.0
     assert got["within_interval"] == 1.0 and got["mean_pdr_drop"] == 0.1
     assert summarize([result], raced, {})["attacks_counted"] == 0  # not finished: not counted
+
+
+def _bench_modules() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def test_a_drawn_record_keeps_each_samples_answers_together_across_prompts() -> None:
+    """bench/racing_scale.py draws samples with replacement, one draw for every prompt: what two prompts
+    answered on one sample stays paired (the paired differences a race sees keep their distribution)."""
+    _bench_modules()
+    from bench.racing_records import AttackRecordFile
+    from bench.racing_scale import drawn
+
+    a = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    rec = AttackRecordFile(attack="x", search="brute", model="m", dataset="d", prompt_id="p", clean_prompt="a",
+                           samples=8, seed=0, mode="choices", source={}, scores={"a": a, "b": b},
+                           margins={"a": [float(i) for i in range(8)]})
+    big = drawn(rec, 500, np.random.default_rng(3))
+    assert big.samples == 500 and len(big.scores["a"]) == len(big.scores["b"]) == len(big.margins["a"]) == 500
+    # the margin names the recorded sample each drawn one repeats: both prompts answer as they did there
+    for t, i in enumerate(int(m) for m in big.margins["a"]):
+        assert (big.scores["a"][t], big.scores["b"][t]) == (a[i], b[i])
+    assert len({int(m) for m in big.margins["a"]}) == 8  # every recorded sample drawn at this size
+
+
+def test_the_projection_saves_more_with_more_samples_and_nothing_on_identical_candidates() -> None:
+    """A brute-force step with one clearly best candidate and two clearly worse: racing drops the worse
+    ones earlier in relative terms as N grows, and keeps exhaustive search's choice. Identical
+    candidates can never be separated: every call is made at every N."""
+    _bench_modules()
+    from bench.racing_records import AttackRecordFile, Call
+    from bench.racing_scale import project, summary
+
+    rng = np.random.default_rng(0)
+    n = 200
+    base = (rng.random(n) < 0.8).astype(float)
+
+    def record(scores: dict[str, list[float]]) -> AttackRecordFile:
+        return AttackRecordFile(attack="x", search="brute", model="m", dataset="d", prompt_id="p", clean_prompt="clean",
+                                samples=n, seed=0, mode="choices", source={}, scores={"clean": list(base), **scores},
+                                calls=[Call(("clean",), None), Call(tuple(scores), float("inf"))])
+
+    def flipped(share: float, seed: int) -> list[float]:
+        flip = np.random.default_rng(seed).random(n) < share
+        return list(np.where(flip, 1.0, base))  # right on more samples: worse for the attacker
+
+    separated = record({"best": list(base), "worse": flipped(0.5, 1), "worst": flipped(0.6, 2)})
+    got = summary(project([separated], RacingSettings(), sizes=(200, 1000), draws=2))
+    assert got["200"]["steps_as_exhaustive"] == got["1000"]["steps_as_exhaustive"] == 1.0
+    assert 1.0 < got["200"]["calls_ratio"] < got["1000"]["calls_ratio"]
+
+    tied = record({"one": list(base), "two": list(base), "three": list(base)})
+    got = summary(project([tied], RacingSettings(), sizes=(200, 1000), draws=2))
+    assert got["200"]["calls_ratio"] == got["1000"]["calls_ratio"] == 1.0
+    assert got["1000"]["steps_as_exhaustive"] == 1.0
