@@ -28,4 +28,5 @@ python -m pyflakes engine cli attacks tasks promptrobust bench
 # Two workers (pytest-xdist), a test file's tests on one worker (--dist loadfile: module fixtures such as a
 # loaded model are made once): much of the suite waits on subprocesses and local servers, so two workers
 # on a 2-core machine take about 17 instead of 31 minutes. PRE_TEST_WORKERS=0 runs in one process.
-python -m pytest -q -n "${PRE_TEST_WORKERS:-2}" --dist loadfile "$@"
+# The 15 slowest tests are listed at the end: CI must stay under 30 minutes, and this is where it goes.
+python -m pytest -q -n "${PRE_TEST_WORKERS:-2}" --dist loadfile --durations=15 "$@"
