@@ -27,6 +27,7 @@ from promptrobust.engine.serving.model_store import (
     ModelStoreError,
     _ensure,
     _package_files,
+    convert_gguf,
     ensure_embedded,
 )
 
@@ -290,7 +291,7 @@ def test_a_real_conversion_reports_how_far_it_is_as_one_measure_of_the_whole_con
     standard HF folder."""
     pytest.importorskip("transformers")
     from promptrobust.engine import progress
-    from promptrobust.engine.serving.model_store import GGUF_READS, ConversionMeter, convert_gguf
+    from promptrobust.engine.serving.model_store import GGUF_READS, ConversionMeter
 
     (tmp_path / "src").mkdir()
     gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
@@ -330,7 +331,7 @@ def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_alone_wr
     gguf = pytest.importorskip("gguf")
     import filecmp
 
-    from promptrobust.engine.serving.model_store import GGUF_READS, convert_gguf
+    from promptrobust.engine.serving.model_store import GGUF_READS
 
     (tmp_path / "src").mkdir()
     gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
@@ -351,6 +352,37 @@ def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_alone_wr
     assert "model.safetensors" in names and names == sorted(p.name for p in (tmp_path / "alone").iterdir())
     _, mismatch, errors = filecmp.cmpfiles(tmp_path / "one", tmp_path / "alone", names, shallow=False)
     assert mismatch == [] and errors == []
+
+
+def test_the_hf_backend_loads_a_users_gguf_with_one_parse_and_the_same_weights(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model hf:FOLDER --model-args gguf_file=F``: the config, tokenizer and model loads share one
+    parse of the file; the model answers as the folder converted by transformers alone does."""
+    pytest.importorskip("transformers")
+    gguf = pytest.importorskip("gguf")
+    import torch
+
+    from promptrobust.engine.serving.backends.hf.loading import load
+    from promptrobust.engine.serving.backends.hf.options import HFOptions
+
+    (tmp_path / "src").mkdir()
+    gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
+    convert_gguf(gguf_file, tmp_path / "alone", one_parse=False)
+    parses: list[str] = []
+
+    class CountingReader(gguf.GGUFReader):
+        def __init__(self, path: object, mode: str = "r") -> None:
+            parses.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    options = dict(device="cpu", dtype="float32", linear_kernel="default", head_kernel="default")
+    from_gguf = load(str(tmp_path / "src"), HFOptions(gguf_file="toy.gguf", **options))  # type: ignore[arg-type]
+    assert len(parses) == 1
+    converted = load(str(tmp_path / "alone"), HFOptions(**options))  # type: ignore[arg-type]
+    ids = torch.tensor([[1, 100, 259, 260, 7]])
+    with torch.no_grad():
+        assert torch.equal(from_gguf.model(ids).logits, converted.model(ids).logits)
 
 
 @pytest.mark.slow

@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -301,52 +300,17 @@ def _mb(done: float, total: float) -> str:
 
 @contextmanager
 def _conversion_progress(meter: ConversionMeter, *, one_parse: bool = True) -> Iterator[None]:
-    """While transformers reads a GGUF, parse it once (``SharedReader``) and move ``meter``: the read of
-    the file, then the tensors it dequantises (MB of the GGUF). Also silences transformers' own tqdm bar
-    over the tensors (it ignores its progress-bar switch; we print our own line)."""
+    """While transformers reads a GGUF, parse it once (``gguf_parse.one_gguf_parse``) and move
+    ``meter``: its reads of the file, then the tensors it dequantises (MB of the GGUF). Also silences
+    transformers' own tqdm bar over the tensors (it ignores its progress-bar switch; we print our own line)."""
+    from promptrobust.engine.serving.gguf_parse import one_gguf_parse
+
     try:
-        import gguf
-        import numpy as np
         import transformers.modeling_gguf_pytorch_utils as gguf_utils
     except ImportError:
         yield
         return
-    reader_class, bar = gguf.GGUFReader, getattr(gguf_utils, "tqdm", None)
-
-    parsed: dict[str, object] = {}
-
-    class SharedReader(reader_class):  # type: ignore[misc, valid-type]
-        """One parse of a file for the whole conversion, and a faster one. transformers parses the GGUF
-        for the tokenizer, the config and the weights, each time from scratch; a read-only reader is a
-        view nothing writes, so the three share it. The parse reads the metadata one field at a time
-        (Gemma's vocabulary: 262k strings) through slices of a ``numpy.memmap``, whose Python-level
-        slicing hooks are most of its time: the reader's ``data`` is kept as a plain ndarray view of the
-        same mapped bytes (no copy), which slices in C. Gemma 3 270M: 16.5 s a parse instead of 5.4 s."""
-
-        def __new__(cls, path: str | os.PathLike[str], mode: str = "r") -> "SharedReader":
-            found = parsed.get(os.path.realpath(path)) if mode == "r" and one_parse else None
-            return found if isinstance(found, SharedReader) else super().__new__(cls)
-
-        @property
-        def data(self) -> Any:
-            return self.__dict__["_data"]
-
-        @data.setter
-        def data(self, value: Any) -> None:
-            if one_parse and self.__dict__.get("_mode") == "r" and isinstance(value, np.memmap):
-                value = value.view(np.ndarray)  # the same bytes; the view keeps the mapping alive
-            self.__dict__["_data"] = value
-
-        def __init__(self, path: str | os.PathLike[str], mode: str = "r") -> None:
-            if getattr(self, "_parsed", False):  # parsed by an earlier read of this conversion
-                meter.read()
-                return
-            self.__dict__["_mode"] = mode
-            super().__init__(path, mode)
-            self._parsed = True
-            if mode == "r" and one_parse:
-                parsed[os.path.realpath(path)] = self
-            meter.read()
+    bar = getattr(gguf_utils, "tqdm", None)
 
     def tensors(items: Iterable[object], **_: object) -> Iterator[object]:
         listed = list(items)
@@ -359,14 +323,12 @@ def _conversion_progress(meter: ConversionMeter, *, one_parse: bool = True) -> I
             meter.dequantise(done, total)
 
     meter.say()
-    gguf.GGUFReader = SharedReader  # type: ignore[misc]
     if bar is not None:
         gguf_utils.tqdm = tensors
     try:
-        yield
+        with one_gguf_parse(meter.read, enabled=one_parse):
+            yield
     finally:
-        parsed.clear()
-        gguf.GGUFReader = reader_class  # type: ignore[misc]
         if bar is not None:
             gguf_utils.tqdm = bar
 

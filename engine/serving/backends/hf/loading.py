@@ -10,6 +10,7 @@ into a ``LoadedModel``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -149,15 +150,17 @@ def load(model_ref: str, options: HFOptions) -> LoadedModel:
     if not local.is_dir() and _hub_offline():
         kw["local_files_only"] = True
     device, dtype_name = placement(options)
+    from promptrobust.engine.serving.gguf_parse import one_gguf_parse
     from promptrobust.engine.serving.model_store import quiet_transformers_progress  # issue 12: no "Loading weights" bar
 
     quiet_transformers_progress()
     try:
-        config = AutoConfig.from_pretrained(ref, **kw)
-        tok = AutoTokenizer.from_pretrained(ref, **kw)
-        encdec = bool(getattr(config, "is_encoder_decoder", False))
-        cls = AutoModelForSeq2SeqLM if encdec else AutoModelForCausalLM
-        model = cls.from_pretrained(ref, dtype=getattr(torch, dtype_name), **kw)
+        with one_gguf_parse() if options.gguf_file else contextlib.nullcontext():  # a GGUF: one parse for the three loads
+            config = AutoConfig.from_pretrained(ref, **kw)
+            tok = AutoTokenizer.from_pretrained(ref, **kw)
+            encdec = bool(getattr(config, "is_encoder_decoder", False))
+            cls = AutoModelForSeq2SeqLM if encdec else AutoModelForCausalLM
+            model = cls.from_pretrained(ref, dtype=getattr(torch, dtype_name), **kw)
     except (OSError, ValueError, KeyError, ImportError) as e:
         raise BackendUnavailable(f"hf backend: cannot load model {model_ref!r}: {_first_line(e)}") from None
     model.to(device)  # type: ignore[arg-type]  # transformers wraps .to in functools.wraps, whose typing drops the bound self
