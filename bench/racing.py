@@ -56,13 +56,16 @@ TOLERANCE = 0.02
 
 
 def ways(error_rates: Sequence[float] = ERROR_RATES) -> list[ScoringWay]:
+    """The ways replayed. "racing A" is ``--early-stopping racing --error-rate A`` as it runs (the least
+    sure quarter of the samples first, ``RacingSettings``' default); one row replays every sample in
+    random order beside it."""
     out = [ScoringWay("exhaustive", "exhaustive"), ScoringWay("exact early stopping", "exact"),
            ScoringWay("exact early stopping, least sure samples first", "exact", informative_first=True)]
     out += [ScoringWay(f"racing {a:g}", "racing", RacingSettings(error_rate=a)) for a in error_rates]
-    out.append(ScoringWay(f"racing {RECOMMENDED:g}, least sure quarter first", "racing",
-                          RacingSettings(error_rate=RECOMMENDED, informative_fraction=0.25)))
-    out.append(ScoringWay(f"racing {RECOMMENDED:g} within {TOLERANCE:g}", "racing",
-                          RacingSettings(error_rate=RECOMMENDED, tolerance=TOLERANCE)))
+    out.append(ScoringWay(f"racing {RECOMMENDED:g}, samples in random order", "racing",
+                          RacingSettings(error_rate=RECOMMENDED, informative_fraction=0.0)))
+    out.append(ScoringWay(f"racing {RECOMMENDED:g} within {TOLERANCE:g}, random order", "racing",
+                          RacingSettings(error_rate=RECOMMENDED, tolerance=TOLERANCE, informative_fraction=0.0)))
     return out
 
 
@@ -327,11 +330,17 @@ def cmd_finish(args: argparse.Namespace) -> None:
     records = load_records(Path(args.records))
     live = live_results()
     chosen = [w for w in ways() if w.kind == "racing"]
+    engine_order = RacingSettings().informative_fraction
     for name, rec in records:
         if rec.search == "topk" or (args.only and args.only not in name):
             continue
         for w in chosen:
             if replay(rec, w).diverged_at is None or w.name in live.get(name, {}):
+                continue
+            assert w.racing is not None
+            if w.racing.informative_fraction != engine_order:
+                print(f"cannot finish {name} under {w.name} live: the engine orders a race's samples one way "
+                      f"(least sure {engine_order:.0%} first)", flush=True)
                 continue
             print(f"finishing {name} under {w.name} ...", flush=True)
             live.setdefault(name, {})[w.name] = asyncio.run(_finish_one(rec, name, w, args.cache))

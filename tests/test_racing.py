@@ -98,6 +98,30 @@ def test_the_error_rate_holds_on_near_ties(error_rate: float) -> None:
     assert wrong / trials <= error_rate + margin
 
 
+@pytest.mark.parametrize("error_rate", [0.05, 0.2])
+def test_the_error_rate_holds_with_the_least_sure_quarter_first(error_rate: float) -> None:
+    """The default race scores the least sure quarter of the samples first (exact bound only there),
+    then the rest in random order (the betting tests). Near ties where the candidates differ mostly on
+    the least sure samples (as in label scoring): the error rate still holds."""
+    rng = np.random.default_rng(4)
+    settings = RacingSettings(error_rate=error_rate)
+    assert settings.informative_fraction == 0.25
+    trials, wrong = 300, 0
+    for seed in range(trials):
+        k, n = int(rng.integers(3, 9)), 200
+        unsure = rng.random(n) < 0.3  # where answers change between candidates
+        margins = np.where(unsure, rng.uniform(0.0, 1.0, n), rng.uniform(0.5, 5.0, n))
+        base = (rng.random(n) < 0.8).astype(float)
+        gap = rng.uniform(0.01, 0.06)
+        means = [0.7] * k
+        means[int(rng.integers(k))] = 0.7 - gap
+        arms = np.array([np.where(unsure, (rng.random(n) < m).astype(float), base) for m in means])
+        kept, _ = _run_race(arms, settings, seed, margins=list(margins))
+        truth = arms.mean(axis=1)
+        wrong += truth[kept[0]] > truth.min() + 1e-12
+    assert wrong / trials <= error_rate + 3 * math.sqrt(error_rate * (1 - error_rate) / trials)
+
+
 def test_a_tolerance_bounds_how_far_from_the_best_the_kept_candidate_is() -> None:
     rng = np.random.default_rng(3)
     settings = RacingSettings(error_rate=0.1, tolerance=0.03)
