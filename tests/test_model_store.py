@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -321,6 +322,19 @@ def test_a_real_conversion_reports_how_far_it_is_as_one_measure_of_the_whole_con
     assert (model.path / "config.json").is_file() and (model.path / "model.safetensors").is_file()
 
 
+def _count_gguf_parses(gguf: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Put a ``GGUFReader`` in the ``gguf`` module that records every parse it makes (the file's path)."""
+    parses: list[str] = []
+
+    class CountingReader(gguf.GGUFReader):
+        def __init__(self, path: object, mode: str = "r") -> None:
+            parses.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    return parses
+
+
 def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_alone_writes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """transformers parses a GGUF's whole metadata at each of its three reads (tokenizer, config,
@@ -335,19 +349,13 @@ def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_alone_wr
 
     (tmp_path / "src").mkdir()
     gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
-    parses: list[str] = []
-
-    class CountingReader(gguf.GGUFReader):
-        def __init__(self, path: object, mode: str = "r") -> None:
-            parses.append(str(path))
-            super().__init__(path, mode)
-
-    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    parses = _count_gguf_parses(gguf, monkeypatch)
+    counting = gguf.GGUFReader
     convert_gguf(gguf_file, tmp_path / "one")
     assert len(parses) == 1
     convert_gguf(gguf_file, tmp_path / "alone", one_parse=False)
     assert len(parses) == 1 + GGUF_READS  # transformers by itself: a parse a read
-    assert gguf.GGUFReader is CountingReader  # the conversion put back what it found
+    assert gguf.GGUFReader is counting  # the conversion put back what it found
     names = sorted(p.name for p in (tmp_path / "one").iterdir())
     assert "model.safetensors" in names and names == sorted(p.name for p in (tmp_path / "alone").iterdir())
     _, mismatch, errors = filecmp.cmpfiles(tmp_path / "one", tmp_path / "alone", names, shallow=False)
@@ -368,14 +376,7 @@ def test_the_hf_backend_loads_a_users_gguf_with_one_parse_and_the_same_weights(
     (tmp_path / "src").mkdir()
     gguf_file = _tiny_gguf(tmp_path / "src" / "toy.gguf")
     convert_gguf(gguf_file, tmp_path / "alone", one_parse=False)
-    parses: list[str] = []
-
-    class CountingReader(gguf.GGUFReader):
-        def __init__(self, path: object, mode: str = "r") -> None:
-            parses.append(str(path))
-            super().__init__(path, mode)
-
-    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    parses = _count_gguf_parses(gguf, monkeypatch)
     options = dict(device="cpu", dtype="float32", linear_kernel="default", head_kernel="default")
     from_gguf = load(str(tmp_path / "src"), HFOptions(gguf_file="toy.gguf", **options))  # type: ignore[arg-type]
     assert len(parses) == 1
