@@ -362,6 +362,41 @@ def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_alone_wr
     assert mismatch == [] and errors == []
 
 
+def test_gguf_loads_in_two_threads_take_turns_and_leave_the_reader_as_they_found_it() -> None:
+    """The one-parse block replaces ``gguf.GGUFReader`` for its duration. Two threads loading at once
+    (a notebook loading two GGUF models) must not overlap: overlapping blocks put back each other's
+    class in the wrong order and leave the shared reader in the ``gguf`` module for good."""
+    gguf = pytest.importorskip("gguf")
+    import threading
+
+    from promptrobust.engine.serving.gguf_parse import one_gguf_parse
+
+    original = gguf.GGUFReader
+    first_inside, second_inside = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+    replaced_over: list[type] = []
+
+    def first() -> None:
+        with one_gguf_parse():
+            first_inside.set()
+            overlapped.append(second_inside.wait(timeout=1.0))  # the second may not enter meanwhile
+
+    def second() -> None:
+        first_inside.wait()
+        with one_gguf_parse():
+            second_inside.set()
+            replaced_over.append(gguf.GGUFReader.__mro__[1])
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert overlapped == [False] and second_inside.is_set()
+    assert replaced_over == [original]  # the second replaced the original, not the first's replacement
+    assert gguf.GGUFReader is original
+
+
 def test_the_hf_backend_loads_a_users_gguf_with_one_parse_and_the_same_weights(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--model hf:FOLDER --model-args gguf_file=F``: the config, tokenizer and model loads share one

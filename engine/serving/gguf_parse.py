@@ -15,17 +15,22 @@ takes 31.7 s instead of 85.1 s, byte for byte the same files (``bench/conversion
 
 transformers imports ``GGUFReader`` from the ``gguf`` module when it loads, so the class is replaced
 there for the duration of the block and put back after; a version of either package that reads
-differently is simply not sped up.
+differently is simply not sped up. Blocks in different threads of one process take turns (a lock):
+two loads replacing the class at once would each put back what the other put in.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["one_gguf_parse"]
+
+# held while ``gguf.GGUFReader`` is replaced; reentrant, so a block nested in the same thread works
+_REPLACING = threading.RLock()
 
 
 @contextmanager
@@ -35,14 +40,27 @@ def one_gguf_parse(on_read: Callable[[], None] | None = None, *, enabled: bool =
     progress count. ``enabled=False`` only counts (transformers' own behaviour, for comparison)."""
     try:
         import gguf
-        import numpy as np
     except ImportError:
         yield
         return
-    original = gguf.GGUFReader
     parsed: dict[str, object] = {}
+    with _REPLACING:
+        original = gguf.GGUFReader  # read under the lock: the class as no other block left it
+        gguf.GGUFReader = _shared_reader_class(original, parsed, on_read, enabled)  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            parsed.clear()
+            gguf.GGUFReader = original  # type: ignore[misc]
 
-    class SharedReader(original):  # type: ignore[misc, valid-type]
+
+def _shared_reader_class(original: type[Any], parsed: dict[str, object], on_read: Callable[[], None] | None,
+                         enabled: bool) -> type[Any]:
+    """A ``GGUFReader`` whose read-only instances of one file are one object, parsed once, whose
+    ``data`` is a plain ndarray view of the mapping (``parsed`` holds them, by real path)."""
+    import numpy as np
+
+    class SharedReader(original):
         def __new__(cls, path: str | os.PathLike[str], mode: str = "r") -> "SharedReader":
             found = parsed.get(os.path.realpath(path)) if enabled and mode == "r" else None
             return found if isinstance(found, SharedReader) else super().__new__(cls)
@@ -67,9 +85,4 @@ def one_gguf_parse(on_read: Callable[[], None] | None = None, *, enabled: bool =
             if on_read is not None:
                 on_read()
 
-    gguf.GGUFReader = SharedReader  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        parsed.clear()
-        gguf.GGUFReader = original  # type: ignore[misc]
+    return SharedReader
