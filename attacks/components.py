@@ -355,8 +355,9 @@ class EmbeddingSwap(Part):
             out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word in its sense in the prompt "
                                                        f"(its part of speech as tagged there by spaCy en_core_web_sm; its "
                                                        f"senses with >= {SENSE_SHARE:.0%} of its sense-tagged uses, and "
-                                                       f"synonyms that mean that sense as often), re-inflected, ranked "
-                                                       f"by {name} cosine (>= {SYNONYM_FLOOR})")
+                                                       f"synonyms that mean that sense as often; none inside a WordNet fixed "
+                                                       f"expression such as 'look at', an instruction word only within its "
+                                                       f"group), re-inflected, ranked by {name} cosine (>= {SYNONYM_FLOOR})")
         elif live.uses_lexicon:
             out["synonym_source"] = Setting("wordnet", f"WordNet 3.0 synonyms of the word's lemma (same part of speech "
                                                        f"as its inflection), re-inflected, ranked by {name} cosine "

@@ -22,6 +22,10 @@ three relations:
 * ``f <word> <id> <sense number> <count>``: how often the word was tagged in
   that sense in WordNet's sense-tagged corpus (``index.sense``; the sense
   number orders a word's senses, most frequent first). Only counts > 0.
+* ``m <w1 w2 ...>``: a fixed expression of two to four words that WordNet lists
+  as one verb, adverb or adjective ("look at", "figure out", "step by step"):
+  in it a word does not carry a sense of its own, so the word source leaves it
+  alone (``attacks.synonyms``).
 
 Indirect antonyms (the paper's WordNet notion for adjectives: "elated" is
 similar to "happy", whose antonym is "unhappy") are derived at load time:
@@ -47,6 +51,10 @@ LEXICON_NAME = "wordnet-3.0"
 
 _POS_FILES = {"n": ("data.noun", "data.noun1", "data.noun2"), "v": ("data.verb",), "a": ("data.adj",), "r": ("data.adv",)}
 _SIMPLE = re.compile(r"^[a-z]+$")
+#: A fixed expression kept in the table: two to four simple words (WordNet joins them with "_").
+_EXPRESSION = re.compile(r"^[a-z]+(?:_[a-z]+){1,3}$")
+#: Parts of speech whose multiword lemmas are kept: phrasal verbs, adverbial and adjectival idioms.
+_EXPRESSION_POS = ("v", "r", "a", "s")
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,9 @@ def write_table(data: WordNetData, path: str | Path) -> int:
     for (word, sid), (number, count) in sorted(data.frequencies.items()):
         if sid in kept and word in kept[sid]:
             lines.append(f"f\t{word}\t{sid}\t{number}\t{count}")
+    expressions = {w.replace("_", " ") for syn in data.synsets.values() if syn.pos in _EXPRESSION_POS
+                   for w in syn.words if _EXPRESSION.match(w)}
+    lines.extend(f"m\t{e}" for e in sorted(expressions))
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as fh:
         fh.write("# WordNet 3.0 (Princeton University), single words; see attacks/lexicon.py\n")
         fh.write("\n".join(lines) + "\n")
@@ -182,8 +193,12 @@ class Lexicon:
                  antonym_pairs: Iterable[tuple[str, str, str, str]],
                  similar: Iterable[tuple[str, str]] = (), *, name: str = LEXICON_NAME,
                  hypernyms: Iterable[tuple[str, str]] = (),
-                 frequencies: Iterable[tuple[str, str, int, int]] = ()) -> None:
+                 frequencies: Iterable[tuple[str, str, int, int]] = (),
+                 expressions: Iterable[tuple[str, ...]] = ()) -> None:
         self.name = name
+        self._expressions: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+        for words in expressions:
+            self._expressions[words[0]].append(words)
         self._pos_of: dict[str, str] = {}
         self._words_of: dict[str, tuple[str, ...]] = {}
         self._hyper: dict[str, set[str]] = defaultdict(set)
@@ -272,6 +287,11 @@ class Lexicon:
         """An adjective satellite's head synset ("similar to"); None for heads and other parts of speech."""
         return self._head.get(sid)
 
+    def expressions(self, first: str) -> tuple[tuple[str, ...], ...]:
+        """The fixed expressions (phrasal verbs, idioms: "look at", "step by step") that begin with the
+        lemma ``first``, each as its words."""
+        return tuple(self._expressions.get(first.lower(), ()))
+
 
 def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
     synsets: list[tuple[str, str, tuple[str, ...]]] = []
@@ -279,6 +299,7 @@ def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
     similar: list[tuple[str, str]] = []
     hypernyms: list[tuple[str, str]] = []
     frequencies: list[tuple[str, str, int, int]] = []
+    expressions: list[tuple[str, ...]] = []
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
@@ -293,9 +314,12 @@ def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
                     hypernyms.append((parts[1], parts[2]))
                 elif parts[0] == "f" and len(parts) == 5:
                     frequencies.append((parts[1], parts[2], int(parts[3]), int(parts[4])))
+                elif parts[0] == "m" and len(parts) == 2:
+                    expressions.append(tuple(parts[1].split()))
     except (OSError, EOFError) as exc:
         raise AttackResourceError(f"cannot read the synonym lexicon {path} ({exc})") from exc
-    return Lexicon(synsets, antonyms, similar, name=name, hypernyms=hypernyms, frequencies=frequencies)
+    return Lexicon(synsets, antonyms, similar, name=name, hypernyms=hypernyms, frequencies=frequencies,
+                   expressions=expressions)
 
 
 @functools.cache

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from promptrobust.attacks.base import WordSite, WordTransformation
 from promptrobust.attacks.embeddings import _ANTONYMS, _NEGATING_PREFIXES, WordEmbedding, is_antonym
+from promptrobust.attacks.instructions import group_of
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, tag_at
 from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
@@ -214,7 +215,12 @@ class LexiconNeighbours:
     stand-in for counter-fitted vectors): up to ``k``, cosine >= ``min_cos``
     and >= ``floor`` (``SYNONYM_FLOOR``), most similar first; opposites never.
     With ``context`` (the word's part of speech in its prompt): only synonyms
-    in the word's usual senses of that part of speech that usually mean it."""
+    in the word's usual senses of that part of speech that usually mean it;
+    nothing for a word inside a fixed expression of the prompt (``expression_at``:
+    "look at", "figure out", "step by step"), and for a word of the instruction
+    (a language, a scope word, a role of the task: ``attacks.instructions``)
+    only words of its own group ("question" -> "query", never "hypothesis" ->
+    "theory")."""
 
     def __init__(
         self,
@@ -271,13 +277,49 @@ class LexiconNeighbours:
 
     def replacements(self, site: WordSite) -> list[str]:
         word = site.word
-        tagged = self.context.pos(site) if self.context is not None else None
+        tagged = None
+        if self.context is not None:
+            if expression_at(site, self.lexicon) is not None:
+                return []
+            tagged = self.context.pos(site)
+        group = group_of(_forms(word, self.lexicon)) if self.context is not None else None
         out: list[str] = []
         for cand, _cos, _syn in self.scored(word, tagged):
             new = match_case(word, cand)
+            if group is not None and group_of(_forms(cand, self.lexicon)) != group:
+                continue  # another instruction (or none): not a synonym in this prompt
             if new != word and new not in out:
                 out.append(new)
         return out
+
+
+def _forms(word: str, lexicon: Lexicon) -> list[str]:
+    """The word, lowercased, then its lemmas."""
+    low = word.lower()
+    return [low, *(f.lemma for f in lemma_forms(low, lexicon))]
+
+
+#: Longest fixed expression the table keeps, in words.
+_LONGEST_EXPRESSION = 4
+
+
+def expression_at(site: WordSite, lexicon: Lexicon) -> tuple[str, ...] | None:
+    """The fixed expression of WordNet (a phrasal verb, an idiom) the site's word is part of in its
+    prompt ("Look" in "Look at the two sentences", both "step"s in "step by step"), or None. The first
+    word may be inflected ("figured out"); the others are matched as written, with only spaces between."""
+    tokens, i = site.tokens, site.index
+    for start in range(i, max(0, i - 2 * (_LONGEST_EXPRESSION - 1)) - 1, -2):
+        if start < 1:
+            break
+        for first in dict.fromkeys(_forms(tokens[start], lexicon)):
+            for words in lexicon.expressions(first):
+                end = start + 2 * (len(words) - 1)
+                if end < i or end >= len(tokens):
+                    continue
+                if all(tokens[start + 2 * k].lower() == words[k] and not tokens[start + 2 * k - 1].strip()
+                       for k in range(1, len(words))):
+                    return words
+    return None
 
 
 class Guarded:

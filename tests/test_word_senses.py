@@ -93,3 +93,54 @@ def test_usual_senses_follow_the_sense_tagged_counts() -> None:
     assert review and "critique" in {w for sid in review for w in lexicon.members(sid)}
     assert "inspection" not in {w for sid in review for w in lexicon.members(sid)}, "a rarer sense of review"
     assert usual_senses("judge", "v", lexicon) and not usual_senses("judge", "r", lexicon)
+
+
+def test_a_word_of_a_fixed_expression_gets_no_replacement() -> None:
+    """In "Look at", "figure out" and "step by step" the word has no sense of its own (WordNet lists
+    the whole as one verb or adverb): the source proposes nothing for it, and the same word outside
+    the expression still gets its synonyms."""
+    from promptrobust.attacks.synonyms import expression_at
+
+    lexicon = load_lexicon()
+    prompt = "Look at the two sentences, figured out step by step; then look carefully and take one step."
+    tokens = tokenize(prompt)
+    at = {w: [i for i, t in enumerate(tokens) if t == w] for w in ("Look", "figured", "step", "look")}
+    assert expression_at(WordSite(tokens, at["Look"][0]), lexicon) == ("look", "at")
+    assert expression_at(WordSite(tokens, at["figured"][0]), lexicon) == ("figure", "out")  # inflected first word
+    assert [expression_at(WordSite(tokens, i), lexicon) for i in at["step"]] == [("step", "by", "step")] * 2 + [None]
+    assert expression_at(WordSite(tokens, at["look"][0]), lexicon) is None  # "look carefully": no expression
+    split = tokenize("Look, at last")  # punctuation between: not the expression
+    assert expression_at(WordSite(split, 1), lexicon) is None
+    for name in ("textfooler", "textbugger"):
+        words = _words(name)
+        assert words.replacements(WordSite(tokens, at["Look"][0])) == [], name
+        assert [words.replacements(WordSite(tokens, i)) for i in at["step"][:2]] == [[], []], name
+        assert _words(name, word_senses="any").replacements(WordSite(tokens, at["step"][0])), "the old source"
+
+
+def test_an_instruction_word_is_replaced_only_within_its_group() -> None:
+    """"premise" -> "assumption" and "hypothesis" -> "theory" change the task's roles; "one" ->
+    "ace" a number: the source keeps a language, scope word or role within its own group."""
+    from promptrobust.attacks.instructions import group_of
+
+    lexicon = load_lexicon()
+    prompt = ("Read the premise and the hypothesis, then answer only with one word for each question "
+              "about the passage.")
+    tokens = tokenize(prompt)
+    any_change = False
+    for name in ("textfooler", "textbugger"):
+        words, before = _words(name), _words(name, word_senses="any")
+        for i, word in enumerate(tokens):
+            group = group_of([word.lower()])
+            if not word.strip() or group is None:
+                continue
+            old = before.replacements(WordSite(tokens, i))
+            new = words.replacements(WordSite(tokens, i))
+            any_change |= bool(set(old) - set(new))
+            for cand in new:
+                forms = [cand.lower(), *(f.lemma for f in lemma_forms(cand.lower(), lexicon))]
+                assert group_of(forms) == group, (word, cand)
+        premise, hypothesis = tokens.index("premise"), tokens.index("hypothesis")
+        assert "assumption" not in words.replacements(WordSite(tokens, premise))
+        assert "theory" not in words.replacements(WordSite(tokens, hypothesis))
+    assert any_change, "the old source proposed other groups' words here"
