@@ -28,7 +28,8 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   it in the clean prompt; a noun replaced by a word WordNet lists only as a verb
   (or the reverse: "judge" -> "justice") changes the meaning, and so does a
   real word spelled like the old one that WordNet does not relate to it ("tone"
-  -> "tune"). ``synonyms.relation`` classes the pair (a synonym in one of the
+  -> "tune"), and so does a word of a fixed expression WordNet lists as one
+  verb, adverb or adjective replaced alone ("figure out" -> "picture out"). ``synonyms.relation`` classes the pair (a synonym in one of the
   word's usual senses, related: a kind of it or a similar adjective; or a
   rarer sense only, the same field, unrelated, unknown), and the encoder's
   threshold depends on the class: ``THRESHOLD_CLOSE`` for the close ones,
@@ -57,6 +58,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from promptrobust.attacks.base import WordSite
 from promptrobust.attacks.changes import Change, changes
 from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
@@ -70,11 +72,20 @@ from promptrobust.attacks.synonyms import (
     SYNONYM,
     WORDNET_POS,
     contrast_words,
+    expression_at,
     is_opposite,
     lemma_forms,
     relation,
 )
-from promptrobust.attacks.words import STOPWORDS, has_letter, is_protected, mentions_protected, word_count, word_spans
+from promptrobust.attacks.words import (
+    STOPWORDS,
+    has_letter,
+    is_protected,
+    mentions_protected,
+    tokenize,
+    word_count,
+    word_spans,
+)
 
 #: Layer of all-MiniLM-L6-v2 (1-6) whose token vectors are compared: the last;
 #: on the labelled pairs layers 4-6 separate best (scripts/calibrate_meaning_check.py),
@@ -94,8 +105,9 @@ CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
 #: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v2: instruction words (languages, scope, roles), opposites, label-defining "
-         f"words, WordNet 3.0 part of speech and relation, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+CHECK = (f"promptrobust meaning check v3: instruction words (languages, scope, roles), opposites, label-defining "
+         f"words, WordNet 3.0 part of speech, relation and fixed expressions, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
+         f"in-context cosine "
          f">= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
 
 Verdict = Literal["kept", "changed", "not checked"]
@@ -297,6 +309,10 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         kind = "a verb" if pos == "v" else "a noun"
         return SubstitutionCheck(old, new, "word", False, f"{kind} replaced by a word WordNet lists only as "
                                  f"{'a noun' if pos == 'v' else 'a verb'}", senses=senses, relation=related)
+    expression = _expression_of(clean, change.old_start, lexicon) if single else None
+    if expression is not None:
+        return SubstitutionCheck(old, new, "word", False, f"breaks the fixed expression {' '.join(expression)!r}",
+                                 senses=senses, relation=related)
     if single and spelled_alike(old, new) and related not in CLOSE_RELATIONS:
         return SubstitutionCheck(old, new, "word", False, f"another word spelled like {old!r}", senses=senses,
                                  relation=related)
@@ -315,6 +331,18 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     where = ", in a clause with a label word" if label_linked else ""
     return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
                              round(sim, 6), senses, related)
+
+
+def _expression_of(clean: str, start: int, lexicon: Lexicon) -> tuple[str, ...] | None:
+    """The WordNet fixed expression ("look at", "figure out") the clean prompt's word at character
+    ``start`` is part of: replaced alone, it no longer says what the expression said."""
+    tokens = tokenize(clean)
+    offset = 0
+    for i, token in enumerate(tokens):
+        if offset == start and i % 2 == 1:
+            return expression_at(WordSite(tokens, i), lexicon)
+        offset += len(token)
+    return None
 
 
 #: Characters of context tagged on each side of a change in a long prompt: a word's part of speech

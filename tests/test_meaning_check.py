@@ -166,6 +166,22 @@ def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encode
     assert same.verdict == "kept" and "the same scope word" in same.substitutions[0].reason
 
 
+def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(monkeypatch):
+    """"Figure out" -> "picture out", "step by step" -> "measure by step": the expression WordNet lists
+    as one verb or adverb is gone, however close the word alone sits; a typo in it still reads the same."""
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    clean = "Look at the passage, figure out the answer step by step, then reply positive or negative."
+    for old, new, expression in [("figure", "picture", "figure out"), ("step by", "measure by", "step by step"),
+                                 ("Look", "Glance", "look at")]:
+        got = mc.meaning_verdict(clean, clean.replace(old, new, 1), SST2)
+        assert got.verdict == "changed" and f"breaks the fixed expression {expression!r}" in got.reasons[0], got.reasons
+    typo = mc.meaning_verdict(clean, clean.replace("figure", "figrue"), SST2)
+    assert typo.verdict == "kept" and typo.substitutions[0].kind == "reads the same"
+
+
 def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(monkeypatch):
     rewritten = mc.meaning_verdict(TASK_06, "Tell me how the author feels about the film: positive or negative?", SST2)
     assert rewritten.verdict == "not checked" and not rewritten.acceptable
