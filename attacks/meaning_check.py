@@ -73,6 +73,7 @@ from promptrobust.attacks.synonyms import (
     WORDNET_POS,
     contrast_words,
     expression_at,
+    forms_of,
     is_opposite,
     lemma_forms,
     relation,
@@ -250,12 +251,6 @@ def _words(text: str) -> list[str]:
 
 #: WordNet relations under which the encoder's lower threshold applies.
 CLOSE_RELATIONS = (SYNONYM, RELATED)
-
-
-def forms_of(word: str, lexicon: Lexicon) -> list[str]:
-    """The word, lowercased, then its lemmas."""
-    low = word.lower()
-    return [low, *(f.lemma for f in lemma_forms(low, lexicon))]
 
 
 def crosses_noun_and_verb(old: str, new: str, pos: str | None, lexicon: Lexicon) -> bool:

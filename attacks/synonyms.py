@@ -119,8 +119,7 @@ def is_opposite(a: str, b: str, lexicon: Lexicon | None = None) -> bool:
 
 def _forms(word: str, lexicon: Lexicon | None) -> set[str]:
     """The word and its lemmas (what ``is_opposite`` compares)."""
-    low = word.lower()
-    return {low} if lexicon is None else {low, *(f.lemma for f in lemma_forms(low, lexicon))}
+    return {word.lower()} if lexicon is None else set(forms_of(word, lexicon))
 
 
 def _opposites_of(form: str, lexicon: Lexicon | None) -> set[str]:
@@ -282,18 +281,18 @@ class LexiconNeighbours:
             if expression_at(site, self.lexicon) is not None:
                 return []
             tagged = self.context.pos(site)
-        group = group_of(_forms(word, self.lexicon)) if self.context is not None else None
+        group = group_of(forms_of(word, self.lexicon)) if self.context is not None else None
         out: list[str] = []
         for cand, _cos, _syn in self.scored(word, tagged):
             new = match_case(word, cand)
-            if group is not None and group_of(_forms(cand, self.lexicon)) != group:
+            if group is not None and group_of(forms_of(cand, self.lexicon)) != group:
                 continue  # another instruction (or none): not a synonym in this prompt
             if new != word and new not in out:
                 out.append(new)
         return out
 
 
-def _forms(word: str, lexicon: Lexicon) -> list[str]:
+def forms_of(word: str, lexicon: Lexicon) -> list[str]:
     """The word, lowercased, then its lemmas."""
     low = word.lower()
     return [low, *(f.lemma for f in lemma_forms(low, lexicon))]
@@ -311,7 +310,7 @@ def expression_at(site: WordSite, lexicon: Lexicon) -> tuple[str, ...] | None:
     for start in range(i, max(0, i - 2 * (_LONGEST_EXPRESSION - 1)) - 1, -2):
         if start < 1:
             break
-        for first in dict.fromkeys(_forms(tokens[start], lexicon)):
+        for first in dict.fromkeys(forms_of(tokens[start], lexicon)):
             for words in lexicon.expressions(first):
                 end = start + 2 * (len(words) - 1)
                 if end < i or end >= len(tokens):
