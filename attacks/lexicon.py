@@ -51,8 +51,10 @@ LEXICON_NAME = "wordnet-3.0"
 
 _POS_FILES = {"n": ("data.noun", "data.noun1", "data.noun2"), "v": ("data.verb",), "a": ("data.adj",), "r": ("data.adv",)}
 _SIMPLE = re.compile(r"^[a-z]+$")
+#: The longest fixed expression the table keeps, in words.
+MAX_EXPRESSION_WORDS = 4
 #: A fixed expression kept in the table: two to four simple words (WordNet joins them with "_").
-_EXPRESSION = re.compile(r"^[a-z]+(?:_[a-z]+){1,3}$")
+_EXPRESSION = re.compile(rf"^[a-z]+(?:_[a-z]+){{1,{MAX_EXPRESSION_WORDS - 1}}}$")
 #: Parts of speech whose multiword lemmas are kept: phrasal verbs, adverbial and adjectival idioms.
 _EXPRESSION_POS = ("v", "r", "a", "s")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from promptrobust.attacks.base import WordSite, WordTransformation
 from promptrobust.attacks.embeddings import _ANTONYMS, _NEGATING_PREFIXES, WordEmbedding, is_antonym
 from promptrobust.attacks.instructions import group_of
-from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.lexicon import MAX_EXPRESSION_WORDS, Lexicon, load_lexicon
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, tag_at
 from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
 
@@ -298,18 +298,12 @@ def forms_of(word: str, lexicon: Lexicon) -> list[str]:
     return [low, *(f.lemma for f in lemma_forms(low, lexicon))]
 
 
-#: Longest fixed expression the table keeps, in words.
-_LONGEST_EXPRESSION = 4
-
-
 def expression_at(site: WordSite, lexicon: Lexicon) -> tuple[str, ...] | None:
     """The fixed expression of WordNet (a phrasal verb, an idiom) the site's word is part of in its
     prompt ("Look" in "Look at the two sentences", both "step"s in "step by step"), or None. The first
     word may be inflected ("figured out"); the others are matched as written, with only spaces between."""
     tokens, i = site.tokens, site.index
-    for start in range(i, max(0, i - 2 * (_LONGEST_EXPRESSION - 1)) - 1, -2):
-        if start < 1:
-            break
+    for start in range(i, max(1, i - 2 * (MAX_EXPRESSION_WORDS - 1)) - 1, -2):  # word tokens: odd indices
         for first in dict.fromkeys(forms_of(tokens[start], lexicon)):
             for words in lexicon.expressions(first):
                 end = start + 2 * (len(words) - 1)
