@@ -157,7 +157,7 @@ class AttackSettings:
     early_stopping: Literal["exact", "off", "racing"] = "exact"
     """exact (default, the paper's result): stop candidates that can no longer win, every step chooses
     as exhaustive scoring; off: every candidate on every sample; racing: a candidate leaves a step
-    once shown worse at ``error_rate``: fewer model calls (1.09x fewer at 200 samples and 1.23x at
+    once shown worse at ``error_rate``: fewer model calls (1.12x fewer at 200 samples and 1.23x at
     500 on the recorded attacks of bench/results/racing.md), the prompt kept is scored exactly but
     may differ from exhaustive's with at most that chance per step (``engine.measuring.racing``).
     ``pre run --dry-run`` says the cost both ways."""
