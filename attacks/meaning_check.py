@@ -29,7 +29,8 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   (or the reverse: "judge" -> "justice") changes the meaning, and so does a
   real word spelled like the old one that WordNet does not relate to it ("tone"
   -> "tune"), and so does a word of a fixed expression WordNet lists as one
-  verb, adverb or adjective replaced alone ("figure out" -> "picture out"). ``synonyms.relation`` classes the pair (a synonym in one of the
+  verb, adverb or adjective replaced alone ("figure out" -> "picture out").
+  ``synonyms.relation`` classes the pair (a synonym in one of the
   word's usual senses, related: a kind of it or a similar adjective; or a
   rarer sense only, the same field, unrelated, unknown), and the encoder's
   threshold depends on the class: ``THRESHOLD_CLOSE`` for the close ones,
@@ -108,8 +109,7 @@ REWRITTEN_SHARE = 0.5
 #: What records name this check by (bump when a rule or a number changes).
 CHECK = (f"promptrobust meaning check v3: instruction words (languages, scope, roles), opposites, label-defining "
          f"words, WordNet 3.0 part of speech, relation and fixed expressions, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
-         f"in-context cosine "
-         f">= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
+         f"in-context cosine >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
 
 Verdict = Literal["kept", "changed", "not checked"]
 

@@ -276,12 +276,12 @@ class LexiconNeighbours:
 
     def replacements(self, site: WordSite) -> list[str]:
         word = site.word
-        tagged = None
+        tagged = group = None
         if self.context is not None:
             if expression_at(site, self.lexicon) is not None:
                 return []
             tagged = self.context.pos(site)
-        group = group_of(forms_of(word, self.lexicon)) if self.context is not None else None
+            group = group_of(forms_of(word, self.lexicon))
         out: list[str] = []
         for cand, _cos, _syn in self.scored(word, tagged):
             new = match_case(word, cand)

@@ -122,6 +122,7 @@ def test_an_instruction_word_is_replaced_only_within_its_group() -> None:
     """"premise" -> "assumption" and "hypothesis" -> "theory" change the task's roles; "one" ->
     "ace" a number: the source keeps a language, scope word or role within its own group."""
     from promptrobust.attacks.instructions import group_of
+    from promptrobust.attacks.synonyms import forms_of
 
     lexicon = load_lexicon()
     prompt = ("Read the premise and the hypothesis, then answer only with one word for each question "
@@ -138,8 +139,7 @@ def test_an_instruction_word_is_replaced_only_within_its_group() -> None:
             new = words.replacements(WordSite(tokens, i))
             any_change |= bool(set(old) - set(new))
             for cand in new:
-                forms = [cand.lower(), *(f.lemma for f in lemma_forms(cand.lower(), lexicon))]
-                assert group_of(forms) == group, (word, cand)
+                assert group_of(forms_of(cand, lexicon)) == group, (word, cand)
         premise, hypothesis = tokens.index("premise"), tokens.index("hypothesis")
         assert "assumption" not in words.replacements(WordSite(tokens, premise))
         assert "theory" not in words.replacements(WordSite(tokens, hypothesis))
