@@ -26,6 +26,10 @@ three relations:
   as one verb, adverb or adjective ("look at", "figure out", "step by step"):
   in it a word does not carry a sense of its own, so the word source leaves it
   alone (``attacks.synonyms``).
+* ``x <pos> <form> <lemma>``: an irregular inflected form and its lemma, from
+  WordNet's exception lists (``adj.exc``, ``adv.exc``, ``noun.exc``,
+  ``verb.exc``: "bought" -> "buy", "better" -> "good", "children" -> "child"),
+  which WordNet's own lemmatiser ("morphy") consults before its suffix rules.
 
 Indirect antonyms (the paper's WordNet notion for adjectives: "elated" is
 similar to "happy", whose antonym is "unhappy") are derived at load time:
@@ -50,6 +54,8 @@ LEXICON_FILE = Path(__file__).parent / "data" / "wordnet-3.0-lexicon.tsv.gz"
 LEXICON_NAME = "wordnet-3.0"
 
 _POS_FILES = {"n": ("data.noun", "data.noun1", "data.noun2"), "v": ("data.verb",), "a": ("data.adj",), "r": ("data.adv",)}
+#: WordNet's exception lists (irregular inflected forms), per part of speech.
+EXCEPTION_FILES = {"n": "noun.exc", "v": "verb.exc", "a": "adj.exc", "r": "adv.exc"}
 _SIMPLE = re.compile(r"^[a-z]+$")
 #: The longest fixed expression the table keeps, in words.
 MAX_EXPRESSION_WORDS = 4
@@ -76,6 +82,8 @@ class WordNetData:
     hypernyms: set[tuple[str, str]] = field(default_factory=set)  # (synset id, hypernym id)
     #: (word, synset id) -> (sense number, tag count), from index.sense.
     frequencies: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: (part of speech, irregular form, lemma), from the exception lists.
+    exceptions: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def _data_lines(folder: Path, pos: str) -> Iterator[str]:
@@ -149,6 +157,19 @@ def read_wordnet(folder: str | Path) -> WordNetData:
                 pos = _SS_TYPE[rest.split(":", 1)[0]]
                 if int(count) > 0:
                     out.frequencies[(lemma.lower(), f"{pos}{offset}")] = (int(number), int(count))
+    for pos, name in EXCEPTION_FILES.items():
+        path = root / name
+        if path.is_file():
+            out.exceptions |= read_exceptions(path.read_text(encoding="utf-8", errors="replace").splitlines(), pos)
+    return out
+
+
+def read_exceptions(lines: Iterable[str], pos: str) -> set[tuple[str, str, str]]:
+    """(pos, form, lemma) from the lines of a WordNet exception list ("form lemma [lemma ...]")."""
+    out: set[tuple[str, str, str]] = set()
+    for line in lines:
+        form, *lemmas = line.lower().split()
+        out.update((pos, form, lemma) for lemma in lemmas if lemma != form)
     return out
 
 
@@ -181,6 +202,9 @@ def write_table(data: WordNetData, path: str | Path) -> int:
     expressions = {w.replace("_", " ") for syn in data.synsets.values() if syn.pos in _EXPRESSION_POS
                    for w in syn.words if _EXPRESSION.match(w)}
     lines.extend(f"m\t{e}" for e in sorted(expressions))
+    vocabulary = {w for words in kept.values() for w in words}
+    lines.extend(f"x\t{pos}\t{form}\t{lemma}" for pos, form, lemma in sorted(data.exceptions)
+                 if _SIMPLE.match(form) and lemma in vocabulary)
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as fh:
         fh.write("# WordNet 3.0 (Princeton University), single words; see attacks/lexicon.py\n")
         fh.write("\n".join(lines) + "\n")
@@ -196,8 +220,12 @@ class Lexicon:
                  similar: Iterable[tuple[str, str]] = (), *, name: str = LEXICON_NAME,
                  hypernyms: Iterable[tuple[str, str]] = (),
                  frequencies: Iterable[tuple[str, str, int, int]] = (),
-                 expressions: Iterable[tuple[str, ...]] = ()) -> None:
+                 expressions: Iterable[tuple[str, ...]] = (),
+                 exceptions: Iterable[tuple[str, str, str]] = ()) -> None:
         self.name = name
+        self._irregular: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for pos, form, lemma in exceptions:
+            self._irregular[form].append((pos, lemma))
         self._expressions: dict[str, list[tuple[str, ...]]] = defaultdict(list)
         for words in expressions:
             self._expressions[words[0]].append(words)
@@ -294,6 +322,11 @@ class Lexicon:
         lemma ``first``, each as its words."""
         return tuple(self._expressions.get(first.lower(), ()))
 
+    def irregular(self, form: str) -> tuple[tuple[str, str], ...]:
+        """(part of speech, lemma) of an irregular inflected form in WordNet's exception lists
+        ("bought" -> ("v", "buy")); empty for a regular form."""
+        return tuple(self._irregular.get(form.lower(), ()))
+
 
 def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
     synsets: list[tuple[str, str, tuple[str, ...]]] = []
@@ -302,6 +335,7 @@ def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
     hypernyms: list[tuple[str, str]] = []
     frequencies: list[tuple[str, str, int, int]] = []
     expressions: list[tuple[str, ...]] = []
+    exceptions: list[tuple[str, str, str]] = []
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
@@ -318,10 +352,12 @@ def read_table(path: str | Path, *, name: str = LEXICON_NAME) -> Lexicon:
                     frequencies.append((parts[1], parts[2], int(parts[3]), int(parts[4])))
                 elif parts[0] == "m" and len(parts) == 2:
                     expressions.append(tuple(parts[1].split()))
+                elif parts[0] == "x" and len(parts) == 4:
+                    exceptions.append((parts[1], parts[2], parts[3]))
     except (OSError, EOFError) as exc:
         raise AttackResourceError(f"cannot read the synonym lexicon {path} ({exc})") from exc
     return Lexicon(synsets, antonyms, similar, name=name, hypernyms=hypernyms, frequencies=frequencies,
-                   expressions=expressions)
+                   expressions=expressions, exceptions=exceptions)
 
 
 @functools.cache

@@ -107,7 +107,7 @@ CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
 #: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v3: instruction words (languages, scope, roles), opposites, label-defining "
+CHECK = (f"promptrobust meaning check v4: instruction words (languages, scope, roles), opposites, label-defining "
          f"words, WordNet 3.0 part of speech, relation and fixed expressions, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"in-context cosine >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
 

@@ -40,8 +40,13 @@ _DETACH: tuple[tuple[str, str, str], ...] = (
     ("s", "shes", "sh"), ("s", "es", "e"), ("s", "es", ""), ("s", "s", ""), ("s", "men", "man"),
     ("ed", "ied", "y"), ("ed", "ed", "e"), ("ed", "ed", ""), ("ing", "ing", "e"), ("ing", "ing", ""),
 )
+#: morphy's adjective rules (comparative, superlative); tried only for a word that is not itself a
+#: lemma ("number" is not "numb" + "er") and only towards a lemma with an adjective sense.
+_DETACH_ADJECTIVE: tuple[tuple[str, str, str], ...] = (
+    ("er", "er", ""), ("er", "er", "e"), ("est", "est", ""), ("est", "est", "e"),
+)
 #: Parts of speech an inflection can come from ("" = the word is a lemma: any).
-_POS_OF = {"": None, "s": ("n", "v"), "ed": ("v",), "ing": ("v",)}
+_POS_OF = {"": None, "s": ("n", "v"), "ed": ("v",), "ing": ("v",), "er": ("a", "r"), "est": ("a", "r")}
 _VOWELS = "aeiou"
 
 
@@ -50,29 +55,47 @@ class Form:
     """A lemma of a surface word and the inflection that makes the word from it."""
 
     lemma: str
-    inflection: str  # "" (the word is the lemma), "s", "ed", "ing"
+    inflection: str  # "" (the word is the lemma), "s", "ed", "ing", "er", "est"
 
     @property
     def pos(self) -> tuple[str, ...] | None:
         return _POS_OF[self.inflection]
 
 
+def _irregular_class(form: str, pos: str) -> str:
+    """The inflection an irregular form of WordNet's exception lists carries ("bought": "ed")."""
+    if pos == "n":
+        return "s"
+    if pos == "v":
+        return "ing" if form.endswith("ing") else "s" if form.endswith("s") else "ed"
+    return "est" if form.endswith("st") else "er"
+
+
 def lemma_forms(word: str, lexicon: Lexicon) -> list[Form]:
-    """The word's lemmas that the lexicon knows, the word itself first."""
+    """The word's lemmas that the lexicon knows, the word itself first, as WordNet's lemmatiser
+    ("morphy") finds them: the word, its irregular forms (the exception lists), the suffix rules."""
     low = word.lower()
     out: list[Form] = []
     if low in lexicon:
         out.append(Form(low, ""))
-    for cls, surface, lemma_end in _DETACH:
+    for pos, lemma in lexicon.irregular(low):
+        form = Form(lemma, _irregular_class(low, pos))
+        if lemma in lexicon and form not in out:
+            out.append(form)
+    rules = _DETACH if low in lexicon else _DETACH + _DETACH_ADJECTIVE
+    for cls, surface, lemma_end in rules:
         if low.endswith(surface) and len(low) > len(surface) + 1:
             lemma = low[: len(low) - len(surface)] + lemma_end
-            # doubled consonant: "stopped" -> "stop", "running" -> "run"
+            # doubled consonant: "stopped" -> "stop", "running" -> "run", "biggest" -> "big"
             candidates = [lemma]
             if not lemma_end and len(lemma) > 2 and lemma[-1] == lemma[-2] and lemma[-1] not in _VOWELS:
                 candidates.append(lemma[:-1])
             for lem in candidates:
-                if lem in lexicon and Form(lem, cls) not in out:
-                    out.append(Form(lem, cls))
+                if lem not in lexicon or Form(lem, cls) in out:
+                    continue
+                if cls in ("er", "est") and not lexicon.senses_in(lem, ["a"]):
+                    continue
+                out.append(Form(lem, cls))
     return out
 
 
@@ -97,6 +120,12 @@ def inflect(lemma: str, inflection: str) -> str:
         if lemma.endswith("e") and not lemma.endswith("ee") and len(lemma) > 2:
             return lemma[:-1] + "ing"
         return lemma + "ing"
+    if inflection in ("er", "est"):
+        if lemma.endswith("e"):
+            return lemma + inflection[1:]
+        if lemma.endswith("y") and len(lemma) > 1 and lemma[-2] not in _VOWELS:
+            return lemma[:-1] + "i" + inflection
+        return lemma + inflection
     raise ValueError(f"unknown inflection {inflection!r}")
 
 

@@ -16,6 +16,7 @@ from promptrobust.attacks.search import attackable_words
 from promptrobust.attacks.sentence import CachedEncoder
 from promptrobust.attacks.synonyms import (
     SYNONYM_FLOOR,
+    Form,
     contrast_words,
     inflect,
     is_opposite,
@@ -187,6 +188,21 @@ def test_inflection_round_trip():
     assert inflect("box", "s") == "boxes"
     assert any(f.lemma == "answer" and f.inflection == "ing" for f in lemma_forms("answering", lex))
     assert any(f.lemma == "stop" for f in lemma_forms("stopped", lex))
+    assert inflect("brief", "est") == "briefest" and inflect("happy", "er") == "happier"
+
+
+def test_lemmas_as_wordnets_lemmatiser_finds_them_irregular_forms_and_adjective_degrees():
+    lex = load_lexicon()
+    assert Form("buy", "ed") in lemma_forms("bought", lex)  # verb.exc
+    assert Form("child", "s") in lemma_forms("children", lex)  # noun.exc
+    assert {Form("good", "er"), Form("well", "er")} <= set(lemma_forms("better", lex))  # adj.exc, adv.exc
+    assert Form("short", "est") in lemma_forms("shortest", lex)  # the -est rule
+    assert Form("big", "est") in lemma_forms("biggest", lex)  # with the doubled consonant
+    # a word that is itself a lemma is not read as a comparative ("number" is not "numb" + "er")
+    assert lemma_forms("number", lex) == [Form("number", "")]
+    # the opposite guard and the verdict see the lemmas: these were "not in WordNet" before
+    assert is_opposite("shortest", "longest", lex) and is_opposite("bought", "sold", lex)
+    assert not is_opposite("bought", "purchased", lex)
 
 
 # -- the lexicon file format, on a WordNet-format fixture written here ----------------------
@@ -225,6 +241,20 @@ def test_wordnet_files_give_synonyms_direct_and_indirect_antonyms(tmp_path):
     assert lex.synonyms("merry") == {"cheerful"}  # adjective markers such as (a) are stripped
     assert is_opposite("cheerful", "glum", lex)
     assert not is_opposite("film", "movie", lex)
+    assert lex.irregular("gladder") == () and lemma_forms("sadder", lex) == [Form("sad", "er")]  # the -er rule
+
+
+def test_exception_lists_are_read_and_kept_for_known_lemmas(tmp_path):
+    folder = _fixture_dict(tmp_path / "dict")
+    (folder / "adj.exc").write_text("gladder glad\nmerrier merry\nbluer blue\n")  # blue: not in the fixture
+    (folder / "noun.exc").write_text("films film\n")
+    data = read_wordnet(folder)
+    assert ("a", "merrier", "merry") in data.exceptions
+    table = tmp_path / "lex.tsv.gz"
+    write_table(data, table)
+    lex = read_table(table, name="fixture")
+    assert lex.irregular("merrier") == (("a", "merry"),) and lex.irregular("bluer") == ()
+    assert Form("merry", "er") in lemma_forms("merrier", lex) and lex.synonyms("merry") == {"cheerful"}
 
 
 def test_missing_wordnet_files_are_named(tmp_path):
