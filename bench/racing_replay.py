@@ -22,7 +22,7 @@ from bench.racing_records import AttackRecordFile
 from promptrobust.engine.measuring.early_stop import CandidateProgress, prune
 from promptrobust.engine.measuring.racing import Race, RacingSettings, sample_order
 
-__all__ = ["ScoringWay", "Replay", "StepReplay", "exhaustive_choice", "race_step", "replay"]
+__all__ = ["ScoringWay", "Replay", "StepReplay", "exhaustive_choice", "race_step", "RecordedPath", "recorded_path", "replay"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,32 @@ def exhaustive_choice(scores: Sequence[float], to_beat: float) -> int | None:
         if s < to_beat and (best is None or s < scores[best]):
             best = i
     return best
+
+
+@dataclass(frozen=True)
+class RecordedPath:
+    """Exhaustive search's path through a record."""
+
+    #: Per recorded call, the prompt it must beat (greedy search: the current prompt, moved on by each
+    #: step's exhaustive choice; None where no prompt is beaten: exact scores, a brute-force list, a set).
+    incumbents: tuple[str | None, ...]
+    #: The prompt the search ends on (greedy search; the clean prompt otherwise).
+    final: str
+
+
+def recorded_path(rec: AttackRecordFile) -> RecordedPath:
+    """The path exhaustive search took through ``rec`` (the one owner of that walk)."""
+    current, out = rec.clean_prompt, []
+    for call in rec.calls:
+        if call.to_beat is None or rec.search != "greedy":
+            out.append(None)
+            continue
+        out.append(current)
+        prompts = list(dict.fromkeys(call.prompts))
+        chosen = exhaustive_choice([rec.score(p) for p in prompts], call.to_beat)
+        if chosen is not None:
+            current = prompts[chosen]
+    return RecordedPath(tuple(out), current)
 
 
 def _exact_early_stopping(rec: AttackRecordFile, prompts: list[str], to_beat: float, way: ScoringWay,
@@ -153,7 +179,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
         out.chosen = None
         return out
 
-    current = rec.clean_prompt
+    path = recorded_path(rec)
     for k, call in enumerate(rec.calls):
         prompts = list(dict.fromkeys(call.prompts))
         fresh = new(prompts)
@@ -165,7 +191,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
             continue
         scores = [rec.score(p) for p in prompts]
         recorded = exhaustive_choice(scores, call.to_beat)
-        incumbent = current if rec.search == "greedy" else None
+        incumbent = path.incumbents[k]  # the path so far is exhaustive's: a replay stops where it would leave it
         if way.kind == "exhaustive":
             chosen, calls = recorded, exhaustive
         elif way.kind == "exact":
@@ -186,7 +212,5 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
         if not same:
             out.diverged_at = k
             return out
-        if chosen is not None:
-            current = prompts[chosen]
-    out.chosen = current if rec.search == "greedy" else None
+    out.chosen = path.final if rec.search == "greedy" else None
     return out

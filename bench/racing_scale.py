@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.racing_records import AttackRecordFile
-from bench.racing_replay import exhaustive_choice, race_step
+from bench.racing_replay import exhaustive_choice, race_step, recorded_path
 from promptrobust.engine.measuring.racing import RacingSettings
 
 __all__ = ["SIZES", "DRAWS", "Projection", "drawn", "project", "project_record"]
@@ -60,28 +60,12 @@ def drawn(rec: AttackRecordFile, size: int, rng: np.random.Generator) -> AttackR
                                "margins": {p: [v[i] for i in idx] for p, v in rec.margins.items()}})
 
 
-def _recorded_path(rec: AttackRecordFile) -> list[str | None]:
-    """The prompt each call must beat on the recorded samples (greedy search: the current prompt; None
-    where nothing is beaten: exact scores, a brute-force list, a prompt set)."""
-    current, out = rec.clean_prompt, []
-    for call in rec.calls:
-        prompts = list(dict.fromkeys(call.prompts))
-        if call.to_beat is None or rec.search != "greedy":
-            out.append(None)
-            continue
-        out.append(current)
-        chosen = exhaustive_choice([rec.score(p) for p in prompts], call.to_beat)
-        if chosen is not None:
-            current = prompts[chosen]
-    return out
-
-
 def project_record(rec: AttackRecordFile, size: int, settings: RacingSettings, seed: int) -> Projection:
     """``rec``'s recorded path replayed on ``size`` samples drawn with ``seed``: exhaustive and racing."""
     sample = drawn(rec, size, np.random.default_rng(seed))
     scored = {rec.clean_prompt}
     total = Projection(0, 0, 0, 0)
-    for k, (call, incumbent) in enumerate(zip(rec.calls, _recorded_path(rec))):
+    for k, (call, incumbent) in enumerate(zip(rec.calls, recorded_path(rec).incumbents)):
         prompts = list(dict.fromkeys(call.prompts))
         fresh = [p for p in prompts if p not in scored]
         scored.update(prompts)

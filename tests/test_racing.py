@@ -319,3 +319,13 @@ def test_the_projection_saves_more_with_more_samples_and_nothing_on_identical_ca
     got = summary(project([tied], RacingSettings(), sizes=(200, 1000), draws=2))
     assert got["200"]["calls_ratio"] == got["1000"]["calls_ratio"] == 1.0
     assert got["1000"]["steps_as_exhaustive"] == 1.0
+
+
+def test_the_dry_run_estimates_follow_the_committed_replay() -> None:
+    """``pre run --dry-run`` estimates racing at ``MEASURED_SHARE``: the shares the replay of the committed
+    records measured (``python bench/racing.py replay`` writes them to racing.json); a new record that
+    moves them must move the estimate too."""
+    from promptrobust.engine.measuring.racing import MEASURED_SHARE
+
+    measured = orjson.loads((Path(__file__).resolve().parents[1] / "bench/results/racing.json").read_bytes())
+    assert MEASURED_SHARE == pytest.approx(measured["share_by_search"], abs=5e-4)
