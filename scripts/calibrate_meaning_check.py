@@ -14,7 +14,9 @@ pairs right; ties: more changed meanings found, then the lower thresholds); the 
 pairs, never used to choose them, give the figures docs/fidelity.md quotes, per category.
 The rules (instruction words, opposites, part of speech, spelling, WordNet relations) have
 no number fitted to these pairs. The earlier 80 pairs (``labelled_pairs.jsonl``, issue 30)
-are scored too, as a further set.
+are scored too, as a further set, and so is ``blind_pairs.jsonl``: 62 pairs on nine prompts none of
+the other sets use, written and committed on 2026-11-29 after the verdict (check v4) was fixed and
+before it was run on them, since the held-out half's errors had been read while rules were written.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from promptrobust.attacks.words import normalize_protected
 HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
 PAIRS = HERE / "verdict_pairs.jsonl"
 EARLIER = HERE / "labelled_pairs.jsonl"
+BLIND = HERE / "blind_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 
 
@@ -128,8 +131,12 @@ def main(argv: list[str]) -> int:
     for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, mc.THRESHOLD_CLOSE,
                       mc.THRESHOLD_FAR):
         print(line)
+    blind = evidence(BLIND)
+    for line in lines(f"the blind {len(blind)} pairs (written after the verdict was fixed, never used to choose anything):",
+                      blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
+        print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier:
+        for e in rows + earlier + blind:
             if (e.label == "changed") != e.changed(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0

@@ -102,6 +102,12 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
                                mc.THRESHOLD_FAR)["recall"] == 1.0, name
     text = (ROOT / "docs/fidelity.md").read_text()
     assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
+    # the blind set, written after the rules: its figures are quoted too
+    blind = calibrate.evidence(calibrate.BLIND)
+    assert {e.split for e in blind} == {"blind"} and {e.category for e in blind} == CATEGORIES - {"deletion"}
+    scored = calibrate.score(blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    assert scored["accuracy"] == pytest.approx(quoted("blind accuracy"), abs=one_pair)
+    assert scored["recall"] == pytest.approx(quoted("blind recall of changed"), abs=one_pair)
 
 
 # -- the verdict's rules -----------------------------------------------------------------------
