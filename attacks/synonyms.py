@@ -66,8 +66,8 @@ def _irregular_class(form: str, pos: str) -> str:
     """The inflection an irregular form of WordNet's exception lists carries ("bought": "ed")."""
     if pos == "n":
         return "s"
-    if pos == "v":
-        return "ing" if form.endswith("ing") else "s" if form.endswith("s") else "ed"
+    if pos == "v":  # of the list's verb forms in -s, only "was" is not a third person ("has", "is", "quizzes")
+        return "ing" if form.endswith("ing") else "s" if form.endswith("s") and form != "was" else "ed"
     return "est" if form.endswith("st") else "er"
 
 

@@ -194,6 +194,7 @@ def test_inflection_round_trip():
 def test_lemmas_as_wordnets_lemmatiser_finds_them_irregular_forms_and_adjective_degrees():
     lex = load_lexicon()
     assert Form("buy", "ed") in lemma_forms("bought", lex)  # verb.exc
+    assert Form("have", "s") in lemma_forms("has", lex) and Form("be", "ed") in lemma_forms("was", lex)
     assert Form("child", "s") in lemma_forms("children", lex)  # noun.exc
     assert {Form("good", "er"), Form("well", "er")} <= set(lemma_forms("better", lex))  # adj.exc, adv.exc
     assert Form("short", "est") in lemma_forms("shortest", lex)  # the -est rule
