@@ -168,6 +168,8 @@ def read_exceptions(lines: Iterable[str], pos: str) -> set[tuple[str, str, str]]
     """(pos, form, lemma) from the lines of a WordNet exception list ("form lemma [lemma ...]")."""
     out: set[tuple[str, str, str]] = set()
     for line in lines:
+        if not line.strip():
+            continue
         form, *lemmas = line.lower().split()
         out.update((pos, form, lemma) for lemma in lemmas if lemma != form)
     return out

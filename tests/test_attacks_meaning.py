@@ -247,7 +247,7 @@ def test_wordnet_files_give_synonyms_direct_and_indirect_antonyms(tmp_path):
 
 def test_exception_lists_are_read_and_kept_for_known_lemmas(tmp_path):
     folder = _fixture_dict(tmp_path / "dict")
-    (folder / "adj.exc").write_text("gladder glad\nmerrier merry\nbluer blue\n")  # blue: not in the fixture
+    (folder / "adj.exc").write_text("gladder glad\nmerrier merry\n\nbluer blue\n")  # blue: not in the fixture
     (folder / "noun.exc").write_text("films film\n")
     data = read_wordnet(folder)
     assert ("a", "merrier", "merry") in data.exceptions
