@@ -35,6 +35,7 @@ import numpy as np
 
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.deviations import Setting
+from promptrobust.attacks.words import STOPWORDS
 
 # Pairs of opposites that matter for classification prompts. Hand-written.
 _ANTONYM_PAIRS = """
@@ -58,6 +59,20 @@ duplicate distinct; identical different; inside outside; above below;
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "mis", "anti")
 
 
+def negations(word: str) -> set[str]:
+    """The words that are ``word`` with a negating prefix added or taken away ("correct" ->
+    "incorrect", "dislike" -> "like"), when the word without the prefix can be negated: a content
+    word of three letters or more ("into" is not the negation of "to")."""
+    low = word.lower()
+    out = {p + low for p in _NEGATING_PREFIXES} if _negatable(low) else set()
+    out.update(low[len(p):] for p in _NEGATING_PREFIXES if low.startswith(p) and _negatable(low[len(p):]))
+    return out
+
+
+def _negatable(base: str) -> bool:
+    return len(base) >= 3 and base not in STOPWORDS
+
+
 def _antonym_table() -> dict[str, frozenset[str]]:
     table: dict[str, set[str]] = {}
     for pair in _ANTONYM_PAIRS.replace("\n", " ").split(";"):
@@ -77,12 +92,7 @@ def is_antonym(a: str, b: str) -> bool:
     """Whether two words are (likely) opposites: listed pairs, or one is the
     other with a negating prefix ("correct"/"incorrect", "like"/"dislike")."""
     a, b = a.lower(), b.lower()
-    if b in _ANTONYMS.get(a, ()):
-        return True
-    for p in _NEGATING_PREFIXES:
-        if a == p + b or b == p + a:
-            return True
-    return False
+    return b in _ANTONYMS.get(a, ()) or b in negations(a)
 
 
 class WordEmbedding:

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from promptrobust.attacks.base import WordSite, WordTransformation
-from promptrobust.attacks.embeddings import _ANTONYMS, _NEGATING_PREFIXES, WordEmbedding, is_antonym
+from promptrobust.attacks.embeddings import _ANTONYMS, WordEmbedding, is_antonym, negations
 from promptrobust.attacks.instructions import group_of
 from promptrobust.attacks.lexicon import MAX_EXPRESSION_WORDS, Lexicon, load_lexicon
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, tag_at
@@ -153,11 +153,7 @@ def _forms(word: str, lexicon: Lexicon | None) -> set[str]:
 
 def _opposites_of(form: str, lexicon: Lexicon | None) -> set[str]:
     """Every y with ``is_antonym(form, y)`` or ``y in lexicon.antonyms(form)`` (a lookup, not a search)."""
-    out = set(_ANTONYMS.get(form, ()))
-    for p in _NEGATING_PREFIXES:
-        out.add(p + form)
-        if form.startswith(p):
-            out.add(form[len(p) :])
+    out = set(_ANTONYMS.get(form, ())) | negations(form)
     if lexicon is not None:
         out |= lexicon.antonyms(form)
     return out

@@ -203,6 +203,8 @@ def test_antonyms():
         and is_antonym("like", "dislike")
     )
     assert not is_antonym("good", "great")
+    # a prefix negates a content word, not a function word: "into" is not the opposite of "to"
+    assert not is_antonym("into", "to") and not is_antonym("unit", "it") and is_antonym("non-linear", "linear")
 
 
 @given(st.text("abc", max_size=12), st.text("abc", max_size=12), st.integers(0, 6))
