@@ -235,8 +235,8 @@ def sense_agreement(old: str, new: str, lexicon: Lexicon) -> str:
     """How many of the old word's WordNet senses the new word shares."""
     if not (old.isalpha() and new.isalpha()):
         return ""
-    old_senses = set().union(*(lexicon.senses(f.lemma) for f in lemma_forms(old, lexicon)), lexicon.senses(old))
-    new_senses = set().union(*(lexicon.senses(f.lemma) for f in lemma_forms(new, lexicon)), lexicon.senses(new))
+    old_senses = {sid for form in forms_of(old, lexicon) for sid in lexicon.senses(form)}
+    new_senses = {sid for form in forms_of(new, lexicon) for sid in lexicon.senses(form)}
     if not old_senses:
         return "old word not in WordNet"
     if not new_senses:

@@ -136,18 +136,17 @@ def is_opposite(a: str, b: str, lexicon: Lexicon | None = None) -> bool:
         return True
     if lexicon is None:
         return False
-    a_lemmas = {a, *(f.lemma for f in lemma_forms(a, lexicon))}
-    b_lemmas = {b, *(f.lemma for f in lemma_forms(b, lexicon))}
-    for x in a_lemmas:
+    b_forms = _forms(b, lexicon)
+    for x in _forms(a, lexicon):
         ants = lexicon.antonyms(x)
-        for y in b_lemmas:
+        for y in b_forms:
             if y in ants or is_antonym(x, y):
                 return True
     return False
 
 
 def _forms(word: str, lexicon: Lexicon | None) -> set[str]:
-    """The word and its lemmas (what ``is_opposite`` compares)."""
+    """The word and its lemmas, as a set (``forms_of``; without a lexicon, the word alone)."""
     return {word.lower()} if lexicon is None else set(forms_of(word, lexicon))
 
 
@@ -372,18 +371,13 @@ SYNONYM, RARER_SENSE, RELATED, SAME_FIELD, UNRELATED, UNKNOWN = (
     "same field (another kind of the same thing)", "unrelated", "not in WordNet")
 
 
-def _lemmas(word: str, lexicon: Lexicon) -> set[str]:
-    low = word.lower()
-    return {low, *(f.lemma for f in lemma_forms(low, lexicon))}
-
-
 def relation(old: str, new: str, pos: str | None, lexicon: Lexicon) -> Relation:
     """How ``new`` relates to ``old`` in WordNet 3.0, in ``pos`` (n v a r; None: any): a synonym in
     one of old's usual senses (``usual_senses``), a synonym in a rarer sense only, related (one is a
     kind of the other, or similar adjectives), in the same field (both kinds of the same thing:
     judge and referee, tone and pitch), unrelated, or unknown. Adverbs in -ly relate as their adjectives."""
     wanted = [pos] if pos else ["n", "v", "a", "r"]
-    olds, news = _lemmas(old, lexicon), _lemmas(new, lexicon)
+    olds, news = _forms(old, lexicon), _forms(new, lexicon)
     old_senses = {sid for w in olds for sid in lexicon.senses_in(w, wanted)}
     new_senses = {sid for w in news for sid in lexicon.senses_in(w, wanted)}
     if pos == "r" and old.lower().endswith("ly") and new.lower().endswith("ly"):
