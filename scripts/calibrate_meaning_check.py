@@ -17,6 +17,13 @@ no number fitted to these pairs. The earlier 80 pairs (``labelled_pairs.jsonl``,
 are scored too, as a further set, and so is ``blind_pairs.jsonl``: 62 pairs on nine prompts none of
 the other sets use, written and committed on 2026-11-29 after the verdict (check v4) was fixed and
 before it was run on them, since the held-out half's errors had been read while rules were written.
+
+Last, the pairs real attack records contain: every candidate the offline word source proposes for
+the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
+``tests/fixtures/senses/kept.json`` (never used to choose anything), for the default source
+(``word_senses=context``) and the one that takes every sense (``any``). ``--compare`` also prints
+the best alternative found: three thresholds (WordNet synonym in a usual sense, related, other)
+chosen on the calibration and earlier pairs together, scored on every set.
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+import importlib.util
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import promptrobust.attacks.meaning_check as mc
+from promptrobust.attacks.synonyms import RELATED, SYNONYM
 from promptrobust.attacks.words import normalize_protected
 
 HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
@@ -36,27 +46,35 @@ PAIRS = HERE / "verdict_pairs.jsonl"
 EARLIER = HERE / "labelled_pairs.jsonl"
 BLIND = HERE / "blind_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
+#: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
+#: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
+SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS = "synonym", "related", "other"
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What the verdict saw on one pair: per changed stretch, its rule verdict when no
-    similarity decides it, else its similarity and whether the close threshold applies."""
+    similarity decides it, else its similarity and its class (``SYNONYM_CLASS`` ...)."""
 
     label: str
     category: str
     split: str
     why: str
-    checks: tuple[tuple[bool | None, float | None, bool], ...]
+    checks: tuple[tuple[bool | None, float | None, str], ...]
 
-    def changed(self, close: float, far: float) -> bool:
-        for rule, sim, is_close in self.checks:
+    def changed_by(self, thresholds: Mapping[str, float]) -> bool:
+        """The verdict with a threshold per class."""
+        for rule, sim, kind in self.checks:
             if sim is None:
                 if rule is not True:
                     return True
-            elif sim < (close if is_close else far):
+            elif sim < thresholds[kind]:
                 return True
         return False
+
+    def changed(self, close: float, far: float) -> bool:
+        """The verdict as ``meaning_check`` gives it: ``close`` for synonyms and related words, else ``far``."""
+        return self.changed_by({SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far})
 
 
 def _verdict(row: dict[str, object], close: float, far: float) -> mc.MeaningVerdict:
@@ -69,28 +87,51 @@ def _verdict(row: dict[str, object], close: float, far: float) -> mc.MeaningVerd
         mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR = saved
 
 
-def evidence(path: Path) -> list[Evidence]:
+def read_pairs(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def evidence(source: Path | Sequence[dict[str, Any]]) -> list[Evidence]:
     """Each pair's evidence: run once with every similarity passing under the close threshold only
-    (so a check that passes there is in the close class) and once with every similarity passing."""
+    (so a check that passes there is in a close class) and once with every similarity passing."""
     out = []
-    for row in (json.loads(line) for line in path.read_text().splitlines() if line.strip()):
+    for row in read_pairs(source) if isinstance(source, Path) else source:
         open_close = _verdict(row, -2.0, 2.0).substitutions
         everything = _verdict(row, -2.0, -2.0).substitutions
-        checks = tuple((c.kept if c.similarity is None else None, c.similarity, bool(k.kept))
+        checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c, bool(k.kept)))
                        for c, k in zip(everything, open_close))
         out.append(Evidence(str(row["meaning"]), str(row.get("category", "earlier set")),
                             str(row.get("split", "earlier set")), str(row["why"]), checks))
     return out
 
 
+def _class(check: mc.SubstitutionCheck, close_applies: bool) -> str:
+    if not close_applies:
+        return OTHER_CLASS
+    return {SYNONYM: SYNONYM_CLASS, RELATED: RELATED_CLASS}.get(check.relation, OTHER_CLASS)
+
+
+def word_source_pairs(word_senses: str) -> list[dict[str, Any]]:
+    """The offline word source's candidates for the 12 prompts, labelled (``measure_word_senses.labelled_pairs``)."""
+    spec = importlib.util.spec_from_file_location("measure_word_senses", Path(__file__).with_name("measure_word_senses.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["measure_word_senses"] = module
+    spec.loader.exec_module(module)
+    return list(module.labelled_pairs(word_senses))
+
+
 def score(rows: list[Evidence], close: float, far: float) -> dict[str, float]:
-    right = sum((e.label == "changed") == e.changed(close, far) for e in rows)
-    changed = [e for e in rows if e.label == "changed"]
-    found = sum(e.changed(close, far) for e in changed)
-    flagged = sum(e.changed(close, far) for e in rows)
+    return score_by(rows, {SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far})
+
+
+def score_by(rows: list[Evidence], thresholds: Mapping[str, float]) -> dict[str, float]:
+    said = [e.changed_by(thresholds) for e in rows]
+    right = sum((e.label == "changed") == c for e, c in zip(rows, said))
+    changed = [c for e, c in zip(rows, said) if e.label == "changed"]
     return {"pairs": len(rows), "accuracy": right / len(rows) if rows else float("nan"),
-            "changed": len(changed), "recall": found / len(changed) if changed else float("nan"),
-            "precision": found / flagged if flagged else float("nan")}
+            "changed": len(changed), "recall": sum(changed) / len(changed) if changed else float("nan"),
+            "precision": sum(changed) / sum(said) if sum(said) else float("nan")}
 
 
 def choose(rows: list[Evidence]) -> tuple[float, float]:
@@ -101,13 +142,27 @@ def choose(rows: list[Evidence]) -> tuple[float, float]:
     return max(((c, f) for c in GRID for f in GRID), key=key)
 
 
-def lines(title: str, rows: list[Evidence], close: float, far: float) -> Iterator[str]:
+def choose_three(rows: list[Evidence]) -> dict[str, float]:
+    """The alternative: a threshold per class (on a 0.02 grid), most pairs right, then recall, then lower."""
+    grid = GRID[::2]
+
+    def key(t: tuple[float, float, float]) -> tuple[float, float, float, float, float]:
+        s = score_by(rows, dict(zip((SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS), t)))
+        return s["accuracy"], s["recall"], -t[0], -t[1], -t[2]
+
+    best = max(((a, b, c) for a in grid for b in grid for c in grid), key=key)
+    return dict(zip((SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS), best))
+
+
+def lines(title: str, rows: list[Evidence], close: float, far: float, *, by_category: bool = True,
+          thresholds: Mapping[str, float] | None = None) -> Iterator[str]:
     groups: dict[str, list[Evidence]] = defaultdict(list)
     for e in rows:
         groups[e.category].append(e)
     yield title
-    for name, members in [("all", rows), *sorted(groups.items())]:
-        s = score(members, close, far)
+    chosen = thresholds or {SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far}
+    for name, members in [("all", rows), *(sorted(groups.items()) if by_category else [])]:
+        s = score_by(members, chosen)
         recall = f"{s['recall']:.3f} ({round(s['recall'] * s['changed'])}/{s['changed']})" if s["changed"] else "-"
         yield (f"  {name:24} pairs {s['pairs']:3}  accuracy {s['accuracy']:.3f}  recall of changed {recall}")
 
@@ -135,8 +190,21 @@ def main(argv: list[str]) -> int:
     for line in lines(f"the blind {len(blind)} pairs (written after the verdict was fixed, never used to choose anything):",
                       blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
         print(line)
+    sources = {senses: evidence(word_source_pairs(senses)) for senses in ("context", "any")}
+    for senses, found in sources.items():
+        title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
+                 f"{' (the default)' if senses == 'context' else ''} (tests/fixtures/senses/kept.json, never used to choose anything):")
+        for line in lines(title, found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR, by_category=False):
+            print(line)
+    if "--compare" in argv:
+        alternative = choose_three(calibration + earlier)
+        print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
+        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind),
+                             ("word source, context", sources["context"]), ("word source, any", sources["any"])):
+            for line in lines(f" {title}:", found, 0, 0, by_category=False, thresholds=alternative):
+                print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier + blind:
+        for e in rows + earlier + blind + sources["context"]:
             if (e.label == "changed") != e.changed(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,12 +38,18 @@ HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "senses"
 class _Unused:
     """No sentence encoder is needed to list candidates."""
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
-def candidates(word_senses: str) -> list[dict[str, object]]:
+def _prompts() -> dict[str, dict[str, Any]]:
+    """The 12 prompts by id."""
     rows = [json.loads(line) for line in (HERE / "prompts.jsonl").read_text().splitlines() if line.strip()]
+    return {str(r["id"]): r for r in rows}
+
+
+def candidates(word_senses: str) -> list[dict[str, object]]:
+    rows = list(_prompts().values())
     out = []
     for name in ("textfooler", "textbugger"):
         attack = get_attack(name, embedding="glove", encoder=CachedEncoder(_Unused()), word_senses=word_senses)
@@ -58,10 +66,38 @@ def candidates(word_senses: str) -> list[dict[str, object]]:
     return out
 
 
+def kept_labels() -> dict[str, set[str]]:
+    """``prompt id|word`` -> the replacements that keep the word's meaning there (kept.json, by hand)."""
+    return {k: set(v) for k, v in json.loads((HERE / "kept.json").read_text()).items() if not k.startswith("_")}
+
+
+def labelled_pairs(word_senses: str) -> list[dict[str, object]]:
+    """Each distinct candidate as a (clean, adversarial) pair labelled kept or changed by kept.json, in the
+    form of the meaning verdict's labelled pairs (``scripts/calibrate_meaning_check.py`` scores them)."""
+    prompts, kept = _prompts(), kept_labels()
+    out, seen = [], set()
+    for c in candidates(word_senses):
+        key = (c["prompt"], c["index"], c["candidate"])
+        if key in seen:
+            continue
+        seen.add(key)
+        prompt = prompts[str(c["prompt"])]
+        tokens = list(tokenize(str(prompt["text"])))
+        tokens[int(str(c["index"]))] = str(c["candidate"])
+        label = f"{c['prompt']}|{c['word']}"
+        if label not in kept:
+            raise SystemExit(f"no labels for {label}: add them to {HERE / 'kept.json'}")
+        out.append({"category": f"word source ({word_senses})", "split": f"word source ({word_senses})",
+                    "prompt": c["prompt"], "clean": prompt["text"], "adversarial": "".join(tokens),
+                    "labels": prompt["labels"], "meaning": "kept" if c["candidate"] in kept[label] else "changed",
+                    "why": f"{c['word']} -> {c['candidate']}"})
+    return out
+
+
 def noun_verb_crossings(found: list[dict[str, object]]) -> list[tuple[str, str, str]]:
     """(prompt, word, candidate) where spaCy tags the word a noun in its prompt and the candidate a
     verb in the attacked prompt, or the other way round (each tagged in its own sentence)."""
-    texts = {r["id"]: r["text"] for r in map(json.loads, (HERE / "prompts.jsonl").read_text().splitlines())}
+    texts = {k: str(r["text"]) for k, r in _prompts().items()}
     tagger = load_spacy_tagger()
     out = []
     for c in found:
@@ -77,7 +113,7 @@ def noun_verb_crossings(found: list[dict[str, object]]) -> list[tuple[str, str, 
 
 
 def main(argv: list[str]) -> int:
-    kept = {k: set(v) for k, v in json.loads((HERE / "kept.json").read_text()).items() if not k.startswith("_")}
+    kept = kept_labels()
     for senses in ("any", "context"):
         found = candidates(senses)
         for attack in ("textfooler", "textbugger", None):

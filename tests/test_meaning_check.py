@@ -110,6 +110,19 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
     assert scored["recall"] == pytest.approx(quoted("blind recall of changed"), abs=one_pair)
 
 
+def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
+    """The pairs real records contain: the default offline source's candidates for the word-sense
+    measure's 12 prompts, labelled by its kept.json; a changed meaning among them is still found."""
+    calibrate = _calibration()
+    pairs = calibrate.word_source_pairs("context")
+    assert len(pairs) >= 30 and {p["meaning"] for p in pairs} == {"kept", "changed"}
+    scored = calibrate.score(calibrate.evidence(pairs), mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    one_pair = 1 / len(pairs)
+    assert scored["accuracy"] == pytest.approx(quoted("word source accuracy"), abs=one_pair)
+    assert scored["recall"] == pytest.approx(quoted("word source recall of changed"), abs=1 / scored["changed"])
+    assert scored["recall"] >= 0.9
+
+
 # -- the verdict's rules -----------------------------------------------------------------------
 
 
