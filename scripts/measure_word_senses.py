@@ -71,14 +71,16 @@ def kept_labels() -> dict[str, set[str]]:
     return {k: set(v) for k, v in json.loads((HERE / "kept.json").read_text()).items() if not k.startswith("_")}
 
 
-def labelled_pairs(word_senses: str) -> list[dict[str, object]]:
-    """Each distinct candidate as a (clean, adversarial) pair labelled kept or changed by kept.json, in the
-    form of the meaning verdict's labelled pairs (``scripts/calibrate_meaning_check.py`` scores them)."""
+def labelled_pairs(word_senses: str, found: list[dict[str, object]] | None = None,
+                   attack: str | None = None) -> list[dict[str, object]]:
+    """Each distinct candidate (of ``found``, else the source's for ``word_senses``; of one ``attack``, else
+    both) as a (clean, adversarial) pair labelled kept or changed by kept.json, in the form of the meaning
+    verdict's labelled pairs (``scripts/calibrate_meaning_check.py`` scores them)."""
     prompts, kept = _prompts(), kept_labels()
     out, seen = [], set()
-    for c in candidates(word_senses):
+    for c in candidates(word_senses) if found is None else found:
         key = (c["prompt"], c["index"], c["candidate"])
-        if key in seen:
+        if key in seen or (attack is not None and c["attack"] != attack):
             continue
         seen.add(key)
         prompt = prompts[str(c["prompt"])]
@@ -88,8 +90,9 @@ def labelled_pairs(word_senses: str) -> list[dict[str, object]]:
         if label not in kept:
             raise SystemExit(f"no labels for {label}: add them to {HERE / 'kept.json'}")
         out.append({"category": f"word source ({word_senses})", "split": f"word source ({word_senses})",
-                    "prompt": c["prompt"], "clean": prompt["text"], "adversarial": "".join(tokens),
-                    "labels": prompt["labels"], "meaning": "kept" if c["candidate"] in kept[label] else "changed",
+                    "prompt": c["prompt"], "word": c["word"], "candidate": c["candidate"], "clean": prompt["text"],
+                    "adversarial": "".join(tokens), "labels": prompt["labels"],
+                    "meaning": "kept" if c["candidate"] in kept[label] else "changed",
                     "why": f"{c['word']} -> {c['candidate']}"})
     return out
 
@@ -113,18 +116,14 @@ def noun_verb_crossings(found: list[dict[str, object]]) -> list[tuple[str, str, 
 
 
 def main(argv: list[str]) -> int:
-    kept = kept_labels()
     for senses in ("any", "context"):
         found = candidates(senses)
         for attack in ("textfooler", "textbugger", None):
-            unique = {(c["prompt"], c["index"], c["word"], c["candidate"]) for c in found
-                      if attack is None or c["attack"] == attack}
-            unlabelled = sorted({f"{p}|{w}" for p, _, w, _ in unique} - set(kept))
-            if unlabelled:
-                raise SystemExit(f"no labels for {', '.join(unlabelled)}: add them to {HERE / 'kept.json'}")
-            changed = sorted((p, w, c) for p, _, w, c in unique if c not in kept[f"{p}|{w}"])
-            share = len(changed) / len(unique) if unique else 0.0
-            print(f"word_senses={senses:8} {attack or 'both':10} candidates {len(unique):4}  change the meaning "
+            pairs = labelled_pairs(senses, found, attack)
+            changed = sorted((str(p["prompt"]), str(p["word"]), str(p["candidate"])) for p in pairs
+                             if p["meaning"] == "changed")
+            share = len(changed) / len(pairs) if pairs else 0.0
+            print(f"word_senses={senses:8} {attack or 'both':10} candidates {len(pairs):4}  change the meaning "
                   f"{len(changed):4} ({share:.1%})")
             if "--show" in argv and attack is None:
                 print("   ", "; ".join(f"{p}: {w} -> {c}" for p, w, c in changed))
