@@ -84,23 +84,27 @@ class RecordedPath:
     #: Per recorded call, the prompt it must beat (greedy search: the current prompt, moved on by each
     #: step's exhaustive choice; None where no prompt is beaten: exact scores, a brute-force list, a set).
     incumbents: tuple[str | None, ...]
+    #: Per recorded call, exhaustive search's choice among its distinct prompts (``exhaustive_choice``; None
+    #: where none beats the score to beat, or where there is none: exact scores).
+    choices: tuple[int | None, ...]
     #: The prompt the search ends on (greedy search; the clean prompt otherwise).
     final: str
 
 
 def recorded_path(rec: AttackRecordFile) -> RecordedPath:
     """The path exhaustive search took through ``rec`` (the one owner of that walk)."""
-    current, out = rec.clean_prompt, []
+    current, incumbents, choices = rec.clean_prompt, [], []
     for call in rec.calls:
-        if call.to_beat is None or rec.search != "greedy":
-            out.append(None)
-            continue
-        out.append(current)
         prompts = list(dict.fromkeys(call.prompts))
-        chosen = exhaustive_choice([rec.score(p) for p in prompts], call.to_beat)
+        chosen = None if call.to_beat is None else exhaustive_choice([rec.score(p) for p in prompts], call.to_beat)
+        choices.append(chosen)
+        if call.to_beat is None or rec.search != "greedy":
+            incumbents.append(None)
+            continue
+        incumbents.append(current)
         if chosen is not None:
             current = prompts[chosen]
-    return RecordedPath(tuple(out), current)
+    return RecordedPath(tuple(incumbents), tuple(choices), current)
 
 
 def _exact_early_stopping(rec: AttackRecordFile, prompts: list[str], to_beat: float, way: ScoringWay,
@@ -189,8 +193,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
             out.steps.append(StepReplay(kind, len(prompts), exhaustive, exhaustive, True))
             scored.update(prompts)
             continue
-        scores = [rec.score(p) for p in prompts]
-        recorded = exhaustive_choice(scores, call.to_beat)
+        recorded = path.choices[k]
         incumbent = path.incumbents[k]  # the path so far is exhaustive's: a replay stops where it would leave it
         if way.kind == "exhaustive":
             chosen, calls = recorded, exhaustive
@@ -205,7 +208,7 @@ def replay(rec: AttackRecordFile, way: ScoringWay) -> Replay:
             kept, calls = race_step(rec, prompts, incumbent, incumbent or rec.clean_prompt, way.racing, rec.seed + races)
             races += 1
             winner = kept[0] if kept and kept[0] >= 0 else None
-            chosen = winner if winner is not None and scores[winner] < call.to_beat else None
+            chosen = winner if winner is not None and rec.score(prompts[winner]) < call.to_beat else None
         same = chosen == recorded
         out.steps.append(StepReplay("step" if rec.search == "greedy" else "brute", len(prompts), exhaustive, calls, same))
         scored.update(prompts)
