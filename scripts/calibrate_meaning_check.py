@@ -48,7 +48,12 @@ BLIND = HERE / "blind_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 #: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
 #: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
-SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS = "synonym", "related", "other"
+SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS = CLASSES = ("synonym", "related", "other")
+
+
+def by_class(close: float, far: float) -> dict[str, float]:
+    """The verdict's two thresholds as a threshold per class."""
+    return {SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far}
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class Evidence:
 
     def changed(self, close: float, far: float) -> bool:
         """The verdict as ``meaning_check`` gives it: ``close`` for synonyms and related words, else ``far``."""
-        return self.changed_by({SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far})
+        return self.changed_by(by_class(close, far))
 
 
 def _verdict(row: dict[str, object], close: float, far: float) -> mc.MeaningVerdict:
@@ -122,7 +127,7 @@ def word_source_pairs(word_senses: str) -> list[dict[str, Any]]:
 
 
 def score(rows: list[Evidence], close: float, far: float) -> dict[str, float]:
-    return score_by(rows, {SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far})
+    return score_by(rows, by_class(close, far))
 
 
 def score_by(rows: list[Evidence], thresholds: Mapping[str, float]) -> dict[str, float]:
@@ -147,22 +152,21 @@ def choose_three(rows: list[Evidence]) -> dict[str, float]:
     grid = GRID[::2]
 
     def key(t: tuple[float, float, float]) -> tuple[float, float, float, float, float]:
-        s = score_by(rows, dict(zip((SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS), t)))
+        s = score_by(rows, dict(zip(CLASSES, t)))
         return s["accuracy"], s["recall"], -t[0], -t[1], -t[2]
 
     best = max(((a, b, c) for a in grid for b in grid for c in grid), key=key)
-    return dict(zip((SYNONYM_CLASS, RELATED_CLASS, OTHER_CLASS), best))
+    return dict(zip(CLASSES, best))
 
 
-def lines(title: str, rows: list[Evidence], close: float, far: float, *, by_category: bool = True,
-          thresholds: Mapping[str, float] | None = None) -> Iterator[str]:
+def lines(title: str, rows: list[Evidence], thresholds: Mapping[str, float], *,
+          by_category: bool = True) -> Iterator[str]:
     groups: dict[str, list[Evidence]] = defaultdict(list)
     for e in rows:
         groups[e.category].append(e)
     yield title
-    chosen = thresholds or {SYNONYM_CLASS: close, RELATED_CLASS: close, OTHER_CLASS: far}
     for name, members in [("all", rows), *(sorted(groups.items()) if by_category else [])]:
-        s = score_by(members, chosen)
+        s = score_by(members, thresholds)
         recall = f"{s['recall']:.3f} ({round(s['recall'] * s['changed'])}/{s['changed']})" if s["changed"] else "-"
         yield (f"  {name:24} pairs {s['pairs']:3}  accuracy {s['accuracy']:.3f}  recall of changed {recall}")
 
@@ -172,36 +176,34 @@ def main(argv: list[str]) -> int:
     calibration = [e for e in rows if e.split == "calibration"]
     held_out = [e for e in rows if e.split == "held-out"]
     close, far = choose(calibration)
+    committed = by_class(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
     print(f"{len(rows)} pairs ({sum(e.label == 'changed' for e in rows)} changed); calibration {len(calibration)}, "
           f"held-out {len(held_out)}")
     print(f"chosen on the calibration pairs: THRESHOLD_CLOSE {close}, THRESHOLD_FAR {far}; committed: "
           f"{mc.THRESHOLD_CLOSE}, {mc.THRESHOLD_FAR}")
-    for line in lines("calibration pairs (used to choose the thresholds):", calibration, mc.THRESHOLD_CLOSE,
-                      mc.THRESHOLD_FAR):
+    for line in lines("calibration pairs (used to choose the thresholds):", calibration, committed):
         print(line)
-    for line in lines("HELD-OUT pairs (never used to choose anything):", held_out, mc.THRESHOLD_CLOSE,
-                      mc.THRESHOLD_FAR):
+    for line in lines("HELD-OUT pairs (never used to choose anything):", held_out, committed):
         print(line)
     earlier = evidence(EARLIER)
-    for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, mc.THRESHOLD_CLOSE,
-                      mc.THRESHOLD_FAR):
+    for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, committed):
         print(line)
     blind = evidence(BLIND)
     for line in lines(f"the blind {len(blind)} pairs (written after the verdict was fixed, never used to choose anything):",
-                      blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
+                      blind, committed):
         print(line)
     sources = {senses: evidence(word_source_pairs(senses)) for senses in ("context", "any")}
     for senses, found in sources.items():
         title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
                  f"{' (the default)' if senses == 'context' else ''} (tests/fixtures/senses/kept.json, never used to choose anything):")
-        for line in lines(title, found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR, by_category=False):
+        for line in lines(title, found, committed, by_category=False):
             print(line)
     if "--compare" in argv:
         alternative = choose_three(calibration + earlier)
         print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
         for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind),
                              ("word source, context", sources["context"]), ("word source, any", sources["any"])):
-            for line in lines(f" {title}:", found, 0, 0, by_category=False, thresholds=alternative):
+            for line in lines(f" {title}:", found, alternative, by_category=False):
                 print(line)
     if "--show-wrong" in argv:
         for e in rows + earlier + blind + sources["context"]:
