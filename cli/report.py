@@ -30,6 +30,10 @@ Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never insi
 `pre report runs` writes runs-report/, which a checkout of promptrobust ignores as it ignores runs/):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
+  meaning_review.csv  with csv: every edited adversarial prompt, most damaging first, with the
+                  meaning check's verdict and an empty `person` column: write kept or changed,
+                  then `pre report ... --meaning-verdicts meaning_review.csv` uses a person's
+                  verdicts in the acceptable-only tables and compares them with the check's
   *.png *.svg *.pdf  APDR bars (95% intervals) and heat maps centred on 0 (cells: APDR, interval,
                   records), word-frequency bars; the same drawing in each format
   report.html     one self-contained page: tables, plots, the most damaging and the most
@@ -71,6 +75,10 @@ def add_parser(sub: Subcommands, formatter: type[argparse.HelpFormatter]) -> Non
     p.add_argument("--pool-searches", action="store_true",
                    help="put records of raced searches (--early-stopping racing) in the same tables as exhaustive ones "
                         "(kept apart by default: a raced search may keep another candidate); said in the report's notes")
+    p.add_argument("--meaning-verdicts", default=None, metavar="SHEET",
+                   help="a filled meaning_review.csv (every report with edited adversarial prompts writes one): a "
+                        "person's kept/changed per prompt replaces the meaning check's in the acceptable-only tables, "
+                        "as the paper's people judged acceptability; blank rows stay the check's")
     p.add_argument("--quiet", action="store_true", help="do not print the Markdown tables to stdout")
     p.set_defaults(handler=handle)
 
@@ -107,7 +115,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         report = build_report(args.run_dirs, top=args.top, words=args.words, word_threshold=args.word_threshold,
                               group_by=group_by, figures=bool(formats & {"png", "svg", "pdf", "html"}),
-                              pool_searches=args.pool_searches)
+                              pool_searches=args.pool_searches, meaning_verdicts=args.meaning_verdicts)
         written = report.write(folder, formats)
     except ReportInputError as exc:
         hint = " (--group-by)" if "group by" in str(exc) else ""

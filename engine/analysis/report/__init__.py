@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from promptrobust.engine.analysis.report.build import build_sections, extremes_and_excluded, meta_and_notes
 from promptrobust.engine.analysis.report.load import ReportInputError, RunData, load_runs
@@ -32,6 +33,9 @@ from promptrobust.engine.analysis.report.meaning import meaning_text
 from promptrobust.engine.analysis.report.model import FORMATS, Report
 from promptrobust.engine.analysis.report.parts import Figure, Section
 from promptrobust.engine.analysis.report.tables import Table, column_value
+
+if TYPE_CHECKING:
+    import promptrobust.engine.analysis.report.review as review_types
 
 __all__ = ["FORMATS", "Figure", "Report", "ReportInputError", "Section", "Table", "build_report", "meaning_text"]
 
@@ -45,6 +49,7 @@ def build_report(
     group_by: Sequence[str] = (),
     figures: bool = True,
     pool_searches: bool = False,
+    meaning_verdicts: str | os.PathLike[str] | None = None,
 ) -> Report:
     """A report over every run under ``paths`` (run folders, sweep folders or results files).
 
@@ -54,7 +59,10 @@ def build_report(
     ``group_by``: record fields or extra columns (e.g. a pairs file's
     ``source_model``) for an extra APDR table; ``figures``: draw the figures (PNG, SVG, PDF);
     ``pool_searches``: records of raced and exhaustive searches in the same sections (kept apart
-    by default: a raced search may keep another candidate), said in the report's notes.
+    by default: a raced search may keep another candidate), said in the report's notes;
+    ``meaning_verdicts``: a filled review sheet (``review``): a person's kept/changed replaces the
+    meaning check's in the acceptable-only tables, and an agreement table compares the two.
+    The report carries a new review sheet either way (``Report.review_sheet``).
     Problems in the files (``checks``) are printed once each to stderr and kept as notes.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -64,6 +72,10 @@ def build_report(
     if words < 1:
         raise ReportInputError(f"words must be at least 1 (got {words})")
     data = load_runs(paths)
+    from promptrobust.engine.analysis.report import review
+
+    verdicts = review.read_verdicts(meaning_verdicts) if meaning_verdicts is not None else {}
+    person_notes = _apply_person_verdicts(data, verdicts) if meaning_verdicts is not None else []
     pooled = pool_searches and _pool_searches(data)
     for problem in data.problems.notes():  # said once each, however many records have it
         print(f"pre: warning: report: {problem}", file=sys.stderr)
@@ -74,7 +86,24 @@ def build_report(
     if pooled:
         notes.append(f"{pooled} records of raced searches are pooled with exhaustive ones (--pool-searches): a raced "
                      "search may keep another candidate than exhaustive scoring would, at its stated error rate")
-    return Report(meta, notes + extreme_notes, sections, extremes, excluded, records=data.records)
+    agreement = review.agreement_table(data.records)
+    return Report(meta, notes + person_notes + extreme_notes, sections, extremes + ([agreement] if agreement else []),
+                  excluded, records=data.records, review_sheet=review.sheet_bytes(data.records, verdicts))
+
+
+def _apply_person_verdicts(data: RunData, verdicts: dict[str, review_types.PersonVerdict]) -> list[str]:
+    """Put a review sheet's verdicts on the records; what the report's notes say about it."""
+    from promptrobust.engine.analysis.report import review
+
+    given, unmatched = review.apply_verdicts(data.records, verdicts)
+    notes = [f"meaning verdicts: a person's kept/changed on {given} adversarial prompt record(s) replaces the meaning "
+             f"check's ({len(verdicts)} verdict(s) in the sheet)"]
+    if unmatched:
+        notes.append(f"meaning verdicts: {unmatched} of the sheet's verdicts match no record read (another run, or a "
+                     "prompt changed since); they are kept in the new sheet")
+    for note in notes:
+        print(f"pre: report: {note}", file=sys.stderr)
+    return notes
 
 
 def _pool_searches(data: RunData) -> int:

@@ -11,6 +11,10 @@ rewrite of the whole instruction, written by people) has a verdict of its own,
 verdict for whole rewrites has been calibrated, so whether its prompts keep the
 instruction is left to a reader (the prompts are in the Semantic table and the
 task's prompt files); its mean over the set is in the "APDR all" column.
+
+A person's verdict (``PERSON_FIELD``, put on records from a filled review sheet:
+``review``) replaces the check's wherever one was given, as the paper's own
+acceptability was judged by people; the tables count such verdicts.
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ from promptrobust.engine.analysis.report.tables import (
 
 #: The verdict of a rewritten prompt set for the acceptable-only view.
 NEEDS_A_HUMAN = "needs a human"
+#: Where a person's verdict sits on a record (``{"verdict": "kept" | "changed", "note": ...}``).
+PERSON_FIELD = "person_meaning"
 ACCEPTABLE_NOTE = (
-    "acceptable: the adversarial prompts whose meaning check (independent of the attack: all-MiniLM-L6-v2 "
-    "in-context similarity of each replaced word, no replacement in a label's clause, no opposites; "
-    "docs/fidelity.md) kept the meaning, as the paper's Appendix C.4 reports acceptable ones apart; "
+    "acceptable: the adversarial prompts whose meaning check (independent of the attack: changed instruction "
+    "words, opposites, words opposing a label, WordNet part of speech and relation, and all-MiniLM-L6-v2 "
+    "in-context similarity of each replaced word; docs/fidelity.md gives its measured error rates) kept the "
+    "meaning, as the paper's Appendix C.4 reports acceptable ones apart; "
     "changed: the check found the meaning changed; not checked: a missing encoder, or records made before the "
     "check, never counted as acceptable. APDR cells as in the APDR tables"
 )
@@ -47,23 +54,43 @@ REWRITE_NOTE = (
 REWRITE_REASON = "a rewrite of the whole prompt: a person must judge whether it keeps the instruction"
 
 
-def _rewrite(r: Mapping[str, Any]) -> bool:
+PERSON_NOTE = "by a person: verdicts read from a filled review sheet (--meaning-verdicts) replace the check's"
+
+
+def is_rewrite(r: Mapping[str, Any]) -> bool:
+    """A prompt set of rewrites (Semantic's record), which the word-level check cannot judge."""
     return bool(r.get(SET_MEAN_FIELD)) or is_prompt_set(r)
 
 
-def verdict_of(r: Mapping[str, Any]) -> str:
-    """A record's meaning verdict: kept, changed, not checked (none recorded) or, for a prompt set of
+def person_verdict(r: Mapping[str, Any]) -> str | None:
+    """The verdict a person gave this record's pair (``review``), or None."""
+    person = r.get(PERSON_FIELD)
+    verdict = person.get("verdict") if isinstance(person, Mapping) else None
+    return verdict if verdict in ("kept", "changed") else None
+
+
+def check_verdict(r: Mapping[str, Any]) -> str:
+    """The meaning check's verdict: kept, changed, not checked (none recorded) or, for a prompt set of
     rewrites, ``NEEDS_A_HUMAN``."""
-    if _rewrite(r):
+    if is_rewrite(r):
         return NEEDS_A_HUMAN
     meaning = r.get("meaning")
     verdict = meaning.get("verdict") if isinstance(meaning, Mapping) else None
     return verdict if verdict in ("kept", "changed") else "not checked"
 
 
+def verdict_of(r: Mapping[str, Any]) -> str:
+    """A record's meaning verdict: a person's where one was given, else the check's (``check_verdict``)."""
+    return person_verdict(r) or check_verdict(r)
+
+
 def verdict_text(r: Mapping[str, Any]) -> str:
     """The verdict with its reasons, for a table cell."""
-    if _rewrite(r):
+    person = person_verdict(r)
+    if person is not None:
+        note = str(r[PERSON_FIELD].get("note") or "")
+        return f"{person} by a person{': ' + note if note else ''} (the check said {check_verdict(r)})"
+    if is_rewrite(r):
         return f"{NEEDS_A_HUMAN}: {REWRITE_REASON}"
     if not isinstance(r.get("meaning"), Mapping):
         return "not checked: no verdict recorded"
@@ -76,7 +103,8 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
     groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for r in attacked:
         groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
-    any_rewrites = any(_rewrite(r) for r in attacked)  # the rewrites' column and note only where there are some
+    any_rewrites = any(is_rewrite(r) for r in attacked)  # the rewrites' column and note only where there are some
+    any_person = any(person_verdict(r) for r in attacked)  # likewise the column of a person's verdicts
     marked = set_means(attacked) > 0
     display, long = [], []
     for key in sorted(groups):
@@ -97,13 +125,18 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
             cells += ["0", NEEDS_A_HUMAN if rewrites == len(members) else MISSING]
             row.update({"acceptable_count": 0, "acceptable_mean": None})
         changed, unchecked = verdicts.count("changed"), verdicts.count("not checked")
-        display.append([*key, *cells, str(changed), str(unchecked), *([str(rewrites)] if any_rewrites else [])])
+        by_person = sum(1 for r in members if person_verdict(r))
+        display.append([*key, *cells, str(changed), str(unchecked), *([str(rewrites)] if any_rewrites else []),
+                        *([str(by_person)] if any_person else [])])
         long.append({**row, "changed": changed, "not_checked": unchecked,
-                     **({"needs_a_human": rewrites} if any_rewrites else {})})
+                     **({"needs_a_human": rewrites} if any_rewrites else {}),
+                     **({"by_a_person": by_person} if any_person else {})})
     return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
                  ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked", *(["needs a human"] if any_rewrites else [])], display, long,
-                 with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else ""), marked),
+                  "meaning changed", "not checked", *(["needs a human"] if any_rewrites else []),
+                  *(["by a person"] if any_person else [])], display, long,
+                 with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else "")
+                               + (f"; {PERSON_NOTE}" if any_person else ""), marked),
                  statistic="APDR (mean ± sample s.d. [95% bootstrap]) over all and over acceptable adversarial prompts; counts")
 
 
@@ -111,15 +144,15 @@ def not_acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = ""
     """The adversarial prompts the acceptable APDR leaves out, each with why (None when there are none).
     Records without a recorded verdict are listed only beside records that have one: in runs made
     before the check, the counts say it (rewrites, which have a verdict of their own, are listed)."""
-    checked = any(isinstance(r.get("meaning"), Mapping) for r in attacked)
-    rows = sorted((r for r in attacked if verdict_of(r) != "kept" and (checked or _rewrite(r))),
+    checked = any(isinstance(r.get("meaning"), Mapping) or person_verdict(r) for r in attacked)
+    rows = sorted((r for r in attacked if verdict_of(r) != "kept" and (checked or is_rewrite(r))),
                   key=lambda r: (r["attack"], r["model"], r["dataset"], r["prompt_id"]))
     if not rows:
         return None
     display = [[r["attack"], r["model"], r["dataset"], r["prompt_id"], f"{r['pdr']:.3f}", verdict_text(r),
                 r["adversarial_prompt"]] for r in rows]
     long = [{"attack": r["attack"], "model": r["model"], "dataset": r["dataset"], "prompt_id": r["prompt_id"],
-             "pdr": r["pdr"], "meaning_check": verdict_of(r),
+             "pdr": r["pdr"], "meaning_check": verdict_of(r), "judged_by": "person" if person_verdict(r) else "check",
              "reasons": list((r.get("meaning") or {}).get("reasons") or []) if isinstance(r.get("meaning"), Mapping) else [],
              "clean_prompt": r["clean_prompt"], "adversarial_prompt": r["adversarial_prompt"]} for r in rows]
     return Table("not_acceptable" + suffix, "Adversarial prompts left out of the acceptable APDR" + title_suffix,

@@ -175,7 +175,7 @@ def render(report: "Report") -> str:
                       for f in section.figures if f.name.startswith("word_frequency")]
     links = _sample_links(report)
     for t in report.extremes:
-        if t.name in ("held_out_pdr", "adversarial_prompts_meaning"):  # issue 23: plain tables
+        if t.name in ("held_out_pdr", "adversarial_prompts_meaning", "meaning_agreement"):  # plain tables, not prompt lists
             parts.append(f"<h2>{escape(t.title)}</h2>")
             parts.append(table_html(t))
             continue

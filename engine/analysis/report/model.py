@@ -36,6 +36,9 @@ class Report:
     """Skipped (clean score 0), failed and invalid records: listed, never averaged."""
     records: list[dict[str, object]] = field(default_factory=list, repr=False)
     """The records read (normalised, reruns counted once): the per-sample pages are built from them."""
+    review_sheet: bytes | None = field(default=None, repr=False)
+    """The meaning review sheet (``review.SHEET_NAME``, written with csv): every edited adversarial
+    prompt with the meaning check's verdict and a column for a person's (None: no such prompt)."""
     _samples: dict[str, RecordSamples] | None = field(default=None, init=False, repr=False)
 
     def __repr__(self) -> str:
@@ -127,6 +130,10 @@ class Report:
             if "csv" in chosen:
                 for t in self.tables:
                     staged.write_bytes(out / f"{t.name}.csv", t.csv_bytes())
+                if self.review_sheet is not None:
+                    from promptrobust.engine.analysis.report.review import SHEET_NAME
+
+                    staged.write_bytes(out / SHEET_NAME, self.review_sheet)
             for fmt in FIGURE_FORMATS:
                 if fmt in chosen:
                     for f in self.figures:
