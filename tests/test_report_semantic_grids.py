@@ -146,6 +146,42 @@ def test_rewrites_have_a_verdict_of_their_own_in_the_acceptable_view(run: tuple[
     assert why[5].startswith(NEEDS_A_HUMAN)
 
 
+def test_a_person_can_judge_each_rewrite_and_the_acceptable_view_then_speaks_about_semantic(
+        run: tuple[Path, list[dict]], report: Report, tmp_path: Path) -> None:
+    """The review sheet lists each rewrite of the set (the check cannot judge one); a person who keeps
+    every rewrite but the worst makes the set acceptable through the rewrites kept, whose mean PDR comes
+    from the record's prompt scores; one who judges every rewrite changed makes it changed."""
+    import csv
+    import io
+
+    rec = _set_record(run[1])
+    sheet = list(csv.DictReader(io.StringIO(report.review_sheet.decode("utf-8"))))
+    rewrites = [r for r in sheet if r["attacks"] == rec["attack"]]
+    assert sorted(r["adversarial_prompt"] for r in rewrites) == sorted(x[1] for x in rec["prompt_scores"])
+    assert {r["check"] for r in rewrites} == {NEEDS_A_HUMAN}
+    assert rewrites[0]["adversarial_prompt"] == rec["adversarial_prompt"]  # the most damaging first: the worst
+    pdrs = {x[1]: 1 - x[2] / rec["clean_score"] for x in rec["prompt_scores"]}
+    for verdicts, expected in (({rec["adversarial_prompt"]: "changed"}, "kept"), ({}, "changed")):
+        for row in sheet:
+            row["person"] = verdicts.get(row["adversarial_prompt"], "kept" if verdicts else "changed")
+        filled = tmp_path / f"filled-{expected}.csv"
+        with filled.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(sheet[0]))
+            writer.writeheader()
+            writer.writerows(sheet)
+        judged = build_report([run[0]], figures=False, meaning_verdicts=filled)
+        (long,) = [r for r in judged.table("apdr_acceptable").long if r["attack"] == rec["attack"]]
+        assert long["by_a_person"] == 1 and long["needs_a_human"] == 0
+        if expected == "kept":
+            kept = [v for text, v in pdrs.items() if text != rec["adversarial_prompt"]]
+            assert long["acceptable_count"] == 1 and long["acceptable_mean"] == pytest.approx(sum(kept) / len(kept))
+            assert long["acceptable_mean"] < rec["prompt_set_pdr"]["mean"]  # the worst rewrite left out
+        else:
+            assert long["acceptable_count"] == 0 and long["changed"] == 1
+            (why,) = [r for r in judged.table("not_acceptable").rows if r[0] == rec["attack"]]
+            assert why[5] == f"changed by a person: 0 of {len(pdrs)} rewrites kept, {len(pdrs)} changed"
+
+
 def test_a_set_mean_enters_a_pooled_interval_through_replicates_of_its_own_interval() -> None:
     """The inner level of a set mean in the APDR bootstrap: normal draws with the s.d. its own 95%
     interval implies, the same draws wherever it is summarised."""

@@ -49,12 +49,18 @@ ACCEPTABLE_NOTE = (
 REWRITE_NOTE = (
     "needs a human: a prompt set of rewrites (Semantic), each prompt the whole instruction rewritten by a person; "
     "the word-level check cannot judge a rewrite and no whole-prompt verdict is calibrated, so it is neither "
-    "acceptable nor changed until a person reads the set (its mean over the set is under 'APDR all')"
+    "acceptable nor changed until a person judges its rewrites (meaning_review.csv, then --meaning-verdicts; its "
+    "mean over the set is under 'APDR all')"
 )
 REWRITE_REASON = "a rewrite of the whole prompt: a person must judge whether it keeps the instruction"
 
 
-PERSON_NOTE = "by a person: verdicts read from a filled review sheet (--meaning-verdicts) replace the check's"
+#: Where a person's verdicts on a prompt set's rewrites sit on its record:
+#: ``{"kept_pdrs": [PDR of each rewrite kept], "changed": n, "prompts": N}`` (``review.apply_verdicts``).
+PERSON_SET_FIELD = "person_rewrites"
+PERSON_NOTE = ("by a person: verdicts read from a filled review sheet (--meaning-verdicts) replace the check's; a "
+               "Semantic record a person judged is acceptable when a person kept at least one of its rewrites, and "
+               "enters 'APDR acceptable' as the mean PDR over the rewrites kept (from its prompt scores: no interval)")
 
 
 def is_rewrite(r: Mapping[str, Any]) -> bool:
@@ -63,7 +69,15 @@ def is_rewrite(r: Mapping[str, Any]) -> bool:
 
 
 def person_verdict(r: Mapping[str, Any]) -> str | None:
-    """The verdict a person gave this record's pair (``review``), or None."""
+    """The verdict a person gave this record's pair (``review``), or None. A prompt set of rewrites
+    is kept when a person kept one of its rewrites, changed when a person judged every one changed."""
+    if is_rewrite(r):
+        judged = r.get(PERSON_SET_FIELD)
+        if not isinstance(judged, Mapping):
+            return None
+        if judged["kept_pdrs"]:
+            return "kept"
+        return "changed" if judged["changed"] == judged["prompts"] else None
     person = r.get(PERSON_FIELD)
     verdict = person.get("verdict") if isinstance(person, Mapping) else None
     return verdict if verdict in ("kept", "changed") else None
@@ -87,6 +101,10 @@ def verdict_of(r: Mapping[str, Any]) -> str:
 def verdict_text(r: Mapping[str, Any]) -> str:
     """The verdict with its reasons, for a table cell."""
     person = person_verdict(r)
+    if person is not None and is_rewrite(r):
+        judged = r[PERSON_SET_FIELD]
+        return (f"{person} by a person: {len(judged['kept_pdrs'])} of {judged['prompts']} rewrites kept, "
+                f"{judged['changed']} changed")
     if person is not None:
         note = str(r[PERSON_FIELD].get("note") or "")
         return f"{person} by a person{': ' + note if note else ''} (the check said {check_verdict(r)})"
@@ -96,6 +114,18 @@ def verdict_text(r: Mapping[str, Any]) -> str:
         return "not checked: no verdict recorded"
     reasons = "; ".join(str(x) for x in r["meaning"].get("reasons") or [])
     return verdict_of(r) + (f": {reasons}" if reasons else "")
+
+
+def acceptable_view(r: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``r`` as the acceptable APDR counts it: a prompt set a person judged enters as the mean PDR over
+    the rewrites a person kept (no interval: the prompt scores carry no per-sample scores); any other
+    record as it is."""
+    judged = r.get(PERSON_SET_FIELD) if is_rewrite(r) else None
+    if not isinstance(judged, Mapping) or not judged["kept_pdrs"]:
+        return r
+    pdrs = [float(x) for x in judged["kept_pdrs"]]
+    return {**r, "pdr": sum(pdrs) / len(pdrs), "pdr_ci95": None, "has_sample_scores": False, "pdr_replicates": None,
+            "clean_sample_scores": [], "adversarial_sample_scores": []}
 
 
 def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
@@ -110,7 +140,7 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
     for key in sorted(groups):
         members = groups[key]
         verdicts = [verdict_of(r) for r in members]
-        kept = [r for r, v in zip(members, verdicts) if v == "kept"]
+        kept = [acceptable_view(r) for r, v in zip(members, verdicts) if v == "kept"]
         every, samples = _summary(members)
         cells = [str(every.n), apdr_cell(every, samples=samples, marked=set_means(members) > 0)]
         row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],

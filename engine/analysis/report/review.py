@@ -16,8 +16,10 @@ check's verdict and reasons and an empty ``person`` column. A person fills it wi
 * the sheet written next is the filled one plus any new pairs, so a review grows run by run.
 
 Rows are matched by ``pair_id`` (a digest of the two prompts), not by the prompts' text,
-which the CSV writer may escape for spreadsheets. A prompt set of rewrites (Semantic) has
-no row: its record stands for many prompts, and its verdict stays "needs a human".
+which the CSV writer may escape for spreadsheets. A prompt set of rewrites (Semantic) gets a
+row per rewrite (its record's prompt scores give each one's PDR): the check cannot judge a
+rewrite ("needs a human"), a person can, and the set's record is then acceptable through the
+rewrites a person kept (``acceptable.acceptable_view``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.analysis.report.acceptable import PERSON_FIELD, check_verdict, is_rewrite
+from promptrobust.engine.analysis.report.acceptable import PERSON_FIELD, PERSON_SET_FIELD, check_verdict, is_rewrite
 from promptrobust.engine.analysis.report.load import ReportInputError
 from promptrobust.engine.analysis.report.tables import Table
 from promptrobust.engine.measuring.statistics import wilson_interval
@@ -58,9 +60,26 @@ def pair_id(clean: str, adversarial: str) -> str:
 
 
 def reviewable(r: Mapping[str, Any]) -> bool:
-    """An attacked record whose prompt an edit changed (not a prompt set of rewrites)."""
+    """An attacked record of an attack's own search whose prompt changed."""
     return (r.get("status") == "attacked" and r.get("kind", "attack") == "attack"
-            and r.get("adversarial_prompt") != r.get("clean_prompt") and not is_rewrite(r))
+            and r.get("adversarial_prompt") != r.get("clean_prompt"))
+
+
+def rewrites(r: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """A prompt set's rewrites with each one's PDR (from its ``prompt_scores``); [] for any other record."""
+    clean = r.get("clean_score")
+    if not is_rewrite(r) or not clean:
+        return []
+    return [(str(x[1]), 1.0 - float(x[2]) / float(clean)) for x in r.get("prompt_scores") or []
+            if isinstance(x, (list, tuple)) and len(x) >= 3]
+
+
+def pairs_of(r: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The (adversarial prompt, PDR) pairs of a record a person can judge: its adversarial prompt, or each
+    rewrite of a prompt set (a set's record stands for all of them; one without prompt scores has none)."""
+    if not reviewable(r):
+        return []
+    return rewrites(r) if is_rewrite(r) else [(str(r["adversarial_prompt"]), float(r["pdr"]))]
 
 
 def read_verdicts(path: str | os.PathLike[str]) -> dict[str, PersonVerdict]:
@@ -100,6 +119,19 @@ def apply_verdicts(records: Sequence[dict[str, Any]], verdicts: Mapping[str, Per
     used: set[str] = set()
     given = 0
     for r in records:
+        if is_rewrite(r):
+            kept, changed = [], 0
+            for text, pdr in pairs_of(r):
+                key = pair_id(str(r["clean_prompt"]), text)
+                found = verdicts.get(key)
+                if found is not None:
+                    used.add(key)
+                    kept += [pdr] if found.verdict == "kept" else []
+                    changed += found.verdict == "changed"
+            if kept or changed:
+                r[PERSON_SET_FIELD] = {"kept_pdrs": kept, "changed": changed, "prompts": len(pairs_of(r))}
+                given += 1
+            continue
         if not reviewable(r):
             continue
         key = pair_id(str(r["clean_prompt"]), str(r["adversarial_prompt"]))
@@ -124,17 +156,17 @@ def sheet_bytes(records: Sequence[Mapping[str, Any]], earlier: Mapping[str, Pers
     earlier = earlier or {}
     pairs: dict[str, dict[str, Any]] = {}
     for r in records:
-        if not reviewable(r):
-            continue
-        key = pair_id(str(r["clean_prompt"]), str(r["adversarial_prompt"]))
-        row = pairs.get(key)
-        if row is None:
-            row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": _reasons(r), "max_pdr": r["pdr"],
-                                "records": 0, "attacks": set(), "clean_prompt": r["clean_prompt"],
-                                "adversarial_prompt": r["adversarial_prompt"]}
-        row["records"] += 1
-        row["attacks"].add(str(r.get("attack")))
-        row["max_pdr"] = max(row["max_pdr"], r["pdr"])
+        for text, pdr in pairs_of(r):
+            key = pair_id(str(r["clean_prompt"]), text)
+            row = pairs.get(key)
+            if row is None:
+                reasons = "a rewrite of the whole prompt (one of its prompt set)" if is_rewrite(r) else _reasons(r)
+                row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": reasons, "max_pdr": pdr,
+                                    "records": 0, "attacks": set(), "clean_prompt": r["clean_prompt"],
+                                    "adversarial_prompt": text}
+            row["records"] += 1
+            row["attacks"].add(str(r.get("attack")))
+            row["max_pdr"] = max(row["max_pdr"], pdr)
     if not pairs:
         return None
     fh = io.StringIO(newline="")
