@@ -25,17 +25,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from promptrobust.engine.analysis.report.build import build_sections, extremes_and_excluded, meta_and_notes
 from promptrobust.engine.analysis.report.load import ReportInputError, RunData, load_runs
 from promptrobust.engine.analysis.report.meaning import meaning_text
 from promptrobust.engine.analysis.report.model import FORMATS, Report
 from promptrobust.engine.analysis.report.parts import Figure, Section
+from promptrobust.engine.analysis.report import review
 from promptrobust.engine.analysis.report.tables import Table, column_value
-
-if TYPE_CHECKING:
-    import promptrobust.engine.analysis.report.review as review_types
 
 __all__ = ["FORMATS", "Figure", "Report", "ReportInputError", "Section", "Table", "build_report", "meaning_text"]
 
@@ -72,8 +69,6 @@ def build_report(
     if words < 1:
         raise ReportInputError(f"words must be at least 1 (got {words})")
     data = load_runs(paths)
-    from promptrobust.engine.analysis.report import review
-
     verdicts = review.read_verdicts(meaning_verdicts) if meaning_verdicts is not None else {}
     person_notes = _apply_person_verdicts(data, verdicts) if meaning_verdicts is not None else []
     pooled = pool_searches and _pool_searches(data)
@@ -91,10 +86,8 @@ def build_report(
                   excluded, records=data.records, review_sheet=review.sheet_bytes(data.records, verdicts))
 
 
-def _apply_person_verdicts(data: RunData, verdicts: dict[str, review_types.PersonVerdict]) -> list[str]:
+def _apply_person_verdicts(data: RunData, verdicts: dict[str, review.PersonVerdict]) -> list[str]:
     """Put a review sheet's verdicts on the records; what the report's notes say about it."""
-    from promptrobust.engine.analysis.report import review
-
     given, unmatched = review.apply_verdicts(data.records, verdicts)
     notes = [f"meaning verdicts: a person's kept/changed on {given} adversarial prompt record(s) replaces the meaning "
              f"check's ({len(verdicts)} verdict(s) in the sheet)"]
