@@ -30,10 +30,11 @@ Outputs (in --output-dir, default <first RUN_DIR>-report/ next to it, never insi
 `pre report runs` writes runs-report/, which a checkout of promptrobust ignores as it ignores runs/):
   report.md       every table (also printed to stdout)
   *.csv           one file per table: one row per cell, mean/std/ci_low/ci_high/count columns
-  meaning_review.csv  with csv: every edited adversarial prompt (and each Semantic rewrite), most
-                  damaging first, with the meaning check's verdict and an empty `person` column: write kept or changed,
-                  then `pre report ... --meaning-verdicts meaning_review.csv` uses a person's
-                  verdicts in the acceptable-only tables and compares them with the check's
+  meaning_review.csv  with csv: every edited adversarial prompt (and each Semantic rewrite),
+                  most damaging first, with the meaning check's verdict and an empty `person`
+                  column: write kept or changed, then `pre report ... --meaning-verdicts
+                  meaning_review.csv` uses a person's verdicts in the acceptable-only tables
+                  and compares them with the check's
   *.png *.svg *.pdf  APDR bars (95% intervals) and heat maps centred on 0 (cells: APDR, interval,
                   records), word-frequency bars; the same drawing in each format
   report.html     one self-contained page: tables, plots, the most damaging and the most
