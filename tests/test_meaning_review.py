@@ -70,7 +70,7 @@ def test_the_report_writes_a_review_sheet_of_each_edited_prompt_most_damaging_fi
         ("changed", "0.5000", "1", "textfooler", ""),
         ("kept", "0.3000", "2", "bertattack textfooler", ""),  # one pair, two records: judged once
         ("not checked", "0.1000", "1", "textfooler", "")]
-    assert "another role" in rows[0]["check_reasons"]
+    assert "another role" in rows[0]["check_reasons"] and rows[0]["changes"] == "sentence → conviction"
     assert rows[2]["clean_prompt"].startswith("'-Is the writer")  # escaped for a spreadsheet
     assert rows[2]["pair_id"] == pair_id("-" + CLEAN.format(i=2), "-" + CLEAN.format(i=2).replace("writer", "author", 1))
     assert "meaning_agreement" not in {t.name for t in build_report(runs, figures=False).tables}  # nobody judged yet
@@ -110,6 +110,22 @@ def test_a_persons_verdicts_replace_the_checks_and_are_compared_with_it(tmp_path
     sheet = {r["check"]: r for r in _rows(again / SHEET_NAME)}  # the next sheet keeps what the person said
     assert sheet["changed"]["person"] == "kept" and sheet["changed"]["person_note"] == "a sentence is a conviction here?"
     assert sheet["kept"]["person"] == "changed" and sheet["not checked"]["person"] == "kept"
+
+
+def test_a_sheet_saved_with_semicolons_by_a_spreadsheet_is_read(tmp_path: Path) -> None:
+    """A spreadsheet in a locale whose decimal mark is a comma saves CSV with semicolons."""
+    runs = _runs(tmp_path)
+    report = build_report(runs, figures=False)
+    rows = list(csv.DictReader(report.review_sheet.decode("utf-8").splitlines()))
+    rows[0]["person"] = "Kept"  # as typed, capital and all
+    sheet = tmp_path / "saved.csv"
+    with sheet.open("w", encoding="utf-8-sig", newline="") as fh:  # with the byte-order mark Excel writes
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), delimiter=";")
+        writer.writeheader()
+        writer.writerows(rows)
+    judged = build_report(runs, figures=False, meaning_verdicts=sheet)
+    (long,) = [r for r in judged.table("apdr_acceptable").long if r["attack"] == "textfooler"]
+    assert long["by_a_person"] == 1 and long["changed"] == 0  # the check's changed, overruled
 
 
 def test_a_verdict_on_a_pair_no_record_has_is_said_and_kept(tmp_path: Path, capsys) -> None:

@@ -35,14 +35,15 @@ from typing import Any
 
 from promptrobust.engine.analysis.report.acceptable import PERSON_FIELD, PERSON_SET_FIELD, check_verdict, is_rewrite
 from promptrobust.engine.analysis.report.load import ReportInputError
-from promptrobust.engine.analysis.report.tables import Table
+from promptrobust.engine.analysis.report.meaning import substitutions_text
+from promptrobust.engine.analysis.report.tables import MISSING, Table
 from promptrobust.engine.measuring.statistics import wilson_interval
 from promptrobust.engine.safe_io.output_safety import csv_cell
 
 #: The sheet's file name in a report folder.
 SHEET_NAME = "meaning_review.csv"
 VERDICTS = ("kept", "changed")
-COLUMNS = ("pair_id", "person", "person_note", "check", "check_reasons", "max_pdr", "records", "attacks",
+COLUMNS = ("pair_id", "person", "person_note", "check", "check_reasons", "changes", "max_pdr", "records", "attacks",
            "clean_prompt", "adversarial_prompt")
 
 
@@ -92,7 +93,10 @@ def read_verdicts(path: str | os.PathLike[str]) -> dict[str, PersonVerdict]:
         raise ReportInputError(f"--meaning-verdicts: no file {file}: pass the {SHEET_NAME} a report wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportInputError(f"--meaning-verdicts: cannot read {file} ({exc}): save the sheet as UTF-8 CSV") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = text.split("\n", 1)[0]
+    # A spreadsheet set to a locale whose decimal mark is a comma saves with semicolons (or tabs).
+    delimiter = max(",;\t", key=header.count)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     missing = [c for c in ("pair_id", "person") if c not in (reader.fieldnames or [])]
     if missing:
         raise ReportInputError(f"--meaning-verdicts: {file} has no column {missing[0]!r}: pass the {SHEET_NAME} a "
@@ -161,7 +165,9 @@ def sheet_bytes(records: Sequence[Mapping[str, Any]], earlier: Mapping[str, Pers
             row = pairs.get(key)
             if row is None:
                 reasons = "a rewrite of the whole prompt (one of its prompt set)" if is_rewrite(r) else _reasons(r)
-                row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": reasons, "max_pdr": pdr,
+                changes = "" if is_rewrite(r) else substitutions_text(r.get("substitutions"), limit=12)
+                row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": reasons,
+                                    "changes": "" if changes == MISSING else changes, "max_pdr": pdr,
                                     "records": 0, "attacks": set(), "clean_prompt": r["clean_prompt"],
                                     "adversarial_prompt": text}
             row["records"] += 1
