@@ -128,4 +128,9 @@ def handle(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(report.markdown())
     print(f"pre: report in {folder} ({len(written)} files)", file=sys.stderr)
+    if report.review_sheet is not None and "csv" in formats and not args.meaning_verdicts:
+        from promptrobust.engine.analysis.report.review import SHEET_NAME
+
+        print(f"pre: to judge the adversarial prompts' meaning yourself (the acceptable-only tables): fill the person "
+              f"column of {folder / SHEET_NAME}, then add --meaning-verdicts with that file", file=sys.stderr)
     return 0

@@ -61,10 +61,11 @@ def _fill(sheet: Path, out: Path, said: dict[str, tuple[str, str]]) -> None:
         writer.writerows(rows)
 
 
-def test_the_report_writes_a_review_sheet_of_each_edited_prompt_most_damaging_first(tmp_path: Path) -> None:
+def test_the_report_writes_a_review_sheet_of_each_edited_prompt_most_damaging_first(tmp_path: Path, capsys) -> None:
     runs = _runs(tmp_path)
     out = tmp_path / "rep"
     assert main(["report", str(runs), "--output-dir", str(out), "--format", "md,csv", "--quiet"]) == 0
+    assert f"fill the person column of {out / SHEET_NAME}, then add --meaning-verdicts" in capsys.readouterr().err
     rows = _rows(out / SHEET_NAME)
     assert [(r["check"], r["max_pdr"], r["records"], r["attacks"], r["person"]) for r in rows] == [
         ("changed", "0.5000", "1", "textfooler", ""),
