@@ -144,8 +144,8 @@ def test_a_verdict_on_a_pair_no_record_has_is_said_and_kept(tmp_path: Path, caps
 @pytest.mark.parametrize(("content", "said"), [
     (None, "no file"),
     ("pair,verdict\nx,kept\n", "has no column 'pair_id'"),
-    ("pair_id,person\nabc,maybe\n", "line 2: person is 'maybe': write kept or changed"),
-    ("pair_id,person\n,kept\n", "line 2: no pair_id"),
+    ("pair_id,person\nabc,maybe\n", "row 2: person is 'maybe': write kept or changed"),
+    ("pair_id,person\n,kept\n", "row 2: no pair_id"),
 ])
 def test_a_sheet_that_cannot_be_read_is_one_line_and_exit_2(tmp_path: Path, capsys, content: str | None, said: str) -> None:
     runs = _runs(tmp_path)

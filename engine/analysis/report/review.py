@@ -85,7 +85,7 @@ def pairs_of(r: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 def read_verdicts(path: str | os.PathLike[str]) -> dict[str, PersonVerdict]:
     """A filled sheet's verdicts by ``pair_id`` (blank rows skipped). ``ReportInputError`` names
-    the line and the fix for a file that is missing, not a sheet, or holds another word."""
+    the row and the fix for a file that is missing, not a sheet, or holds another word."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8-sig")  # a spreadsheet may save a byte-order mark
@@ -102,16 +102,16 @@ def read_verdicts(path: str | os.PathLike[str]) -> dict[str, PersonVerdict]:
         raise ReportInputError(f"--meaning-verdicts: {file} has no column {missing[0]!r}: pass the {SHEET_NAME} a "
                                "report wrote, with its header row kept")
     out: dict[str, PersonVerdict] = {}
-    for line, row in enumerate(reader, start=2):
+    for row_number, row in enumerate(reader, start=2):  # as a spreadsheet numbers rows (the header is row 1)
         said = (row.get("person") or "").strip().lower()
         if not said:
             continue
         if said not in VERDICTS:
-            raise ReportInputError(f"--meaning-verdicts: {file} line {line}: person is {said!r}: write kept or "
+            raise ReportInputError(f"--meaning-verdicts: {file} row {row_number}: person is {said!r}: write kept or "
                                    "changed, or leave it blank")
         key = (row.get("pair_id") or "").strip()
         if not key:
-            raise ReportInputError(f"--meaning-verdicts: {file} line {line}: no pair_id: keep the column as the "
+            raise ReportInputError(f"--meaning-verdicts: {file} row {row_number}: no pair_id: keep the column as the "
                                    "report wrote it")
         out[key] = PersonVerdict(said, (row.get("person_note") or "").strip())
     return out
