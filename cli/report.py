@@ -104,7 +104,7 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from promptrobust.engine.analysis.report import ReportInputError, build_report
+    from promptrobust.engine.analysis.report import REVIEW_SHEET, ReportInputError, build_report
 
     formats = parse_formats(args.format)
     if args.top < 1:
@@ -129,8 +129,6 @@ def handle(args: argparse.Namespace) -> int:
         print(report.markdown())
     print(f"pre: report in {folder} ({len(written)} files)", file=sys.stderr)
     if report.review_sheet is not None and "csv" in formats and not args.meaning_verdicts:
-        from promptrobust.engine.analysis.report.review import SHEET_NAME
-
         print(f"pre: to judge the adversarial prompts' meaning yourself (the acceptable-only tables): fill the person "
-              f"column of {folder / SHEET_NAME}, then add --meaning-verdicts with that file", file=sys.stderr)
+              f"column of {folder / REVIEW_SHEET}, then add --meaning-verdicts with that file", file=sys.stderr)
     return 0

@@ -34,7 +34,11 @@ from promptrobust.engine.analysis.report.parts import Figure, Section
 from promptrobust.engine.analysis.report import review
 from promptrobust.engine.analysis.report.tables import Table, column_value
 
-__all__ = ["FORMATS", "Figure", "Report", "ReportInputError", "Section", "Table", "build_report", "meaning_text"]
+#: The meaning review sheet's file name in a report folder (``review``).
+REVIEW_SHEET = review.SHEET_NAME
+
+__all__ = ["FORMATS", "REVIEW_SHEET", "Figure", "Report", "ReportInputError", "Section", "Table", "build_report",
+           "meaning_text"]
 
 
 def build_report(

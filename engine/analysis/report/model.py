@@ -15,6 +15,7 @@ from promptrobust.engine.analysis.report.html import render
 from promptrobust.engine.analysis.report.latex import document
 from promptrobust.engine.analysis.report.load import ReportInputError
 from promptrobust.engine.analysis.report.parts import Figure, Section
+from promptrobust.engine.analysis.report.review import SHEET_NAME
 from promptrobust.engine.analysis.report.tables import Table
 
 if TYPE_CHECKING:
@@ -131,8 +132,6 @@ class Report:
                 for t in self.tables:
                     staged.write_bytes(out / f"{t.name}.csv", t.csv_bytes())
                 if self.review_sheet is not None:
-                    from promptrobust.engine.analysis.report.review import SHEET_NAME
-
                     staged.write_bytes(out / SHEET_NAME, self.review_sheet)
             for fmt in FIGURE_FORMATS:
                 if fmt in chosen:
