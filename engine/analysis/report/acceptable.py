@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promptrobust.engine.analysis.report.semantic import is_prompt_set
+from promptrobust.engine.analysis.report.semantic import as_set_mean, is_prompt_set
 from promptrobust.engine.analysis.report.tables import (
     MISSING,
     SET_MEAN_FIELD,
@@ -34,6 +34,8 @@ from promptrobust.engine.analysis.report.tables import (
     with_set_note,
 )
 
+#: The verdicts a check or a person gives a pair.
+VERDICTS = ("kept", "changed")
 #: The verdict of a rewritten prompt set for the acceptable-only view.
 NEEDS_A_HUMAN = "needs a human"
 #: Where a person's verdict sits on a record (``{"verdict": "kept" | "changed", "note": ...}``).
@@ -80,7 +82,7 @@ def person_verdict(r: Mapping[str, Any]) -> str | None:
         return "changed" if judged["changed"] == judged["prompts"] else None
     person = r.get(PERSON_FIELD)
     verdict = person.get("verdict") if isinstance(person, Mapping) else None
-    return verdict if verdict in ("kept", "changed") else None
+    return verdict if verdict in VERDICTS else None
 
 
 def check_verdict(r: Mapping[str, Any]) -> str:
@@ -90,7 +92,17 @@ def check_verdict(r: Mapping[str, Any]) -> str:
         return NEEDS_A_HUMAN
     meaning = r.get("meaning")
     verdict = meaning.get("verdict") if isinstance(meaning, Mapping) else None
-    return verdict if verdict in ("kept", "changed") else "not checked"
+    return verdict if verdict in VERDICTS else "not checked"
+
+
+def check_reasons(r: Mapping[str, Any]) -> str:
+    """Why the check gave its verdict (may be '': a kept verdict has no reasons)."""
+    if is_rewrite(r):
+        return REWRITE_REASON
+    meaning = r.get("meaning")
+    if not isinstance(meaning, Mapping):
+        return "no verdict recorded"
+    return "; ".join(str(x) for x in meaning.get("reasons") or [])
 
 
 def verdict_of(r: Mapping[str, Any]) -> str:
@@ -108,12 +120,8 @@ def verdict_text(r: Mapping[str, Any]) -> str:
     if person is not None:
         note = str(r[PERSON_FIELD].get("note") or "")
         return f"{person} by a person{': ' + note if note else ''} (the check said {check_verdict(r)})"
-    if is_rewrite(r):
-        return f"{NEEDS_A_HUMAN}: {REWRITE_REASON}"
-    if not isinstance(r.get("meaning"), Mapping):
-        return "not checked: no verdict recorded"
-    reasons = "; ".join(str(x) for x in r["meaning"].get("reasons") or [])
-    return verdict_of(r) + (f": {reasons}" if reasons else "")
+    reasons = check_reasons(r)
+    return check_verdict(r) + (f": {reasons}" if reasons else "")
 
 
 def acceptable_view(r: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -124,8 +132,7 @@ def acceptable_view(r: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(judged, Mapping) or not judged["kept_pdrs"]:
         return r
     pdrs = [float(x) for x in judged["kept_pdrs"]]
-    return {**r, "pdr": sum(pdrs) / len(pdrs), "pdr_ci95": None, "has_sample_scores": False, "pdr_replicates": None,
-            "clean_sample_scores": [], "adversarial_sample_scores": []}
+    return as_set_mean(r, sum(pdrs) / len(pdrs))
 
 
 def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:

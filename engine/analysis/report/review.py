@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promptrobust.engine.analysis.report.acceptable import PERSON_FIELD, PERSON_SET_FIELD, check_verdict, is_rewrite
+from promptrobust.engine.analysis.report.acceptable import (
+    PERSON_FIELD,
+    PERSON_SET_FIELD,
+    VERDICTS,
+    check_reasons,
+    check_verdict,
+    is_rewrite,
+)
 from promptrobust.engine.analysis.report.load import ReportInputError
 from promptrobust.engine.analysis.report.meaning import substitutions_text
 from promptrobust.engine.analysis.report.tables import MISSING, Table
@@ -42,7 +49,6 @@ from promptrobust.engine.safe_io.output_safety import csv_cell
 
 #: The sheet's file name in a report folder.
 SHEET_NAME = "meaning_review.csv"
-VERDICTS = ("kept", "changed")
 COLUMNS = ("pair_id", "person", "person_note", "check", "check_reasons", "changes", "max_pdr", "records", "attacks",
            "clean_prompt", "adversarial_prompt")
 
@@ -123,35 +129,20 @@ def apply_verdicts(records: Sequence[dict[str, Any]], verdicts: Mapping[str, Per
     used: set[str] = set()
     given = 0
     for r in records:
+        pairs = pairs_of(r)
+        keys = [pair_id(str(r["clean_prompt"]), text) for text, _ in pairs]
+        found = [(pdr, verdicts[key]) for (_, pdr), key in zip(pairs, keys) if key in verdicts]
+        if not found:
+            continue
+        used.update(k for k in keys if k in verdicts)
+        given += 1
         if is_rewrite(r):
-            kept, changed = [], 0
-            for text, pdr in pairs_of(r):
-                key = pair_id(str(r["clean_prompt"]), text)
-                found = verdicts.get(key)
-                if found is not None:
-                    used.add(key)
-                    kept += [pdr] if found.verdict == "kept" else []
-                    changed += found.verdict == "changed"
-            if kept or changed:
-                r[PERSON_SET_FIELD] = {"kept_pdrs": kept, "changed": changed, "prompts": len(pairs_of(r))}
-                given += 1
-            continue
-        if not reviewable(r):
-            continue
-        key = pair_id(str(r["clean_prompt"]), str(r["adversarial_prompt"]))
-        found = verdicts.get(key)
-        if found is not None:
-            r[PERSON_FIELD] = {"verdict": found.verdict, "note": found.note}
-            used.add(key)
-            given += 1
+            r[PERSON_SET_FIELD] = {"kept_pdrs": [pdr for pdr, v in found if v.verdict == "kept"],
+                                   "changed": sum(v.verdict == "changed" for _, v in found), "prompts": len(pairs)}
+        else:
+            ((_, person),) = found
+            r[PERSON_FIELD] = {"verdict": person.verdict, "note": person.note}
     return given, len(set(verdicts) - used)
-
-
-def _reasons(r: Mapping[str, Any]) -> str:
-    meaning = r.get("meaning")
-    if not isinstance(meaning, Mapping):
-        return "no verdict recorded"
-    return "; ".join(str(x) for x in meaning.get("reasons") or [])
 
 
 def sheet_bytes(records: Sequence[Mapping[str, Any]], earlier: Mapping[str, PersonVerdict] | None = None) -> bytes | None:
@@ -164,9 +155,8 @@ def sheet_bytes(records: Sequence[Mapping[str, Any]], earlier: Mapping[str, Pers
             key = pair_id(str(r["clean_prompt"]), text)
             row = pairs.get(key)
             if row is None:
-                reasons = "a rewrite of the whole prompt (one of its prompt set)" if is_rewrite(r) else _reasons(r)
                 changes = "" if is_rewrite(r) else substitutions_text(r.get("substitutions"), limit=12)
-                row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": reasons,
+                row = pairs[key] = {"pair_id": key, "check": check_verdict(r), "check_reasons": check_reasons(r),
                                     "changes": "" if changes == MISSING else changes, "max_pdr": pdr,
                                     "records": 0, "attacks": set(), "clean_prompt": r["clean_prompt"],
                                     "adversarial_prompt": text}

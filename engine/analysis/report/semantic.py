@@ -72,11 +72,16 @@ def set_mean_view(records: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[st
             else:
                 out.append(r)
             continue
-        ci = stat.get("ci95")
-        out.append({**r, "pdr": float(stat["mean"]), "pdr_ci95": list(ci) if ci else None, SET_MEAN_FIELD: True,
-                    "clean_sample_scores": [], "adversarial_sample_scores": [], "has_sample_scores": bool(ci),
-                    "pdr_replicates": interval_replicates(float(stat["mean"]), ci) if ci else None})
+        out.append(as_set_mean(r, float(stat["mean"]), stat.get("ci95")))
     return out, left_out
+
+
+def as_set_mean(r: Mapping[str, Any], mean: float, ci95: Sequence[float] | None = None) -> dict[str, Any]:
+    """``r`` entered as a mean over prompts of its set (``SET_MEAN_FIELD``): no per-sample scores of its own,
+    its interval (if any) drawn from as replicates (``statistics.interval_replicates``)."""
+    return {**r, "pdr": mean, "pdr_ci95": list(ci95) if ci95 else None, SET_MEAN_FIELD: True,
+            "clean_sample_scores": [], "adversarial_sample_scores": [], "has_sample_scores": bool(ci95),
+            "pdr_replicates": interval_replicates(mean, ci95) if ci95 else None}
 
 
 def left_out_note(n: int) -> str:
