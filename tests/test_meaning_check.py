@@ -108,6 +108,12 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
     scored = calibrate.score(blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
     assert scored["accuracy"] == pytest.approx(quoted("blind accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("blind recall of changed"), abs=one_pair)
+    # the second blind set, written by someone who never saw the check: every category, figures quoted
+    blind2 = calibrate.evidence(calibrate.BLIND2)
+    assert len(blind2) == 120 and {e.split for e in blind2} == {"blind 2"} and {e.category for e in blind2} == CATEGORIES
+    scored = calibrate.score(blind2, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    assert scored["accuracy"] == pytest.approx(quoted("second blind accuracy"), abs=one_pair)
+    assert scored["recall"] == pytest.approx(quoted("second blind recall of changed"), abs=one_pair)
 
 
 def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
@@ -121,6 +127,72 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
     assert scored["accuracy"] == pytest.approx(quoted("word source accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("word source recall of changed"), abs=1 / scored["changed"])
     assert scored["recall"] >= 0.9
+
+
+def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch, caplog):
+    """The fallback is v4 (MiniLM at its own thresholds), announced once with the install command and
+    named in every verdict it gives; the full check names v5."""
+    from promptrobust.attacks import mpnet
+
+    clean = "Judge the tone of the review. Answer positive or negative."
+    full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
+    assert full.check == mc.CHECK and "v5" in full.check and "all-mpnet-base-v2" in full.check
+
+    def missing():
+        raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
+
+    mc.load_context_encoder.cache_clear()
+    mpnet.load_mpnet.cache_clear()
+    monkeypatch.setattr(mpnet, "piece_paths", missing)
+    try:
+        with caplog.at_level("INFO"):
+            alone = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
+        encoder = mc.load_context_encoder()
+    finally:
+        mc.load_context_encoder.cache_clear()
+        mpnet.load_mpnet.cache_clear()
+    assert alone.check == mc.CHECK_MINILM_ALONE and "v4" in alone.check
+    assert (encoder.threshold_close, encoder.threshold_far) == (mc.MINILM_ALONE_CLOSE, mc.MINILM_ALONE_FAR)
+    said = [r.getMessage() for r in caplog.records if getattr(r, "fallback_key", "") == "meaning_check_mpnet"]
+    assert len(said) == 1 and mpnet.INSTALL_HINT in said[0] and "check v4" in said[0]
+    assert alone.substitutions[0].similarity != full.substitutions[0].similarity  # one encoder, not the mean of two
+
+
+def _split_zip(tmp_path: Path, weights: bytes, pieces: int = 3) -> list[Path]:
+    import zipfile
+
+    from promptrobust.attacks import mpnet
+
+    whole = tmp_path / "whole.zip"
+    with zipfile.ZipFile(whole, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(mpnet.FOLDER + "model.safetensors", weights)
+        for name in mpnet.SMALL_FILES:
+            archive.writestr(mpnet.FOLDER + name, "{}")
+    data = whole.read_bytes()
+    size = -(-len(data) // pieces)
+    paths = []
+    for i in range(pieces):
+        path = tmp_path / f"all-mpnet-base-v2.zip.{i + 1:03d}"
+        path.write_bytes(data[i * size:(i + 1) * size])
+        paths.append(path)
+    return paths
+
+
+def test_the_split_zip_reads_as_one_and_other_weights_are_refused(tmp_path, monkeypatch):
+    import zipfile
+
+    from promptrobust.attacks import mpnet
+
+    weights = bytes(range(256)) * 4000
+    paths = _split_zip(tmp_path, weights)
+    with mpnet.JoinedPieces(paths) as stream, zipfile.ZipFile(stream) as archive:
+        assert archive.read(mpnet.FOLDER + "model.safetensors") == weights
+    monkeypatch.setattr(mpnet, "piece_paths", lambda: paths)
+    with pytest.raises(mpnet.MPNetUnavailable, match="other weights than the pinned sha256"):
+        mpnet.load_mpnet.__wrapped__()
+    monkeypatch.setattr(mpnet, "piece_paths", lambda: paths[:2])  # a piece missing: not a zip
+    with pytest.raises(mpnet.MPNetUnavailable, match="do not make a readable zip"):
+        mpnet.load_mpnet.__wrapped__()
 
 
 # -- the verdict's rules -----------------------------------------------------------------------
