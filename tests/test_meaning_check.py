@@ -129,7 +129,7 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
     assert scored["recall"] >= 0.9
 
 
-def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch, caplog):
+def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is v4 (MiniLM at its own thresholds), announced once with the install command and
     named in every verdict it gives; the full check names v5."""
     from promptrobust.attacks import mpnet
@@ -144,17 +144,18 @@ def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch, cap
     mc.load_context_encoder.cache_clear()
     mpnet.load_mpnet.cache_clear()
     monkeypatch.setattr(mpnet, "piece_paths", missing)
+    said: list[tuple[str, str]] = []
+    monkeypatch.setattr(mc, "announce", lambda key, message: said.append((key, message)))
     try:
-        with caplog.at_level("INFO"):
-            alone = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
+        alone = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
         encoder = mc.load_context_encoder()
     finally:
         mc.load_context_encoder.cache_clear()
         mpnet.load_mpnet.cache_clear()
     assert alone.check == mc.CHECK_MINILM_ALONE and "v4" in alone.check
     assert (encoder.threshold_close, encoder.threshold_far) == (mc.MINILM_ALONE_CLOSE, mc.MINILM_ALONE_FAR)
-    said = [r.getMessage() for r in caplog.records if getattr(r, "fallback_key", "") == "meaning_check_mpnet"]
-    assert len(said) == 1 and mpnet.INSTALL_HINT in said[0] and "check v4" in said[0]
+    assert len(said) == 1 and said[0][0] == "meaning_check_mpnet"  # once: the encoder is loaded once per process
+    assert mpnet.INSTALL_HINT in said[0][1] and "check v4" in said[0][1]
     assert alone.substitutions[0].similarity != full.substitutions[0].similarity  # one encoder, not the mean of two
 
 
