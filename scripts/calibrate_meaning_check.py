@@ -86,10 +86,7 @@ class Evidence:
 def encoder_for(argv: Sequence[str] = ()) -> mc.ContextEncoder:
     """The check's encoders (v5), or with ``--minilm-alone`` all-MiniLM-L6-v2 alone at v4's thresholds."""
     encoder = mc.load_context_encoder()
-    if "--minilm-alone" in argv:
-        return replace(encoder, encoders=encoder.encoders[:1], threshold_close=mc.MINILM_ALONE_CLOSE,
-                       threshold_far=mc.MINILM_ALONE_FAR, check=mc.CHECK_MINILM_ALONE)
-    return encoder
+    return mc.minilm_alone(encoder.encoders[0]) if "--minilm-alone" in argv else encoder
 
 
 def _verdict(row: dict[str, object], close: float, far: float, encoder: mc.ContextEncoder) -> mc.MeaningVerdict:
