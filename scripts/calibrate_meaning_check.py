@@ -16,7 +16,12 @@ The rules (instruction words, opposites, part of speech, spelling, WordNet relat
 no number fitted to these pairs. The earlier 80 pairs (``labelled_pairs.jsonl``, issue 30)
 are scored too, as a further set, and so is ``blind_pairs.jsonl``: 62 pairs on nine prompts none of
 the other sets use, written and committed on 2026-11-29 after the verdict (check v4) was fixed and
-before it was run on them, since the held-out half's errors had been read while rules were written.
+before it was run on them, since the held-out half's errors had been read while rules were written;
+``blind2_pairs.jsonl`` (120 pairs, before check v5 was run on them) and ``blind3_pairs.jsonl`` (150
+pairs on 15 more prompts, before the rules for translation direction and British spellings were
+run on them; the rest of check v6's rules were written after its errors were read) and
+``blind4_pairs.jsonl`` (150 pairs on 15 more prompts, committed after check v6 was fixed and
+before it was run on them), each written by someone who never read or ran the check.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
@@ -46,6 +51,8 @@ PAIRS = HERE / "verdict_pairs.jsonl"
 EARLIER = HERE / "labelled_pairs.jsonl"
 BLIND = HERE / "blind_pairs.jsonl"
 BLIND2 = HERE / "blind2_pairs.jsonl"
+BLIND3 = HERE / "blind3_pairs.jsonl"
+BLIND4 = HERE / "blind4_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 #: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
 #: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
@@ -84,7 +91,7 @@ class Evidence:
 
 
 def encoder_for(argv: Sequence[str] = ()) -> mc.ContextEncoder:
-    """The check's encoders (v5), or with ``--minilm-alone`` all-MiniLM-L6-v2 alone at v4's thresholds."""
+    """The check's encoders, or with ``--minilm-alone`` all-MiniLM-L6-v2 alone at its own thresholds (the fallback)."""
     encoder = mc.load_context_encoder()
     return mc.minilm_alone(encoder.encoders[0]) if "--minilm-alone" in argv else encoder
 
@@ -201,6 +208,14 @@ def main(argv: list[str]) -> int:
     for line in lines(f"the second blind set, {len(blind2)} pairs (written by someone who never saw the check, "
                       "committed before check v5 was run on them):", blind2, committed):
         print(line)
+    blind3 = evidence(BLIND3, encoder)
+    for line in lines(f"the third blind set, {len(blind3)} pairs (written by someone who never saw the check, "
+                      "committed before check v6's rules were run on them):", blind3, committed):
+        print(line)
+    blind4 = evidence(BLIND4, encoder)
+    for line in lines(f"the fourth blind set, {len(blind4)} pairs (written by another person who never saw the check, "
+                      "committed after check v6 was fixed and before it was run on them):", blind4, committed):
+        print(line)
     sources = {senses: evidence(word_source_pairs(senses), encoder) for senses in ("context", "any")}
     for senses, found in sources.items():
         title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
@@ -210,12 +225,12 @@ def main(argv: list[str]) -> int:
     if "--compare" in argv:
         alternative = choose_three(calibration + earlier)
         print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
-        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2),
+        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2), ("blind 3", blind3), ("blind 4", blind4),
                              ("word source, context", sources["context"]), ("word source, any", sources["any"])):
             for line in lines(f" {title}:", found, alternative, by_category=False):
                 print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier + blind + blind2 + sources["context"]:
+        for e in rows + earlier + blind + blind2 + blind3 + blind4 + sources["context"]:
             if (e.label == "changed") != e.changed(encoder.threshold_close, encoder.threshold_far):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0

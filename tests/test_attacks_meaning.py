@@ -141,6 +141,9 @@ def test_contrast_words_are_opposed_pairs_and_opposites_of_labels():
     assert "writer" not in found
     # a word opposing a protected label word is protected too, even alone
     assert "unfavorable" in contrast_words("Is the review unfavorable?", normalize_protected({"favorable"}), lex)
+    # WordNet draws "praise" / "criticize" on the American spelling; the British one opposes it as well
+    assert {"praises", "criticises"} <= contrast_words("Say positive if it praises the film and negative if it "
+                                                       "criticises it.", normalize_protected({"positive"}), lex)
 
 
 def test_textfooler_run_leaves_pleased_and_displeased_alone_and_records_it():

@@ -40,7 +40,8 @@ def quoted(name: str) -> float:
     """A figure docs/fidelity.md quotes for the meaning check, e.g. ``precision 0.721``."""
     text = (ROOT / "docs/fidelity.md").read_text()
     section = text[text.index("### The meaning check"):]
-    return float(re.search(rf"{name} (\d\.\d+)", section).group(1))  # type: ignore[union-attr]
+    words = r"\s+".join(map(re.escape, name.split()))  # a phrase may wrap across lines
+    return float(re.search(rf"{words}\s+(\d\.\d+)", section).group(1))  # type: ignore[union-attr]
 
 
 # -- calibration ---------------------------------------------------------------------------------
@@ -114,6 +115,13 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
     scored = calibrate.score(blind2, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
     assert scored["accuracy"] == pytest.approx(quoted("second blind accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("second blind recall of changed"), abs=one_pair)
+    # the third and fourth blind sets, 150 pairs each by people who never saw the check: quoted too
+    for name, path, split in (("third", calibrate.BLIND3, "blind 3"), ("fourth", calibrate.BLIND4, "blind 4")):
+        found = calibrate.evidence(path)
+        assert len(found) == 150 and {e.split for e in found} == {split} and {e.category for e in found} == CATEGORIES
+        scored = calibrate.score(found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+        assert scored["accuracy"] == pytest.approx(quoted(f"{name} blind accuracy"), abs=1 / 75)
+        assert scored["recall"] == pytest.approx(quoted(f"{name} blind recall of changed"), abs=1 / 45)
 
 
 def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
@@ -130,13 +138,13 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
-    """The fallback is v4 (MiniLM at its own thresholds), announced once with the install command and
-    named in every verdict it gives; the full check names v5."""
+    """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
+    named in every verdict it gives; the full check names v6."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v5" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v6" in full.check and "all-mpnet-base-v2" in full.check
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
@@ -152,10 +160,10 @@ def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     finally:
         mc.load_context_encoder.cache_clear()
         mpnet.load_mpnet.cache_clear()
-    assert alone.check == mc.CHECK_MINILM_ALONE and "v4" in alone.check
+    assert alone.check == mc.CHECK_MINILM_ALONE and "all-MiniLM-L6-v2 alone" in alone.check
     assert (encoder.threshold_close, encoder.threshold_far) == (mc.MINILM_ALONE_CLOSE, mc.MINILM_ALONE_FAR)
     assert len(said) == 1 and said[0][0] == "meaning_check_mpnet"  # once: the encoder is loaded once per process
-    assert mpnet.INSTALL_HINT in said[0][1] and "check v4" in said[0][1]
+    assert mpnet.INSTALL_HINT in said[0][1] and "all-MiniLM-L6-v2 alone" in said[0][1]
     assert alone.substitutions[0].similarity != full.substitutions[0].similarity  # one encoder, not the mean of two
 
 
@@ -222,17 +230,21 @@ def test_verdict_rules_and_the_encoder(adversarial, verdict, kind):
 
 
 def test_label_clause_words_are_changed_and_say_why():
-    got = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
+    got = mc.meaning_verdict(TASK_06, TASK_06.replace("Write", "Pen"), SST2)
     assert got.verdict == "changed" and "in a clause with a label word" in got.reasons[0]
+    assert got.substitutions[0].relation == "synonym in a usual sense"
     assert f"< {mc.THRESHOLD_FAR}" in got.reasons[0], "a label's word gets no discount as a WordNet synonym"
     assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
+    # "praise" is opposed by "criticise" (WordNet's antonym is drawn on "criticize"): never replaced
+    opposed = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
+    assert opposed.verdict == "changed" and "which another word of the prompt opposes" in opposed.reasons[0]
 
 
 def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
     clean = "Judge the polarity of the review and respond with positive or negative."
     wrong = mc.meaning_verdict(clean, clean.replace("the review", "the inspection"), SST2)
-    right = mc.meaning_verdict("Is the writer pleased? Answer positive or negative.",
-                               "Is the author pleased? Answer positive or negative.", SST2)
+    right = mc.meaning_verdict("Is the writer pleased with the film? Answer positive or negative.",
+                               "Is the writer pleased with the movie? Answer positive or negative.", SST2)
     assert wrong.verdict == "changed" and wrong.substitutions[0].similarity < mc.THRESHOLD_FAR
     assert wrong.substitutions[0].relation == "synonym in a rarer sense only"
     assert right.verdict == "kept" and right.substitutions[0].similarity >= mc.THRESHOLD_CLOSE
@@ -256,6 +268,24 @@ def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encode
     assert got.verdict == "changed" and why in got.reasons[0], got.reasons
     same = mc.meaning_verdict(clean, clean.replace("only", "solely"), SST2)
     assert same.verdict == "kept" and "the same scope word" in same.substitutions[0].reason
+
+
+def test_a_translations_direction_and_a_british_spelling_are_read_without_an_encoder(monkeypatch):
+    """"into German" -> "from German" turns the translation round, "into" -> "to" keeps it; "criticises"
+    is the opposite of "praises" though WordNet draws that antonym on the American spelling only."""
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    clean = "Translate the diner's note into German, then answer positive if the diner praises the meal."
+    turned = mc.meaning_verdict(clean, clean.replace("into", "from"), SST2)
+    assert turned.verdict == "changed" and "turns the translation round" in turned.reasons[0], turned.reasons
+    kept = mc.meaning_verdict(clean, clean.replace("into", "to"), SST2)
+    assert kept.verdict == "kept" and "the same direction" in kept.substitutions[0].reason
+    flipped = mc.meaning_verdict(clean, clean.replace("praises", "criticises"), SST2)
+    assert flipped.verdict == "changed" and "an opposite" in flipped.reasons[0], flipped.reasons
+    # a preposition before anything but a language is left to the other rules
+    assert mc.direction_change("into", "from", "the") is None and mc.direction_change("into", "onto", "German") is None
 
 
 def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(monkeypatch):
