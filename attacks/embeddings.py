@@ -55,7 +55,7 @@ true untrue; honest dishonest; fair unfair; clear unclear; certain uncertain;
 sure unsure; complete incomplete; match mismatch; paraphrase nonparaphrase;
 duplicate distinct; identical different; inside outside; above below;
 contain lack; support contradict; support refute; confirm refute; confirm deny; confirm contradict;
-present absent; with without; required optional; mandatory optional; allow forbid; permit prohibit;
+present absent; required optional; mandatory optional; allow forbid; permit prohibit;
 can cannot; can can't; do don't; does doesn't; did didn't; is isn't; are aren't; was wasn't;
 were weren't; will won't; would wouldn't; should shouldn't; could couldn't; must mustn't;
 has hasn't; have haven't;
@@ -96,7 +96,7 @@ _ANTONYMS = _antonym_table()
 def is_antonym(a: str, b: str) -> bool:
     """Whether two words are (likely) opposites: listed pairs, or one is the
     other with a negating prefix ("correct"/"incorrect", "like"/"dislike")."""
-    a, b = a.lower(), b.lower()
+    a, b = a.lower().replace("\u2019", "'"), b.lower().replace("\u2019", "'")  # "can’t" is "can't"
     return b in _ANTONYMS.get(a, ()) or b in negations(a)
 
 

@@ -17,7 +17,8 @@ labelled pairs):
 * ``SCOPE``: English quantifiers, focusing adverbs, frequency and degree adverbs, the
   coordinators "and" and "or", modal words of possibility, ordinals and small cardinals (the
   closed classes of a grammar of English: determiners and quantifiers, "only"/"also"/"even",
-  "always"/"never", "entirely"/"partly", "might"/"perhaps", "first"/"last"), grouped by meaning.
+  "always"/"never", "entirely"/"partly", "might"/"perhaps", "first"/"last"), grouped by meaning
+  (a determiner and a degree adverb apart: "all" -> "totally" is not the same scope).
   Of these, a negation (``NEGATIONS``) inserted into the prompt changes the instruction too
   ("keep the names" -> "never keep the names"); an inserted "also", "all" or "only" mostly
   stresses what the prompt already says, so insertions of other scope words are left to the rest
@@ -27,7 +28,7 @@ labelled pairs):
   target; classification's category; summarisation's summary and headline), with the verbs
   that name the same act ("respond" as "answer", "return" as "output"), and the parties a
   text has (its writer and reader, speaker and listener, sender and recipient).
-* ``DIRECTIONS``: the prepositions that make a language the target ("into", "to", "in") or the
+* ``DIRECTIONS``: the prepositions that make a language the target ("into", "to") or the
   source ("from") of a translation; read only before a language name ("into German" -> "from
   German" turns the direction round, "into German" -> "to German" keeps it).
 """
@@ -50,7 +51,8 @@ SCOPE: tuple[tuple[str, ...], ...] = (
     ("only", "solely", "exclusively", "merely", "just"),
     ("also", "too", "additionally", "likewise", "furthermore"),
     ("even",),
-    ("all", "every", "each", "entire", "whole", "entirely", "completely", "fully", "wholly", "totally"),
+    ("all", "every", "each", "entire", "whole"),
+    ("entirely", "completely", "fully", "wholly", "totally"),
     ("partly", "partially"),
     ("any",),
     ("some", "several"),
@@ -60,7 +62,7 @@ SCOPE: tuple[tuple[str, ...], ...] = (
     ("either",),
     ("and",),
     ("or",),
-    ("might", "may", "perhaps", "possibly", "maybe"),
+    ("might", "perhaps", "possibly", "maybe"),  # not "may": it also grants permission
     ("neither", "nor"),
     ("always", "invariably"),
     ("never",),
@@ -115,9 +117,11 @@ ROLES: tuple[tuple[str, ...], ...] = (
 )
 
 #: The scope words that negate what follows them.
-NEGATIONS = frozenset({"not", "never", "no", "none", "nothing", "neither", "nor"})
+NEGATIONS = frozenset({"not", "never", "no", "none", "nothing", "neither", "nor", "without", "cannot", "can't",
+                       "don't", "doesn't", "didn't", "won't", "isn't", "aren't", "wasn't", "weren't", "shouldn't",
+                       "mustn't"})
 
-DIRECTIONS: tuple[tuple[str, ...], ...] = (("into", "to", "in"), ("from",))
+DIRECTIONS: tuple[tuple[str, ...], ...] = (("into", "to"), ("from",))  # not "in": "the text in French" is its source
 
 #: kind -> its groups, in the order the verdict names them.
 VOCABULARY: dict[str, tuple[tuple[str, ...], ...]] = {"language": LANGUAGES, "scope word": SCOPE, "role": ROLES}

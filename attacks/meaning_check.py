@@ -308,7 +308,7 @@ def crosses_noun_and_verb(old: str, new: str, pos: str | None, lexicon: Lexicon)
         return False
     other = "v" if pos == "n" else "n"
     new_pos = {lexicon.pos_of(sid) for f in forms_of(new, lexicon) for sid in lexicon.senses(f)}
-    return new_pos == {other}
+    return bool(new_pos) and pos not in new_pos and other in new_pos
 
 
 def spelled_alike(old: str, new: str) -> bool:
@@ -326,8 +326,8 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         if mentions_protected(new, protected):
             named = [w for w in _words(new) if is_protected(w, protected)]
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the label word {named[0]!r}")
-        inside = bool(clean[change.old_end:].strip())  # not text appended after the prompt
-        negation = [w for w in _words(new) if w.lower() in NEGATIONS] if inside else []
+        negation = ([w for w in _words(new) if w.lower().replace("\u2019", "'") in NEGATIONS]
+                    if not _appended(new, clean[change.old_end:]) else [])
         if negation:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the negation {negation[0]!r} into the "
                                      "instruction")
@@ -385,6 +385,15 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     where = ", in a clause with a label word" if label_linked else ""
     return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
                              round(sim, 6), senses, related)
+
+
+def _appended(inserted: str, rest: str) -> bool:
+    """Whether text inserted before ``rest`` (what follows it in the clean prompt) is added after the
+    prompt (StressTest, CheckList) rather than into it: nothing follows, or only the prompt's final
+    punctuation and the text starts a sentence of its own ("... if not." -> "... if not. It is true.")."""
+    if has_letter(rest):
+        return False
+    return not rest.strip() or inserted.lstrip()[:1] in ".!?;:"
 
 
 def _expression_of(clean: str, start: int, lexicon: Lexicon) -> tuple[str, ...] | None:

@@ -20,8 +20,9 @@ before it was run on them, since the held-out half's errors had been read while 
 ``blind2_pairs.jsonl`` (120 pairs, before check v5 was run on them) and ``blind3_pairs.jsonl`` (150
 pairs on 15 more prompts, before the rules for translation direction and British spellings were
 run on them; the rest of check v6's rules were written after its errors were read) and
-``blind4_pairs.jsonl`` (150 pairs on 15 more prompts, committed after check v6 was fixed and
-before it was run on them), each written by someone who never read or ran the check.
+``blind4_pairs.jsonl`` (150 pairs on 15 more prompts, committed after check v6's rules were
+written and before they were run on them; a few were narrowed after, docs/fidelity.md says
+which), each written by someone who never read or ran the check.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
@@ -214,7 +215,7 @@ def main(argv: list[str]) -> int:
         print(line)
     blind4 = evidence(BLIND4, encoder)
     for line in lines(f"the fourth blind set, {len(blind4)} pairs (written by another person who never saw the check, "
-                      "committed after check v6 was fixed and before it was run on them):", blind4, committed):
+                      "committed before check v6 was run on them; two of its rules narrowed after):", blind4, committed):
         print(line)
     sources = {senses: evidence(word_source_pairs(senses), encoder) for senses in ("context", "any")}
     for senses, found in sources.items():

@@ -120,8 +120,8 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
         found = calibrate.evidence(path)
         assert len(found) == 150 and {e.split for e in found} == {split} and {e.category for e in found} == CATEGORIES
         scored = calibrate.score(found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-        assert scored["accuracy"] == pytest.approx(quoted(f"{name} blind accuracy"), abs=1 / 75)
-        assert scored["recall"] == pytest.approx(quoted(f"{name} blind recall of changed"), abs=1 / 45)
+        assert scored["accuracy"] == pytest.approx(quoted(f"{name} blind accuracy"), abs=1.5 / 150)  # one pair
+        assert scored["recall"] == pytest.approx(quoted(f"{name} blind recall of changed"), abs=1.5 / 91)
 
 
 def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
@@ -286,6 +286,33 @@ def test_a_translations_direction_and_a_british_spelling_are_read_without_an_enc
     assert flipped.verdict == "changed" and "an opposite" in flipped.reasons[0], flipped.reasons
     # a preposition before anything but a language is left to the other rules
     assert mc.direction_change("into", "from", "the") is None and mc.direction_change("into", "onto", "German") is None
+
+
+V6_RULES = "Read the premise and the claim, and say supported if the evidence contains the answer or refuted if not."
+
+
+@pytest.mark.parametrize("adversarial, verdict, why", [
+    (V6_RULES.replace("contains", "lacks"), "changed", "an opposite"),  # a relation a label is defined by
+    (V6_RULES.replace(" and the claim", " or the claim"), "changed", "another scope word"),  # and / or
+    (V6_RULES.replace("and say", "and never say"), "changed", "inserts the negation 'never'"),
+    (V6_RULES.replace("say supported", "don\u2019t say supported"), "changed", "inserts the negation"),
+    (V6_RULES + " It is not true.", "kept", "inserted text names no label"),  # appended after the prompt: StressTest
+    (V6_RULES.replace("the claim", "the writer"), "changed", "another role"),  # a party of a text is a role
+])
+def test_v6_rules_need_no_encoder(monkeypatch, adversarial, verdict, why):
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    got = mc.meaning_verdict(V6_RULES, adversarial, normalize_protected({"supported", "refuted"}))
+    assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+def test_two_names_of_one_language_and_the_scope_groups():
+    assert mc.instruction_change(["persian"], ["farsi"]) == (True, "the same language")
+    assert mc.instruction_change(["all"], ["totally"])[0] is False  # a determiner is not a degree adverb
+    assert mc.instruction_change(["entirely"], ["partly"])[0] is False
+    assert mc.instruction_change(["might"], ["perhaps"]) == (True, "the same scope word")
 
 
 def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(monkeypatch):
