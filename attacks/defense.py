@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promptrobust.attacks.errors import AttackOptionError, AttackResourceError
-from promptrobust.attacks.words import is_protected, match_case, normalize_protected
+from promptrobust.attacks.words import folded, is_protected, match_case, normalize_protected
 
 # Defense words may contain "@" (a look-alike of "a"), so they are cut here,
 # not with attacks.words.tokenize.
@@ -130,7 +130,7 @@ class SpellCheckDefense:
 
     # -- dictionary ----------------------------------------------------------------
     def is_known(self, word: str) -> bool:
-        low = word.lower().replace("’", "'")
+        low = folded(word)
         if low in self._checker:
             return True
         # Hyphenated or apostrophe compounds are fine when every part is a word.
@@ -176,7 +176,7 @@ class SpellCheckDefense:
             if not word.isascii()
             else word
         )
-        low = plain.lower().replace("’", "'")
+        low = folded(plain)
         if not low.replace("'", "").replace("-", "").isalpha():
             # letters mixed with digits or symbols the dictionary cannot say anything about
             low = "".join(ch for ch in low if ch.isalpha() or ch in "'-") or low

@@ -35,7 +35,7 @@ import numpy as np
 
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.deviations import Setting
-from promptrobust.attacks.words import STOPWORDS
+from promptrobust.attacks.words import STOPWORDS, folded
 
 # Pairs of opposites that matter for classification prompts. Hand-written.
 _ANTONYM_PAIRS = """
@@ -96,7 +96,7 @@ _ANTONYMS = _antonym_table()
 def is_antonym(a: str, b: str) -> bool:
     """Whether two words are (likely) opposites: listed pairs, or one is the
     other with a negating prefix ("correct"/"incorrect", "like"/"dislike")."""
-    a, b = a.lower().replace("\u2019", "'"), b.lower().replace("\u2019", "'")  # "can’t" is "can't"
+    a, b = folded(a), folded(b)
     return b in _ANTONYMS.get(a, ()) or b in negations(a)
 
 

@@ -84,6 +84,7 @@ from promptrobust.attacks.synonyms import (
 )
 from promptrobust.attacks.words import (
     STOPWORDS,
+    folded,
     has_letter,
     is_protected,
     mentions_protected,
@@ -326,7 +327,7 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         if mentions_protected(new, protected):
             named = [w for w in _words(new) if is_protected(w, protected)]
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the label word {named[0]!r}")
-        negation = ([w for w in _words(new) if w.lower().replace("\u2019", "'") in NEGATIONS]
+        negation = ([w for w in _words(new) if folded(w) in NEGATIONS]
                     if not _appended(new, clean[change.old_end:]) else [])
         if negation:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the negation {negation[0]!r} into the "

@@ -70,6 +70,12 @@ def normalize_protected(words: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def folded(word: str) -> str:
+    """``word`` lower-cased, a typographic apostrophe read as a plain one ("Can’t" -> "can't"):
+    the form word lists (opposites, negations, dictionaries) are looked up in."""
+    return word.lower().replace("\u2019", "'")
+
+
 def word_parts(word: str) -> list[str]:
     """The lowercased word itself plus its parts split at ``_ - '``."""
     low = word.lower()

@@ -330,3 +330,20 @@ async def test_the_scheduler_takes_its_settings_whole(monkeypatch) -> None:  # n
     assert Scheduler(CountingBackend(max_batch_size=7)).batch_size == 7  # no batch size set: the backend's own
     with pytest.raises(TypeError, match="SchedulerSettings"):
         Scheduler(CountingBackend(), settings={"concurrency": 3})  # type: ignore[arg-type]
+
+
+async def test_a_twin_answered_while_a_call_waits_is_read_from_the_cache_not_sent_again(tmp_path) -> None:  # noqa: ANN001
+    """A call looks its chunk up in the cache once, then may wait (here: its window is full).
+    A twin request another job sent can be answered and cached meanwhile; when the call
+    reaches it, it must read that answer, not send the request a second time."""
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    backend = CountingBackend(batching=False, delay=0.02)
+    async with Scheduler(backend, cache=cache, settings=SchedulerSettings(concurrency=1)) as sched:
+        first = asyncio.create_task(sched.submit(gen("shared")))
+        await asyncio.sleep(0)  # "shared" is on the backend's queue before the second call looks it up
+        out = await sched.submit_many([gen("own"), gen("shared")], window=1)
+        assert out[1] == await first
+    assert sorted(r.prompt for b in backend.batches for r in b) == ["own", "shared"]
+    assert cache.count() == 2
+    # Three lookups: "shared" missed by the first call, "own" missed, "shared" found on the second look.
+    assert sched.stats.cache_hits == 1 and (cache.stats.hits, cache.stats.misses) == (1, 2)

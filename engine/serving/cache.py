@@ -110,10 +110,25 @@ class ScoreCache:
     def get(self, key: str) -> Completion | None:
         return self.get_many([key]).get(key)
 
+    def look_again(self, key: str) -> Completion | None:
+        """``get`` for a key this process already looked up and counted: a hit now is counted as
+        one (its first lookup's miss is taken back), a miss again is not counted twice."""
+        found = self._fetch([key], count_damage=False).get(key)
+        if found is not None:
+            self.stats.hits += 1
+            self.stats.misses -= 1
+        return found
+
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
         """Completions found for ``keys`` (missing keys are absent). Counts hits and misses."""
-        found: dict[str, Completion] = {}
         unique = list(dict.fromkeys(keys))
+        found = self._fetch(unique)
+        self.stats.hits += len(found)
+        self.stats.misses += len(unique) - len(found)
+        return found
+
+    def _fetch(self, unique: Sequence[str], *, count_damage: bool = True) -> dict[str, Completion]:
+        found: dict[str, Completion] = {}
         for start in range(0, len(unique), _LOOKUP_CHUNK):
             chunk = unique[start : start + _LOOKUP_CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -126,11 +141,10 @@ class ScoreCache:
             for key, value in rows:
                 completion, problem = decode_completion(value)
                 if completion is None:
-                    self._damaged(key, problem)
+                    if count_damage:
+                        self._damaged(key, problem)
                 else:
                     found[key] = completion
-        self.stats.hits += len(found)
-        self.stats.misses += len(unique) - len(found)
         return found
 
     def note_damaged(self, key: str, problem: str) -> None:

@@ -185,6 +185,9 @@ class Scheduler:
         self._sleep = sleep or asyncio.sleep
         self._queue: asyncio.Queue[_Job] | None = None
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        # Counts this scheduler's cache writes: a call whose cache lookup is older than the
+        # last write looks again before it sends (a twin may have been answered meanwhile).
+        self._cache_writes = 0
         self._workers: list[asyncio.Task[None]] = []
         self._started = False
         self._backend_started = False
@@ -354,11 +357,21 @@ class Scheduler:
             part = requests[start : start + chunk]
             keys = [request_key(self._identity, r) for r in part]
             hits = self.cache.get_many(keys) if self.cache is not None else {}
+            looked_up = self._cache_writes
             for offset, (key, request) in enumerate(zip(keys, part)):
                 index = start + offset
                 self.stats.submitted += 1
                 if counters is not None:
                     counters.requests += 1
+                if key not in hits and key not in self._inflight and looked_up != self._cache_writes:
+                    # This call waited since its lookup (its window, the queue, the model's load),
+                    # and answers were cached meanwhile: one of them may be this request's twin,
+                    # sent by another job and already off the in-flight table. Look again (one
+                    # indexed row, only for a request about to be sent).
+                    assert self.cache is not None
+                    again = self.cache.look_again(key)
+                    if again is not None:
+                        hits[key] = again
                 hit = hits.get(key)
                 if hit is not None and completion_problem(request, hit) is not None:
                     # A cached row this request cannot use (damaged, or from a version that
@@ -516,6 +529,7 @@ class Scheduler:
         if self.cache is not None:
             try:
                 self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))
+                self._cache_writes += 1
             except Exception as exc:  # noqa: BLE001 - a cache failure must reach the caller, not kill the worker
                 for job in jobs:
                     self._finish(job, exc=exc)
