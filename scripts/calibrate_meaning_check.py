@@ -22,7 +22,8 @@ pairs on 15 more prompts, before the rules for translation direction and British
 run on them; the rest of check v6's rules were written after its errors were read) and
 ``blind4_pairs.jsonl`` (150 pairs on 15 more prompts, committed after check v6's rules were
 written and before they were run on them; a few were narrowed after, docs/fidelity.md says
-which), each written by someone who never read or ran the check.
+which) and ``blind5_pairs.jsonl`` (150 pairs on 15 more prompts, committed before the final check
+v6 was run on them: nothing was changed after), each written by someone who never read or ran the check.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
@@ -54,6 +55,7 @@ BLIND = HERE / "blind_pairs.jsonl"
 BLIND2 = HERE / "blind2_pairs.jsonl"
 BLIND3 = HERE / "blind3_pairs.jsonl"
 BLIND4 = HERE / "blind4_pairs.jsonl"
+BLIND5 = HERE / "blind5_pairs.jsonl"
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 #: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
 #: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
@@ -217,6 +219,10 @@ def main(argv: list[str]) -> int:
     for line in lines(f"the fourth blind set, {len(blind4)} pairs (written by another person who never saw the check, "
                       "committed before check v6 was run on them; two of its rules narrowed after):", blind4, committed):
         print(line)
+    blind5 = evidence(BLIND5, encoder)
+    for line in lines(f"the fifth blind set, {len(blind5)} pairs (written by someone who never saw the check, "
+                      "committed before the final check v6 was run on them; nothing changed after):", blind5, committed):
+        print(line)
     sources = {senses: evidence(word_source_pairs(senses), encoder) for senses in ("context", "any")}
     for senses, found in sources.items():
         title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
@@ -226,12 +232,12 @@ def main(argv: list[str]) -> int:
     if "--compare" in argv:
         alternative = choose_three(calibration + earlier)
         print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
-        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2), ("blind 3", blind3), ("blind 4", blind4),
+        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2), ("blind 3", blind3), ("blind 4", blind4), ("blind 5", blind5),
                              ("word source, context", sources["context"]), ("word source, any", sources["any"])):
             for line in lines(f" {title}:", found, alternative, by_category=False):
                 print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier + blind + blind2 + blind3 + blind4 + sources["context"]:
+        for e in rows + earlier + blind + blind2 + blind3 + blind4 + blind5 + sources["context"]:
             if (e.label == "changed") != e.changed(encoder.threshold_close, encoder.threshold_far):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0
