@@ -150,9 +150,11 @@ def test_openai_chat_scoring_on_vllm_matches_hf_chat_per_label(smol: HFBackend) 
         bodies = [b for b in srv.bodies if b.get("continue_final_message")]
     assert label_scoring == openai_scoring.CHAT_DESCRIPTION
     assert len(bodies) == len(requests) * 3  # one request per label
-    for w, g in zip(want, got):
+    for r, w, g in zip(requests, want, got):
         for a, b in zip(w.choice_logprobs, g.choice_logprobs):
             assert abs(a - b) < 1e-4, (a, b)
+        # the cost: three requests, each billed for the whole conversation (their sum, not the largest)
+        assert g.prompt_tokens >= 3 * len(chat_hf.tokenizer(r.messages[0].content)["input_ids"]), g.prompt_tokens
 
 
 def test_chat_requests_on_vllm_are_scored_exactly_by_token_ids(smol: HFBackend) -> None:

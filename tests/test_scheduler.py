@@ -347,3 +347,83 @@ async def test_a_twin_answered_while_a_call_waits_is_read_from_the_cache_not_sen
     assert cache.count() == 2
     # Three lookups: "shared" missed by the first call, "own" missed, "shared" found on the second look.
     assert sched.stats.cache_hits == 1 and (cache.stats.hits, cache.stats.misses) == (1, 2)
+
+
+class SlowStart(CountingBackend):
+    """A backend whose start takes a while (a model load), and may fail."""
+
+    def __init__(self, *, error: str | None = None, **kw) -> None:  # noqa: ANN003
+        super().__init__(**kw)
+        self.starts = 0
+        self.error = error
+
+    async def start(self) -> None:
+        self.starts += 1
+        await asyncio.sleep(0.02)
+        if self.error:
+            raise BackendError(self.error)
+
+
+async def test_twins_that_miss_while_the_model_loads_reach_it_once() -> None:
+    """Two calls miss the same request before the model is up: the second waits for the load, then
+    joins the first one's request instead of sending its own."""
+    backend = SlowStart(batching=False)
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=2)) as sched:
+        a, b = await asyncio.gather(sched.submit_many([gen("one"), gen("two")]), sched.submit_many([gen("one")]))
+    assert backend.starts == 1 and backend.calls == 2 and a[0] == b[0]
+    assert sched.stats.deduplicated == 1 and sched.stats.backend_requests == 2
+
+
+async def test_a_failed_load_is_not_tried_again_by_every_call_that_waited_for_it() -> None:
+    backend = SlowStart(batching=True, error="no weights at /models/x: download them first")
+    async with Scheduler(backend) as sched:
+        outcomes = await asyncio.gather(*(sched.submit(gen(f"q{i}")) for i in range(5)), return_exceptions=True)
+        assert all(isinstance(o, BackendError) and "no weights" in str(o) for o in outcomes)
+        assert backend.starts == 1  # the four calls behind the failed load share its error
+        with pytest.raises(BackendError):
+            await sched.submit(gen("later"))  # a call after the failure tries again
+        assert backend.starts == 2
+
+
+async def test_cancelling_one_call_leaves_the_twin_it_shares_answered() -> None:
+    backend = CountingBackend(batching=False, delay=0.1)
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=1)) as sched:
+        first = asyncio.create_task(sched.submit(gen("shared")))
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(sched.submit(gen("shared")))  # joins the first one's request
+        await asyncio.sleep(0.01)
+        first.cancel()
+        answer = await second
+        assert first.cancelled() and answer.text is not None
+    assert backend.calls == 1
+
+
+async def test_a_call_cancelled_at_a_full_queue_still_queues_what_twins_wait_for() -> None:
+    backend = CountingBackend(batching=False, delay=0.05)
+    async with Scheduler(backend, settings=SchedulerSettings(concurrency=1), max_pending=1) as sched:
+        blockers = asyncio.create_task(sched.submit_many([gen("b1"), gen("b2"), gen("b3")]))
+        await asyncio.sleep(0.01)  # b1 at the worker, b2 in the queue, b3 waiting for a place
+        caller = asyncio.create_task(sched.submit(gen("shared")))
+        await asyncio.sleep(0.01)  # "shared" is in flight, waiting for a place in the queue too
+        twin = asyncio.create_task(sched.submit(gen("shared")))
+        await asyncio.sleep(0)
+        caller.cancel()
+        answer = await asyncio.wait_for(twin, 5)  # before: it waited forever on a request never queued
+        await blockers
+    assert answer.text is not None and sorted(r.prompt for b in backend.batches for r in b) == ["b1", "b2", "b3", "shared"]
+
+
+async def test_a_damaged_row_whose_twin_was_recomputed_meanwhile_is_not_sent_again(tmp_path) -> None:  # noqa: ANN001
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    key_backend = CountingBackend(batching=False)
+    async with Scheduler(key_backend, cache=cache) as sched:
+        key = request_key(sched._identity, gen("shared"))  # type: ignore[arg-type]
+    cache.put(key, "fake-model", Completion(choice_logprobs=(-0.1,)))  # a row it cannot use: no text for a generate request
+    backend = CountingBackend(batching=False, delay=0.02)
+    async with Scheduler(backend, cache=cache, settings=SchedulerSettings(concurrency=1)) as sched:
+        first = asyncio.create_task(sched.submit(gen("shared")))
+        await asyncio.sleep(0)
+        out = await sched.submit_many([gen("own"), gen("shared")], window=1)
+        assert out[1] == await first and out[1].text is not None
+    assert sorted(r.prompt for b in backend.batches for r in b) == ["own", "shared"]
+    assert cache.stats.damaged == 2  # the row, found by each call once (not again on the second look)

@@ -193,3 +193,31 @@ max_wait_ms = 1.0
     for grid_axis in ("shots = [0]", "dataset = \"sst2\"", "attacks = [\"checklist\"]", "options = {}"):
         with pytest.raises(SweepConfigError, match="unknown key sweep"):
             load_config(write_config(tmp_path / "bad.toml", body.replace("[sweep]\n", f"[sweep]\n{grid_axis}\n")))
+
+
+async def test_a_cells_shared_work_survives_one_job_cancelled_and_is_redone_after_it_failed() -> None:
+    """A cell's workbench and ranking are shared by its jobs: one job cancelled does not cancel the
+    others' wait, and work that failed (an outage during the ranking) is started again by the next
+    job rather than failing every later job of the cell."""
+    import asyncio
+
+    from promptrobust.engine.runs.sweep.runner import _shared
+
+    started: list[bool] = []
+
+    async def work(fail: bool) -> int:
+        started.append(fail)
+        await asyncio.sleep(0.02)
+        if fail:
+            raise RuntimeError("request failed after 4 attempts: HTTP 503")
+        return len(started)
+
+    table: dict = {}
+    first = asyncio.create_task(_shared(table, "cell", lambda: work(False)))
+    second = asyncio.create_task(_shared(table, "cell", lambda: work(False)))
+    await asyncio.sleep(0.005)
+    first.cancel()
+    assert await second == 1 and started == [False]  # the work went on for the job still waiting
+    with pytest.raises(RuntimeError, match="503"):
+        await _shared(table, "other", lambda: work(True))
+    assert await _shared(table, "other", lambda: work(False)) == 3  # started again, not the old failure

@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,10 +110,13 @@ class ScoreCache:
     def get(self, key: str) -> Completion | None:
         return self.get_many([key]).get(key)
 
-    def look_again(self, key: str) -> Completion | None:
-        """``get`` for a key this process already looked up and counted: a hit now is counted as
-        one (its first lookup's miss is taken back), a miss again is not counted twice."""
+    def look_again(self, key: str, usable: Callable[[Completion], bool] = lambda completion: True) -> Completion | None:
+        """``get`` for a key this process already looked up and counted: a ``usable`` row now is a hit
+        (its first lookup's miss is taken back); a miss again, or a row the caller already found
+        damaged, is not counted twice."""
         found = self._fetch([key], count_damage=False).get(key)
+        if found is not None and not usable(found):
+            return None
         if found is not None:
             self.stats.hits += 1
             self.stats.misses -= 1

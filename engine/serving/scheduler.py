@@ -44,6 +44,7 @@ weights.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import random
 import time
@@ -188,6 +189,8 @@ class Scheduler:
         # Counts this scheduler's cache writes: a call whose cache lookup is older than the
         # last write looks again before it sends (a twin may have been answered meanwhile).
         self._cache_writes = 0
+        self._start_failures = 0  # failed backend starts, and the last one's error: the calls waiting behind it share it
+        self._start_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._started = False
         self._backend_started = False
@@ -249,19 +252,34 @@ class Scheduler:
             return
         if self._backend_lock is None:
             self._backend_lock = asyncio.Lock()
+        failures_before = self._start_failures
         async with self._backend_lock:
             if self._backend_started:
                 return
-            if self.owns_backend:
-                from promptrobust.engine import progress  # progress: the model load is a phase
+            if self._start_failures != failures_before:
+                # The start this call waited behind failed: its error, not another load per waiter
+                # (a call that comes after the failure tries again).
+                assert self._start_error is not None
+                raise self._start_error
+            try:
+                await self._start_backend()
+            except Exception as exc:  # a cancelled start is no failure: the next waiter tries
+                self._start_error = exc
+                self._start_failures += 1
+                raise
 
-                name = getattr(self.backend.identity, "name", "the model")
-                with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
-                    await self.backend.start()
-            if self._identity is None:  # a deferred start keeps the identity its cache keys used
-                self._set_identity()
-            self._backend_started = True
-            await self._probe_capabilities()
+    async def _start_backend(self) -> None:
+        """Start the backend (when this scheduler owns it), then send its capability probe."""
+        if self.owns_backend:
+            from promptrobust.engine import progress  # progress: the model load is a phase
+
+            name = getattr(self.backend.identity, "name", "the model")
+            with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
+                await self.backend.start()
+        if self._identity is None:  # a deferred start keeps the identity its cache keys used
+            self._set_identity()
+        self._backend_started = True
+        await self._probe_capabilities()
 
     async def _probe_capabilities(self) -> None:
         """Send the backend's capability probe (if any) through the cache, so that what
@@ -282,7 +300,7 @@ class Scheduler:
             self._inflight[key] = fut
             await self._queue.put(_Job(key, probe, fut, counted=False))
             try:
-                answer = await fut
+                answer = await asyncio.shield(fut)
             except RequestFailedError as exc:
                 raise RequestFailedError(f"start-up check of {self._model_tag}: {exc}", cause=exc.cause,
                                          attempts=exc.attempts) from None
@@ -347,7 +365,9 @@ class Scheduler:
             nonlocal first_error
             index, fut = outstanding.popleft()
             try:
-                results[index] = await fut
+                # Shielded: the future may be shared with twins of other jobs; cancelling this
+                # call must not cancel their answer.
+                results[index] = await asyncio.shield(fut)
                 self.stats.completed += 1
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest settle
                 if first_error is None:
@@ -363,15 +383,6 @@ class Scheduler:
                 self.stats.submitted += 1
                 if counters is not None:
                     counters.requests += 1
-                if key not in hits and key not in self._inflight and looked_up != self._cache_writes:
-                    # This call waited since its lookup (its window, the queue, the model's load),
-                    # and answers were cached meanwhile: one of them may be this request's twin,
-                    # sent by another job and already off the in-flight table. Look again (one
-                    # indexed row, only for a request about to be sent).
-                    assert self.cache is not None
-                    again = self.cache.look_again(key)
-                    if again is not None:
-                        hits[key] = again
                 hit = hits.get(key)
                 if hit is not None and completion_problem(request, hit) is not None:
                     # A cached row this request cannot use (damaged, or from a version that
@@ -379,6 +390,15 @@ class Scheduler:
                     assert self.cache is not None
                     self.cache.note_damaged(key, completion_problem(request, hit) or "")
                     hit = None
+                if hit is None and key not in self._inflight:
+                    if not self._backend_started:
+                        await self.ensure_backend()  # the first cache miss loads the model
+                    if self.cache is not None and looked_up != self._cache_writes:
+                        # This call waited since its lookup (its window, the queue, the model's load)
+                        # and answers were cached meanwhile: one may be this request's twin, sent by
+                        # another job and already off the in-flight table. Look again (one indexed
+                        # row, only for a request about to be sent).
+                        hit = self.cache.look_again(key, usable=functools.partial(_answers, request))
                 if hit is not None:
                     self.stats.cache_hits += 1
                     if counters is not None:
@@ -386,21 +406,26 @@ class Scheduler:
                     self.stats.completed += 1
                     results[index] = hit
                     continue
-                fut = self._inflight.get(key)
+                fut = self._inflight.get(key)  # read after every wait above: a twin may be in flight now
                 if fut is not None:
                     self.stats.deduplicated += 1
                     if counters is not None:
                         counters.deduplicated += 1
                 else:
-                    if not self._backend_started:
-                        await self.ensure_backend()  # the first cache miss loads the model
                     if counters is not None:
                         counters.sent += 1
                     sent_here.append(index)
                     fut = asyncio.get_running_loop().create_future()
                     self._inflight[key] = fut
                     assert self._queue is not None
-                    await self._queue.put(_Job(key, request, fut))
+                    job = _Job(key, request, fut)
+                    try:
+                        self._queue.put_nowait(job)
+                    except asyncio.QueueFull:
+                        # Shielded: twins may join this future while the queue is full; were this
+                        # call cancelled here, the request would never be queued and they would
+                        # wait forever.
+                        await asyncio.shield(self._queue.put(job))
                 outstanding.append((index, fut))
                 while len(outstanding) >= window:
                     await settle_oldest()
@@ -569,7 +594,8 @@ class Scheduler:
         return err
 
     def _finish(self, job: _Job, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
-        self._inflight.pop(job.key, None)
+        if self._inflight.get(job.key) is job.future:
+            del self._inflight[job.key]
         if job.future.done():
             return
         if exc is not None:
@@ -600,6 +626,10 @@ def cut_answer(request: Request, completion: Completion) -> Completion:
         return completion
     note = f"an answer of {len(text):,} characters cut to {bound:,}: max_tokens {request.decoding.max_tokens} allows no more"
     return replace(completion, text=text[:bound], note=f"{completion.note}; {note}" if completion.note else note)
+
+
+def _answers(request: Request, completion: Completion) -> bool:
+    return completion_problem(request, completion) is None
 
 
 def completion_problem(request: Request, completion: object) -> str | None:

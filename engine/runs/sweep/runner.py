@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
@@ -68,24 +69,22 @@ class JobRunner:
         return decide_target(self.cfg.job_evaluation(job), base_model=self.specs[job.model].base_model)
 
     async def _bench(self, job: Job) -> Workbench:
-        key = (job.model, job.dataset, job.shots)
-        if key not in self._benches:
-            self._benches[key] = asyncio.ensure_future(
-                self.session.workbench_for(self.specs[job.model], self.target(job), model_settings(self.cfg, job.model))
-            )
-        return await self._benches[key]
+        return await _shared(self._benches, (job.model, job.dataset, job.shots), lambda: self.session.workbench_for(
+            self.specs[job.model], self.target(job), model_settings(self.cfg, job.model)))
 
     async def _ranking(self, job: Job, bench: Workbench) -> list[CleanScore]:
         from promptrobust.engine.measuring.protocol import rank_prompts
         from promptrobust.engine.runs.prompt_choice import prompt_set
 
-        if job.cell not in self._ranked:
+        def rank() -> Awaitable[list[CleanScore]]:
+            searched = bench
             if self.cfg.attack.holdout:  # rank on the searched part only (run_protocol splits the same way)
                 from promptrobust.engine.measuring.holdout import split_workbench
 
-                bench, _ = split_workbench(bench, self.cfg.attack.holdout)
-            self._ranked[job.cell] = asyncio.ensure_future(rank_prompts(bench, prompt_set(bench.task, job.prompt_type)))
-        return await self._ranked[job.cell]
+                searched, _ = split_workbench(bench, self.cfg.attack.holdout)
+            return rank_prompts(searched, prompt_set(searched.task, job.prompt_type))
+
+        return await _shared(self._ranked, job.cell, rank)
 
     async def run(
         self,
@@ -217,6 +216,20 @@ async def _run_sweep_locked(
         raise
     out.consolidate()
     return progress
+
+
+_Shared = TypeVar("_Shared")
+
+
+async def _shared(table: dict[Any, asyncio.Task[_Shared]], key: object, make: Callable[[], Awaitable[_Shared]]) -> _Shared:
+    """The result of the work ``table`` holds under ``key`` (a cell's workbench or ranking), started
+    by the first job that needs it and awaited by every job of the cell. Shielded: one job cancelled
+    does not cancel the others' work. Work that failed is started again by the next job that needs
+    it (a ranking cut short by an outage must not fail every later job of its cell)."""
+    task = table.get(key)
+    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        task = table[key] = asyncio.ensure_future(make())
+    return await asyncio.shield(task)
 
 
 def _shape(job: Job) -> tuple[str, ...]:

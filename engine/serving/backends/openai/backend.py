@@ -597,7 +597,8 @@ class OpenAIBackend(PerRequestBackend):
         return Completion(choice_logprobs=values, prompt_tokens=prompt_tokens, completion_tokens=0)
 
     async def _score_exact_chat(self, ep: Endpoint, request: Request) -> Completion:
-        """One chat request per label (a conversation cannot be a list); summed as the completions route does."""
+        """One chat request per label (a conversation cannot be a list); its prompt tokens are the sum
+        over those requests, each billed on its own (the completions route's usage sums them too)."""
         messages = self._messages(request)
 
         async def one(label: str) -> tuple[float, int]:
@@ -611,7 +612,7 @@ class OpenAIBackend(PerRequestBackend):
             return value, answers.usage(data)[0]
 
         found = await asyncio.gather(*(one(label) for label in request.choices))
-        return Completion(choice_logprobs=tuple(v for v, _ in found), prompt_tokens=max(t for _, t in found), completion_tokens=0)
+        return Completion(choice_logprobs=tuple(v for v, _ in found), prompt_tokens=sum(t for _, t in found), completion_tokens=0)
 
     # -- the logprob_token_ids route (token_ids.py holds its requests and answers) ----------------------
     async def _post_json(self, ep: Endpoint, url: str, body: dict[str, object]) -> dict[str, object]:
