@@ -427,3 +427,14 @@ async def test_a_damaged_row_whose_twin_was_recomputed_meanwhile_is_not_sent_aga
         assert out[1] == await first and out[1].text is not None
     assert sorted(r.prompt for b in backend.batches for r in b) == ["own", "shared"]
     assert cache.stats.damaged == 2  # the row, found by each call once (not again on the second look)
+
+
+async def test_copies_of_a_request_in_one_call_reach_the_model_once_and_count_once(tmp_path) -> None:  # noqa: ANN001
+    """A request repeated in one call, its first copy answered before the call reaches the others
+    (window 1): they read that answer; the cache counts one miss (the copy sent) and one hit."""
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    backend = CountingBackend(batching=False)
+    async with Scheduler(backend, cache=cache) as sched:
+        out = await sched.submit_many([gen("x"), gen("x"), gen("x")], window=1)
+    assert backend.calls == 1 and len({c.text for c in out}) == 1
+    assert (cache.stats.hits, cache.stats.misses) == (1, 1) and sched.stats.cache_hits == 2

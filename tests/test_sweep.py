@@ -221,3 +221,10 @@ async def test_a_cells_shared_work_survives_one_job_cancelled_and_is_redone_afte
     with pytest.raises(RuntimeError, match="503"):
         await _shared(table, "other", lambda: work(True))
     assert await _shared(table, "other", lambda: work(False)) == 3  # started again, not the old failure
+    # the last job waiting cancelled: the work stops (no requests after the sweep stopped)
+    last = asyncio.create_task(_shared(table, "third", lambda: work(False)))
+    await asyncio.sleep(0.005)
+    running = table["third"].task
+    last.cancel()
+    await asyncio.sleep(0.005)
+    assert running.cancelled() and "third" not in table

@@ -110,15 +110,17 @@ class ScoreCache:
     def get(self, key: str) -> Completion | None:
         return self.get_many([key]).get(key)
 
-    def look_again(self, key: str, usable: Callable[[Completion], bool] = lambda completion: True) -> Completion | None:
-        """``get`` for a key this process already looked up and counted: a ``usable`` row now is a hit
-        (its first lookup's miss is taken back); a miss again, or a row the caller already found
+    def look_again(self, key: str, usable: Callable[[Completion], bool] = lambda completion: True, *,
+                   first_missed: bool = True) -> Completion | None:
+        """``get`` for a key this process already looked up and counted: a ``usable`` row now is a hit,
+        and its first lookup's miss is taken back when that miss sent nothing (``first_missed``: the
+        caller did not send the key itself); a miss again, or a row the caller already found
         damaged, is not counted twice."""
         found = self._fetch([key], count_damage=False).get(key)
-        if found is not None and not usable(found):
+        if found is None or not usable(found):
             return None
-        if found is not None:
-            self.stats.hits += 1
+        self.stats.hits += 1
+        if first_missed:
             self.stats.misses -= 1
         return found
 

@@ -193,7 +193,8 @@ class Scheduler:
         self._start_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._started = False
-        self._backend_started = False
+        self._backend_started = False  # loaded (when owned) and its capability probe answered
+        self._backend_loaded = False
         self._start_lock: asyncio.Lock | None = None
         self._backend_lock: asyncio.Lock | None = None
 
@@ -267,19 +268,21 @@ class Scheduler:
                 self._start_error = exc
                 self._start_failures += 1
                 raise
+            self._start_error = None  # not kept (nor the frames its traceback holds) once started
 
     async def _start_backend(self) -> None:
         """Start the backend (when this scheduler owns it), then send its capability probe."""
-        if self.owns_backend:
+        if self.owns_backend and not self._backend_loaded:
             from promptrobust.engine import progress  # progress: the model load is a phase
 
             name = getattr(self.backend.identity, "name", "the model")
             with progress.during(f"loading {name} (first request not in the cache)" if self.backend.batching else f"connecting to {name}"):
                 await self.backend.start()
+            self._backend_loaded = True
         if self._identity is None:  # a deferred start keeps the identity its cache keys used
             self._set_identity()
+        await self._probe_capabilities()  # a failed probe fails the start: its waiters are told, the next call probes again
         self._backend_started = True
-        await self._probe_capabilities()
 
     async def _probe_capabilities(self) -> None:
         """Send the backend's capability probe (if any) through the cache, so that what
@@ -319,9 +322,9 @@ class Scheduler:
             except (asyncio.CancelledError, Exception):
                 pass
         self._workers = []
-        if self._backend_started and self.owns_backend:
+        if self._backend_loaded and self.owns_backend:
             await self.backend.close()
-        self._backend_started = False
+        self._backend_started = self._backend_loaded = False
         self._started = False
         self._identity = None
 
@@ -357,6 +360,7 @@ class Scheduler:
         window = window or self.max_pending
         results: list[Completion | None] = [None] * len(requests)
         sent_here: list[int] = []  # the requests this call put on the backend's queue: their tokens are its cost
+        sent_keys: set[str] = set()
         outstanding: deque[tuple[int, asyncio.Future[Completion]]] = deque()
         chunk = 512
         first_error: BaseException | None = None
@@ -373,64 +377,75 @@ class Scheduler:
                 if first_error is None:
                     first_error = exc
 
-        for start in range(0, len(requests), chunk):
-            part = requests[start : start + chunk]
-            keys = [request_key(self._identity, r) for r in part]
-            hits = self.cache.get_many(keys) if self.cache is not None else {}
-            looked_up = self._cache_writes
-            for offset, (key, request) in enumerate(zip(keys, part)):
-                index = start + offset
-                self.stats.submitted += 1
-                if counters is not None:
-                    counters.requests += 1
-                hit = hits.get(key)
-                if hit is not None and completion_problem(request, hit) is not None:
-                    # A cached row this request cannot use (damaged, or from a version that
-                    # cached impossible numbers): a miss, recomputed and overwritten.
-                    assert self.cache is not None
-                    self.cache.note_damaged(key, completion_problem(request, hit) or "")
-                    hit = None
-                if hit is None and key not in self._inflight:
-                    if not self._backend_started:
-                        await self.ensure_backend()  # the first cache miss loads the model
-                    if self.cache is not None and looked_up != self._cache_writes:
-                        # This call waited since its lookup (its window, the queue, the model's load)
-                        # and answers were cached meanwhile: one may be this request's twin, sent by
-                        # another job and already off the in-flight table. Look again (one indexed
-                        # row, only for a request about to be sent).
-                        hit = self.cache.look_again(key, usable=functools.partial(_answers, request))
-                if hit is not None:
-                    self.stats.cache_hits += 1
+        try:
+            for start in range(0, len(requests), chunk):
+                part = requests[start : start + chunk]
+                keys = [request_key(self._identity, r) for r in part]
+                hits = self.cache.get_many(keys) if self.cache is not None else {}
+                looked_up = self._cache_writes
+                for offset, (key, request) in enumerate(zip(keys, part)):
+                    index = start + offset
+                    self.stats.submitted += 1
                     if counters is not None:
-                        counters.cache_hits += 1
-                    self.stats.completed += 1
-                    results[index] = hit
-                    continue
-                fut = self._inflight.get(key)  # read after every wait above: a twin may be in flight now
-                if fut is not None:
-                    self.stats.deduplicated += 1
-                    if counters is not None:
-                        counters.deduplicated += 1
-                else:
-                    if counters is not None:
-                        counters.sent += 1
-                    sent_here.append(index)
-                    fut = asyncio.get_running_loop().create_future()
-                    self._inflight[key] = fut
-                    assert self._queue is not None
-                    job = _Job(key, request, fut)
-                    try:
-                        self._queue.put_nowait(job)
-                    except asyncio.QueueFull:
-                        # Shielded: twins may join this future while the queue is full; were this
-                        # call cancelled here, the request would never be queued and they would
-                        # wait forever.
-                        await asyncio.shield(self._queue.put(job))
-                outstanding.append((index, fut))
-                while len(outstanding) >= window:
-                    await settle_oldest()
-        while outstanding:
-            await settle_oldest()
+                        counters.requests += 1
+                    hit = hits.get(key)
+                    if hit is not None and completion_problem(request, hit) is not None:
+                        # A cached row this request cannot use (damaged, or from a version that
+                        # cached impossible numbers): a miss, recomputed and overwritten.
+                        assert self.cache is not None
+                        self.cache.note_damaged(key, completion_problem(request, hit) or "")
+                        hit = None
+                    if hit is None and key not in self._inflight:
+                        if not self._backend_started:
+                            await self.ensure_backend()  # the first cache miss loads the model
+                        if self.cache is not None and looked_up != self._cache_writes:
+                            # This call waited since its lookup (its window, the queue, the model's load)
+                            # and answers were cached meanwhile: one may be this request's twin, sent by
+                            # another job and already off the in-flight table. Look again (one indexed
+                            # row, only for a request about to be sent).
+                            hit = self.cache.look_again(key, usable=functools.partial(_answers, request),
+                                                        first_missed=key not in sent_keys)
+                            if hit is not None:
+                                hits[key] = hit  # later copies of it in this chunk read it here
+                    if hit is not None:
+                        self.stats.cache_hits += 1
+                        if counters is not None:
+                            counters.cache_hits += 1
+                        self.stats.completed += 1
+                        results[index] = hit
+                        continue
+                    fut = self._inflight.get(key)  # read after every wait above: a twin may be in flight now
+                    if fut is not None:
+                        self.stats.deduplicated += 1
+                        if counters is not None:
+                            counters.deduplicated += 1
+                    else:
+                        if counters is not None:
+                            counters.sent += 1
+                        sent_here.append(index)
+                        sent_keys.add(key)
+                        fut = asyncio.get_running_loop().create_future()
+                        self._inflight[key] = fut
+                        assert self._queue is not None
+                        job = _Job(key, request, fut)
+                        try:
+                            self._queue.put_nowait(job)
+                        except asyncio.QueueFull:
+                            # Shielded: twins may join this future while the queue is full; were this
+                            # call cancelled here, the request would never be queued and they would
+                            # wait forever.
+                            await asyncio.shield(self._queue.put(job))
+                    outstanding.append((index, fut))
+                    while len(outstanding) >= window:
+                        await settle_oldest()
+            while outstanding:
+                await settle_oldest()
+        except asyncio.CancelledError:
+            # This call is cancelled; what it left outstanding may be another job's too, and runs
+            # on. Its error, if any, is read here, so that asyncio does not log it as never retrieved.
+            for _, fut in outstanding:
+                fut.add_done_callback(_read_outcome)
+            raise
         if first_error is not None:
             raise first_error
         if counters is not None:
@@ -626,6 +641,11 @@ def cut_answer(request: Request, completion: Completion) -> Completion:
         return completion
     note = f"an answer of {len(text):,} characters cut to {bound:,}: max_tokens {request.decoding.max_tokens} allows no more"
     return replace(completion, text=text[:bound], note=f"{completion.note}; {note}" if completion.note else note)
+
+
+def _read_outcome(fut: asyncio.Future[Completion]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _answers(request: Request, completion: Completion) -> bool:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
@@ -60,8 +60,8 @@ class JobRunner:
             m: resolve_model(m, parse_model_args(cfg.model_options.get(m, {}).get("model_args", "")))
             for m in cfg.models
         }
-        self._benches: dict[tuple[str, str, int | None], asyncio.Task[Workbench]] = {}
-        self._ranked: dict[tuple[object, ...], asyncio.Task[list[CleanScore]]] = {}
+        self._benches: dict[tuple[str, str, int | None], _SharedWork[Workbench]] = {}
+        self._ranked: dict[tuple[object, ...], _SharedWork[list[CleanScore]]] = {}
 
     def target(self, job: Job) -> MeasurementTarget:
         """The job's cell as decided: its task, mode and shots (a grid is not strict: a free-text
@@ -221,15 +221,33 @@ async def _run_sweep_locked(
 _Shared = TypeVar("_Shared")
 
 
-async def _shared(table: dict[Any, asyncio.Task[_Shared]], key: object, make: Callable[[], Awaitable[_Shared]]) -> _Shared:
-    """The result of the work ``table`` holds under ``key`` (a cell's workbench or ranking), started
-    by the first job that needs it and awaited by every job of the cell. Shielded: one job cancelled
-    does not cancel the others' work. Work that failed is started again by the next job that needs
-    it (a ranking cut short by an outage must not fail every later job of its cell)."""
-    task = table.get(key)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = table[key] = asyncio.ensure_future(make())
-    return await asyncio.shield(task)
+@dataclass
+class _SharedWork(Generic[_Shared]):
+    """Work a cell's jobs share (its workbench, its ranking), and how many of them wait for it."""
+
+    task: asyncio.Task[_Shared]
+    waiting: int = 0
+
+
+async def _shared(table: dict[Any, _SharedWork[_Shared]], key: object, make: Callable[[], Awaitable[_Shared]]) -> _Shared:
+    """The result of the work ``table`` holds under ``key``, started by the first job that needs it
+    and awaited by every job of the cell. One job cancelled does not cancel the others' wait (the
+    work is shielded); the last one cancelled stops it. Work that failed is started again by the next
+    job that needs it (a ranking cut short by an outage must not fail every later job of its cell)."""
+    work = table.get(key)
+    if work is None or (work.task.done() and (work.task.cancelled() or work.task.exception() is not None)):
+        work = table[key] = _SharedWork(asyncio.ensure_future(make()))
+    work.waiting += 1
+    try:
+        return await asyncio.shield(work.task)
+    except asyncio.CancelledError:
+        if work.waiting == 1 and not work.task.done():
+            work.task.cancel()  # no job waits for it any more
+            if table.get(key) is work:
+                del table[key]
+        raise
+    finally:
+        work.waiting -= 1
 
 
 def _shape(job: Job) -> tuple[str, ...]:
