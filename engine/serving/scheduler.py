@@ -373,6 +373,9 @@ class Scheduler:
                 # call must not cancel their answer.
                 results[index] = await asyncio.shield(fut)
                 self.stats.completed += 1
+            except asyncio.CancelledError:
+                fut.add_done_callback(_read_outcome)  # as for the rest outstanding (below)
+                raise
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the rest settle
                 if first_error is None:
                     first_error = exc
@@ -434,7 +437,11 @@ class Scheduler:
                             # Shielded: twins may join this future while the queue is full; were this
                             # call cancelled here, the request would never be queued and they would
                             # wait forever.
-                            await asyncio.shield(self._queue.put(job))
+                            try:
+                                await asyncio.shield(self._queue.put(job))
+                            except asyncio.CancelledError:
+                                fut.add_done_callback(_read_outcome)
+                                raise
                     outstanding.append((index, fut))
                     while len(outstanding) >= window:
                         await settle_oldest()
