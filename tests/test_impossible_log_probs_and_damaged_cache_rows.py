@@ -8,6 +8,7 @@ would); a real SQLite cache holds rows damaged by hand.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sqlite3
@@ -165,3 +166,25 @@ async def test_damaged_rows_are_misses_recomputed_overwritten_and_reported_once(
     lines = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
     assert len(lines) == 1 and f"{len(damaged)} damaged rows" in lines[0] and "recomputed" in lines[0]
     assert "\n" not in lines[0]
+
+
+async def test_one_impossible_answer_fails_its_own_request_not_its_micro_batch(tmp_path):
+    """Two jobs share a micro-batch; the model gives one of its requests a NaN: that request fails in
+    one line, never cached; the others (the other job's too) are answered and cached as usual."""
+    from promptrobust.testing.backends import CountingBackend
+
+    def answer(r: Request) -> Completion:
+        return Completion(choice_logprobs=(math.nan, -1.0) if "cursed" in (r.prompt or "") else (-0.2, -1.8))
+
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    backend = CountingBackend(batching=True, max_batch_size=8, answer=answer)
+    async with Scheduler(backend, cache=cache, retry_policy=FAST) as sched:
+        good = [Request("score_choices", prompt=f"review {i}", choices=CHOICES) for i in range(3)]
+        bad = Request("score_choices", prompt="a cursed review", choices=CHOICES)
+        first, second = await asyncio.gather(sched.submit_many(good[:2] + [bad]), sched.submit_many(good[2:]),
+                                             return_exceptions=True)
+    assert len(backend.batches) == 1  # one micro-batch held both jobs' requests
+    assert isinstance(first, BadAnswerError) and "not a number" in str(first)
+    assert [c.choice_logprobs for c in second] == [(-0.2, -1.8)]
+    assert len(all_rows(tmp_path / "c.sqlite")) == 3 and sched.stats.failures == 1
+    cache.close()

@@ -28,7 +28,8 @@ Failures stay small and honest:
   too: it is never cached and never handed to a job.
 * A completion with an impossible number (a label log-probability that is NaN,
   infinite or above 0) is a ``BadAnswerError`` at once: the backend computed
-  it and would again, so it is one line, never retried, cached or scored.
+  it and would again, so it is one line, never retried, cached or scored; only
+  its own request fails (the rest of its micro-batch is answered as usual).
 * A request that still fails after the retry policy's attempts raises one
   ``RequestFailedError`` with a one-line message naming the cause and the fix.
 * An answer longer than its ``max_tokens`` could hold (``answer_bound``: a server
@@ -538,10 +539,8 @@ class Scheduler:
             if len(completions) != len(jobs):
                 raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
             for job, completion in zip(jobs, completions):
-                impossible = _impossible_number(completion)
-                if impossible is not None:
-                    raise BadAnswerError(f"impossible answer from {self._model_tag}: {impossible}; the backend computes "
-                                         "impossible numbers (a retry would get the same): check the model and its dtype")
+                if _impossible_number(completion) is not None:
+                    continue  # its own job fails below; a retry would compute the same
                 problem = completion_problem(job.request, completion)
                 if problem is not None:
                     raise TransientBackendError(f"malformed answer: {problem}")
@@ -565,7 +564,6 @@ class Scheduler:
             return
         finally:
             self.stats.backend_seconds += time.monotonic() - started
-        completions = [self._bounded(job.request, c) for job, c in zip(jobs, completions)]
         counted = sum(j.counted for j in jobs)
         self.stats.batches += 1 if counted else 0
         self.stats.backend_requests += counted
@@ -573,6 +571,21 @@ class Scheduler:
             if job.counted:
                 self.stats.input_tokens += completion.prompt_tokens
                 self.stats.output_tokens += completion.completion_tokens
+        # An answer with an impossible number fails its own request at once (one line, never cached or
+        # scored); the other requests of its micro-batch, other jobs' too, are answered as usual.
+        sound: list[tuple[_Job, Completion]] = []
+        for job, completion in zip(jobs, completions):
+            impossible = _impossible_number(completion)
+            if impossible is None:
+                sound.append((job, self._bounded(job.request, completion)))
+                continue
+            self.stats.failures += job.counted
+            self._finish(job, exc=BadAnswerError(
+                f"impossible answer from {self._model_tag}: {impossible}; the backend computes impossible "
+                "numbers (a retry would get the same): check the model and its dtype"))
+        if not sound:
+            return
+        jobs, completions = [j for j, _ in sound], [c for _, c in sound]
         if self.cache is not None:
             try:
                 self.cache.put_many((job.key, self._model_tag, c) for job, c in zip(jobs, completions))
