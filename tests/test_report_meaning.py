@@ -92,3 +92,38 @@ def test_report_shows_apdr_over_all_and_over_acceptable_prompts_with_counts(tmp_
     left_out = list(csv.DictReader((out / "not_acceptable.csv").open(encoding="utf-8")))
     assert sorted((r["prompt_id"], r["meaning_check"]) for r in left_out) == [("sst2-task-01", "changed"),
                                                                             ("sst2-task-03", "not checked")]
+
+
+def test_acceptable_apdrs_of_different_meaning_checks_are_never_pooled(tmp_path: Path) -> None:
+    """Records judged by the shipped check and by its MiniLM-alone fallback (a machine without MPNet),
+    in one cell: a row per check, named, never one acceptable APDR over both."""
+    import csv
+
+    from promptrobust.attacks.meaning_check import CHECK_MINILM_ALONE, meaning_verdict
+
+    labels = frozenset({"positive", "negative"})
+    made = []
+    for i, (pdr, fallback) in enumerate([(0.5, False), (0.1, True)]):
+        clean = f"Is the writer of this sentence pleased or displeased? Answer positive or negative, reader {i}."
+        adv = clean.replace("writer", "author", 1)
+        verdict = meaning_verdict(clean, adv, labels).to_dict()
+        assert verdict["verdict"] == "kept"
+        if fallback:
+            verdict["check"] = CHECK_MINILM_ALONE
+        made.append(AttackRecord(model="m", dataset="rotten_tomatoes", prompt_id=f"sst2-task-0{i + 1}",
+                                 attack="textfooler", clean_prompt=clean, clean_score=0.8, adversarial_prompt=adv,
+                                 adversarial_score=0.8 * (1 - pdr), pdr=pdr, samples=100, mode="choices",
+                                 substitutions=[["writer", "author"]], meaning=verdict))
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    append_jsonl(run / "results.jsonl", made)
+    out = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "runs"), "--output-dir", str(out), "--format", "md,csv"]) == 0
+    rows = list(csv.DictReader((out / "apdr_acceptable.csv").open(encoding="utf-8")))
+    assert sorted((r["meaning_check"], r["acceptable_count"], float(r["acceptable_mean"])) for r in rows) == [
+        ("v6", "1", pytest.approx(0.5)), ("v6, all-MiniLM-L6-v2 alone", "1", pytest.approx(0.1))]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    table = md[md.index("APDR over all adversarial prompts and over the acceptable ones"):]
+    header = next(line for line in table.splitlines() if line.startswith("| attack"))
+    assert [c.strip() for c in header.strip("|").split("|")][:5] == ["attack", "model", "dataset", "meaning check", "n all"]
+    assert "never pooled" in table

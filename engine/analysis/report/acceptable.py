@@ -59,6 +59,12 @@ REWRITE_NOTE = (
 REWRITE_REASON = "a rewrite of the whole prompt: a person must judge whether it keeps the instruction"
 
 
+#: How every check's recorded name starts (``attacks.meaning_check.CHECK``); ``check_name`` drops it.
+CHECK_PREFIX = "promptrobust meaning check"
+#: Said under the acceptable table when its rows are split by the check that judged them.
+BY_CHECK_NOTE = ("rows split by the meaning check that judged their records (records name it; 'none': no verdict "
+                 "recorded): acceptable APDRs of different checks, which have different error rates, are never pooled")
+
 #: Where a person's verdicts on a prompt set's rewrites sit on its record:
 #: ``{"kept_pdrs": [PDR of each rewrite kept], "changed": n, "prompts": N}`` (``review.apply_verdicts``).
 PERSON_SET_FIELD = "person_rewrites"
@@ -107,6 +113,19 @@ def check_reasons(r: Mapping[str, Any]) -> str:
     return "; ".join(str(x) for x in meaning.get("reasons") or [])
 
 
+def check_name(r: Mapping[str, Any]) -> str:
+    """Which meaning check judged ``r``, in short ("v6", "v6, all-MiniLM-L6-v2 alone"): the recorded
+    check's name before its rules; "none" for a record without a verdict, "rewrites" for a prompt set."""
+    if is_rewrite(r):
+        return "rewrites"
+    meaning = r.get("meaning")
+    check = meaning.get("check") if isinstance(meaning, Mapping) else None
+    if not isinstance(check, str) or not check.strip():
+        return "none"
+    name = check.split(":", 1)[0].strip()
+    return name.removeprefix(CHECK_PREFIX).strip() or name
+
+
 def verdict_of(r: Mapping[str, Any]) -> str:
     """A record's meaning verdict: a person's where one was given, else the check's (``check_verdict``)."""
     return person_verdict(r) or check_verdict(r)
@@ -139,9 +158,15 @@ def acceptable_view(r: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", title_suffix: str = "") -> Table:
     """APDR over all attacked records and over the acceptable ones, per (attack, model, dataset), with counts."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    # Records judged by different checks (another version, the MiniLM-alone fallback) are kept apart:
+    # a row per check, named in a column of its own where a table holds more than one.
+    # Records without a verdict are never acceptable: they alone do not split a table.
+    judged_by = {check_name(r) for r in attacked if not is_rewrite(r)} - {"none"}
+    by_check = len(judged_by) > 1
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in attacked:
-        groups.setdefault((r["attack"], r["model"], r["dataset"]), []).append(r)
+        cell: tuple[str, ...] = (r["attack"], r["model"], r["dataset"])
+        groups.setdefault((*cell, check_name(r)) if by_check else cell, []).append(r)
     any_rewrites = any(is_rewrite(r) for r in attacked)  # the rewrites' column and note only where there are some
     any_person = any(person_verdict(r) for r in attacked)  # likewise the column of a person's verdicts
     marked = set_means(attacked) > 0
@@ -153,6 +178,7 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
         every, samples = _summary(members)
         cells = [str(every.n), apdr_cell(every, samples=samples, marked=set_means(members) > 0)]
         row: dict[str, Any] = {"attack": key[0], "model": key[1], "dataset": key[2],
+                               **({"meaning_check": key[-1]} if by_check else {}),
                                **{f"all_{k}": v for k, v in summary_columns(every).items()},
                                **({"all_set_means": set_means(members)} if marked else {})}
         rewrites = verdicts.count(NEEDS_A_HUMAN)
@@ -171,11 +197,12 @@ def acceptable_table(attacked: Sequence[Mapping[str, Any]], suffix: str = "", ti
                      **({"needs_a_human": rewrites} if any_rewrites else {}),
                      **({"by_a_person": by_person} if any_person else {})})
     return Table("apdr_acceptable" + suffix, "APDR over all adversarial prompts and over the acceptable ones" + title_suffix,
-                 ["attack", "model", "dataset", "n all", "APDR all", "n acceptable", "APDR acceptable",
-                  "meaning changed", "not checked", *(["needs a human"] if any_rewrites else []),
-                  *(["by a person"] if any_person else [])], display, long,
+                 ["attack", "model", "dataset", *(["meaning check"] if by_check else []), "n all", "APDR all",
+                  "n acceptable", "APDR acceptable", "meaning changed", "not checked",
+                  *(["needs a human"] if any_rewrites else []), *(["by a person"] if any_person else [])], display, long,
                  with_set_note(ACCEPTABLE_NOTE + (f"; {REWRITE_NOTE}" if any_rewrites else "")
-                               + (f"; {PERSON_NOTE}" if any_person else ""), marked),
+                               + (f"; {PERSON_NOTE}" if any_person else "") + (f"; {BY_CHECK_NOTE}" if by_check else ""),
+                               marked),
                  statistic="APDR (mean ± sample s.d. [95% bootstrap]) over all and over acceptable adversarial prompts; counts")
 
 
