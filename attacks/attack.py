@@ -25,6 +25,7 @@ from promptrobust.attacks.search import TrackedScorer
 from promptrobust.attacks.sentence import CachedEncoder
 from promptrobust.attacks.errors import PromptTooLongError
 from promptrobust.attacks.meaning_check import meaning_verdict
+from promptrobust.attacks.nli_check import load_nli_judge
 from promptrobust.attacks.words import normalize_protected, word_count
 
 #: The longest prompt an attack takes, in words. Memory stays linear in the
@@ -125,9 +126,13 @@ class Attack:
         seed: int = 0,
         budget: int | None = None,
         semantic_prompts: Sequence[SemanticPrompt] = (),
+        meaning_nli: str | None = None,
     ) -> AttackOutcome:
         """Score the clean prompt, search, and report. ``budget`` caps the
-        candidate evaluations (None, the default: unlimited, as promptbench)."""
+        candidate evaluations (None, the default: unlimited, as promptbench). ``meaning_nli``: an NLI
+        model (Hugging Face id or folder) that judges replaced words for the meaning verdict, instead
+        of the encoders (``nli_check``); loaded before the search, so a model that cannot load fails
+        the attack before it costs anything."""
         if not isinstance(clean_prompt, str) or not clean_prompt.strip():
             raise ValueError("the prompt to attack is empty; pass the instruction text")
         words = word_count(clean_prompt)
@@ -139,6 +144,7 @@ class Attack:
         search = self.configured.search
         search.check(semantic_prompts)  # type: ignore[attr-defined]
         protected = normalize_protected(protected)
+        judge = await asyncio.to_thread(load_nli_judge, meaning_nli) if meaning_nli else None
         started = time.perf_counter()
         tracker = TrackedScorer(scorer, budget)
         clean_score = await tracker.score_clean(clean_prompt)
@@ -150,7 +156,7 @@ class Attack:
         # its models load the first time (seconds): the scorer may show it as a step of its own.
         during = getattr(scorer, "during", None)
         with during("checking the adversarial prompt's meaning") if callable(during) else contextlib.nullcontext():
-            verdict = await asyncio.to_thread(meaning_verdict, clean_prompt, found.prompt, protected)
+            verdict = await asyncio.to_thread(meaning_verdict, clean_prompt, found.prompt, protected, nli=judge)
             similarity = final_similarity(clean_prompt, found.prompt, self._encoder())  # as before: on this thread
         return AttackOutcome(
             substitutions=tuple(substitutions(clean_prompt, found.prompt)),

@@ -70,6 +70,8 @@ from promptrobust.attacks.fallbacks import announce
 from promptrobust.attacks.instructions import NEGATIONS, direction_change, instruction_change
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.nli_check import NliJudge
+from promptrobust.attacks.nli_check import check_name as nli_check_name
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
 from promptrobust.attacks.synonyms import (
     RELATED,
@@ -142,6 +144,8 @@ class SubstitutionCheck:
     senses: str = ""
     #: How WordNet relates the new word to the old in the old word's part of speech (``synonyms.relation``).
     relation: str = ""
+    #: With an NLI judge (``nli_check``): the lower of the two directions' probability of entailment.
+    entailment: float | None = None
 
 
 @dataclass(frozen=True)
@@ -321,7 +325,7 @@ def spelled_alike(old: str, new: str) -> bool:
 
 def _check_change(change: Change, clean: str, adversarial: str, *, protected: frozenset[str],
                   contrast: frozenset[str], clauses: list[tuple[int, int]], lexicon: Lexicon,
-                  encoder: ContextEncoder | str | None, tags: list[TaggedSpan] | None = None) -> SubstitutionCheck:
+                  encoder: ContextEncoder | NliJudge | str | None, tags: list[TaggedSpan] | None = None) -> SubstitutionCheck:
     old, new = change.old, change.new
     if not has_letter(old):
         if mentions_protected(new, protected):
@@ -373,6 +377,8 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     if encoder is None or isinstance(encoder, str):
         return SubstitutionCheck(old, new, "word", None, f"not checked: {encoder or 'no encoder'}", senses=senses,
                                  relation=related)
+    if isinstance(encoder, NliJudge):
+        return _judged_by_nli(encoder, change, clean, senses=senses, related=related)
     sim = context_similarity(encoder, clean, adversarial, change)
     if sim is None:
         return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses,
@@ -386,6 +392,23 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     where = ", in a clause with a label word" if label_linked else ""
     return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
                              round(sim, 6), senses, related)
+
+
+def _judged_by_nli(judge: NliJudge, change: Change, clean: str, *, senses: str, related: str) -> SubstitutionCheck:
+    """A replaced word judged by an NLI model: the clean prompt (around the change) and the same text with
+    only this word replaced must entail each other. Other changes stay out, so each is judged alone."""
+    lo = max(0, change.old_start - CONTEXT_CHARS)
+    hi = change.old_end + CONTEXT_CHARS
+    before = clean[lo:hi]
+    after = clean[lo : change.old_start] + change.new + clean[change.old_end : hi]
+    found = judge.entailment(before, after)
+    kept = found.both_ways
+    ways = f"entails {found.forward:.3f} forward, {found.backward:.3f} back"
+    reason = (f"{judge.name}: mutual entailment ({ways})" if kept else
+              f"{judge.name}: not entailment both ways ({ways}; entailment not the most probable label "
+              f"{'forward' if not found.forward_top else 'back'})")
+    return SubstitutionCheck(change.old, change.new, "word", kept, reason, senses=senses, relation=related,
+                             entailment=round(min(found.forward, found.backward), 6))
 
 
 def _appended(inserted: str, rest: str) -> bool:
@@ -437,19 +460,24 @@ def _tagged(text: str, at: Sequence[int] = ()) -> list[TaggedSpan] | None:
 
 
 def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = frozenset(), *,
-                    encoder: ContextEncoder | None = None) -> MeaningVerdict:
-    """The verdict on ``adversarial`` as an edit of ``clean`` (``protected``: the task's label words)."""
+                    encoder: ContextEncoder | None = None, nli: NliJudge | None = None) -> MeaningVerdict:
+    """The verdict on ``adversarial`` as an edit of ``clean`` (``protected``: the task's label words).
+    ``nli``: an NLI model decides the replaced words the rules pass, instead of the encoders (``nli_check``)."""
+    if nli is not None and encoder is not None:
+        raise ValueError("meaning_verdict takes an encoder or an NLI judge, not both")
+    named = nli_check_name(nli.name, _RULES) if nli is not None else encoder.check if encoder is not None else CHECK
     found = changes(clean, adversarial)
     if not found:
-        return MeaningVerdict("kept", ("unchanged",))
+        return MeaningVerdict("kept", ("unchanged",), check=named)
     total = max(1, word_count(clean))
     changed_words = sum(word_count(c.old) for c in found)
     if changed_words > REWRITTEN_SHARE * total:
-        return MeaningVerdict("not checked", (f"rewritten, not edited: {changed_words} of {total} words changed",))
+        return MeaningVerdict("not checked", (f"rewritten, not edited: {changed_words} of {total} words changed",),
+                              check=named)
     lexicon = load_lexicon()
     contrast = contrast_words(clean, protected, lexicon)
     clauses = label_clauses(clean, protected) if protected else []
-    source: ContextEncoder | str | None = encoder
+    source: ContextEncoder | NliJudge | str | None = nli if nli is not None else encoder
     tags = _tagged(clean, [c.old_start for c in found]) if any(has_letter(c.old) and has_letter(c.new) for c in found) else None
     checks = []
     for change in found:
@@ -470,5 +498,5 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     else:
         verdict, reasons = "kept", ()
     defining = label_linked_words(clean, protected) | contrast
-    check = source.check if isinstance(source, ContextEncoder) else CHECK
+    check = source.check if isinstance(source, ContextEncoder) else named
     return MeaningVerdict(verdict, reasons, tuple(checks), check, label_defining_words=tuple(sorted(defining)))

@@ -181,6 +181,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
         add_field(g, AttackSettings, name)
     add_field(g, AttackSettings, "holdout", metavar="FRACTION",
               help=_help(AttackSettings, "holdout") + " (e.g. --limit 200 --holdout 0.5)")
+    add_field(g, AttackSettings, "meaning_nli", metavar="MODEL")
     g.add_argument("--attack-option", dest="attack_options", action="append", default=[], metavar="KEY=VALUE",
                    help="attack setting, repeatable (e.g. mlm=/models/bert-base-uncased for bertattack); see `pre list attacks`")
 

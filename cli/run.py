@@ -74,7 +74,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     model, model_args = lm_eval.model_and_args(args, say=output.say)  # --model hf --model_args pretrained=X, --device
     attacks = attack_settings(args.attack, options=args.attack_options, budget=args.budget, holdout=args.holdout,
                               top_k=args.top_k, early_stopping=args.early_stopping, chunk_size=args.chunk_size,
-                              error_rate=args.error_rate, racing_tolerance=args.racing_tolerance)
+                              error_rate=args.error_rate, racing_tolerance=args.racing_tolerance,
+                              meaning_nli=args.meaning_nli)
     prompts = PromptChoice(ids=tuple(i.strip() for i in (args.prompt or "").split(",") if i.strip()), type=args.prompt_type,
                            text=args.prompt_text, promptbench=args.promptbench)
     targets = flags.targets(args)  # dataset names, or a user's own task (--task FILE, or a data file's columns)

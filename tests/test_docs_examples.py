@@ -150,6 +150,8 @@ def _runnable_offline(example: str) -> bool:
         return False
     if args.model not in EMBEDDED or getattr(args, "promptbench", None):
         return False
+    if getattr(args, "meaning_nli", None) and not (ROOT / args.meaning_nli).is_dir():  # an NLI model from the hub
+        return False
     if args.task or args.input_columns:  # your own task: its file (or data) must be in the checkout
         return bool(args.task) and (ROOT / args.task).is_file()
     return all(is_offline(get_task(d)) for d in _datasets(args))

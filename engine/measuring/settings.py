@@ -172,6 +172,10 @@ class AttackSettings:
     holdout: float | None = None
     """Fraction of the samples held out of the ranking and the search and used only to re-score
     the chosen prompts (engine/measuring/holdout.py); None: every sample is searched (the paper)."""
+    meaning_nli: str | None = None
+    """An NLI model (Hugging Face id or folder, e.g. cross-encoder/nli-deberta-v3-base) that judges the
+    replaced words of the meaning verdict by mutual entailment, instead of the offline encoders (not
+    calibrated by promptrobust; records name it). None: the shipped check."""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.attacks, tuple), "attacks must be a tuple of attack names")
@@ -190,6 +194,8 @@ class AttackSettings:
                f"holdout must be a fraction between 0 and 1, e.g. 0.5 (got {self.holdout!r})")
         unknown = sorted(set(self.options) - set(self.attacks))
         _check(not unknown, f"options given for {unknown[0] if unknown else ''!r}, which is not among the attacks")
+        _check(self.meaning_nli is None or (isinstance(self.meaning_nli, str) and bool(self.meaning_nli.strip())),
+               f"meaning_nli must name an NLI model, e.g. cross-encoder/nli-deberta-v3-base (got {self.meaning_nli!r})")
 
     def with_(self, **changes: Any) -> "AttackSettings":
         return replace(self, **changes)

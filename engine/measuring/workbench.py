@@ -461,6 +461,19 @@ def _record_base(bench: Workbench, prompt: Prompt, attack: str, settings: Attack
     }
 
 
+async def load_meaning_judge(settings: AttackSettings | None) -> None:
+    """Load the NLI model that judges meaning verdicts (``AttackSettings.meaning_nli``) before a run or
+    sweep asks any model anything: one that cannot be had, or is not an NLI model, fails it in one
+    line (``AttackResourceError``) instead of failing each attack after its clean scores. Loaded once
+    per process; each attack then finds it loaded."""
+    if settings is None or not settings.meaning_nli:
+        return
+    from promptrobust.attacks.nli_check import load_nli_judge
+
+    progress.phase(f"loading the NLI model {settings.meaning_nli} (meaning verdicts)", line=False)
+    await asyncio.to_thread(load_nli_judge, settings.meaning_nli)
+
+
 async def attack_one(
     bench: Workbench,
     prompt: Prompt,
@@ -503,6 +516,7 @@ async def attack_one(
         seed=bench.evaluation.seed,
         budget=settings.budget,
         semantic_prompts=semantic_prompts_for(bench.task, attack_name) if semantic_prompts is None else semantic_prompts,
+        meaning_nli=settings.meaning_nli,
     )
     cost = Cost(
         candidate_evaluations=outcome.queries,

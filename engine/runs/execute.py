@@ -24,7 +24,7 @@ from promptrobust.engine.measuring.protocol import ProtocolResult, run_protocol
 from promptrobust.engine.measuring.records import AttackRecord, CleanSamplesScore
 from promptrobust.engine.measuring.settings import AttackSettings, EvaluationSettings, Mode
 from promptrobust.engine.measuring.target import MeasurementTarget
-from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench
+from promptrobust.engine.measuring.workbench import CleanScore, SemanticPrompts, Workbench, load_meaning_judge
 from promptrobust.engine.runs.executor import Context, OutputOptions, SessionOptions
 from promptrobust.engine.runs.notes import Note
 from promptrobust.engine.runs.run_folder import RunFolder, WrittenWith
@@ -108,6 +108,7 @@ class RunPlan:
     async def run(self, context: Context) -> RunOutcome:
         """Every target in turn, on the context's session (its schedulers shared across targets):
         one committed run folder each; ``context.hooks.on_part`` gets each ``TargetOutcome``."""
+        await load_meaning_judge(self.attacks)
         outcomes = []
         for n, target in enumerate(self.targets):
             outcome = await _run_target(self, target, context, self.notes if n == 0 else ())

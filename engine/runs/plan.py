@@ -143,10 +143,21 @@ def attack_settings(names: str | Sequence[str] | None, *, options: Sequence[str]
     chosen = _attack_names(names)
     per_attack = _split_options(chosen, options)
     check_attack_extras(chosen)  # a word attack on the lean install: its extra, named now
+    _check_meaning_nli(fields.get("meaning_nli"))
     for name in chosen:
         get_attack(name, **per_attack[name])  # no resources load; a bad option value fails here
     return AttackSettings(attacks=tuple(chosen), budget=parse_budget(budget), holdout=holdout,
                           options={k: v for k, v in per_attack.items() if v}, **fields)
+
+
+def _check_meaning_nli(model: object) -> None:
+    """A ``meaning_nli`` written as a path (``/``, ``./``, ``../``, ``~``) must be a folder: said now, not
+    after the first attack's search. A Hugging Face id is looked up when the first attack starts."""
+    if not isinstance(model, str) or not model.strip():
+        return
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
+        raise SettingsError(f"no NLI model folder at {model}: pass a folder with config.json and weights, or a "
+                            "Hugging Face id such as cross-encoder/nli-deberta-v3-base", setting="meaning_nli")
 
 
 def _attack_names(names: str | Sequence[str]) -> list[str]:

@@ -42,6 +42,7 @@ def _attack_configs(settings: AttackSettings) -> dict[str, Any]:
             "early_stopping": settings.early_stopping, "chunk_size": settings.chunk_size, "holdout": settings.holdout,
             **({"search": settings.search, "error_rate": settings.error_rate, "racing_tolerance": settings.racing_tolerance}
                if settings.search is not None else {}),
+            **({"meaning_nli": settings.meaning_nli} if settings.meaning_nli is not None else {}),
             "options": {k: dict(v) for k, v in settings.options.items()}}
 
 

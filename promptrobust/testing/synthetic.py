@@ -132,6 +132,38 @@ def build_tiny_masked_lm(directory: str, words: Sequence[str], *, seed: int = 0)
     return str(path)
 
 
+def build_tiny_nli_model(directory: str, words: Sequence[str], *, answer: str = "entailment",
+                         labels: Sequence[str] = ("contradiction", "entailment", "neutral")) -> str:
+    """Write a tiny BERT sequence classifier with NLI labels (``labels``, in a cross-encoder's order)
+    and a WordPiece tokenizer over ``words`` into ``directory``; its classifier ignores the text and
+    always gives ``answer`` (weights 0, that label's bias high), so a test knows its verdict. For
+    testing the ``--meaning-nli`` plumbing without a real NLI model (none ships offline)."""
+    from pathlib import Path
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = specials + [w for w in dict.fromkeys(w.lower() for w in words) if w not in specials]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizer(vocab=str(path / "vocab.txt"), do_lower_case=True)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=512,
+                        id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.fill_(-4.0)
+        if answer in labels:
+            model.classifier.bias[list(labels).index(answer)] = 4.0
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
 def build_paragramcf_folder(
     directory: str, words: Sequence[str], vectors, *, neighbours: int | None = None
 ) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from promptrobust.engine import progress as progress_events
 from promptrobust.engine.measuring.records import AttackRecord
 from promptrobust.engine.measuring.target import MeasurementTarget, decide_target
-from promptrobust.engine.measuring.workbench import CleanScore, Workbench
+from promptrobust.engine.measuring.workbench import CleanScore, Workbench, load_meaning_judge
 from promptrobust.engine.runs.run_folder import SweepFolder, completed_keys, repair_torn_tail
 from promptrobust.engine.runs.run_results import sweep_document
 from promptrobust.engine.runs.sweep.config import Job, SweepConfig, check_tasks_unchanged, config_dict, model_settings, resume_key
@@ -155,6 +155,7 @@ async def _run_sweep_locked(
 ) -> SweepProgress:
     out = SweepFolder(folder)
     check_tasks_unchanged(folder, cfg)
+    await load_meaning_judge(cfg.attack)
     out.write_config(config_dict(cfg), resume_key=resume_key)
     results = out.results
     repair_torn_tail(results)
