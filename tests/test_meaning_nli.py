@@ -1,10 +1,12 @@
 """``--meaning-nli MODEL``: an NLI model judges the replaced words the meaning verdict's rules pass, by
-mutual entailment (``attacks/nli_check.py``). No NLI model ships offline, so these tests build tiny
-BERT classifiers whose answer is fixed (``build_tiny_nli_model``): they check the plumbing and the
-decision, not an NLI model's judgement."""
+mutual entailment (``attacks/nli_check.py``). No NLI model ships offline, so most of these tests build
+tiny BERT classifiers whose answer is fixed (``build_tiny_nli_model``): they check the plumbing and
+the decision, not an NLI model's judgement; scripts/train_nli_judge.py builds a real one from
+registry pieces (50 minutes: docs/fidelity.md quotes its measurement), tested here on a few pairs."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,3 +211,37 @@ def test_a_sweep_takes_the_nli_judge_and_refuses_one_that_is_not_before_any_call
             if line.strip()]
     attacked = [r for r in rows if r.get("attack") == "stresstest"]
     assert attacked and all(r["meaning"]["check"].startswith("promptrobust meaning check v6 + NLI ") for r in attacked)
+
+
+def test_the_training_script_makes_a_judge_meaning_nli_loads(tmp_path: Path) -> None:
+    """scripts/train_nli_judge.py on a few SNLI-shaped pairs (the real run reads SNLI from a registry
+    sdist and takes about 50 minutes): a folder --meaning-nli loads, with how it was made."""
+    import importlib.util
+
+    snli = tmp_path / "snli"
+    snli.mkdir()
+    rows = [("A man plays a guitar on stage.", "A man plays music.", "entailment"),
+            ("A man plays a guitar on stage.", "A woman sleeps at home.", "contradiction"),
+            ("A man plays a guitar on stage.", "A man plays for his friends.", "neutral"),
+            ("Two dogs run in a field.", "Animals are outside.", "entailment"),
+            ("Two dogs run in a field.", "The dogs are asleep.", "contradiction"),
+            ("Two dogs run in a field.", "The dogs chase a ball.", "neutral"),
+            ("Two dogs run in a field.", "Cats are running.", "-")]  # no gold label: left out
+    lines = "\n".join(json.dumps({"sentence1": a, "sentence2": b, "gold_label": y}) for a, b, y in rows) + "\n"
+    for name in ("snli_1.0_train_subset.jsonl", "snli_1.0_test.jsonl"):
+        (snli / name).write_text(lines, encoding="utf-8")
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_nli_judge.py"
+    spec = importlib.util.spec_from_file_location("train_nli_judge", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "judge"
+    assert script.main([str(out), f"--snli={snli}", "--pairs=5"]) == 0
+    made = json.loads((out / "training.json").read_text(encoding="utf-8"))
+    assert made["training_pairs"] == 5 and made["snli_test_pairs"] == 6
+    assert 0 <= made["snli_test_accuracy"] <= 1
+    judge = load_nli_judge(str(out))
+    assert judge.entailment_index == 1
+    found = judge.entailment("Read the review carefully.", "Read the review attentively.")
+    assert 0 <= found.forward <= 1 and 0 <= found.backward <= 1
+    assert script.main([str(out), "--colour=red"]) == 2
