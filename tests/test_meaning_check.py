@@ -19,6 +19,7 @@ from promptrobust.attacks.search import attackable_words
 from promptrobust.attacks.sentence import CachedEncoder
 from promptrobust.attacks.words import normalize_protected, tokenize
 from promptrobust.testing.synthetic import SyntheticScorer
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [json.loads(line) for line in (ROOT / "tests/fixtures/meaning/labelled_pairs.jsonl").read_text().splitlines()]
@@ -60,14 +61,7 @@ def test_the_labelled_pairs_hold_every_wrong_sense_of_the_issue_and_both_verdict
 
 
 def _calibration():
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("calibrate_meaning_check", ROOT / "scripts/calibrate_meaning_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["calibrate_meaning_check"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("calibrate_meaning_check")
 
 
 VERDICT_PAIRS = [json.loads(line) for line in

@@ -23,6 +23,7 @@ from promptrobust.cli.main import main
 from promptrobust.engine.analysis.report.acceptable import check_name
 from promptrobust.testing.fake_openai import FakeOpenAIServer
 from promptrobust.testing.synthetic import build_tiny_nli_model
+from tests.script_modules import load_script
 
 LABELS = frozenset({"positive", "negative"})
 CLEAN = "Read the review carefully. Then say whether it is positive or negative."
@@ -142,24 +143,11 @@ def test_pre_run_stops_in_one_line_when_the_nli_model_is_not_one(tmp_path: Path,
     assert len(err) == 1 and "cross-encoder/nli-deberta-v3-base" in err[0]
 
 
-def _script():
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "measure_meaning_nli.py"
-    spec = importlib.util.spec_from_file_location("measure_meaning_nli", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_meaning_nli"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_measuring_script_scores_a_model_and_the_ceiling_docs_quote(nli_models, capsys) -> None:
     """scripts/measure_meaning_nli.py: a model that always says entailment judges every pair as the
     rules alone do (its floor); the ceiling (each pair's label judging its replaced words) is the
     figure docs/fidelity.md quotes for the fifth blind set."""
-    script = _script()
+    script = load_script("measure_meaning_nli")
     rows = script.read_set("blind5_pairs.jsonl", None)
     always = script.judged(rows, load_nli_judge(nli_models["entailment"]))
     assert [said for _, said in always] == [said for _, said in script.judged(rows, script.RULES_ALONE)]
@@ -216,8 +204,6 @@ def test_a_sweep_takes_the_nli_judge_and_refuses_one_that_is_not_before_any_call
 def test_the_training_script_makes_a_judge_meaning_nli_loads(tmp_path: Path) -> None:
     """scripts/train_nli_judge.py on a few SNLI-shaped pairs (the real run reads SNLI from a registry
     sdist and takes about 50 minutes): a folder --meaning-nli loads, with how it was made."""
-    import importlib.util
-
     snli = tmp_path / "snli"
     snli.mkdir()
     rows = [("A man plays a guitar on stage.", "A man plays music.", "entailment"),
@@ -230,11 +216,7 @@ def test_the_training_script_makes_a_judge_meaning_nli_loads(tmp_path: Path) -> 
     lines = "\n".join(json.dumps({"sentence1": a, "sentence2": b, "gold_label": y}) for a, b, y in rows) + "\n"
     for name in ("snli_1.0_train_subset.jsonl", "snli_1.0_test.jsonl"):
         (snli / name).write_text(lines, encoding="utf-8")
-    path = Path(__file__).resolve().parents[1] / "scripts" / "train_nli_judge.py"
-    spec = importlib.util.spec_from_file_location("train_nli_judge", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("train_nli_judge")
     out = tmp_path / "judge"
     assert script.main([str(out), f"--snli={snli}", "--pairs=5"]) == 0
     made = json.loads((out / "training.json").read_text(encoding="utf-8"))

@@ -8,11 +8,11 @@ Runs only when PRE_OPENAI_BASE_URL is set, e.g. after
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
+
+from tests.script_modules import load_script
 
 pytestmark = [
     pytest.mark.integration,
@@ -22,11 +22,7 @@ pytestmark = [
 
 
 def _script():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "integration_openai.py"
-    spec = importlib.util.spec_from_file_location("integration_openai", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("integration_openai")
 
 
 async def test_sentiment_through_a_real_server():

@@ -5,9 +5,7 @@ takes every sense (measured on 12 prompts labelled by hand, scripts/measure_word
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from promptrobust.attacks.pos import load_spacy_tagger, tag_at
 from promptrobust.attacks.sentence import CachedEncoder
 from promptrobust.attacks.synonyms import WORDNET_POS, lemma_forms, usual_senses
 from promptrobust.attacks.words import tokenize
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE_PROMPT = ("As a film critic, read the following review carefully and judge its overall tone; "
@@ -31,11 +30,7 @@ class _Unused:
 
 
 def _measure():
-    spec = importlib.util.spec_from_file_location("measure_word_senses", ROOT / "scripts" / "measure_word_senses.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_word_senses"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("measure_word_senses")
 
 
 def _words(name: str, **options):

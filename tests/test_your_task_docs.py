@@ -5,23 +5,20 @@ runs them again (`--check`) and fails when the doc and the code's output differ.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.script_modules import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "your_task_outputs.py"
 
 
 def _script():  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location("your_task_outputs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("your_task_outputs")
 
 
 def test_every_output_the_doc_shows_is_a_generated_block() -> None:
