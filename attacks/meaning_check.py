@@ -71,7 +71,6 @@ from promptrobust.attacks.instructions import NEGATIONS, direction_change, instr
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.nli_check import NliJudge
-from promptrobust.attacks.nli_check import check_name as nli_check_name
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
 from promptrobust.attacks.synonyms import (
     RELATED,
@@ -115,14 +114,24 @@ CONTEXT_CHARS = 300
 REWRITTEN_SHARE = 0.5
 _RULES = ("instruction words (languages, translation direction, scope, roles and parties; a negation inserted), "
           "opposites (either spelling), label-defining words, WordNet 3.0 part of speech, relation and fixed expressions")
-#: What records name this check by (bump when a rule or a number changes).
-CHECK = (f"promptrobust meaning check v6: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
+#: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
+CHECK_NAME = "promptrobust meaning check v6"
+#: What records name this check by.
+CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
          f"{THRESHOLD_FAR} (otherwise)")
 #: The check with all-MiniLM-L6-v2 alone: the fallback, at its own thresholds (check v4's encoder and numbers).
-CHECK_MINILM_ALONE = (f"promptrobust meaning check v6, all-MiniLM-L6-v2 alone: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
+CHECK_MINILM_ALONE = (f"{CHECK_NAME}, all-MiniLM-L6-v2 alone: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
                       f">= {MINILM_ALONE_CLOSE} (WordNet synonym or related) or >= {MINILM_ALONE_FAR} (otherwise); "
                       "all-mpnet-base-v2 not installed")
+
+
+def check_with_nli(model: str) -> str:
+    """What records name the check by when ``model`` judges the replaced words (``nli_check``)."""
+    return (f"{CHECK_NAME} + NLI {model}: {_RULES}, then bidirectional entailment under {model} "
+            "(entailment the most probable label both ways) of the prompt with and without each replaced word; "
+            "not calibrated by promptrobust (scripts/measure_meaning_nli.py measures it)")
+
 
 Verdict = Literal["kept", "changed", "not checked"]
 
@@ -465,7 +474,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
     ``nli``: an NLI model decides the replaced words the rules pass, instead of the encoders (``nli_check``)."""
     if nli is not None and encoder is not None:
         raise ValueError("meaning_verdict takes an encoder or an NLI judge, not both")
-    named = nli_check_name(nli.name, _RULES) if nli is not None else encoder.check if encoder is not None else CHECK
+    named = check_with_nli(nli.name) if nli is not None else encoder.check if encoder is not None else CHECK
     found = changes(clean, adversarial)
     if not found:
         return MeaningVerdict("kept", ("unchanged",), check=named)

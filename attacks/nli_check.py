@@ -68,13 +68,6 @@ class NliJudge:
         return Entailment(float(probs[0, index]), float(probs[1, index]), top[0] == index, top[1] == index)
 
 
-def check_name(model: str, rules: str) -> str:
-    """The ``check`` a verdict judged by ``model`` records (what a report groups verdicts by)."""
-    return (f"promptrobust meaning check v6 + NLI {model}: {rules}, then bidirectional entailment under {model} "
-            "(entailment the most probable label both ways) of the prompt with and without each replaced word; "
-            "not calibrated by promptrobust (scripts/measure_meaning_nli.py measures it)")
-
-
 def entailment_index(labels: Sequence[str], model: str) -> int:
     """Which of a classifier's labels is entailment; one line naming the fix when none is."""
     found = [i for i, label in enumerate(labels) if str(label).strip().lower().startswith("entail")]
