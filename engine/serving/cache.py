@@ -110,8 +110,7 @@ class ScoreCache:
     def get(self, key: str) -> Completion | None:
         return self.get_many([key]).get(key)
 
-    def look_again(self, key: str, usable: Callable[[Completion], bool] = lambda completion: True, *,
-                   first_missed: bool = True) -> Completion | None:
+    def look_again(self, key: str, usable: Callable[[Completion], bool], *, first_missed: bool) -> Completion | None:
         """``get`` for a key this process already looked up and counted: a ``usable`` row now is a hit,
         and its first lookup's miss is taken back when that miss sent nothing (``first_missed``: the
         caller did not send the key itself); a miss again, or a row the caller already found

@@ -294,9 +294,10 @@ class Scheduler:
         assert self._identity is not None and self._queue is not None
         key = request_key(self._identity, probe)
         answer = self.cache.get_many([key]).get(key) if self.cache is not None else None
-        if answer is not None and completion_problem(probe, answer) is not None:
+        problem = completion_problem(probe, answer) if answer is not None else None
+        if problem is not None:
             assert self.cache is not None
-            self.cache.note_damaged(key, completion_problem(probe, answer) or "")
+            self.cache.note_damaged(key, problem)
             answer = None
         self.stats.probes += 1
         if answer is None:
@@ -393,11 +394,12 @@ class Scheduler:
                     if counters is not None:
                         counters.requests += 1
                     hit = hits.get(key)
-                    if hit is not None and completion_problem(request, hit) is not None:
+                    problem = completion_problem(request, hit) if hit is not None else None
+                    if problem is not None:
                         # A cached row this request cannot use (damaged, or from a version that
                         # cached impossible numbers): a miss, recomputed and overwritten.
                         assert self.cache is not None
-                        self.cache.note_damaged(key, completion_problem(request, hit) or "")
+                        self.cache.note_damaged(key, problem)
                         hit = None
                     if hit is None and key not in self._inflight:
                         if not self._backend_started:
@@ -534,21 +536,23 @@ class Scheduler:
         def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
             self.stats.retries += 1
 
-        async def checked_call() -> list[Completion]:
+        async def checked_call() -> list[tuple[Completion, str | None]]:
+            """The completions, each with what is impossible about its numbers (None: nothing)."""
             completions = await call()  # type: ignore[misc]
             if len(completions) != len(jobs):
                 raise RuntimeError(f"backend returned {len(completions)} completions for {len(jobs)} requests")
+            checked = []
             for job, completion in zip(jobs, completions):
-                if _impossible_number(completion) is not None:
-                    continue  # its own job fails below; a retry would compute the same
-                problem = completion_problem(job.request, completion)
+                impossible = _impossible_number(completion)  # its own job fails below; a retry would compute the same
+                problem = None if impossible is not None else _shape_problem(job.request, completion)
                 if problem is not None:
                     raise TransientBackendError(f"malformed answer: {problem}")
-            return completions
+                checked.append((completion, impossible))
+            return checked
 
         started = time.monotonic()
         try:
-            completions = await call_with_retries(
+            checked = await call_with_retries(
                 checked_call, self._retry, sleep=self._sleep, rng=self._rng, on_retry=on_retry
             )
         except asyncio.CancelledError:
@@ -567,15 +571,14 @@ class Scheduler:
         counted = sum(j.counted for j in jobs)
         self.stats.batches += 1 if counted else 0
         self.stats.backend_requests += counted
-        for job, completion in zip(jobs, completions):
+        for job, (completion, _) in zip(jobs, checked):
             if job.counted:
                 self.stats.input_tokens += completion.prompt_tokens
                 self.stats.output_tokens += completion.completion_tokens
         # An answer with an impossible number fails its own request at once (one line, never cached or
         # scored); the other requests of its micro-batch, other jobs' too, are answered as usual.
         sound: list[tuple[_Job, Completion]] = []
-        for job, completion in zip(jobs, completions):
-            impossible = _impossible_number(completion)
+        for job, (completion, impossible) in zip(jobs, checked):
             if impossible is None:
                 sound.append((job, self._bounded(job.request, completion)))
                 continue
@@ -674,6 +677,14 @@ def _answers(request: Request, completion: Completion) -> bool:
 
 def completion_problem(request: Request, completion: object) -> str | None:
     """What a completion lacks for its request, or None when it can be scored and cached."""
+    problem = _shape_problem(request, completion)
+    if problem is not None or request.kind == "generate":
+        return problem
+    return _impossible_number(completion)
+
+
+def _shape_problem(request: Request, completion: object) -> str | None:
+    """What a completion lacks in kind or count for its request (its numbers aside: ``_impossible_number``)."""
     if not isinstance(completion, Completion):
         return f"the backend returned {type(completion).__name__}, not a Completion"
     if request.kind == "generate":
@@ -685,7 +696,7 @@ def completion_problem(request: Request, completion: object) -> str | None:
         return "no label log-probabilities for a score_choices request"
     if len(logprobs) != len(request.choices):
         return f"{len(logprobs)} label log-probabilities for {len(request.choices)} choices"
-    return _impossible_number(completion)
+    return None
 
 
 def _impossible_number(completion: object) -> str | None:
