@@ -282,6 +282,10 @@ class _Server(ThreadingHTTPServer):
             self._live.discard(request)
         super().shutdown_request(request)
 
+    def open_connections(self) -> int:
+        with self._live_lock:
+            return len(self._live)
+
     def close_connections(self) -> None:
         """Hang up on every client, as a server that stops does (kept-alive connections included)."""
         with self._live_lock:
@@ -489,6 +493,20 @@ class FakeOpenAIServer:
         """Requests received (all paths, or one path such as /v1/completions)."""
         with self._lock:
             return self._counts[path] if path else sum(self._counts.values())
+
+    def wait_until_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until no client connection is open (False if one still is after ``timeout`` s).
+
+        A client killed mid-request may have left a request in its socket that a handler thread
+        reads (and counts) only later: wait for this before ``reset_counts`` so that request is
+        not counted as the next client's."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            httpd = self._httpd
+            if httpd is None or httpd.open_connections() == 0:
+                return True
+            time.sleep(0.02)
+        return False
 
     def reset_counts(self) -> None:
         with self._lock:
