@@ -22,8 +22,9 @@ pairs on 15 more prompts, before the rules for translation direction and British
 run on them; the rest of check v6's rules were written after its errors were read) and
 ``blind4_pairs.jsonl`` (150 pairs on 15 more prompts, committed after check v6's rules were
 written and before they were run on them; a few were narrowed after, docs/fidelity.md says
-which) and ``blind5_pairs.jsonl`` (150 pairs on 15 more prompts, committed before the final check
-v6 was run on them: nothing was changed after), each written by someone who never read or ran the check.
+which) and ``blind5_pairs.jsonl`` and ``blind6_pairs.jsonl`` (150 pairs on 15 more prompts each,
+committed before the final check v6 was run on them: nothing was changed after), each written by
+someone who never read or ran the check. ``scripts/meaning_sets.py`` names every set once.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
@@ -38,7 +39,6 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
-import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,14 +48,9 @@ import promptrobust.attacks.meaning_check as mc
 from promptrobust.attacks.synonyms import RELATED, SYNONYM
 from promptrobust.attacks.words import normalize_protected
 
-HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
-PAIRS = HERE / "verdict_pairs.jsonl"
-EARLIER = HERE / "labelled_pairs.jsonl"
-BLIND = HERE / "blind_pairs.jsonl"
-BLIND2 = HERE / "blind2_pairs.jsonl"
-BLIND3 = HERE / "blind3_pairs.jsonl"
-BLIND4 = HERE / "blind4_pairs.jsonl"
-BLIND5 = HERE / "blind5_pairs.jsonl"
+from meaning_sets import BLIND_SETS, CALIBRATION, EARLIER  # scripts/meaning_sets.py: the labelled sets, named once
+
+PAIRS = CALIBRATION.path  # both halves: each row's split says which
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
 #: Classes of a similarity check: which threshold it needs (``meaning_check`` applies THRESHOLD_CLOSE to the
 #: first two, THRESHOLD_FAR to the rest and to every word in a clause with a label word).
@@ -131,12 +126,9 @@ def _class(check: mc.SubstitutionCheck, close_applies: bool) -> str:
 
 def word_source_pairs(word_senses: str) -> list[dict[str, Any]]:
     """The offline word source's candidates for the 12 prompts, labelled (``measure_word_senses.labelled_pairs``)."""
-    spec = importlib.util.spec_from_file_location("measure_word_senses", Path(__file__).with_name("measure_word_senses.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measure_word_senses"] = module
-    spec.loader.exec_module(module)
-    return list(module.labelled_pairs(word_senses))
+    import measure_word_senses  # a sibling script (scripts/ is on sys.path)
+
+    return list(measure_word_senses.labelled_pairs(word_senses))
 
 
 def score(rows: list[Evidence], close: float, far: float) -> dict[str, float]:
@@ -200,29 +192,14 @@ def main(argv: list[str]) -> int:
         print(line)
     for line in lines("HELD-OUT pairs (never used to choose the thresholds):", held_out, committed):
         print(line)
-    earlier = evidence(EARLIER, encoder)
-    for line in lines(f"the earlier {len(earlier)} pairs (issue 30's set):", earlier, committed):
+    earlier = evidence(EARLIER.path, encoder)
+    for line in lines(f"the earlier {len(earlier)} pairs ({EARLIER.history}):", earlier, committed):
         print(line)
-    blind = evidence(BLIND, encoder)
-    for line in lines(f"the blind {len(blind)} pairs (written after check v4 was fixed, before it was run on them):",
-                      blind, committed):
-        print(line)
-    blind2 = evidence(BLIND2, encoder)
-    for line in lines(f"the second blind set, {len(blind2)} pairs (written by someone who never saw the check, "
-                      "committed before check v5 was run on them):", blind2, committed):
-        print(line)
-    blind3 = evidence(BLIND3, encoder)
-    for line in lines(f"the third blind set, {len(blind3)} pairs (written by someone who never saw the check, "
-                      "committed before check v6's rules were run on them):", blind3, committed):
-        print(line)
-    blind4 = evidence(BLIND4, encoder)
-    for line in lines(f"the fourth blind set, {len(blind4)} pairs (written by another person who never saw the check, "
-                      "committed before check v6 was run on them; two of its rules narrowed after):", blind4, committed):
-        print(line)
-    blind5 = evidence(BLIND5, encoder)
-    for line in lines(f"the fifth blind set, {len(blind5)} pairs (written by someone who never saw the check, "
-                      "committed before the final check v6 was run on them; nothing changed after):", blind5, committed):
-        print(line)
+    blinds = {labelled.name: evidence(labelled.path, encoder) for labelled in BLIND_SETS}
+    for labelled in BLIND_SETS:
+        found = blinds[labelled.name]
+        for line in lines(f"{labelled.name}, {len(found)} pairs ({labelled.history}):", found, committed):
+            print(line)
     sources = {senses: evidence(word_source_pairs(senses), encoder) for senses in ("context", "any")}
     for senses, found in sources.items():
         title = (f"the offline word source's own {len(found)} candidates, word_senses={senses}"
@@ -232,12 +209,12 @@ def main(argv: list[str]) -> int:
     if "--compare" in argv:
         alternative = choose_three(calibration + earlier)
         print(f"ALTERNATIVE: a threshold per class chosen on the calibration and earlier pairs together: {alternative}")
-        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), ("blind", blind), ("blind 2", blind2), ("blind 3", blind3), ("blind 4", blind4), ("blind 5", blind5),
+        for title, found in (("calibration", calibration), ("held-out", held_out), ("earlier", earlier), *blinds.items(),
                              ("word source, context", sources["context"]), ("word source, any", sources["any"])):
             for line in lines(f" {title}:", found, alternative, by_category=False):
                 print(line)
     if "--show-wrong" in argv:
-        for e in rows + earlier + blind + blind2 + blind3 + blind4 + blind5 + sources["context"]:
+        for e in [*rows, *earlier, *(e for found in blinds.values() for e in found), *sources["context"]]:
             if (e.label == "changed") != e.changed(encoder.threshold_close, encoder.threshold_far):
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0

@@ -6,8 +6,8 @@
 
 MODEL: a Hugging Face id (e.g. cross-encoder/nli-deberta-v3-base; needs the hub) or a local
 folder. Every set of pairs labelled by hand that docs/fidelity.md measures the shipped check on
-(``tests/fixtures/meaning``: the calibration and held-out halves, the earlier 80 pairs and the
-five blind sets) is judged by ``meaning_verdict(..., nli=MODEL)``: the same rules, then mutual
+(``scripts/meaning_sets.py``: the calibration and held-out halves, the earlier 80 pairs and the
+blind sets) is judged by ``meaning_verdict(..., nli=MODEL)``: the same rules, then mutual
 entailment under MODEL where the shipped check asks two encoders. Nothing is fitted, so every
 set is held out for this judge; it prints accuracy and recall of "changed" per set and per
 category over the blind sets, beside nothing else (run ``scripts/calibrate_meaning_check.py``
@@ -26,33 +26,14 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.meaning_check import meaning_verdict
 from promptrobust.attacks.nli_check import Entailment, NliJudge, load_nli_judge
 from promptrobust.attacks.words import normalize_protected
 
-HERE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "meaning"
-#: (name, file, which rows): the sets docs/fidelity.md quotes the shipped check on.
-SETS: tuple[tuple[str, str, str | None], ...] = (
-    ("calibration half", "verdict_pairs.jsonl", "calibration"),
-    ("held-out half", "verdict_pairs.jsonl", "held-out"),
-    ("earlier 80 pairs", "labelled_pairs.jsonl", None),
-    ("blind 1", "blind_pairs.jsonl", None),
-    ("blind 2", "blind2_pairs.jsonl", None),
-    ("blind 3", "blind3_pairs.jsonl", None),
-    ("blind 4", "blind4_pairs.jsonl", None),
-    ("blind 5", "blind5_pairs.jsonl", None),
-)
-
-
-def read_set(file: str, split: str | None, root: Path = HERE) -> list[dict[str, Any]]:
-    rows = [orjson.loads(line) for line in (root / file).read_bytes().splitlines() if line.strip()]
-    return [r for r in rows if split is None or r.get("split") == split]
+from meaning_sets import ALL_SETS  # scripts/meaning_sets.py: the labelled sets, named once
 
 
 @dataclass(frozen=True)
@@ -112,8 +93,9 @@ def main(argv: list[str]) -> int:
     print(f"{'set':<18} {'pairs':>5} {'accuracy':>8} {'recall of changed':>18}")
     blind: list[tuple[dict[str, Any], str]] = []
     wrong: list[tuple[str, dict[str, Any], str]] = []
-    for name, file, split in SETS:
-        pairs = judged(read_set(file, split), judge)
+    for labelled in ALL_SETS:
+        name = labelled.name
+        pairs = judged(labelled.rows(), judge)
         f = figures(pairs)
         print(f"{name:<18} {f['pairs']:>5} {f['accuracy']:>8.3f} {f['recall']:>8.3f} ({f['found']}/{f['changed']})")
         if name.startswith("blind"):

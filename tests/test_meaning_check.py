@@ -98,21 +98,21 @@ def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_ar
     text = (ROOT / "docs/fidelity.md").read_text()
     assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
     # the blind set, written after the rules: its figures are quoted too
-    blind = calibrate.evidence(calibrate.BLIND)
+    sets = load_script("meaning_sets")
+    blind = calibrate.evidence(sets.labelled_set("blind 1").path)
     assert {e.split for e in blind} == {"blind"} and {e.category for e in blind} == CATEGORIES - {"deletion"}
     scored = calibrate.score(blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
     assert scored["accuracy"] == pytest.approx(quoted("blind accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("blind recall of changed"), abs=one_pair)
     # the second blind set, written by someone who never saw the check: every category, figures quoted
-    blind2 = calibrate.evidence(calibrate.BLIND2)
+    blind2 = calibrate.evidence(sets.labelled_set("blind 2").path)
     assert len(blind2) == 120 and {e.split for e in blind2} == {"blind 2"} and {e.category for e in blind2} == CATEGORIES
     scored = calibrate.score(blind2, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
     assert scored["accuracy"] == pytest.approx(quoted("second blind accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("second blind recall of changed"), abs=one_pair)
-    # the third, fourth and fifth blind sets, 150 pairs each by people who never saw the check: quoted too
-    for name, path, split in (("third", calibrate.BLIND3, "blind 3"), ("fourth", calibrate.BLIND4, "blind 4"),
-                              ("fifth", calibrate.BLIND5, "blind 5")):
-        found = calibrate.evidence(path)
+    # the third to sixth blind sets, 150 pairs each by people who never saw the check: quoted too
+    for name, split in (("third", "blind 3"), ("fourth", "blind 4"), ("fifth", "blind 5"), ("sixth", "blind 6")):
+        found = calibrate.evidence(sets.labelled_set(split).path)
         assert len(found) == 150 and {e.split for e in found} == {split} and {e.category for e in found} == CATEGORIES
         scored = calibrate.score(found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
         assert scored["accuracy"] == pytest.approx(quoted(f"{name} blind accuracy"), abs=1.5 / 150)  # one pair

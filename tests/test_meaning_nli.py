@@ -148,7 +148,7 @@ def test_the_measuring_script_scores_a_model_and_the_ceiling_docs_quote(nli_mode
     rules alone do (its floor); the ceiling (each pair's label judging its replaced words) is the
     figure docs/fidelity.md quotes for the fifth blind set."""
     script = load_script("measure_meaning_nli")
-    rows = script.read_set("blind5_pairs.jsonl", None)
+    rows = load_script("meaning_sets").labelled_set("blind 5").rows()
     always = script.judged(rows, load_nli_judge(nli_models["entailment"]))
     assert [said for _, said in always] == [said for _, said in script.judged(rows, script.RULES_ALONE)]
     floor = script.figures(always)
@@ -159,6 +159,9 @@ def test_the_measuring_script_scores_a_model_and_the_ceiling_docs_quote(nli_mode
     assert line.split() == ["blind", "5", "150", "0.887", "0.968", "(90/93)"]
     fidelity = (Path(__file__).resolve().parents[1] / "docs" / "fidelity.md").read_text(encoding="utf-8")
     assert "| blind 5 | 150 | 0.633 | 0.559 (52/93) | 0.887 | 0.968 (90/93) |" in fidelity
+    line = next(x for x in out.splitlines() if x.startswith("blind 6 "))
+    assert line.split() == ["blind", "6", "150", "0.893", "0.968", "(90/93)"]
+    assert "| blind 6 | 150 | 0.640 | 0.559 (52/93) | 0.893 | 0.968 (90/93) |" in fidelity
     assert script.main(["no-such-folder-or-model", "--ceiling"]) == 2
 
 
