@@ -176,6 +176,9 @@ async def test_an_outage_is_waited_out_without_spending_the_requests_attempts(ca
             out = await asyncio.wait_for(pending, 120)
         assert [o.text for o in out] == EXPECTED[4:40]
         assert sched.stats.failures == 0 and posts(srv) == 36  # each request answered once by the new server
+        # The waits sent nothing: they are counted apart, and "retries" stays the requests sent again.
+        assert sched.stats.retries == 0 and sched.stats.outage_waits > 0
+        assert sched.stats.snapshot()["outage_waits"] == sched.stats.outage_waits
         assert b.endpoint_health == {b._endpoints[0].shown: "ok"}  # noqa: SLF001
         assert "every endpoint refuses connections" in caplog.text and "max_outage=" in caplog.text
         assert "re-admitted" in caplog.text

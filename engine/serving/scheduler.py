@@ -79,7 +79,8 @@ class SchedulerStats:
     deduplicated: int = 0  # joined an identical request already in flight
     backend_requests: int = 0  # requests that reached the backend
     batches: int = 0  # backend calls (a batch counts once)
-    retries: int = 0
+    retries: int = 0  # attempts made again after a failed one (each one more request to the backend)
+    outage_waits: int = 0  # attempts not made: every endpoint refused connections, so the request waited (free)
     failures: int = 0
     probes: int = 0  # start-up capability probes (answered from the cache or the backend)
     input_tokens: int = 0  # prompt tokens of the answers the backend gave (as the server reports them)
@@ -108,6 +109,7 @@ class SchedulerStats:
             "backend_requests": self.backend_requests,
             "batches": self.batches,
             "retries": self.retries,
+            "outage_waits": self.outage_waits,
             "failures": self.failures,
             "probes": self.probes,
             "input_tokens": self.input_tokens,
@@ -534,7 +536,11 @@ class Scheduler:
 
     async def _dispatch(self, jobs: list[_Job], call: Callable[[], object]) -> None:
         def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-            self.stats.retries += 1
+            # A wait for an endpoint that refused connections sent nothing: not a retry (its cost is time).
+            if getattr(exc, "spends_attempt", True):
+                self.stats.retries += 1
+            else:
+                self.stats.outage_waits += 1
 
         async def checked_call() -> list[tuple[Completion, str | None]]:
             """The completions, each with what is impossible about its numbers (None: nothing)."""
