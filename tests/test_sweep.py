@@ -158,7 +158,9 @@ def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path)
     assert _stable(final) == _stable(reference)  # same records, none twice
     # Nothing the killed run committed was asked of the model again: the rerun
     # sent exactly the requests that were missing from the cache.
-    assert rerun_posts == _cache_rows(tmp_path / "c.sqlite") - committed
+    # (if not: the rerun's own counters say whether a request was retried, probed or sent twice)
+    rerun_counters = orjson.loads((tmp_path / "out" / "t" / "results.json").read_bytes()).get("counters")
+    assert rerun_posts == _cache_rows(tmp_path / "c.sqlite") - committed, rerun_counters
     assert _cache_rows(tmp_path / "c.sqlite") == ref_posts
     # At most what was in flight at the kill was lost (concurrency 2).
     assert first_posts - committed <= 2
