@@ -36,7 +36,6 @@ chosen on the calibration and earlier pairs together, scored on every set.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,7 +47,7 @@ import promptrobust.attacks.meaning_check as mc
 from promptrobust.attacks.synonyms import RELATED, SYNONYM
 from promptrobust.attacks.words import normalize_protected
 
-from meaning_sets import BLIND_SETS, CALIBRATION, EARLIER  # scripts/meaning_sets.py: the labelled sets, named once
+from meaning_sets import BLIND_SETS, CALIBRATION, EARLIER, read_rows  # scripts/meaning_sets.py: the labelled sets, named once
 
 PAIRS = CALIBRATION.path  # both halves: each row's split says which
 GRID = [round(0.20 + 0.01 * i, 2) for i in range(61)]
@@ -99,16 +98,12 @@ def _verdict(row: dict[str, object], close: float, far: float, encoder: mc.Conte
                               encoder=replace(encoder, threshold_close=close, threshold_far=far))
 
 
-def read_pairs(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def evidence(source: Path | Sequence[dict[str, Any]], encoder: mc.ContextEncoder | None = None) -> list[Evidence]:
     """Each pair's evidence: run once with every similarity passing under the close threshold only
     (so a check that passes there is in a close class) and once with every similarity passing."""
     encoder = encoder or mc.load_context_encoder()
     out = []
-    for row in read_pairs(source) if isinstance(source, Path) else source:
+    for row in read_rows(source) if isinstance(source, Path) else source:
         open_close = _verdict(row, -2.0, 2.0, encoder).substitutions
         everything = _verdict(row, -2.0, -2.0, encoder).substitutions
         checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c, bool(k.kept)))

@@ -32,8 +32,12 @@ class LabelledSet:
         return FOLDER / self.file
 
     def rows(self) -> list[dict[str, Any]]:
-        rows = [orjson.loads(line) for line in self.path.read_bytes().splitlines() if line.strip()]
-        return [r for r in rows if self.split is None or r.get("split") == self.split]
+        return [r for r in read_rows(self.path) if self.split is None or r.get("split") == self.split]
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every labelled pair of a JSON Lines file (both halves of one that has a ``split``)."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 CALIBRATION = LabelledSet("calibration half", "verdict_pairs.jsonl", "calibration",

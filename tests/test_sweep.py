@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -152,7 +153,7 @@ def test_sigkill_then_rerun_gives_the_same_results_without_recomputing(tmp_path)
         final = read_jsonl(results)
 
     # The rerun asked nothing twice (if it did, this names the request).
-    doubled = [body for body in set(rerun_bodies) if rerun_bodies.count(body) > 1]
+    doubled = [body for body, times in Counter(rerun_bodies).items() if times > 1]
     assert not doubled, doubled[:1]
 
     assert _stable(final) == _stable(reference)  # same records, none twice
