@@ -13,7 +13,8 @@ labelled pairs):
 * ``LANGUAGES``: the English names of the ISO 639-1 languages most used on the web and in
   the paper's translation sets (IWSLT 2017, UN Multi), each its own group; a nationality
   is not its language ("English" -> "British" changes the instruction); two names of one language
-  ("Persian", "Farsi") are one group.
+  ("Persian", "Farsi") are one group, and ``LANGUAGE_ALIASES`` reads a language's own name for
+  itself and ISO 639-2's other English names as the language ("Deutsch", "Flemish").
 * ``SCOPE``: English quantifiers, focusing adverbs, frequency and degree adverbs, the
   coordinators "and" and "or", modal words of possibility, ordinals and small cardinals (the
   closed classes of a grammar of English: determiners and quantifiers, "only"/"also"/"even",
@@ -26,8 +27,13 @@ labelled pairs):
 * ``ROLES``: the names the paper's tasks give the parts of their input (GLUE's premise and
   hypothesis, question and passage or context, sentence pairs; translation's source and
   target; classification's category; summarisation's summary and headline), with the verbs
-  that name the same act ("respond" as "answer", "return" as "output"), and the parties a
-  text has (its writer and reader, speaker and listener, sender and recipient).
+  that name the same act ("respond" as "answer", "return" as "output").
+* ``PARTIES``: the parties a text has (its writer and reader, speaker and listener, sender and
+  recipient) and the two sides of the exchanges task texts record (customer and seller or agent,
+  employer and employee, patient and doctor, student and teacher, interviewer and interviewee,
+  host and guest, tenant and landlord), with their everyday synonyms; one party replaced by
+  another changes the instruction, a party renamed by a word no list names is left to the rest of
+  the check.
 * ``DIRECTIONS``: the prepositions that make a language the target ("into", "to") or the
   source ("from") of a translation; read only before a language name ("into German" -> "from
   German" turns the direction round, "into German" -> "to German" keeps it).
@@ -46,6 +52,24 @@ LANGUAGES: tuple[tuple[str, ...], ...] = tuple((name,) for name in (
     "galician", "irish", "welsh", "vietnamese", "thai", "indonesian", "malay", "tagalog", "swahili",
     "latin", "tamil", "telugu", "marathi", "punjabi", "gujarati", "kannada", "malayalam", "nepali",
 )) + (("persian", "farsi"), ("slovenian", "slovene"))  # one language, two English names
+
+#: Other names of the languages above, each read as that language: the language's own name for itself
+#: (the "native name" ISO 639-1 gives, in Latin letters; "Deutsch", "Türkçe"), the alternative English
+#: names ISO 639-2 lists beside the main one ("Dutch; Flemish", "Spanish; Castilian"), and
+#: "Netherlandic" (Merriam-Webster: "Dutch"). A name followed by "-language" is the language too
+#: ("French-language": ``language_name``).
+LANGUAGE_ALIASES: dict[str, str] = {
+    "deutsch": "german", "français": "french", "francais": "french", "español": "spanish", "espanol": "spanish",
+    "castilian": "spanish", "italiano": "italian", "português": "portuguese", "portugues": "portuguese",
+    "nederlands": "dutch", "flemish": "dutch", "netherlandic": "dutch", "türkçe": "turkish", "turkce": "turkish",
+    "polski": "polish", "svenska": "swedish", "norsk": "norwegian", "dansk": "danish", "suomi": "finnish",
+    "magyar": "hungarian", "čeština": "czech", "cestina": "czech", "slovenčina": "slovak", "română": "romanian",
+    "romana": "romanian", "moldovan": "romanian", "hrvatski": "croatian", "srpski": "serbian", "shqip": "albanian",
+    "català": "catalan", "valencian": "catalan", "euskara": "basque", "galego": "galician", "gaeilge": "irish",
+    "cymraeg": "welsh", "íslenska": "icelandic", "islenska": "icelandic", "eesti": "estonian",
+    "latviešu": "latvian", "lietuvių": "lithuanian", "kiswahili": "swahili", "panjabi": "punjabi",
+    "slovenščina": "slovenian",
+}
 
 SCOPE: tuple[tuple[str, ...], ...] = (
     ("only", "solely", "exclusively", "merely", "just"),
@@ -108,12 +132,36 @@ ROLES: tuple[tuple[str, ...], ...] = (
     ("headline", "title"),
     ("summary", "abstract"),
     ("category", "class"),
+)
+
+#: The parties a task's text has or records. A party replaced by another party changes who is meant
+#: ("patient" -> "doctor"); replaced by a word no list names ("listener" -> "reviewer", "diner" ->
+#: "customer") it is left to the rest of the check, since one person often has both names.
+PARTIES: tuple[tuple[str, ...], ...] = (
     ("writer", "author"),
     ("reader",),
     ("speaker",),
     ("listener", "audience"),
     ("sender",),
     ("recipient", "receiver", "addressee"),
+    # the two sides of the exchanges the tasks' texts record: a sale, a service, a job, a clinic, a
+    # class, an interview, a tenancy (each side its own group: "patient" -> "doctor" changes who is meant)
+    ("customer", "client", "shopper", "consumer", "purchaser", "buyer"),
+    ("seller", "vendor", "supplier", "retailer", "merchant"),
+    ("agent", "representative"),
+    ("employer",),
+    ("employee", "worker"),
+    ("applicant", "candidate"),
+    ("patient",),
+    ("doctor", "physician", "clinician"),
+    ("student", "pupil", "learner"),
+    ("teacher", "instructor", "tutor"),
+    ("interviewer",),
+    ("interviewee",),
+    ("host", "presenter"),
+    ("guest",),
+    ("tenant", "renter"),
+    ("landlord", "landlady"),
 )
 
 #: The scope words that negate what follows them.
@@ -121,27 +169,66 @@ NEGATIONS = frozenset({"not", "never", "no", "none", "nothing", "neither", "nor"
                        "don't", "doesn't", "didn't", "won't", "isn't", "aren't", "wasn't", "weren't", "shouldn't",
                        "mustn't"})
 
+#: Degree words that weaken or sharpen what they are put before ("guarantees it is true" ->
+#: "guarantees it is partly true", "confirms" -> "fully confirms"): inserted, they change the
+#: instruction, where an inserted "also", "all" or "both" restates it (and "only" does either:
+#: "Focus only on decisions" narrows, "answer 'yes' only if it does" restates; left to the rest).
+RESTRICTING = frozenset(w for group in SCOPE if group[0] in ("entirely", "partly", "exactly", "approximately")
+                        for w in group)
+
+#: Words that point at the input the prompt comes with ("the text below", "the following review"):
+#: deleted, the prompt still names the same input, since the model sees it beside the prompt either way.
+POINTERS = frozenset({"below", "above", "following", "given", "provided", "attached", "accompanying"})
+
 DIRECTIONS: tuple[tuple[str, ...], ...] = (("into", "to"), ("from",))  # not "in": "the text in French" is its source
 
 #: kind -> its groups, in the order the verdict names them.
-VOCABULARY: dict[str, tuple[tuple[str, ...], ...]] = {"language": LANGUAGES, "scope word": SCOPE, "role": ROLES}
+VOCABULARY: dict[str, tuple[tuple[str, ...], ...]] = {"language": LANGUAGES, "scope word": SCOPE, "role": ROLES,
+                                                     "party": PARTIES}
 
 _GROUP: dict[str, tuple[str, int]] = {
     word: (kind, n) for kind, groups in VOCABULARY.items() for n, group in enumerate(groups) for word in group
 }
 
 
+def _without_possessive(word: str) -> str:
+    """"patient's" -> "patient", "readers'" -> "readers": the party a possessive names."""
+    if word.endswith("'s"):
+        return word[:-2]
+    return word[:-1] if word.endswith("s'") else word
+
+
+def language_name(word: str) -> str | None:
+    """The English name of the language ``word`` names: itself, another name of it ("Deutsch", "Flemish"),
+    either followed by "-language" ("French-language"); None when it names none."""
+    low = word.lower()
+    low = low[: -len("-language")] if low.endswith("-language") else low
+    name = LANGUAGE_ALIASES.get(low, low)
+    return name if _GROUP.get(name, ("",))[0] == "language" else None
+
+
 def group_of(forms: Iterable[str]) -> tuple[str, int] | None:
-    """(kind, group) of the first of a word's forms (the word, its lemmas) that is an instruction word."""
-    return next((_GROUP[f] for f in forms if f.lower() in _GROUP), None)
+    """(kind, group) of the first of a word's forms (the word, its lemmas) that is an instruction word
+    (a language by any of its names)."""
+    for form in forms:
+        low = _without_possessive(form.lower().replace("\u2019", "'"))
+        if low in _GROUP:
+            return _GROUP[low]
+        language = language_name(low)
+        if language is not None:
+            return _GROUP[language]
+    return None
 
 
 def instruction_change(old_forms: Iterable[str], new_forms: Iterable[str]) -> tuple[bool, str] | None:
     """Whether replacing a word (given by its forms) by another keeps the instruction: (True, why)
-    within one group, (False, why) across groups or out of one; None when neither is an instruction word."""
+    within one group, (False, why) across groups or out of one; None when neither is an instruction word,
+    or when a party is replaced by a word no list names (or replaces one)."""
     old, new = group_of(old_forms), group_of(new_forms)
     if old is None and new is None:
         return None
+    if (old is None or new is None) and (old or new)[0] == "party":  # type: ignore[index]
+        return None  # a party by another name, or not: left to the rest of the check
     if old == new:
         assert old is not None
         return True, f"the same {old[0]}"
@@ -152,8 +239,7 @@ def instruction_change(old_forms: Iterable[str], new_forms: Iterable[str]) -> tu
 def direction_change(old: str, new: str, next_word: str) -> tuple[bool, str] | None:
     """Whether replacing the preposition ``old`` by ``new`` before ``next_word`` keeps a translation's
     direction: None unless both are direction prepositions and ``next_word`` names a language."""
-    language = group_of([next_word.lower()])
-    if language is None or language[0] != "language":
+    if language_name(next_word) is None:
         return None
     groups = [next((n for n, group in enumerate(DIRECTIONS) if w.lower() in group), None) for w in (old, new)]
     if None in groups:

@@ -16,11 +16,14 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   docs/fidelity.md quotes the held-out figures). Without all-mpnet-base-v2 the
   check is v4: MiniLM alone at its own calibrated thresholds, said once on the
   terminal and named in the verdict's ``check``.
-* **the instruction's words** (``attacks.instructions``): a language name, a
-  scope word (only, also, all, none, first, three, ...) or a role of the task
-  (premise, hypothesis, question, answer, source, target, ...) replaced by a
-  word of another group changes the instruction; within one group ("only" ->
-  "solely", "question" -> "query") it keeps it.
+* **the instruction's words** (``attacks.instructions``): a language name (by
+  any of its names: "Deutsch", "French-language"), a scope word (only, also,
+  all, none, first, three, ...), a role of the task (premise, hypothesis,
+  question, answer, source, target, ...) or a party (writer, customer, patient,
+  ...) replaced by a word of another group changes the instruction; within one
+  group ("only" -> "solely", "question" -> "query") it keeps it. Inserted, a
+  negation, a new answer option ("or 'unclear'") or a degree word ("fully")
+  changes it; deleted, a word that only points at the input ("below") does not.
 * **the words that define the labels** (``label_words``): a word opposed by
   another word of the prompt is never replaced; a word in the same clause as a
   label word is judged by the encoder alone, at ``THRESHOLD_FAR`` whatever
@@ -47,7 +50,8 @@ tagger can only add a "changed" for candidates from elsewhere (counter-fitted
 vectors, a masked LM, character edits that make another word).
 
 Character edits a reader still reads as the word (a typo, a split word, a
-look-alike letter) keep the meaning, as the paper's human check of
+look-alike letter, a slip between words English writers often confuse:
+"then"/"than", "from"/"form") keep the meaning, as the paper's human check of
 adversarial prompts counted them; text inserted after the prompt keeps it
 unless it names a label. A prompt rewritten rather than edited (more than half
 its words changed: the Semantic attack's prompts) is not checked.
@@ -56,6 +60,7 @@ its words changed: the Semantic attack's prompts) is not checked.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -67,7 +72,13 @@ from promptrobust.attacks.changes import Change, changes
 from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
-from promptrobust.attacks.instructions import NEGATIONS, direction_change, instruction_change
+from promptrobust.attacks.instructions import (
+    NEGATIONS,
+    POINTERS,
+    RESTRICTING,
+    direction_change,
+    instruction_change,
+)
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.nli_check import NliJudge
@@ -112,10 +123,11 @@ MINILM_ALONE_FAR = 0.47
 CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
-_RULES = ("instruction words (languages, translation direction, scope, roles and parties; a negation inserted), "
-          "opposites (either spelling), label-defining words, WordNet 3.0 part of speech, relation and fixed expressions")
+_RULES = ("instruction words (languages by any of their names, translation direction, scope, roles, parties; a "
+          "negation, answer option or degree word inserted; a pointer to the input deleted), opposites (either "
+          "spelling), label-defining words, common slips, WordNet 3.0 part of speech, relation and fixed expressions")
 #: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
-CHECK_NAME = "promptrobust meaning check v6"
+CHECK_NAME = "promptrobust meaning check v7"
 #: What records name this check by.
 CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
@@ -203,7 +215,7 @@ class TokenVectors:
 @dataclass(frozen=True)
 class ContextEncoder:
     """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
-    calibrated for (both encoders: check v6; all-MiniLM-L6-v2 alone: the fallback)."""
+    calibrated for (both encoders: checks v6 and v7; all-MiniLM-L6-v2 alone: the fallback)."""
 
     encoders: tuple[TokenVectors, ...]
     threshold_close: float
@@ -277,9 +289,20 @@ def is_known_word(word: str, lexicon: Lexicon) -> bool:
     return low in STOPWORDS or low in lexicon or bool(lemma_forms(low, lexicon))
 
 
+#: Pairs of English words so often written one for the other that a reader reads the intended one
+#: ("rather then", "copy the phrase form the text", "decide weather"): the commonly confused words
+#: of English usage guides, kept to pairs within a typo's distance whose slip leaves the sentence
+#: ungrammatical, so it cannot be read as the other word's meaning.
+COMMON_SLIPS = frozenset(frozenset(pair) for pair in (
+    ("then", "than"), ("from", "form"), ("whether", "weather"), ("its", "it's"), ("their", "there"),
+    ("your", "you're"), ("to", "too"), ("lose", "loose"), ("quite", "quiet"), ("were", "where"),
+    ("of", "off"), ("please", "pease"), ("the", "then"), ("an", "and"),
+))
+
+
 def reads_as(old: str, new: str, lexicon: Lexicon) -> str | None:
     """How ``new`` still reads as ``old`` ("same letters", "look-alike letters",
-    "misspelling"), or None when it is another word."""
+    "misspelling", "a common slip"), or None when it is another word."""
     o, n = "".join(old.split()).lower(), "".join(new.split()).lower()
     if not o or not n:
         return None
@@ -287,6 +310,8 @@ def reads_as(old: str, new: str, lexicon: Lexicon) -> str | None:
         return "same letters"
     if len(o) == len(n) and all(a == b or ord(b) > 127 for a, b in zip(o, n)):
         return "look-alike letters"
+    if frozenset((folded(o), folded(n))) in COMMON_SLIPS:
+        return "a common slip"
     if " " not in new.strip() and is_known_word(new, lexicon):
         return None  # a real word: another word, whatever its spelling distance
     allowed = 2 if len(o) >= 4 else 1
@@ -345,8 +370,19 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         if negation:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the negation {negation[0]!r} into the "
                                      "instruction")
+        inside = not _appended(new, clean[change.old_end:])
+        option = _new_option(new) if inside else None
+        if option is not None:
+            return SubstitutionCheck(old, new, "insertion", False, f"adds the answer option {option!r}")
+        narrowing = [w for w in _words(new) if folded(w) in RESTRICTING] if inside else []
+        if narrowing:
+            return SubstitutionCheck(old, new, "insertion", False, f"inserts {narrowing[0]!r}, which narrows the "
+                                     "instruction")
         return SubstitutionCheck(old, new, "insertion", True, "inserted text names no label")
     if not has_letter(new):
+        pointer = _words(old)
+        if len(pointer) == 1 and folded(pointer[0]) in POINTERS:
+            return SubstitutionCheck(old, new, "deletion", True, f"removes {old!r}, which only points at the input")
         return SubstitutionCheck(old, new, "deletion", False, f"removes {old!r}")
     reading = reads_as(old, new, lexicon)
     if reading is not None:
@@ -418,6 +454,21 @@ def _judged_by_nli(judge: NliJudge, change: Change, clean: str, *, senses: str, 
               f"{'forward' if not found.forward_top else 'back'})")
     return SubstitutionCheck(change.old, change.new, "word", kept, reason, senses=senses, relation=related,
                              entailment=round(min(found.forward, found.backward), 6))
+
+
+_QUOTED_TERM = re.compile(r"""(?:^|[\s,(])['"‘“]([^\W\d_][^'"’”]{0,40})""")
+
+
+def _new_option(inserted: str) -> str | None:
+    """The answer option text inserted into a prompt adds: a quoted term ("', 'neutral"), or an alternative
+    joined by "or" ("clickbait" -> "clickbait or satire"); None when it adds none."""
+    quoted = _QUOTED_TERM.search(inserted)
+    if quoted:
+        return quoted.group(1).strip()
+    words = _words(inserted)
+    if len(words) >= 2 and folded(words[0]) == "or":
+        return " ".join(words[1:])
+    return None
 
 
 def _appended(inserted: str, rest: str) -> bool:

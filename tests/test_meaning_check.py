@@ -134,12 +134,12 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
-    named in every verdict it gives; the full check names v6."""
+    named in every verdict it gives; the full check names v7."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v6" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v7" in full.check and "all-mpnet-base-v2" in full.check
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
@@ -301,6 +301,44 @@ def test_v6_rules_need_no_encoder(monkeypatch, adversarial, verdict, why):
     monkeypatch.setattr(mc, "load_context_encoder", unavailable)
     got = mc.meaning_verdict(V6_RULES, adversarial, normalize_protected({"supported", "refuted"}))
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+V7_RULES = ("Read the patient's message below and translate it from German into Italian; answer 'urgent' if the "
+            "message confirms a symptom, otherwise 'routine', rather than giving a diagnosis.")
+V7_LABELS = normalize_protected({"urgent", "routine"})
+
+
+@pytest.mark.parametrize("adversarial, verdict, why", [
+    (V7_RULES.replace("from German", "from Deutsch"), "kept", "the same language"),  # its own name for itself
+    (V7_RULES.replace("into Italian", "into Italian-language"), "kept", "the same language"),
+    (V7_RULES.replace("from German", "from Flemish"), "changed", "another language"),  # ISO 639-2: Dutch
+    (V7_RULES.replace("patient's", "doctor's"), "changed", "another party"),
+    (V7_RULES.replace("rather than", "rather then"), "kept", "a common slip"),
+    (V7_RULES.replace("from German", "form German"), "kept", "a common slip"),
+    (V7_RULES.replace("'routine',", "'routine', or 'unclear'"), "changed", "adds the answer option 'unclear'"),
+    (V7_RULES.replace("'urgent' if", "'urgent' or 'emergency' if"), "changed", "adds the answer option"),
+    (V7_RULES.replace("confirms", "fully confirms"), "changed", "inserts 'fully', which narrows"),
+    (V7_RULES.replace("confirms", "also confirms"), "kept", "inserted text names no label"),
+    (V7_RULES.replace("message below", "message"), "kept", "only points at the input"),
+    (V7_RULES.replace("patient's message", "message"), "changed", "removes"),
+])
+def test_v7_rules_need_no_encoder(monkeypatch, adversarial, verdict, why):
+    """Check v7's rules: a language by its other names, the parties of an exchange, the slips a reader
+    reads through, an inserted answer option or degree word, a deleted pointer to the input."""
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+    got = mc.meaning_verdict(V7_RULES, adversarial, V7_LABELS)
+    assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+def test_a_party_renamed_by_a_word_no_list_names_is_left_to_the_encoder():
+    from promptrobust.attacks.instructions import instruction_change
+
+    assert instruction_change(["listener"], ["reviewer"]) is None and instruction_change(["diner"], ["customer"]) is None
+    assert instruction_change(["customer"], ["agent"]) == (False, "changes the instruction: another party")
+    assert instruction_change(["premise"], ["visitor"]) == (False, "changes the instruction: another role")
 
 
 def test_two_names_of_one_language_and_the_scope_groups():
