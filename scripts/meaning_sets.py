@@ -56,10 +56,13 @@ BLIND_SETS: tuple[LabelledSet, ...] = (
                 "two of its rules narrowed after"),
     LabelledSet("blind 5", "blind5_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before the final check v6 was run on them; "
-                "nothing changed after"),
+                "nothing changed after for v6; check v7's rules were written from its errors"),
     LabelledSet("blind 6", "blind6_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before check v6 or any candidate after it "
-                "was run on them; nothing changed after"),
+                "was run on them; nothing changed after for v6; check v7's rules were written from its errors"),
+    LabelledSet("blind 7", "blind7_pairs.jsonl", None,
+                "written by someone who never saw the check, committed before check v7 (whose rules were written from "
+                "the fifth and sixth sets' errors) or any candidate was run on them; nothing changed after"),
 )
 #: Every set, in the order the scripts print them.
 ALL_SETS: tuple[LabelledSet, ...] = (CALIBRATION, HELD_OUT, EARLIER, *BLIND_SETS)

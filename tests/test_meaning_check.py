@@ -81,42 +81,47 @@ def test_the_verdict_pairs_hold_every_category_both_labels_and_a_fixed_split():
         assert splits == ["calibration", "held-out"] * (len(splits) // 2) + ["calibration"] * (len(splits) % 2)
 
 
-def test_thresholds_are_the_calibration_halfs_choice_and_the_held_out_figures_are_quoted():
+def v7_table() -> dict[str, tuple[int, float, float]]:
+    """docs/fidelity.md's table of check v7 on every labelled set: name -> (pairs, accuracy, recall of changed)."""
+    text = (ROOT / "docs/fidelity.md").read_text()
+    section = text[text.index("| set | pairs | v6 accuracy |"):]
+    rows = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        rows[cells[0]] = (int(cells[1]), float(cells[4]), float(cells[5].split()[0]))
+    return rows
+
+
+def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_quoted():
+    """The thresholds are still the calibration half's choice under v7's rules, and docs/fidelity.md's v7
+    table holds what the check gets on every labelled set (the seventh: written blind, never used)."""
     calibrate = _calibration()
+    sets = load_script("meaning_sets")
     rows = calibrate.evidence(calibrate.PAIRS)
     calibration = [e for e in rows if e.split == "calibration"]
     held_out = [e for e in rows if e.split == "held-out"]
     assert calibrate.choose(calibration) == (mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-    held = calibrate.score(held_out, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-    one_pair = 1 / 60  # numerics of another CPU may move a pair at a threshold, not more
-    assert held["accuracy"] == pytest.approx(quoted("held-out accuracy"), abs=one_pair)
-    assert held["recall"] == pytest.approx(quoted("held-out recall of changed"), abs=one_pair)
+    text = (ROOT / "docs/fidelity.md").read_text()
+    assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
     # changed instructions are caught, held out too
     for name in ("instruction: language", "instruction: scope", "instruction: role"):
         assert calibrate.score([e for e in held_out if e.category == name], mc.THRESHOLD_CLOSE,
                                mc.THRESHOLD_FAR)["recall"] == 1.0, name
-    text = (ROOT / "docs/fidelity.md").read_text()
-    assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
-    # the blind set, written after the rules: its figures are quoted too
-    sets = load_script("meaning_sets")
-    blind = calibrate.evidence(sets.labelled_set("blind 1").path)
-    assert {e.split for e in blind} == {"blind"} and {e.category for e in blind} == CATEGORIES - {"deletion"}
-    scored = calibrate.score(blind, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-    assert scored["accuracy"] == pytest.approx(quoted("blind accuracy"), abs=one_pair)
-    assert scored["recall"] == pytest.approx(quoted("blind recall of changed"), abs=one_pair)
-    # the second blind set, written by someone who never saw the check: every category, figures quoted
-    blind2 = calibrate.evidence(sets.labelled_set("blind 2").path)
-    assert len(blind2) == 120 and {e.split for e in blind2} == {"blind 2"} and {e.category for e in blind2} == CATEGORIES
-    scored = calibrate.score(blind2, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-    assert scored["accuracy"] == pytest.approx(quoted("second blind accuracy"), abs=one_pair)
-    assert scored["recall"] == pytest.approx(quoted("second blind recall of changed"), abs=one_pair)
-    # the third to sixth blind sets, 150 pairs each by people who never saw the check: quoted too
-    for name, split in (("third", "blind 3"), ("fourth", "blind 4"), ("fifth", "blind 5"), ("sixth", "blind 6")):
-        found = calibrate.evidence(sets.labelled_set(split).path)
-        assert len(found) == 150 and {e.split for e in found} == {split} and {e.category for e in found} == CATEGORIES
-        scored = calibrate.score(found, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
-        assert scored["accuracy"] == pytest.approx(quoted(f"{name} blind accuracy"), abs=1.5 / 150)  # one pair
-        assert scored["recall"] == pytest.approx(quoted(f"{name} blind recall of changed"), abs=1.5 / scored["changed"])
+    table = v7_table()
+    assert set(table) == {s.name for s in sets.ALL_SETS}
+    found = {"calibration half": calibration, "held-out half": held_out}
+    for labelled in sets.ALL_SETS:
+        evidence = found.get(labelled.name) or calibrate.evidence(labelled.path)
+        if labelled in sets.BLIND_SETS[1:]:  # every category in the sets written by people who never saw the check
+            assert {e.category for e in evidence} == CATEGORIES, labelled.name
+        scored = calibrate.score(evidence, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+        pairs, accuracy, recall = table[labelled.name]
+        assert scored["pairs"] == pairs, labelled.name
+        # numerics of another CPU may move a pair at a threshold, not more
+        assert scored["accuracy"] == pytest.approx(accuracy, abs=1.5 / pairs), labelled.name
+        assert scored["recall"] == pytest.approx(recall, abs=1.5 / scored["changed"]), labelled.name
 
 
 def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
