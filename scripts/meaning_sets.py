@@ -63,6 +63,9 @@ BLIND_SETS: tuple[LabelledSet, ...] = (
     LabelledSet("blind 7", "blind7_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before check v7 (whose rules were written from "
                 "the fifth and sixth sets' errors) or any candidate was run on them; nothing changed after"),
+    LabelledSet("blind 8", "blind8_pairs.jsonl", None,
+                "written by someone who never saw the check, committed after check v7 was measured on the seventh "
+                "set and before it was run on them; nothing changed after"),
 )
 #: Every set, in the order the scripts print them.
 ALL_SETS: tuple[LabelledSet, ...] = (CALIBRATION, HELD_OUT, EARLIER, *BLIND_SETS)
