@@ -167,6 +167,9 @@ class SubstitutionCheck:
     relation: str = ""
     #: With an NLI judge (``nli_check``): the lower of the two directions' probability of entailment.
     entailment: float | None = None
+    #: Which of the encoder's thresholds the similarity was held to: "close" (a WordNet synonym in a usual
+    #: sense or related, outside a label's clause) or "far"; "" when no similarity decided.
+    threshold_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -431,12 +434,13 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     # A word that says what a label means is judged by the encoder alone: WordNet's relation does not
     # choose its threshold (calibrated, the close threshold came out above the far one: a WordNet synonym
     # elsewhere must sit closer in context, since a usual-sense synonym in the wrong sense is the error to catch).
-    threshold = encoder.threshold_close if related in CLOSE_RELATIONS and not label_linked else encoder.threshold_far
+    close = related in CLOSE_RELATIONS and not label_linked
+    threshold = encoder.threshold_close if close else encoder.threshold_far
     kept = sim >= threshold
     relation_text = ">=" if kept else "<"
     where = ", in a clause with a label word" if label_linked else ""
     return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
-                             round(sim, 6), senses, related)
+                             round(sim, 6), senses, related, threshold_class="close" if close else "far")
 
 
 def _judged_by_nli(judge: NliJudge, change: Change, clean: str, *, senses: str, related: str) -> SubstitutionCheck:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,28 +96,23 @@ def encoder_for(argv: Sequence[str] = ()) -> mc.ContextEncoder:
     return mc.minilm_alone(encoder.encoders[0]) if "--minilm-alone" in argv else encoder
 
 
-def _verdict(row: dict[str, object], close: float, far: float, encoder: mc.ContextEncoder) -> mc.MeaningVerdict:
-    return mc.meaning_verdict(str(row["clean"]), str(row["adversarial"]), normalize_protected(row["labels"]),  # type: ignore[arg-type]
-                              encoder=replace(encoder, threshold_close=close, threshold_far=far))
-
-
 def evidence(source: Path | Sequence[dict[str, Any]], encoder: mc.ContextEncoder | None = None) -> list[Evidence]:
-    """Each pair's evidence: run once with every similarity passing under the close threshold only
-    (so a check that passes there is in a close class) and once with every similarity passing."""
+    """Each pair's evidence, from one verdict: the rules' word where they decide a stretch, else its
+    similarity and the class of threshold the check held it to (``threshold_class``), which is what any
+    thresholds would be applied to."""
     encoder = encoder or mc.load_context_encoder()
     out = []
     for row in read_rows(source) if isinstance(source, Path) else source:
-        open_close = _verdict(row, -2.0, 2.0, encoder).substitutions
-        everything = _verdict(row, -2.0, -2.0, encoder).substitutions
-        checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c, bool(k.kept)))
-                       for c, k in zip(everything, open_close))
+        verdict = mc.meaning_verdict(str(row["clean"]), str(row["adversarial"]),
+                                     normalize_protected(row["labels"]), encoder=encoder)  # type: ignore[arg-type]
+        checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c)) for c in verdict.substitutions)
         out.append(Evidence(str(row["meaning"]), str(row.get("category", "earlier set")),
                             str(row.get("split", "earlier set")), str(row["why"]), checks))
     return out
 
 
-def _class(check: mc.SubstitutionCheck, close_applies: bool) -> str:
-    if not close_applies:
+def _class(check: mc.SubstitutionCheck) -> str:
+    if check.threshold_class != "close":
         return OTHER_CLASS
     return {SYNONYM: SYNONYM_CLASS, RELATED: RELATED_CLASS}.get(check.relation, OTHER_CLASS)
 

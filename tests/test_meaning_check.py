@@ -234,6 +234,7 @@ def test_label_clause_words_are_changed_and_say_why():
     assert got.verdict == "changed" and "in a clause with a label word" in got.reasons[0]
     assert got.substitutions[0].relation == "synonym in a usual sense"
     assert f"< {mc.THRESHOLD_FAR}" in got.reasons[0], "a label's word gets no discount as a WordNet synonym"
+    assert got.substitutions[0].threshold_class == "far"  # recorded, so calibration needs one verdict a pair
     assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
     # "praise" is opposed by "criticise" (WordNet's antonym is drawn on "criticize"): never replaced
     opposed = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
@@ -249,6 +250,7 @@ def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
     assert wrong.substitutions[0].relation == "synonym in a rarer sense only"
     assert right.verdict == "kept" and right.substitutions[0].similarity >= mc.THRESHOLD_CLOSE
     assert right.substitutions[0].relation == "synonym in a usual sense"
+    assert (right.substitutions[0].threshold_class, wrong.substitutions[0].threshold_class) == ("close", "far")
     assert wrong.substitutions[0].senses.startswith("shares 1 of")  # WordNet: a synonym of another sense
 
 
