@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from promptrobust.attacks.words import folded
+
 LANGUAGES: tuple[tuple[str, ...], ...] = tuple((name,) for name in (
     "english", "german", "french", "spanish", "italian", "portuguese", "dutch", "russian", "chinese",
     "mandarin", "cantonese", "japanese", "korean", "arabic", "hindi", "bengali", "urdu", "turkish",
@@ -213,7 +215,7 @@ def group_of(forms: Iterable[str]) -> tuple[str, int] | None:
     """(kind, group) of the first of a word's forms (the word, its lemmas) that is an instruction word
     (a language by any of its names)."""
     for form in forms:
-        low = _without_possessive(form.lower().replace("\u2019", "'"))
+        low = _without_possessive(folded(form))
         if low in _GROUP:
             return _GROUP[low]
         language = language_name(low)

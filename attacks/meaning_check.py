@@ -368,16 +368,17 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         if mentions_protected(new, protected):
             named = [w for w in _words(new) if is_protected(w, protected)]
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the label word {named[0]!r}")
-        negation = ([w for w in _words(new) if folded(w) in NEGATIONS]
-                    if not _appended(new, clean[change.old_end:]) else [])
+        # Text appended after the prompt (StressTest, CheckList) is judged by the label rule alone.
+        inside = not _appended(new, clean[change.old_end:])
+        inserted = _words(new) if inside else []
+        negation = [w for w in inserted if folded(w) in NEGATIONS]
         if negation:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts the negation {negation[0]!r} into the "
                                      "instruction")
-        inside = not _appended(new, clean[change.old_end:])
         option = _new_option(new) if inside else None
         if option is not None:
             return SubstitutionCheck(old, new, "insertion", False, f"adds the answer option {option!r}")
-        narrowing = [w for w in _words(new) if folded(w) in RESTRICTING] if inside else []
+        narrowing = [w for w in inserted if folded(w) in RESTRICTING]
         if narrowing:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts {narrowing[0]!r}, which narrows the "
                                      "instruction")

@@ -207,6 +207,15 @@ def test_the_split_zip_reads_as_one_and_other_weights_are_refused(tmp_path, monk
 # -- the verdict's rules -----------------------------------------------------------------------
 
 
+@pytest.fixture
+def no_encoder(monkeypatch):
+    """No encoder can be loaded (as without torch): only the rules decide."""
+    def unavailable():
+        raise AttackResourceError("no torch here (test)")
+
+    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+
+
 @pytest.mark.parametrize(
     "adversarial, verdict, kind",
     [
@@ -259,11 +268,7 @@ def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
     ("premise", "hypothesis", "another role"), ("judge", "justice", "a verb replaced by a word WordNet lists only as a noun"),
     ("tone", "tune", "another word spelled like 'tone'"),
 ])
-def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encoder(monkeypatch, old, new, why):
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encoder(no_encoder, old, new, why):
     clean = ("Read the premise and the hypothesis, judge the tone only, and translate your German verdict: "
              "answer positive or negative.")
     got = mc.meaning_verdict(clean, clean.replace(old, new, 1), SST2)
@@ -272,13 +277,9 @@ def test_changed_instructions_parts_of_speech_and_real_word_typos_need_no_encode
     assert same.verdict == "kept" and "the same scope word" in same.substitutions[0].reason
 
 
-def test_a_translations_direction_and_a_british_spelling_are_read_without_an_encoder(monkeypatch):
+def test_a_translations_direction_and_a_british_spelling_are_read_without_an_encoder(no_encoder):
     """"into German" -> "from German" turns the translation round, "into" -> "to" keeps it; "criticises"
     is the opposite of "praises" though WordNet draws that antonym on the American spelling only."""
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
     clean = "Translate the diner's note into German, then answer positive if the diner praises the meal."
     turned = mc.meaning_verdict(clean, clean.replace("into", "from"), SST2)
     assert turned.verdict == "changed" and "turns the translation round" in turned.reasons[0], turned.reasons
@@ -301,11 +302,7 @@ V6_RULES = "Read the premise and the claim, and say supported if the evidence co
     (V6_RULES + " It is not true.", "kept", "inserted text names no label"),  # appended after the prompt: StressTest
     (V6_RULES.replace("the claim", "the writer"), "changed", "another role"),  # a party of a text is a role
 ])
-def test_v6_rules_need_no_encoder(monkeypatch, adversarial, verdict, why):
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
+def test_v6_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
     got = mc.meaning_verdict(V6_RULES, adversarial, normalize_protected({"supported", "refuted"}))
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
 
@@ -329,13 +326,9 @@ V7_LABELS = normalize_protected({"urgent", "routine"})
     (V7_RULES.replace("message below", "message"), "kept", "only points at the input"),
     (V7_RULES.replace("patient's message", "message"), "changed", "removes"),
 ])
-def test_v7_rules_need_no_encoder(monkeypatch, adversarial, verdict, why):
+def test_v7_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
     """Check v7's rules: a language by its other names, the parties of an exchange, the slips a reader
     reads through, an inserted answer option or degree word, a deleted pointer to the input."""
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
     got = mc.meaning_verdict(V7_RULES, adversarial, V7_LABELS)
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
 
@@ -355,13 +348,9 @@ def test_two_names_of_one_language_and_the_scope_groups():
     assert mc.instruction_change(["might"], ["perhaps"]) == (True, "the same scope word")
 
 
-def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(monkeypatch):
+def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(no_encoder):
     """"Figure out" -> "picture out", "step by step" -> "measure by step": the expression WordNet lists
     as one verb or adverb is gone, however close the word alone sits; a typo in it still reads the same."""
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
     clean = "Look at the passage, figure out the answer step by step, then reply positive or negative."
     for old, new, expression in [("figure", "picture", "figure out"), ("step by", "measure by", "step by step"),
                                  ("Look", "Glance", "look at")]:
@@ -371,14 +360,10 @@ def test_a_word_of_a_fixed_expression_replaced_alone_changes_the_meaning(monkeyp
     assert typo.verdict == "kept" and typo.substitutions[0].kind == "reads the same"
 
 
-def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(monkeypatch):
+def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(no_encoder):
     rewritten = mc.meaning_verdict(TASK_06, "Tell me how the author feels about the film: positive or negative?", SST2)
     assert rewritten.verdict == "not checked" and not rewritten.acceptable
 
-    def unavailable():
-        raise AttackResourceError("no torch here (test)")
-
-    monkeypatch.setattr(mc, "load_context_encoder", unavailable)
     clean = "Judge the tone of the review. Answer positive or negative."
     got = mc.meaning_verdict(clean, clean.replace("tone", "feeling"), SST2)
     assert got.verdict == "not checked" and "unavailable" in got.reasons[0]
