@@ -10,7 +10,9 @@ within one group ("only" -> "solely", "question" -> "query") as the same instruc
 Where the lists come from (written for promptrobust, not learned from the verdict's
 labelled pairs; check v7's additions, the other names of languages, the parties of an
 exchange, ``RESTRICTING`` and ``POINTERS``, were written for errors the fifth and sixth blind
-sets showed, so those sets are not blind for them: docs/fidelity.md, "Check v7"):
+sets showed, so those sets are not blind for them: docs/fidelity.md, "Check v7"; check v8's,
+``PERIODS``, ``UNITS``, ``OPPOSED_PREPOSITIONS``, ``ONE``, "Bangla", "zero" and "alone", for errors
+the seventh and eighth showed: "Check v8"):
 
 * ``LANGUAGES``: the English names of the ISO 639-1 languages most used on the web and in
   the paper's translation sets (IWSLT 2017, UN Multi), each its own group; a nationality
@@ -36,6 +38,11 @@ sets showed, so those sets are not blind for them: docs/fidelity.md, "Check v7")
   host and guest, tenant and landlord), with their everyday synonyms; one party replaced by
   another changes the instruction, a party renamed by a word no list names is left to the rest of
   the check.
+* ``PERIODS`` and ``UNITS``: the calendar's spans and rates ("week", "quarterly") and units of
+  measure ("litre", "gallon"), each its own group like the parties (an unlisted replacement is
+  left to the rest of the check).
+* ``OPPOSED_PREPOSITIONS``: pairs of prepositions of opposite relations ("with"/"without",
+  "from"/"to", "before"/"after"), which WordNet lists no antonyms for.
 * ``DIRECTIONS``: the prepositions that make a language the target ("into", "to") or the
   source ("from") of a translation; read only before a language name ("into German" -> "from
   German" turns the direction round, "into German" -> "to German" keeps it).
@@ -72,11 +79,11 @@ LANGUAGE_ALIASES: dict[str, str] = {
     "català": "catalan", "valencian": "catalan", "euskara": "basque", "galego": "galician", "gaeilge": "irish",
     "cymraeg": "welsh", "íslenska": "icelandic", "islenska": "icelandic", "eesti": "estonian",
     "latviešu": "latvian", "lietuvių": "lithuanian", "kiswahili": "swahili", "panjabi": "punjabi",
-    "slovenščina": "slovenian",
+    "slovenščina": "slovenian", "bangla": "bengali",
 }
 
 SCOPE: tuple[tuple[str, ...], ...] = (
-    ("only", "solely", "exclusively", "merely", "just"),
+    ("only", "solely", "exclusively", "merely", "just", "alone"),
     ("also", "too", "additionally", "likewise", "furthermore"),
     ("even",),
     ("all", "every", "each", "entire", "whole"),
@@ -84,7 +91,7 @@ SCOPE: tuple[tuple[str, ...], ...] = (
     ("partly", "partially"),
     ("any",),
     ("some", "several"),
-    ("none", "no", "nothing"),
+    ("none", "no", "nothing", "zero"),
     ("not",),
     ("both",),
     ("either",),
@@ -168,6 +175,27 @@ PARTIES: tuple[tuple[str, ...], ...] = (
     ("landlord", "landlady"),
 )
 
+#: Spans of time, and how often (the calendar's units): one replaced by another changes the period a
+#: text covers or the rate asked for ("quarterly" -> "annual", "daily log" -> "hourly log", "per week" ->
+#: "per month"); replaced by a word no list names ("day" -> "date") it is left to the rest of the check.
+PERIODS: tuple[tuple[str, ...], ...] = (
+    ("hour",), ("hourly",), ("day",), ("daily",), ("week",), ("weekly",), ("fortnight",), ("fortnightly",),
+    ("month",), ("monthly",), ("quarterly",), ("year",), ("annual", "yearly", "annually"), ("decade",),
+    ("century",),
+)
+
+#: Units of measure (SI, imperial and US customary, temperature scales, common currencies), each a group with
+#: its other spellings: one replaced by another asks for another quantity ("in litres" -> "in gallons").
+UNITS: tuple[tuple[str, ...], ...] = (
+    ("metre", "meter"), ("centimetre", "centimeter"), ("millimetre", "millimeter"), ("kilometre", "kilometer"),
+    ("inch",), ("foot", "feet"), ("yard",), ("mile",),
+    ("litre", "liter"), ("millilitre", "milliliter"), ("gallon",), ("pint",),
+    ("gram", "gramme"), ("kilogram", "kilogramme", "kilo"), ("tonne",), ("ton",), ("ounce",), ("pound",),
+    ("celsius", "centigrade"), ("fahrenheit",), ("kelvin",),
+    ("watt",), ("kilowatt",), ("volt",), ("ampere", "amp"), ("joule",), ("calorie",),
+    ("dollar",), ("euro",), ("yen",), ("cent",), ("penny", "pence"),
+)
+
 #: The scope words that negate what follows them.
 NEGATIONS = frozenset({"not", "never", "no", "none", "nothing", "neither", "nor", "without", "cannot", "can't",
                        "don't", "doesn't", "didn't", "won't", "isn't", "aren't", "wasn't", "weren't", "shouldn't",
@@ -184,18 +212,33 @@ RESTRICTING = frozenset(w for group in SCOPE if group[0] in ("entirely", "partly
 #: deleted, the prompt still names the same input, since the model sees it beside the prompt either way.
 POINTERS = frozenset({"below", "above", "following", "given", "provided", "attached", "accompanying"})
 
+#: The indefinite article and "one": replaced one by the other alone, they count the same ("in a sentence" ->
+#: "in one sentence"). Not a scope group: a change that also replaces the noun after the article ("an expert"
+#: -> "a specialist") is judged by the noun.
+ONE = frozenset({"a", "an", "one"})
+
+#: Prepositions of opposite relations: one replaced by the other says the opposite ("without notes" ->
+#: "with notes", "a message from the manager" -> "to the manager"). WordNet lists no antonyms for them.
+OPPOSED_PREPOSITIONS = frozenset(frozenset(pair) for pair in (
+    ("with", "without"), ("from", "to"), ("before", "after"), ("for", "against"), ("inside", "outside"),
+    ("including", "excluding"), ("over", "under"),
+))
+
 DIRECTIONS: tuple[tuple[str, ...], ...] = (("into", "to"), ("from",))  # not "in": "the text in French" is its source
 
 #: kind -> its groups, in the order the verdict names them.
 VOCABULARY: dict[str, tuple[tuple[str, ...], ...]] = {"language": LANGUAGES, "scope word": SCOPE, "role": ROLES,
-                                                     "party": PARTIES}
+                                                     "party": PARTIES, "period": PERIODS, "unit": UNITS}
+#: Kinds whose words also have names no list gives: one of them replaced by an unlisted word, or
+#: replacing one, is left to the rest of the check.
+OPEN_KINDS = frozenset({"party", "period", "unit"})
 
 _GROUP: dict[str, tuple[str, int]] = {
     word: (kind, n) for kind, groups in VOCABULARY.items() for n, group in enumerate(groups) for word in group
 }
 
 
-def _without_possessive(word: str) -> str:
+def without_possessive(word: str) -> str:
     """"patient's" -> "patient", "readers'" -> "readers": the party a possessive names."""
     if word.endswith("'s"):
         return word[:-2]
@@ -215,7 +258,7 @@ def group_of(forms: Iterable[str]) -> tuple[str, int] | None:
     """(kind, group) of the first of a word's forms (the word, its lemmas) that is an instruction word
     (a language by any of its names)."""
     for form in forms:
-        low = _without_possessive(folded(form))
+        low = without_possessive(folded(form))
         if low in _GROUP:
             return _GROUP[low]
         language = language_name(low)
@@ -231,8 +274,8 @@ def instruction_change(old_forms: Iterable[str], new_forms: Iterable[str]) -> tu
     old, new = group_of(old_forms), group_of(new_forms)
     if old is None and new is None:
         return None
-    if (old is None or new is None) and (old or new)[0] == "party":  # type: ignore[index]
-        return None  # a party by another name, or not: left to the rest of the check
+    if (old is None or new is None) and (old or new)[0] in OPEN_KINDS:  # type: ignore[index]
+        return None  # a party, period or unit by another name, or not: left to the rest of the check
     if old == new:
         assert old is not None
         return True, f"the same {old[0]}"

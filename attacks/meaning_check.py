@@ -19,11 +19,15 @@ result. This check looks at each changed stretch (``changes.changes``) with:
 * **the instruction's words** (``attacks.instructions``): a language name (by
   any of its names: "Deutsch", "French-language"), a scope word (only, also,
   all, none, first, three, ...), a role of the task (premise, hypothesis,
-  question, answer, source, target, ...) or a party (writer, customer, patient,
-  ...) replaced by a word of another group changes the instruction; within one
-  group ("only" -> "solely", "question" -> "query") it keeps it. Inserted, a
-  negation, a new answer option ("or 'unclear'") or a degree word ("fully")
-  changes it; deleted, a word that only points at the input ("below") does not.
+  question, answer, source, target, ...), a party (writer, customer, patient,
+  ...), a period ("week", "quarterly") or a unit ("litre") replaced by a word of
+  another group changes the instruction; within one group ("only" -> "solely",
+  "question" -> "query") it keeps it, and so does "a" <-> "one". A preposition
+  replaced by its opposite ("without" -> "with", "from" -> "to") changes it.
+  Inserted, a negation, a new answer option ("or 'unclear'"), another item
+  ("and team") or a degree word ("fully") changes it; deleted, a word that only
+  points at the input ("below"), or "any" after a negation ("without any
+  notes"), does not.
 * **the words that define the labels** (``label_words``): a word opposed by
   another word of the prompt is never replaced; a word in the same clause as a
   label word is judged by the encoder alone, at ``THRESHOLD_FAR`` whatever
@@ -74,10 +78,13 @@ from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
 from promptrobust.attacks.instructions import (
     NEGATIONS,
+    ONE,
+    OPPOSED_PREPOSITIONS,
     POINTERS,
     RESTRICTING,
     direction_change,
     instruction_change,
+    without_possessive,
 )
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
@@ -123,11 +130,12 @@ MINILM_ALONE_FAR = 0.47
 CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
-_RULES = ("instruction words (languages by any of their names, translation direction, scope, roles, parties; a "
-          "negation, answer option or degree word inserted; a pointer to the input deleted), opposites (either "
-          "spelling), label-defining words, common slips, WordNet 3.0 part of speech, relation and fixed expressions")
+_RULES = ("instruction words (languages by any of their names, translation direction, scope, roles, parties, "
+          "periods, units, opposed prepositions; a negation, answer option, added item or degree word inserted; a "
+          "pointer to the input or a stressing 'any' deleted), opposites (either spelling), label-defining words, "
+          "common slips, WordNet 3.0 part of speech, relation and fixed expressions")
 #: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
-CHECK_NAME = "promptrobust meaning check v7"
+CHECK_NAME = "promptrobust meaning check v8"
 #: What records name this check by.
 CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
@@ -378,6 +386,9 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         option = _new_option(new) if inside else None
         if option is not None:
             return SubstitutionCheck(old, new, "insertion", False, f"adds the answer option {option!r}")
+        if len(inserted) >= 2 and folded(inserted[0]) == "and":
+            return SubstitutionCheck(old, new, "insertion", False, f"adds {' '.join(inserted[1:])!r} to what the "
+                                     "instruction names")
         narrowing = [w for w in inserted if folded(w) in RESTRICTING]
         if narrowing:
             return SubstitutionCheck(old, new, "insertion", False, f"inserts {narrowing[0]!r}, which narrows the "
@@ -387,6 +398,10 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         pointer = _words(old)
         if len(pointer) == 1 and folded(pointer[0]) in POINTERS:
             return SubstitutionCheck(old, new, "deletion", True, f"removes {old!r}, which only points at the input")
+        before = _words(clean[max(0, change.old_start - 40) : change.old_start])
+        if len(pointer) == 1 and folded(pointer[0]) == "any" and before and folded(before[-1]) in NEGATIONS:
+            return SubstitutionCheck(old, new, "deletion", True, f"removes {old!r} after the negation {before[-1]!r}, "
+                                     "which it only stresses")
         return SubstitutionCheck(old, new, "deletion", False, f"removes {old!r}")
     reading = reads_as(old, new, lexicon)
     if reading is not None:
@@ -397,19 +412,25 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
     old_forms = [f for w in old_words for f in forms_of(w, lexicon)]
     new_forms = [f for w in new_words for f in forms_of(w, lexicon)]
+    pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
+    single = len(old_words) == 1 and len(new_words) == 1
     instruction = instruction_change(old_forms, new_forms)
-    if instruction is None and len(old_words) == 1 and len(new_words) == 1:
+    if single and {folded(old), folded(new)} <= ONE:
+        instruction = True, "the same count: one"
+    if instruction is None and single:
         following = _words(clean[change.old_end : change.old_end + 40])
         instruction = direction_change(old, new, following[0]) if following else None
     if instruction is not None:
         return SubstitutionCheck(old, new, "word", instruction[0], instruction[1], senses=senses)
+    if single and frozenset((folded(old), folded(new))) in OPPOSED_PREPOSITIONS:
+        return SubstitutionCheck(old, new, "word", False, "a preposition of the opposite relation", senses=senses)
     hit = [w for w in old_words if w.lower() in contrast]
     if hit:
         return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, which another word of the prompt "
                                  "opposes", senses=senses)
-    pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
-    single = len(old_words) == 1 and len(new_words) == 1
-    related = relation(old_words[0], new_words[0], pos, lexicon) if single else ""
+    # a possessive is looked up as its noun ("driver's" -> "driver")
+    old_word, new_word = (without_possessive(old_words[0]), without_possessive(new_words[0])) if single else ("", "")
+    related = relation(old_word, new_word, pos, lexicon) if single else ""
     if single and crosses_noun_and_verb(old, new, pos, lexicon):
         kind = "a verb" if pos == "v" else "a noun"
         return SubstitutionCheck(old, new, "word", False, f"{kind} replaced by a word WordNet lists only as "

@@ -139,12 +139,12 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
-    named in every verdict it gives; the full check names v7."""
+    named in every verdict it gives; the full check names v8."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v7" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v8" in full.check and "all-mpnet-base-v2" in full.check
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
@@ -331,6 +331,42 @@ def test_v7_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
     reads through, an inserted answer option or degree word, a deleted pointer to the input."""
     got = mc.meaning_verdict(V7_RULES, adversarial, V7_LABELS)
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+V8_RULES = ("Summarise the driver's quarterly report below in Bengali, without any notes, in a sentence; give the "
+            "fuel used in litres and answer 'late' if a delivery came from the depot after noon, otherwise 'on time'.")
+V8_LABELS = normalize_protected({"late", "on time"})
+
+
+@pytest.mark.parametrize("adversarial, verdict, why", [
+    (V8_RULES.replace("quarterly", "annual"), "changed", "another period"),
+    (V8_RULES.replace("in litres", "in gallons"), "changed", "another unit"),
+    (V8_RULES.replace("without any", "with any"), "changed", "a preposition of the opposite relation"),
+    (V8_RULES.replace("from the depot", "to the depot"), "changed", "a preposition of the opposite relation"),
+    (V8_RULES.replace("after noon", "before noon"), "changed", "opposite"),  # WordNet: adverbs
+    (V8_RULES.replace("in Bengali", "in Bangla"), "kept", "the same language"),  # ISO 639-1's native name
+    (V8_RULES.replace("in a sentence", "in one sentence"), "kept", "the same count: one"),
+    (V8_RULES.replace("without any notes", "without notes"), "kept", "which it only stresses"),
+    (V8_RULES.replace("the fuel used", "the fuel and oil used"), "changed", "adds 'oil' to what the instruction names"),
+])
+def test_v8_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
+    """Check v8's rules: periods, units, prepositions of opposite relations, "a" for "one", "Bangla", a
+    stressing "any" deleted after a negation, an item added with "and"."""
+    got = mc.meaning_verdict(V8_RULES, adversarial, V8_LABELS)
+    assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+def test_a_period_or_unit_renamed_by_a_word_no_list_names_is_left_to_the_encoder():
+    from promptrobust.attacks.instructions import instruction_change
+
+    assert instruction_change(["annual"], ["yearly"]) == (True, "the same period")
+    assert instruction_change(["day"], ["date"]) is None and instruction_change(["litre"], ["volume"]) is None
+    assert instruction_change(["no"], ["zero"]) == (True, "the same scope word")
+
+
+def test_a_possessive_is_related_as_its_noun(no_encoder):
+    got = mc.meaning_verdict(V8_RULES, V8_RULES.replace("driver's", "chauffeur's"), V8_LABELS)
+    assert got.substitutions[0].relation.startswith("related") or got.substitutions[0].relation.startswith("synonym")
 
 
 def test_a_party_renamed_by_a_word_no_list_names_is_left_to_the_encoder():
