@@ -12,7 +12,9 @@ labelled pairs; check v7's additions, the other names of languages, the parties 
 exchange, ``RESTRICTING`` and ``POINTERS``, were written for errors the fifth and sixth blind
 sets showed, so those sets are not blind for them: docs/fidelity.md, "Check v7"; check v8's,
 ``PERIODS``, ``UNITS``, ``OPPOSED_PREPOSITIONS``, ``ONE``, "Bangla", "zero" and "alone", for errors
-the seventh and eighth showed: "Check v8"):
+the seventh and eighth showed: "Check v8"; check v9's, ``ALSO_PREPOSITIONS``, "entail"/"imply",
+the sides of a chat ("user", "assistant"), "orator", "Rumanian", "Slovakian" and watt-hours, for
+errors the ninth showed: "Check v9"):
 
 * ``LANGUAGES``: the English names of the ISO 639-1 languages most used on the web and in
   the paper's translation sets (IWSLT 2017, UN Multi), each its own group; a nationality
@@ -31,11 +33,13 @@ the seventh and eighth showed: "Check v8"):
 * ``ROLES``: the names the paper's tasks give the parts of their input (GLUE's premise and
   hypothesis, question and passage or context, sentence pairs; translation's source and
   target; classification's category; summarisation's summary and headline), with the verbs
-  that name the same act ("respond" as "answer", "return" as "output").
+  that name the same act ("respond" as "answer", "return" as "output"), and the relation an NLI
+  task asks about ("entail", "imply").
 * ``PARTIES``: the parties a text has (its writer and reader, speaker and listener, sender and
   recipient) and the two sides of the exchanges task texts record (customer and seller or agent,
   employer and employee, patient and doctor, student and teacher, interviewer and interviewee,
-  host and guest, tenant and landlord), with their everyday synonyms; one party replaced by
+  host and guest, tenant and landlord; the user and the assistant of a chat transcript), with
+  their everyday synonyms; one party replaced by
   another changes the instruction, a party renamed by a word no list names is left to the rest of
   the check.
 * ``PERIODS`` and ``UNITS``: the calendar's spans and rates ("week", "quarterly") and units of
@@ -66,8 +70,8 @@ LANGUAGES: tuple[tuple[str, ...], ...] = tuple((name,) for name in (
 
 #: Other names of the languages above, each read as that language: the language's own name for itself
 #: (the "native name" ISO 639-1 gives, in Latin letters; "Deutsch", "Türkçe"), the alternative English
-#: names ISO 639-2 lists beside the main one ("Dutch; Flemish", "Spanish; Castilian"), and
-#: "Netherlandic" (Merriam-Webster: "Dutch"). A name followed by "-language" is the language too
+#: names ISO 639-2 lists beside the main one ("Dutch; Flemish", "Spanish; Castilian"), and the
+#: variants Merriam-Webster gives ("Netherlandic" for "Dutch", "Rumanian" for "Romanian", "Slovakian" for "Slovak"). A name followed by "-language" is the language too
 #: ("French-language": ``language_name``).
 LANGUAGE_ALIASES: dict[str, str] = {
     "deutsch": "german", "français": "french", "francais": "french", "español": "spanish", "espanol": "spanish",
@@ -79,7 +83,8 @@ LANGUAGE_ALIASES: dict[str, str] = {
     "català": "catalan", "valencian": "catalan", "euskara": "basque", "galego": "galician", "gaeilge": "irish",
     "cymraeg": "welsh", "íslenska": "icelandic", "islenska": "icelandic", "eesti": "estonian",
     "latviešu": "latvian", "lietuvių": "lithuanian", "kiswahili": "swahili", "panjabi": "punjabi",
-    "slovenščina": "slovenian", "bangla": "bengali",
+    "slovenščina": "slovenian", "bangla": "bengali", "rumanian": "romanian", "roumanian": "romanian",
+    "slovakian": "slovak",
 }
 
 SCOPE: tuple[tuple[str, ...], ...] = (
@@ -130,6 +135,7 @@ SCOPE: tuple[tuple[str, ...], ...] = (
 ROLES: tuple[tuple[str, ...], ...] = (
     ("premise",),
     ("hypothesis",),
+    ("entail", "imply"),  # the relation an NLI task asks about
     ("conclusion",),
     ("evidence",),
     ("question", "query", "inquiry", "enquiry"),
@@ -151,7 +157,7 @@ ROLES: tuple[tuple[str, ...], ...] = (
 PARTIES: tuple[tuple[str, ...], ...] = (
     ("writer", "author"),
     ("reader",),
-    ("speaker",),
+    ("speaker", "orator"),
     ("listener", "audience"),
     ("sender",),
     ("recipient", "receiver", "addressee"),
@@ -173,6 +179,9 @@ PARTIES: tuple[tuple[str, ...], ...] = (
     ("guest",),
     ("tenant", "renter"),
     ("landlord", "landlady"),
+    # the two sides of a chat transcript an assistant is judged on
+    ("user",),
+    ("assistant", "chatbot"),
 )
 
 #: Spans of time, and how often (the calendar's units): one replaced by another changes the period a
@@ -192,7 +201,8 @@ UNITS: tuple[tuple[str, ...], ...] = (
     ("litre", "liter"), ("millilitre", "milliliter"), ("gallon",), ("pint",),
     ("gram", "gramme"), ("kilogram", "kilogramme", "kilo"), ("tonne",), ("ton",), ("ounce",), ("pound",),
     ("celsius", "centigrade"), ("fahrenheit",), ("kelvin",),
-    ("watt",), ("kilowatt",), ("volt",), ("ampere", "amp"), ("joule",), ("calorie",),
+    ("watt",), ("kilowatt",), ("megawatt",), ("kilowatt-hour", "kilowatt-hours", "kwh"),
+    ("megawatt-hour", "megawatt-hours", "mwh"), ("volt",), ("ampere", "amp"), ("joule",), ("calorie",),
     ("dollar",), ("euro",), ("yen",), ("cent",), ("penny", "pence"),
 )
 
@@ -216,6 +226,20 @@ POINTERS = frozenset({"below", "above", "following", "given", "provided", "attac
 #: "in one sentence"). Not a scope group: a change that also replaces the noun after the article ("an expert"
 #: -> "a specialist") is judged by the noun.
 ONE = frozenset({"a", "an", "one"})
+
+#: Scope words that are also prepositions of topic or place: "about 40 words" is approximate, "a review
+#: about the hotel" is not a scope word at all, so they are read as scope words only before a number.
+ALSO_PREPOSITIONS = frozenset({"about", "around"})
+_NUMBER_WORDS = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                           "twelve", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "dozen", "half",
+                           "a", "an"})
+
+
+def names_a_number(word: str) -> bool:
+    """Whether ``word`` starts a quantity: digits ("40", "3.5", "$12") or a number word ("forty", "a dozen")."""
+    low = word.lower().lstrip("$£€")
+    return any(ch.isdigit() for ch in low[:1]) or low in _NUMBER_WORDS
+
 
 #: Prepositions of opposite relations: one replaced by the other says the opposite ("without notes" ->
 #: "with notes", "a message from the manager" -> "to the manager"). WordNet lists no antonyms for them.

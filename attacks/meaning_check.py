@@ -22,14 +22,16 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   question, answer, source, target, ...), a party (writer, customer, patient,
   ...), a period ("week", "quarterly") or a unit ("litre") replaced by a word of
   another group changes the instruction; within one group ("only" -> "solely",
-  "question" -> "query") it keeps it, and so does "a" <-> "one". A preposition
+  "question" -> "query") it keeps it, and so does "a" <-> "one"; "about" and
+  "around" are scope words only before a number ("about 40 words"). A preposition
   replaced by its opposite ("without" -> "with", "from" -> "to") changes it.
   Inserted, a negation, a new answer option ("or 'unclear'"), another item
   ("and team") or a degree word ("fully") changes it; deleted, a word that only
   points at the input ("below"), or "any" after a negation ("without any
   notes"), does not.
 * **the words that define the labels** (``label_words``): a word opposed by
-  another word of the prompt is never replaced; a word in the same clause as a
+  another word of the prompt is replaced only by a word WordNet relates to it
+  (then the encoders judge it: "false" -> "untrue"); a word in the same clause as a
   label word is judged by the encoder alone, at ``THRESHOLD_FAR`` whatever
   WordNet says of the pair (below).
 * **opposites** (``synonyms.is_opposite``).
@@ -77,6 +79,7 @@ from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
 from promptrobust.attacks.instructions import (
+    ALSO_PREPOSITIONS,
     NEGATIONS,
     ONE,
     OPPOSED_PREPOSITIONS,
@@ -84,6 +87,7 @@ from promptrobust.attacks.instructions import (
     RESTRICTING,
     direction_change,
     instruction_change,
+    names_a_number,
     without_possessive,
 )
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
@@ -91,6 +95,7 @@ from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.nli_check import NliJudge
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
 from promptrobust.attacks.synonyms import (
+    RARER_SENSE,
     RELATED,
     SYNONYM,
     WORDNET_POS,
@@ -131,11 +136,12 @@ CONTEXT_CHARS = 300
 #: More than this share of the words changed: the prompt was rewritten, not edited.
 REWRITTEN_SHARE = 0.5
 _RULES = ("instruction words (languages by any of their names, translation direction, scope, roles, parties, "
-          "periods, units, opposed prepositions; a negation, answer option, added item or degree word inserted; a "
-          "pointer to the input or a stressing 'any' deleted), opposites (either spelling), label-defining words, "
+          "periods, units, opposed prepositions, 'about' as a scope word before a number; a negation, answer "
+          "option, added item or degree word inserted; a pointer to the input or a stressing 'any' deleted), "
+          "opposites (either spelling), label-defining words (a contrasted word replaced by an unrelated one), "
           "common slips, WordNet 3.0 part of speech, relation and fixed expressions")
 #: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
-CHECK_NAME = "promptrobust meaning check v8"
+CHECK_NAME = "promptrobust meaning check v9"
 #: What records name this check by.
 CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
@@ -307,7 +313,7 @@ def is_known_word(word: str, lexicon: Lexicon) -> bool:
 COMMON_SLIPS = frozenset(frozenset(pair) for pair in (
     ("then", "than"), ("from", "form"), ("whether", "weather"), ("its", "it's"), ("their", "there"),
     ("your", "you're"), ("to", "too"), ("lose", "loose"), ("quite", "quiet"), ("were", "where"),
-    ("of", "off"), ("please", "pease"), ("the", "then"), ("an", "and"),
+    ("of", "off"), ("please", "pease"), ("the", "then"), ("an", "and"), ("your", "you"),
 ))
 
 
@@ -410,27 +416,31 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     old_words, new_words = _words(old), _words(new)
     if any(is_opposite(a, b, lexicon) for a in old_words for b in new_words):
         return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
-    old_forms = [f for w in old_words for f in forms_of(w, lexicon)]
-    new_forms = [f for w in new_words for f in forms_of(w, lexicon)]
+    following = _words(clean[change.old_end : change.old_end + 40])
+    before_number = bool(following) and names_a_number(following[0])
+    old_forms = [f for w in old_words for f in forms_of(w, lexicon) if before_number or f not in ALSO_PREPOSITIONS]
+    new_forms = [f for w in new_words for f in forms_of(w, lexicon) if before_number or f not in ALSO_PREPOSITIONS]
     pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
     single = len(old_words) == 1 and len(new_words) == 1
     instruction = instruction_change(old_forms, new_forms)
     if single and {folded(old), folded(new)} <= ONE:
         instruction = True, "the same count: one"
     if instruction is None and single:
-        following = _words(clean[change.old_end : change.old_end + 40])
         instruction = direction_change(old, new, following[0]) if following else None
     if instruction is not None:
         return SubstitutionCheck(old, new, "word", instruction[0], instruction[1], senses=senses)
     if single and frozenset((folded(old), folded(new))) in OPPOSED_PREPOSITIONS:
         return SubstitutionCheck(old, new, "word", False, "a preposition of the opposite relation", senses=senses)
-    hit = [w for w in old_words if w.lower() in contrast]
-    if hit:
-        return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, which another word of the prompt "
-                                 "opposes", senses=senses)
     # a possessive is looked up as its noun ("driver's" -> "driver")
     old_word, new_word = (without_possessive(old_words[0]), without_possessive(new_words[0])) if single else ("", "")
     related = relation(old_word, new_word, pos, lexicon) if single else ""
+    hit = [w for w in old_words if w.lower() in contrast]
+    # A word another word of the prompt opposes ("praises" beside "criticises") keeps its side when WordNet
+    # relates its replacement to it ("false" -> "untrue", "confirms" -> "corroborates"): the encoders judge
+    # those; any other replacement changes what the contrast says.
+    if hit and related not in (*CLOSE_RELATIONS, RARER_SENSE):
+        return SubstitutionCheck(old, new, "word", False, f"replaces {hit[0]!r}, which another word of the prompt "
+                                 "opposes", senses=senses, relation=related)
     if single and crosses_noun_and_verb(old, new, pos, lexicon):
         kind = "a verb" if pos == "v" else "a noun"
         return SubstitutionCheck(old, new, "word", False, f"{kind} replaced by a word WordNet lists only as "

@@ -139,12 +139,12 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
-    named in every verdict it gives; the full check names v8."""
+    named in every verdict it gives; the full check names v9."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v8" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v9" in full.check and "all-mpnet-base-v2" in full.check
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
@@ -245,9 +245,12 @@ def test_label_clause_words_are_changed_and_say_why():
     assert f"< {mc.THRESHOLD_FAR}" in got.reasons[0], "a label's word gets no discount as a WordNet synonym"
     assert got.substitutions[0].threshold_class == "far"  # recorded, so calibration needs one verdict a pair
     assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
-    # "praise" is opposed by "criticise" (WordNet's antonym is drawn on "criticize"): never replaced
-    opposed = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
+    # "praise" is opposed by "criticise" (WordNet's antonym is drawn on "criticize"): replaced by a word
+    # WordNet does not relate to it, the contrast is gone; by one it relates, the encoders judge it
+    opposed = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for money"), SST2)
     assert opposed.verdict == "changed" and "which another word of the prompt opposes" in opposed.reasons[0]
+    related = mc.meaning_verdict(TASK_06, TASK_06.replace("for praise", "for congratulations"), SST2)
+    assert related.verdict == "changed" and "in-context similarity" in related.reasons[0]
 
 
 def test_wrong_sense_is_changed_and_a_synonym_kept_by_the_encoder():
@@ -354,6 +357,42 @@ def test_v8_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
     stressing "any" deleted after a negation, an item added with "and"."""
     got = mc.meaning_verdict(V8_RULES, adversarial, V8_LABELS)
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+V9_RULES = ("Translate the user's question from Slovak into Romanian in about 40 words, then say whether the "
+            "speaker's claim entails the hypothesis: answer 'true' if it does and 'false' if it does not, and report "
+            "the energy in kilowatt-hours.")
+V9_LABELS = normalize_protected({"true", "false"})
+
+
+@pytest.mark.parametrize("adversarial, verdict, why", [
+    (V9_RULES.replace("user's", "assistant's"), "changed", "another party"),  # the sides of a chat
+    (V9_RULES.replace("from Slovak", "from Slovakian"), "kept", "the same language"),  # Merriam-Webster's variant
+    (V9_RULES.replace("into Romanian", "into Rumanian"), "kept", "the same language"),
+    (V9_RULES.replace("speaker's", "orator's"), "kept", "the same party"),
+    (V9_RULES.replace("entails", "involves"), "changed", "another role"),  # the relation NLI asks about
+    (V9_RULES.replace("entails", "implies"), "kept", "the same role"),
+    (V9_RULES.replace("kilowatt-hours", "megawatt-hours"), "changed", "another unit"),
+    (V9_RULES.replace("about 40", "around 40"), "kept", "the same scope word"),  # before a number: approximate
+    (V9_RULES.replace("about 40", "exactly 40"), "changed", "another scope word"),
+    (V9_RULES.replace("'false' if", "'sorry' if"), "changed", "which another word of the prompt opposes"),
+])
+def test_v9_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
+    """Check v9's rules: the sides of a chat, more names of languages and parties, the relation an NLI
+    task asks about, watt-hours, "about" as a scope word before a number; a contrasted word replaced by
+    a word WordNet does not relate to it."""
+    got = mc.meaning_verdict(V9_RULES, adversarial, V9_LABELS)
+    assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+def test_about_as_a_preposition_and_a_contrasted_words_synonym_go_to_the_encoder(no_encoder):
+    """Not a scope word without a number after it ("a review about the hotel"), and a WordNet synonym of a
+    contrasted word ("false" -> "untrue") is judged by the encoders: with none, not checked."""
+    clean = "Read a review about the hotel and answer 'true' if it praises the staff and 'false' if it does not."
+    labels = normalize_protected({"true", "false"})
+    for old, new in (("about the", "concerning the"), ("'false' if", "'untrue' if")):
+        got = mc.meaning_verdict(clean, clean.replace(old, new), labels)
+        assert got.verdict == "not checked" and "not checked: all-MiniLM-L6-v2 unavailable" in got.reasons[0], got
 
 
 def test_a_period_or_unit_renamed_by_a_word_no_list_names_is_left_to_the_encoder():
