@@ -190,6 +190,29 @@ def test_a_sweep_folder_is_resumed_only_under_the_same_settings(tmp_path: Path) 
     assert len(read_jsonl(cfg.folder / "results.jsonl")) == 4
 
 
+def test_the_resume_key_holds_every_attack_setting_a_record_depends_on() -> None:
+    """Records judged by another NLI model, made with a held-out share or raced (at another error rate)
+    are other records; exact early stopping and none choose the same prompts; a config.json of an older
+    version, without the newer keys, reads as their defaults."""
+    from dataclasses import asdict
+
+    from promptrobust.engine.measuring.settings import AttackSettings
+    from promptrobust.engine.runs.sweep.config import resume_key
+
+    def key(**attack: object) -> dict[str, object]:
+        return resume_key({"evaluation": {"limit": 6}, "attack": asdict(AttackSettings(**attack))})  # type: ignore[arg-type]
+
+    base = key()
+    assert key(early_stopping="off") == base
+    for other in ({"meaning_nli": "cross-encoder/nli-deberta-v3-base"}, {"holdout": 0.5}, {"early_stopping": "racing"},
+                  {"top_k": 1}, {"budget": 40}):
+        assert key(**other) != base, other
+    assert key(early_stopping="racing", error_rate=0.01) != key(early_stopping="racing")
+    assert key(error_rate=0.01) == base  # an error rate means nothing without racing
+    older = {"evaluation": {"limit": 6}, "attack": {"top_k": 3, "budget": None, "options": {}}}
+    assert resume_key(older) == base
+
+
 def test_files_get_the_users_umask_not_private_modes(tmp_path: Path) -> None:
     import os
 

@@ -404,13 +404,25 @@ def model_settings(cfg: SweepConfig, model: str) -> SchedulerSettings:
     return replace(cfg.scheduler, **opts)
 
 
+#: The attack settings a record's content depends on; a key a folder's config.json lacks (written by an
+#: older version) reads as the setting's default. Exact early stopping chooses what exhaustive scoring
+#: chooses, so "exact" and "off" are one key; racing, its error rate and tolerance are another.
+_RECORD_ATTACK_KEYS = ("top_k", "budget", "options", "holdout", "meaning_nli")
+_RACING_KEYS = ("error_rate", "racing_tolerance")
+
+
 def resume_key(config: Mapping[str, Any]) -> dict[str, Any]:
     """What every record of a sweep folder depends on (from its config.json): the evaluation
-    settings (the dataset is per job) and the attack's top k, budget and options. A folder is
-    resumed only under the same key; growing the grid (models, datasets, attacks) is fine."""
+    settings (the dataset is per job) and the attack's top k, budget, options, held-out share, the
+    NLI model of its meaning verdicts and whether (and how) it raced candidates. A folder is resumed
+    only under the same key; growing the grid (models, datasets, attacks) is fine."""
     evaluation = {f"evaluation.{k}": v for k, v in dict(config.get("evaluation") or {}).items() if k != "dataset"}
     attack = dict(config.get("attack") or {})
-    return {**evaluation, **{f"attack.{k}": attack.get(k) for k in ("top_k", "budget", "options")}}
+    defaults = asdict(AttackSettings())
+    racing = attack.get("early_stopping", defaults["early_stopping"]) == "racing"
+    kept = _RECORD_ATTACK_KEYS + (_RACING_KEYS if racing else ())
+    return {**evaluation, **{f"attack.{k}": attack.get(k, defaults[k]) for k in kept},
+            "attack.early_stopping": "racing" if racing else "exhaustive"}
 
 
 def check_tasks_unchanged(folder: Path, cfg: SweepConfig) -> None:
