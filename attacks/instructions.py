@@ -241,6 +241,13 @@ def names_a_number(word: str) -> bool:
     return any(ch.isdigit() for ch in low[:1]) or low in _NUMBER_WORDS
 
 
+def as_instruction(forms: Iterable[str], following: str | None) -> list[str]:
+    """The forms of a word to look up as instruction words, given the word after it: "about" and "around"
+    only before a number (``ALSO_PREPOSITIONS``)."""
+    before_number = following is not None and names_a_number(following)
+    return [f for f in forms if before_number or f not in ALSO_PREPOSITIONS]
+
+
 #: Prepositions of opposite relations: one replaced by the other says the opposite ("without notes" ->
 #: "with notes", "a message from the manager" -> "to the manager"). WordNet lists no antonyms for them.
 OPPOSED_PREPOSITIONS = frozenset(frozenset(pair) for pair in (

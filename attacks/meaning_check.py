@@ -79,17 +79,17 @@ from promptrobust.attacks.constraints import levenshtein
 from promptrobust.attacks.errors import AttackResourceError
 from promptrobust.attacks.fallbacks import announce
 from promptrobust.attacks.instructions import (
-    ALSO_PREPOSITIONS,
     NEGATIONS,
     ONE,
     OPPOSED_PREPOSITIONS,
     POINTERS,
     RESTRICTING,
+    as_instruction,
     direction_change,
     instruction_change,
-    names_a_number,
     without_possessive,
 )
+
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.nli_check import NliJudge
@@ -232,7 +232,7 @@ class TokenVectors:
 @dataclass(frozen=True)
 class ContextEncoder:
     """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
-    calibrated for (both encoders: checks v6 and v7; all-MiniLM-L6-v2 alone: the fallback)."""
+    calibrated for (both encoders: checks v6 to v9; all-MiniLM-L6-v2 alone: the fallback)."""
 
     encoders: tuple[TokenVectors, ...]
     threshold_close: float
@@ -417,9 +417,9 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     if any(is_opposite(a, b, lexicon) for a in old_words for b in new_words):
         return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
     following = _words(clean[change.old_end : change.old_end + 40])
-    before_number = bool(following) and names_a_number(following[0])
-    old_forms = [f for w in old_words for f in forms_of(w, lexicon) if before_number or f not in ALSO_PREPOSITIONS]
-    new_forms = [f for w in new_words for f in forms_of(w, lexicon) if before_number or f not in ALSO_PREPOSITIONS]
+    after = following[0] if following else None
+    old_forms = as_instruction([f for w in old_words for f in forms_of(w, lexicon)], after)
+    new_forms = as_instruction([f for w in new_words for f in forms_of(w, lexicon)], after)
     pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
     single = len(old_words) == 1 and len(new_words) == 1
     instruction = instruction_change(old_forms, new_forms)

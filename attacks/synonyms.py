@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from promptrobust.attacks.base import WordSite, WordTransformation
 from promptrobust.attacks.embeddings import _ANTONYMS, WordEmbedding, is_antonym, negations
-from promptrobust.attacks.instructions import group_of
+from promptrobust.attacks.instructions import as_instruction, group_of
 from promptrobust.attacks.lexicon import MAX_EXPRESSION_WORDS, Lexicon, load_lexicon
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, tag_at
 from promptrobust.attacks.words import is_protected, match_case, tokenize, word_indices
@@ -330,7 +330,8 @@ class LexiconNeighbours:
             if expression_at(site, self.lexicon) is not None:
                 return []
             tagged = self.context.pos(site)
-            group = group_of(forms_of(word, self.lexicon))
+            following = site.tokens[site.index + 2] if site.index + 2 < len(site.tokens) else None
+            group = group_of(as_instruction(forms_of(word, self.lexicon), following))
         out: list[str] = []
         for cand, _cos, _syn in self.scored(word, tagged):
             new = match_case(word, cand)

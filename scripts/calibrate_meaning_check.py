@@ -27,7 +27,10 @@ committed before the final check v6 was run on them: nothing was changed after),
 someone who never read or ran the check, and ``blind7_pairs.jsonl`` (150 pairs on 15 more prompts,
 committed before check v7, whose rules were written from the fifth and sixth sets' errors, was run on
 them) and ``blind8_pairs.jsonl`` (150 more, committed after v7 was measured on the seventh and before
-it was run on them: a second measurement of v7). ``scripts/meaning_sets.py`` names every set once.
+it was run on them: a second measurement of v7), ``blind9_pairs.jsonl`` (committed before check v8,
+whose rules were written from the seventh and eighth sets' errors, was run on them) and
+``blind10_pairs.jsonl`` (committed before check v9, whose rules were written from the ninth set's
+errors, was run on them). ``scripts/meaning_sets.py`` names every set once.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written

@@ -62,10 +62,19 @@ BLIND_SETS: tuple[LabelledSet, ...] = (
                 "was run on them; nothing changed after for v6; check v7's rules were written from its errors"),
     LabelledSet("blind 7", "blind7_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before check v7 (whose rules were written from "
-                "the fifth and sixth sets' errors) or any candidate was run on them; nothing changed after"),
+                "the fifth and sixth sets' errors) or any candidate was run on them; nothing changed after; check v8's "
+                "rules were written from its errors"),
     LabelledSet("blind 8", "blind8_pairs.jsonl", None,
                 "written by someone who never saw the check, committed after check v7 was measured on the seventh "
-                "set and before it was run on them; nothing changed after"),
+                "set and before it was run on them; nothing changed after; check v8's rules were written from its "
+                "errors"),
+    LabelledSet("blind 9", "blind9_pairs.jsonl", None,
+                "written by someone who never saw the check, committed before check v8 (whose rules were written from "
+                "the seventh and eighth sets' errors) or any candidate was run on them; nothing changed after; check "
+                "v9's rules were written from its errors"),
+    LabelledSet("blind 10", "blind10_pairs.jsonl", None,
+                "written by someone who never saw the check, committed before check v9 (whose rules were written from "
+                "the ninth set's errors) or any candidate was run on them; nothing changed after"),
 )
 #: Every set, in the order the scripts print them.
 ALL_SETS: tuple[LabelledSet, ...] = (CALIBRATION, HELD_OUT, EARLIER, *BLIND_SETS)

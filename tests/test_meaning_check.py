@@ -81,22 +81,25 @@ def test_the_verdict_pairs_hold_every_category_both_labels_and_a_fixed_split():
         assert splits == ["calibration", "held-out"] * (len(splits) // 2) + ["calibration"] * (len(splits) % 2)
 
 
-def v7_table() -> dict[str, tuple[int, float, float]]:
-    """docs/fidelity.md's table of check v7 on every labelled set: name -> (pairs, accuracy, recall of changed)."""
+def check_table() -> dict[str, tuple[int, float, float]]:
+    """docs/fidelity.md's table of the shipped check (v9) on every labelled set: name -> (pairs, accuracy,
+    recall of changed)."""
     text = (ROOT / "docs/fidelity.md").read_text()
-    section = text[text.index("| set | pairs | v6 accuracy |"):]
+    section = text[text.index("| set | pairs | v7 accuracy |"):]
+    header = [c.strip() for c in section.splitlines()[0].strip("|").split("|")]
+    accuracy, recall = header.index(f"{mc.CHECK_NAME[-2:]} accuracy"), header.index(f"{mc.CHECK_NAME[-2:]} recall of changed")
     rows = {}
     for line in section.splitlines()[2:]:
         if not line.startswith("|"):
             break
         cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
-        rows[cells[0]] = (int(cells[1]), float(cells[4]), float(cells[5].split()[0]))
+        rows[cells[0]] = (int(cells[1]), float(cells[accuracy]), float(cells[recall].split()[0]))
     return rows
 
 
 def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_quoted():
-    """The thresholds are still the calibration half's choice under v7's rules, and docs/fidelity.md's v7
-    table holds what the check gets on every labelled set (the seventh: written blind, never used)."""
+    """The thresholds are still the calibration half's choice under the shipped rules, and docs/fidelity.md's
+    table holds what the shipped check gets on every labelled set (the tenth: written blind, never used)."""
     calibrate = _calibration()
     sets = load_script("meaning_sets")
     rows = calibrate.evidence(calibrate.PAIRS)
@@ -109,7 +112,7 @@ def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_
     for name in ("instruction: language", "instruction: scope", "instruction: role"):
         assert calibrate.score([e for e in held_out if e.category == name], mc.THRESHOLD_CLOSE,
                                mc.THRESHOLD_FAR)["recall"] == 1.0, name
-    table = v7_table()
+    table = check_table()
     assert set(table) == {s.name for s in sets.ALL_SETS}
     found = {"calibration half": calibration, "held-out half": held_out}
     for labelled in sets.ALL_SETS:
@@ -513,3 +516,13 @@ def test_a_long_prompt_is_tagged_around_its_changes_only_with_the_same_tags_ther
         pytest.skip("no part-of-speech tagger here")
     assert windows is not None and len(windows) < len(whole) / 2
     assert [tag_at(windows, a) for a in at] == [tag_at(whole, a) for a in at] == ["VERB", "NOUN", "NOUN"]
+
+
+def test_the_report_names_the_shipped_check_in_short():
+    """The report (which may not import attacks) keeps its own copy of the checks' common prefix: it must
+    stay the prefix of the shipped check's name, so tables say "v9", not the whole name."""
+    from promptrobust.engine.analysis.report.acceptable import CHECK_PREFIX, check_name
+
+    assert mc.CHECK_NAME.startswith(CHECK_PREFIX)
+    assert check_name({"meaning": {"check": mc.CHECK}}) == mc.CHECK_NAME.removeprefix(CHECK_PREFIX).strip() == "v9"
+    assert check_name({"meaning": {"check": mc.CHECK_MINILM_ALONE}}) == "v9, all-MiniLM-L6-v2 alone"

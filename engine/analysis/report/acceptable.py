@@ -115,7 +115,7 @@ def check_reasons(r: Mapping[str, Any]) -> str:
 
 
 def check_name(r: Mapping[str, Any]) -> str:
-    """Which meaning check judged ``r``, in short ("v7", "v7, all-MiniLM-L6-v2 alone"): the recorded
+    """Which meaning check judged ``r``, in short ("v9", "v9, all-MiniLM-L6-v2 alone"): the recorded
     check's name before its rules; "none" for a record without a verdict, "rewrites" for a prompt set."""
     if is_rewrite(r):
         return "rewrites"
