@@ -71,7 +71,8 @@ LANGUAGES: tuple[tuple[str, ...], ...] = tuple((name,) for name in (
 #: Other names of the languages above, each read as that language: the language's own name for itself
 #: (the "native name" ISO 639-1 gives, in Latin letters; "Deutsch", "Türkçe"), the alternative English
 #: names ISO 639-2 lists beside the main one ("Dutch; Flemish", "Spanish; Castilian"), and the
-#: variants Merriam-Webster gives ("Netherlandic" for "Dutch", "Rumanian" for "Romanian", "Slovakian" for "Slovak"). A name followed by "-language" is the language too
+#: variants Merriam-Webster gives ("Netherlandic" for "Dutch", "Rumanian" for "Romanian", "Slovakian"
+#: for "Slovak"). A name followed by "-language" is the language too
 #: ("French-language": ``language_name``).
 LANGUAGE_ALIASES: dict[str, str] = {
     "deutsch": "german", "français": "french", "francais": "french", "español": "spanish", "espanol": "spanish",
@@ -231,12 +232,12 @@ ONE = frozenset({"a", "an", "one"})
 #: about the hotel" is not a scope word at all, so they are read as scope words only before a number.
 ALSO_PREPOSITIONS = frozenset({"about", "around"})
 _NUMBER_WORDS = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-                           "twelve", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "dozen", "half",
-                           "a", "an"})
+                           "twelve", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "dozen", "half"})
 
 
 def names_a_number(word: str) -> bool:
-    """Whether ``word`` starts a quantity: digits ("40", "3.5", "$12") or a number word ("forty", "a dozen")."""
+    """Whether ``word`` starts a quantity: digits ("40", "3.5", "$12") or a number word ("forty", "dozen"; not
+    "a": "a review about a hotel" names no quantity)."""
     low = word.lower().lstrip("$£€")
     return any(ch.isdigit() for ch in low[:1]) or low in _NUMBER_WORDS
 

@@ -89,7 +89,6 @@ from promptrobust.attacks.instructions import (
     instruction_change,
     without_possessive,
 )
-
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
 from promptrobust.attacks.nli_check import NliJudge
@@ -422,11 +421,12 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
     new_forms = as_instruction([f for w in new_words for f in forms_of(w, lexicon)], after)
     pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
     single = len(old_words) == 1 and len(new_words) == 1
-    instruction = instruction_change(old_forms, new_forms)
     if single and {folded(old), folded(new)} <= ONE:
-        instruction = True, "the same count: one"
-    if instruction is None and single:
-        instruction = direction_change(old, new, following[0]) if following else None
+        instruction: tuple[bool, str] | None = True, "the same count: one"
+    else:
+        instruction = instruction_change(old_forms, new_forms)
+    if instruction is None and single and after is not None:
+        instruction = direction_change(old, new, after)
     if instruction is not None:
         return SubstitutionCheck(old, new, "word", instruction[0], instruction[1], senses=senses)
     if single and frozenset((folded(old), folded(new))) in OPPOSED_PREPOSITIONS:
