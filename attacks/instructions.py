@@ -46,7 +46,7 @@ errors the ninth showed: "Check v9"):
   measure ("litre", "gallon"), each its own group like the parties (an unlisted replacement is
   left to the rest of the check).
 * ``OPPOSED_PREPOSITIONS``: pairs of prepositions of opposite relations ("with"/"without",
-  "from"/"to", "before"/"after"), which WordNet lists no antonyms for.
+  "from"/"to", "for"/"against"), which WordNet lists no antonyms for.
 * ``DIRECTIONS``: the prepositions that make a language the target ("into", "to") or the
   source ("from") of a translation; read only before a language name ("into German" -> "from
   German" turns the direction round, "into German" -> "to German" keeps it).
@@ -250,10 +250,13 @@ def as_instruction(forms: Iterable[str], following: str | None) -> list[str]:
 
 
 #: Prepositions of opposite relations: one replaced by the other says the opposite ("without notes" ->
-#: "with notes", "a message from the manager" -> "to the manager"). WordNet lists no antonyms for them.
+#: "with notes", "a message from the manager" -> "to the manager"). WordNet lists no antonyms for them;
+#: "before"/"after" and "inside"/"outside" are in the hand-written opposites (``embeddings._ANTONYM_PAIRS``,
+#: read by ``synonyms.is_opposite`` before this). These stay apart from that table because it also
+#: protects a prompt's contrasted words from the attacks, and "from ... to" in a translation prompt
+#: is no contrast.
 OPPOSED_PREPOSITIONS = frozenset(frozenset(pair) for pair in (
-    ("with", "without"), ("from", "to"), ("before", "after"), ("for", "against"), ("inside", "outside"),
-    ("including", "excluding"), ("over", "under"),
+    ("with", "without"), ("from", "to"), ("for", "against"), ("including", "excluding"), ("over", "under"),
 ))
 
 DIRECTIONS: tuple[tuple[str, ...], ...] = (("into", "to"), ("from",))  # not "in": "the text in French" is its source
