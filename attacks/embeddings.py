@@ -58,7 +58,7 @@ contain lack; support contradict; support refute; confirm refute; confirm deny; 
 present absent; required optional; mandatory optional; allow forbid; permit prohibit;
 can cannot; can can't; do don't; does doesn't; did didn't; is isn't; are aren't; was wasn't;
 were weren't; will won't; would wouldn't; should shouldn't; could couldn't; must mustn't;
-has hasn't; have haven't;
+has hasn't; have haven't; arrive depart; arrival departure;
 """.strip()
 
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "non-", "mis", "anti")

@@ -138,9 +138,10 @@ _RULES = ("instruction words (languages by any of their names, translation direc
           "periods, units, opposed prepositions, 'about' as a scope word before a number; a negation, answer "
           "option, added item or degree word inserted; a pointer to the input or a stressing 'any' deleted), "
           "opposites (either spelling), label-defining words (a contrasted word replaced by an unrelated one), "
-          "common slips, WordNet 3.0 part of speech, relation and fixed expressions")
+          "common slips, WordNet 3.0 part of speech (a noun or verb tag read as the other where WordNet lists the "
+          "word only so), relation and fixed expressions")
 #: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
-CHECK_NAME = "promptrobust meaning check v9"
+CHECK_NAME = "promptrobust meaning check v10"
 #: What records name this check by.
 CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
          f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
@@ -231,7 +232,7 @@ class TokenVectors:
 @dataclass(frozen=True)
 class ContextEncoder:
     """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
-    calibrated for (both encoders: checks v6 to v9; all-MiniLM-L6-v2 alone: the fallback)."""
+    calibrated for (both encoders: checks v6 to v10; all-MiniLM-L6-v2 alone: the fallback)."""
 
     encoders: tuple[TokenVectors, ...]
     threshold_close: float
@@ -356,14 +357,48 @@ def _words(text: str) -> list[str]:
 CLOSE_RELATIONS = (SYNONYM, RELATED)
 
 
+def _parts_of_speech(word: str, lexicon: Lexicon) -> set[str]:
+    """The parts of speech WordNet lists ``word`` in (by its forms). A word made with the prefix "re-"
+    from a verb is a verb too ("redraft", "reword"): English forms such verbs freely and WordNet lists
+    few of them as verbs."""
+    found = {lexicon.pos_of(sid) for f in forms_of(word, lexicon) for sid in lexicon.senses(f)}
+    low = word.lower()
+    if low.startswith("re") and len(low) > 5 and "v" not in found:
+        stem = {lexicon.pos_of(sid) for f in forms_of(low[2:], lexicon) for sid in lexicon.senses(f)}
+        if "v" in stem:
+            found.add("v")
+    return found
+
+
+def wordnet_pos(word: str, tagged: str | None, lexicon: Lexicon) -> str | None:
+    """The part of speech to read ``word`` in: the tagger's, unless it calls the word a noun or a verb and
+    WordNet lists it only as the other (a capitalised imperative opening a prompt, "Assess the ...", which
+    the small tagger reads as a proper noun)."""
+    if tagged not in ("n", "v"):
+        return tagged
+    listed = _parts_of_speech(word, lexicon)
+    other = "v" if tagged == "n" else "n"
+    return other if other in listed and tagged not in listed else tagged
+
+
 def crosses_noun_and_verb(old: str, new: str, pos: str | None, lexicon: Lexicon) -> bool:
     """Whether ``old``, tagged ``pos`` (n or v) in its prompt, becomes a word WordNet lists only in the
     other of the two ("judge" as a verb -> "justice", a noun only)."""
     if pos not in ("n", "v"):
         return False
     other = "v" if pos == "n" else "n"
-    new_pos = {lexicon.pos_of(sid) for f in forms_of(new, lexicon) for sid in lexicon.senses(f)}
+    new_pos = _parts_of_speech(new, lexicon)
     return bool(new_pos) and pos not in new_pos and other in new_pos
+
+
+def _instruction_forms(word: str, lexicon: Lexicon) -> list[str]:
+    """The forms of ``word`` looked up in the instruction's word lists: the word and its lemmas, but a noun
+    in -ing that WordNet lists in its own right only as itself ("phrasing" is not the role "phrase",
+    "wording" is no role at all)."""
+    low = word.lower()
+    if low.endswith("ing") and "n" in {lexicon.pos_of(sid) for sid in lexicon.senses(low)}:
+        return [low]
+    return forms_of(word, lexicon)
 
 
 def spelled_alike(old: str, new: str) -> bool:
@@ -417,10 +452,11 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
         return SubstitutionCheck(old, new, "word", False, "an opposite", senses=senses)
     following = _words(clean[change.old_end : change.old_end + 40])
     after = following[0] if following else None
-    old_forms = as_instruction([f for w in old_words for f in forms_of(w, lexicon)], after)
-    new_forms = as_instruction([f for w in new_words for f in forms_of(w, lexicon)], after)
-    pos = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
+    old_forms = as_instruction([f for w in old_words for f in _instruction_forms(w, lexicon)], after)
+    new_forms = as_instruction([f for w in new_words for f in _instruction_forms(w, lexicon)], after)
     single = len(old_words) == 1 and len(new_words) == 1
+    tagged = WORDNET_POS.get(tag_at(tags, change.old_start) or "") if tags else None
+    pos = wordnet_pos(old_words[0], tagged, lexicon) if single else tagged
     if single and {folded(old), folded(new)} <= ONE:
         instruction: tuple[bool, str] | None = True, "the same count: one"
     else:

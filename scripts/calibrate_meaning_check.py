@@ -30,7 +30,8 @@ them) and ``blind8_pairs.jsonl`` (150 more, committed after v7 was measured on t
 it was run on them: a second measurement of v7), ``blind9_pairs.jsonl`` (committed before check v8,
 whose rules were written from the seventh and eighth sets' errors, was run on them) and
 ``blind10_pairs.jsonl`` (committed before check v9, whose rules were written from the ninth set's
-errors, was run on them). ``scripts/meaning_sets.py`` names every set once.
+errors, was run on them) and ``blind11_pairs.jsonl`` (committed before check v9 or v10, whose rules
+were written from the tenth set's errors, was run on them). ``scripts/meaning_sets.py`` names every set once.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written

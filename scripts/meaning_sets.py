@@ -74,7 +74,11 @@ BLIND_SETS: tuple[LabelledSet, ...] = (
                 "v9's rules were written from its errors"),
     LabelledSet("blind 10", "blind10_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before check v9 (whose rules were written from "
-                "the ninth set's errors) or any candidate was run on them; nothing changed after"),
+                "the ninth set's errors) or any candidate was run on them; check v10's rules were written from its "
+                "errors"),
+    LabelledSet("blind 11", "blind11_pairs.jsonl", None,
+                "written by someone who never saw the check, committed before check v9 or v10 (whose rules were "
+                "written from the tenth set's errors) was run on them; nothing changed after"),
 )
 #: Every set, in the order the scripts print them.
 ALL_SETS: tuple[LabelledSet, ...] = (CALIBRATION, HELD_OUT, EARLIER, *BLIND_SETS)

@@ -82,12 +82,13 @@ def test_the_verdict_pairs_hold_every_category_both_labels_and_a_fixed_split():
 
 
 def check_table() -> dict[str, tuple[int, float, float]]:
-    """docs/fidelity.md's table of the shipped check (v9) on every labelled set: name -> (pairs, accuracy,
+    """docs/fidelity.md's table of the shipped check (its version's columns) on every labelled set: name -> (pairs, accuracy,
     recall of changed)."""
     text = (ROOT / "docs/fidelity.md").read_text()
     section = text[text.index("| set | pairs | v7 accuracy |"):]
     header = [c.strip() for c in section.splitlines()[0].strip("|").split("|")]
-    accuracy, recall = header.index(f"{mc.CHECK_NAME[-2:]} accuracy"), header.index(f"{mc.CHECK_NAME[-2:]} recall of changed")
+    version = mc.CHECK_NAME.split()[-1]
+    accuracy, recall = header.index(f"{version} accuracy"), header.index(f"{version} recall of changed")
     rows = {}
     for line in section.splitlines()[2:]:
         if not line.startswith("|"):
@@ -99,7 +100,7 @@ def check_table() -> dict[str, tuple[int, float, float]]:
 
 def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_quoted():
     """The thresholds are still the calibration half's choice under the shipped rules, and docs/fidelity.md's
-    table holds what the shipped check gets on every labelled set (the tenth: written blind, never used)."""
+    table holds what the shipped check gets on every labelled set (the eleventh: written blind, never used)."""
     calibrate = _calibration()
     sets = load_script("meaning_sets")
     rows = calibrate.evidence(calibrate.PAIRS)
@@ -142,12 +143,12 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
-    named in every verdict it gives; the full check names v9."""
+    named in every verdict it gives; the full check names v10."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v9" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v10" in full.check and "all-mpnet-base-v2" in full.check
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
@@ -388,6 +389,38 @@ def test_v9_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
     assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
 
 
+V10_RULES = ("Rewrite the Greek passenger notice below in plain wording, keeping every departure time exactly as "
+             "printed. Assess clarity only, not style.")  # spaCy's small tagger reads this "Assess" as a proper noun
+
+
+@pytest.mark.parametrize("adversarial, verdict, why", [
+    (V10_RULES.replace("Greek", "Hellenic"), "kept", "the same language"),  # Merriam-Webster: Hellenic = Greek
+    (V10_RULES.replace("departure", "arrival"), "changed", "an opposite"),
+    # an imperative opening the prompt is a verb, whatever the small tagger says: left to the encoders
+    (V10_RULES.replace("Assess", "Evaluate"), "not checked", "not checked"),
+    (V10_RULES.replace("Rewrite", "Redraft"), "not checked", "not checked"),  # a verb made with re-
+    (V10_RULES.replace("wording", "phrasing"), "not checked", "not checked"),  # a noun in -ing, not "phrase"
+    (V10_RULES.replace("wording", "sentence"), "changed", "another role"),
+])
+def test_v10_rules_need_no_encoder(no_encoder, adversarial, verdict, why):
+    """Check v10's rules: "Hellenic", arrival and departure as opposites; a noun or verb tag read as the
+    other where WordNet lists the word only so; verbs made with "re-"; a noun in -ing read as itself."""
+    got = mc.meaning_verdict(V10_RULES, adversarial, frozenset())
+    assert got.verdict == verdict and why in (got.reasons or (got.substitutions[0].reason,))[0], got
+
+
+def test_the_part_of_speech_wordnet_contradicts_and_verbs_made_with_re():
+    from promptrobust.attacks.lexicon import load_lexicon
+
+    lexicon = load_lexicon()
+    assert mc.wordnet_pos("Assess", "n", lexicon) == "v"  # WordNet lists "assess" only as a verb
+    assert mc.wordnet_pos("judge", "v", lexicon) == "v" and mc.wordnet_pos("review", "n", lexicon) == "n"
+    assert mc.wordnet_pos("quickly", "r", lexicon) == "r"
+    assert not mc.crosses_noun_and_verb("rewrite", "redraft", "v", lexicon)
+    assert mc.crosses_noun_and_verb("judge", "justice", "v", lexicon)  # still caught
+    assert mc.crosses_noun_and_verb("judge", "reality", "v", lexicon)  # "re-" makes no verb of "ality"
+
+
 def test_about_as_a_preposition_and_a_contrasted_words_synonym_go_to_the_encoder(no_encoder):
     """Not a scope word without a number after it ("a review about the hotel"), and a WordNet synonym of a
     contrasted word ("false" -> "untrue") is judged by the encoders: with none, not checked."""
@@ -520,9 +553,9 @@ def test_a_long_prompt_is_tagged_around_its_changes_only_with_the_same_tags_ther
 
 def test_the_report_names_the_shipped_check_in_short():
     """The report (which may not import attacks) keeps its own copy of the checks' common prefix: it must
-    stay the prefix of the shipped check's name, so tables say "v9", not the whole name."""
+    stay the prefix of the shipped check's name, so tables say "v10", not the whole name."""
     from promptrobust.engine.analysis.report.acceptable import CHECK_PREFIX, check_name
 
     assert mc.CHECK_NAME.startswith(CHECK_PREFIX)
-    assert check_name({"meaning": {"check": mc.CHECK}}) == mc.CHECK_NAME.removeprefix(CHECK_PREFIX).strip() == "v9"
-    assert check_name({"meaning": {"check": mc.CHECK_MINILM_ALONE}}) == "v9, all-MiniLM-L6-v2 alone"
+    assert check_name({"meaning": {"check": mc.CHECK}}) == mc.CHECK_NAME.removeprefix(CHECK_PREFIX).strip() == "v10"
+    assert check_name({"meaning": {"check": mc.CHECK_MINILM_ALONE}}) == "v10, all-MiniLM-L6-v2 alone"

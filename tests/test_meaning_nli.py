@@ -45,8 +45,8 @@ def test_mutual_entailment_keeps_a_replaced_word_and_the_record_names_the_model(
     assert check.kind == "word" and check.kept is True and check.similarity is None
     assert check.entailment is not None and check.entailment > 0.9
     assert "mutual entailment" in check.reason and judge.name in check.reason
-    assert verdict.check.startswith(f"promptrobust meaning check v9 + NLI {judge.name}:")
-    assert check_name({"meaning": verdict.to_dict()}) == f"v9 + NLI {judge.name}"  # a report's row of its own
+    assert verdict.check.startswith(f"promptrobust meaning check v10 + NLI {judge.name}:")
+    assert check_name({"meaning": verdict.to_dict()}) == f"v10 + NLI {judge.name}"  # a report's row of its own
 
 
 @pytest.mark.parametrize("answer", ["contradiction", "neutral"])
@@ -118,7 +118,7 @@ def test_pre_run_records_the_nli_judge_in_verdicts_and_results(tmp_path: Path, n
     assert document["configs"]["attack"]["meaning_nli"] == nli_models["entailment"]
     rows = [orjson.loads(line) for line in (folder / "results.jsonl").read_bytes().splitlines() if line.strip()]
     (record,) = [r for r in rows if r.get("attack") == "deepwordbug"]
-    assert record["meaning"]["check"].startswith(f"promptrobust meaning check v9 + NLI {nli_models['entailment']}:")
+    assert record["meaning"]["check"].startswith(f"promptrobust meaning check v10 + NLI {nli_models['entailment']}:")
 
 
 def test_pre_run_refuses_a_missing_nli_folder_before_any_model_call(tmp_path: Path, capsys) -> None:
@@ -146,7 +146,7 @@ def test_pre_run_stops_in_one_line_when_the_nli_model_is_not_one(tmp_path: Path,
 def test_the_measuring_script_scores_a_model_and_the_ceiling_docs_quote(nli_models, capsys) -> None:
     """scripts/measure_meaning_nli.py: a model that always says entailment judges every pair as the
     rules alone do (its floor); the ceiling (each pair's label judging its replaced words) is the
-    figure docs/fidelity.md quotes for the fifth to tenth blind sets."""
+    figure docs/fidelity.md quotes for the fifth to eleventh blind sets."""
     script = load_script("measure_meaning_nli")
     rows = load_script("meaning_sets").labelled_set("blind 5").rows()
     always = script.judged(rows, load_nli_judge(nli_models["entailment"]))
@@ -158,11 +158,12 @@ def test_the_measuring_script_scores_a_model_and_the_ceiling_docs_quote(nli_mode
     fidelity = (Path(__file__).resolve().parents[1] / "docs" / "fidelity.md").read_text(encoding="utf-8")
     for name, printed, row in (
             ("blind 5", "0.940 1.000 (93/93)", "| blind 5 | 150 | 0.700 | 0.613 (57/93) | 0.940 | 1.000 (93/93) |"),
-            ("blind 6", "0.940 0.968 (90/93)", "| blind 6 | 150 | 0.700 | 0.581 (54/93) | 0.940 | 0.968 (90/93) |"),
-            ("blind 7", "0.940 0.978 (91/93)", "| blind 7 | 150 | 0.673 | 0.548 (51/93) | 0.940 | 0.978 (91/93) |"),
+            ("blind 6", "0.940 0.968 (90/93)", "| blind 6 | 150 | 0.707 | 0.591 (55/93) | 0.940 | 0.968 (90/93) |"),
+            ("blind 7", "0.947 0.978 (91/93)", "| blind 7 | 150 | 0.680 | 0.548 (51/93) | 0.947 | 0.978 (91/93) |"),
             ("blind 8", "0.967 0.989 (92/93)", "| blind 8 | 150 | 0.733 | 0.613 (57/93) | 0.967 | 0.989 (92/93) |"),
             ("blind 9", "0.980 0.978 (91/93)", "| blind 9 | 150 | 0.713 | 0.548 (51/93) | 0.980 | 0.978 (91/93) |"),
-            ("blind 10", "0.940 1.000 (93/93)", "| blind 10 | 150 | 0.667 | 0.559 (52/93) | 0.940 | 1.000 (93/93) |")):
+            ("blind 10", "0.967 1.000 (93/93)", "| blind 10 | 150 | 0.693 | 0.559 (52/93) | 0.967 | 1.000 (93/93) |"),
+            ("blind 11", "0.913 0.957 (89/93)", "| blind 11 | 150 | 0.680 | 0.581 (54/93) | 0.913 | 0.957 (89/93) |")):
         line = next(x for x in out.splitlines() if x.startswith(name + " "))
         assert line.split() == [*name.split(), "150", *printed.split()]
         assert row in fidelity, name
@@ -205,7 +206,7 @@ def test_a_sweep_takes_the_nli_judge_and_refuses_one_that_is_not_before_any_call
     rows = [orjson.loads(line) for line in (tmp_path / "good" / "t" / "results.jsonl").read_bytes().splitlines()
             if line.strip()]
     attacked = [r for r in rows if r.get("attack") == "stresstest"]
-    assert attacked and all(r["meaning"]["check"].startswith("promptrobust meaning check v9 + NLI ") for r in attacked)
+    assert attacked and all(r["meaning"]["check"].startswith("promptrobust meaning check v10 + NLI ") for r in attacked)
 
 
 def test_the_training_script_makes_a_judge_meaning_nli_loads(tmp_path: Path) -> None:
