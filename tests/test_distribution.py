@@ -121,6 +121,8 @@ def test_the_wheel_carries_version_license_and_type_marker(wheel: Path) -> None:
         names = zf.namelist()
         assert "promptrobust/py.typed" in names
         assert {"promptrobust/engine/runs/sweep/presets/paper.toml", "promptrobust/engine/serving/prices.toml"} <= set(names)
+        # the meaning check's data: WordNet's table and the learned judge (check v11)
+        assert {"promptrobust/attacks/data/wordnet-3.0-lexicon.tsv.gz", "promptrobust/attacks/data/meaning_judge.json"} <= set(names)
         (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert zf.read(license_file).startswith(b"MIT License")
 

@@ -85,7 +85,7 @@ def check_table() -> dict[str, tuple[int, float, float]]:
     """docs/fidelity.md's table of the shipped check (its version's columns) on every labelled set: name -> (pairs, accuracy,
     recall of changed)."""
     text = (ROOT / "docs/fidelity.md").read_text()
-    section = text[text.index("| set | pairs | v7 accuracy |"):]
+    section = text[text.index("| set | pairs | v10 accuracy |"):]
     header = [c.strip() for c in section.splitlines()[0].strip("|").split("|")]
     version = mc.CHECK_NAME.split()[-1]
     accuracy, recall = header.index(f"{version} accuracy"), header.index(f"{version} recall of changed")
@@ -99,8 +99,9 @@ def check_table() -> dict[str, tuple[int, float, float]]:
 
 
 def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_quoted():
-    """The thresholds are still the calibration half's choice under the shipped rules, and docs/fidelity.md's
-    table holds what the shipped check gets on every labelled set (the eleventh: written blind, never used)."""
+    """v10's thresholds (the learned judge's baseline, and an input of it) are still the calibration half's
+    choice under the shipped rules, and docs/fidelity.md's table holds what the shipped check gets on every
+    labelled set (in-sample for the learned judge: scripts/fit_meaning_judge.py scores each set left out)."""
     calibrate = _calibration()
     sets = load_script("meaning_sets")
     rows = calibrate.evidence(calibrate.PAIRS)
@@ -111,8 +112,7 @@ def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_
     assert f"{mc.THRESHOLD_CLOSE}" in text and f"{mc.THRESHOLD_FAR}" in text
     # changed instructions are caught, held out too
     for name in ("instruction: language", "instruction: scope", "instruction: role"):
-        assert calibrate.score([e for e in held_out if e.category == name], mc.THRESHOLD_CLOSE,
-                               mc.THRESHOLD_FAR)["recall"] == 1.0, name
+        assert calibrate.score_shipped([e for e in held_out if e.category == name])["recall"] == 1.0, name
     table = check_table()
     assert set(table) == {s.name for s in sets.ALL_SETS}
     found = {"calibration half": calibration, "held-out half": held_out}
@@ -120,7 +120,7 @@ def test_thresholds_are_the_calibration_halfs_choice_and_every_sets_figures_are_
         evidence = found.get(labelled.name) or calibrate.evidence(labelled.path)
         if labelled in sets.BLIND_SETS[1:]:  # every category in the sets written by people who never saw the check
             assert {e.category for e in evidence} == CATEGORIES, labelled.name
-        scored = calibrate.score(evidence, mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+        scored = calibrate.score_shipped(evidence)
         pairs, accuracy, recall = table[labelled.name]
         assert scored["pairs"] == pairs, labelled.name
         # numerics of another CPU may move a pair at a threshold, not more
@@ -134,7 +134,7 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
     calibrate = _calibration()
     pairs = calibrate.word_source_pairs("context")
     assert len(pairs) >= 30 and {p["meaning"] for p in pairs} == {"kept", "changed"}
-    scored = calibrate.score(calibrate.evidence(pairs), mc.THRESHOLD_CLOSE, mc.THRESHOLD_FAR)
+    scored = calibrate.score_shipped(calibrate.evidence(pairs))
     one_pair = 1 / len(pairs)
     assert scored["accuracy"] == pytest.approx(quoted("word source accuracy"), abs=one_pair)
     assert scored["recall"] == pytest.approx(quoted("word source recall of changed"), abs=1 / scored["changed"])
@@ -143,17 +143,19 @@ def test_the_verdict_on_the_word_sources_own_candidates_is_quoted():
 
 def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
     """The fallback is MiniLM alone at its own thresholds, announced once with the install command and
-    named in every verdict it gives; the full check names v10."""
+    named in every verdict it gives; the full check names v11 and has its learned judge."""
     from promptrobust.attacks import mpnet
 
     clean = "Judge the tone of the review. Answer positive or negative."
     full = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
-    assert full.check == mc.CHECK and "v10" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.check == mc.CHECK and "v11" in full.check and "all-mpnet-base-v2" in full.check
+    assert full.substitutions[0].changed_probability is not None and "learned judge" in (full.reasons or ("learned judge",))[0]
 
     def missing():
         raise mpnet.MPNetUnavailable(f"package {mpnet.PACKAGES[0]!r} is not installed; run: {mpnet.INSTALL_HINT}")
 
     mc.load_context_encoder.cache_clear()
+    mc.load_encoders.cache_clear()
     mpnet.load_mpnet.cache_clear()
     monkeypatch.setattr(mpnet, "piece_paths", missing)
     said: list[tuple[str, str]] = []
@@ -163,7 +165,9 @@ def test_without_mpnet_the_check_is_minilm_alone_said_and_named(monkeypatch):
         encoder = mc.load_context_encoder()
     finally:
         mc.load_context_encoder.cache_clear()
+        mc.load_encoders.cache_clear()
         mpnet.load_mpnet.cache_clear()
+    assert encoder.judge is None and alone.substitutions[0].changed_probability is None
     assert alone.check == mc.CHECK_MINILM_ALONE and "all-MiniLM-L6-v2 alone" in alone.check
     assert (encoder.threshold_close, encoder.threshold_far) == (mc.MINILM_ALONE_CLOSE, mc.MINILM_ALONE_FAR)
     assert len(said) == 1 and said[0][0] == "meaning_check_mpnet"  # once: the encoder is loaded once per process
@@ -246,7 +250,8 @@ def test_label_clause_words_are_changed_and_say_why():
     got = mc.meaning_verdict(TASK_06, TASK_06.replace("Write", "Pen"), SST2)
     assert got.verdict == "changed" and "in a clause with a label word" in got.reasons[0]
     assert got.substitutions[0].relation == "synonym in a usual sense"
-    assert f"< {mc.THRESHOLD_FAR}" in got.reasons[0], "a label's word gets no discount as a WordNet synonym"
+    # the learned judge decides (check v11); it is told the word is in a label's clause, not a close synonym
+    assert "learned judge: probability of a change" in got.reasons[0] and got.substitutions[0].changed_probability >= 0.5
     assert got.substitutions[0].threshold_class == "far"  # recorded, so calibration needs one verdict a pair
     assert {"praise", "criticism", "write"} <= set(got.label_defining_words)
     # "praise" is opposed by "criticise" (WordNet's antonym is drawn on "criticize"): replaced by a word
@@ -553,9 +558,9 @@ def test_a_long_prompt_is_tagged_around_its_changes_only_with_the_same_tags_ther
 
 def test_the_report_names_the_shipped_check_in_short():
     """The report (which may not import attacks) keeps its own copy of the checks' common prefix: it must
-    stay the prefix of the shipped check's name, so tables say "v10", not the whole name."""
+    stay the prefix of the shipped check's name, so tables say "v11", not the whole name."""
     from promptrobust.engine.analysis.report.acceptable import CHECK_PREFIX, check_name
 
     assert mc.CHECK_NAME.startswith(CHECK_PREFIX)
-    assert check_name({"meaning": {"check": mc.CHECK}}) == mc.CHECK_NAME.removeprefix(CHECK_PREFIX).strip() == "v10"
-    assert check_name({"meaning": {"check": mc.CHECK_MINILM_ALONE}}) == "v10, all-MiniLM-L6-v2 alone"
+    assert check_name({"meaning": {"check": mc.CHECK}}) == mc.CHECK_NAME.removeprefix(CHECK_PREFIX).strip() == "v11"
+    assert check_name({"meaning": {"check": mc.CHECK_MINILM_ALONE}}) == "v11, all-MiniLM-L6-v2 alone"

@@ -45,8 +45,8 @@ def test_mutual_entailment_keeps_a_replaced_word_and_the_record_names_the_model(
     assert check.kind == "word" and check.kept is True and check.similarity is None
     assert check.entailment is not None and check.entailment > 0.9
     assert "mutual entailment" in check.reason and judge.name in check.reason
-    assert verdict.check.startswith(f"promptrobust meaning check v10 + NLI {judge.name}:")
-    assert check_name({"meaning": verdict.to_dict()}) == f"v10 + NLI {judge.name}"  # a report's row of its own
+    assert verdict.check.startswith(f"promptrobust meaning check v11 + NLI {judge.name}:")
+    assert check_name({"meaning": verdict.to_dict()}) == f"v11 + NLI {judge.name}"  # a report's row of its own
 
 
 @pytest.mark.parametrize("answer", ["contradiction", "neutral"])
@@ -118,7 +118,7 @@ def test_pre_run_records_the_nli_judge_in_verdicts_and_results(tmp_path: Path, n
     assert document["configs"]["attack"]["meaning_nli"] == nli_models["entailment"]
     rows = [orjson.loads(line) for line in (folder / "results.jsonl").read_bytes().splitlines() if line.strip()]
     (record,) = [r for r in rows if r.get("attack") == "deepwordbug"]
-    assert record["meaning"]["check"].startswith(f"promptrobust meaning check v10 + NLI {nli_models['entailment']}:")
+    assert record["meaning"]["check"].startswith(f"promptrobust meaning check v11 + NLI {nli_models['entailment']}:")
 
 
 def test_pre_run_refuses_a_missing_nli_folder_before_any_model_call(tmp_path: Path, capsys) -> None:
@@ -206,7 +206,7 @@ def test_a_sweep_takes_the_nli_judge_and_refuses_one_that_is_not_before_any_call
     rows = [orjson.loads(line) for line in (tmp_path / "good" / "t" / "results.jsonl").read_bytes().splitlines()
             if line.strip()]
     attacked = [r for r in rows if r.get("attack") == "stresstest"]
-    assert attacked and all(r["meaning"]["check"].startswith("promptrobust meaning check v10 + NLI ") for r in attacked)
+    assert attacked and all(r["meaning"]["check"].startswith("promptrobust meaning check v11 + NLI ") for r in attacked)
 
 
 def test_the_training_script_makes_a_judge_meaning_nli_loads(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_acceptable_apdrs_of_different_meaning_checks_are_never_pooled(tmp_path:
     assert main(["report", str(tmp_path / "runs"), "--output-dir", str(out), "--format", "md,csv"]) == 0
     rows = list(csv.DictReader((out / "apdr_acceptable.csv").open(encoding="utf-8")))
     assert sorted((r["meaning_check"], r["acceptable_count"], float(r["acceptable_mean"])) for r in rows) == [
-        ("v10", "1", pytest.approx(0.5)), ("v10, all-MiniLM-L6-v2 alone", "1", pytest.approx(0.1))]
+        ("v11", "1", pytest.approx(0.5)), ("v11, all-MiniLM-L6-v2 alone", "1", pytest.approx(0.1))]
     md = (out / "report.md").read_text(encoding="utf-8")
     table = md[md.index("APDR over all adversarial prompts and over the acceptable ones"):]
     header = next(line for line in table.splitlines() if line.startswith("| attack"))
