@@ -327,15 +327,6 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
 
-def context_similarity(encoder: ContextEncoder, clean: str, adversarial: str, change: Change) -> float | None:
-    """Mean over the encoders of the cosine of the old words in the clean prompt and the new words in the
-    adversarial one, in context (None: an encoder has no token in the change)."""
-    pairs = context_vectors(encoder, clean, adversarial, change)
-    if pairs is None:
-        return None
-    return sum(cosine(old, new) for old, new in pairs) / len(pairs)
-
-
 # -- the rules ----------------------------------------------------------------------------------
 
 
