@@ -656,7 +656,7 @@ def meaning_verdict(clean: str, adversarial: str, protected: frozenset[str] = fr
             try:
                 source = load_context_encoder()
             except AttackResourceError as exc:
-                source = f"all-MiniLM-L6-v2 unavailable ({exc})"
+                source = str(exc)  # names what is missing (an encoder, the judge's file) and the fix
         checks.append(_check_change(change, clean, adversarial, protected=protected, contrast=contrast,
                                     clauses=clauses, lexicon=lexicon, encoder=source, tags=tags))
     failed = [c for c in checks if c.kept is False]

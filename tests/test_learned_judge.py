@@ -72,6 +72,28 @@ def test_a_judge_file_that_is_not_one_is_refused_naming_the_fix(tmp_path, text, 
     assert why in str(caught.value) or why == "cannot be read"
 
 
+def test_without_the_judges_file_a_replaced_word_is_not_checked_and_the_reason_names_the_fix(tmp_path, monkeypatch):
+    """A broken install (the judge's file missing) never falls back silently to the thresholds: the words the
+    rules leave open are not checked, and the reason names the file and the command that rebuilds it."""
+    try:
+        mc.load_encoders()
+    except AttackResourceError as exc:
+        pytest.skip(f"no encoder here: {exc}")
+    clean = "Read the film review and judge its tone: answer 'positive' or 'negative'."
+    monkeypatch.setattr(meaning_judge, "JUDGE_FILE", tmp_path / "meaning_judge.json")
+    mc.load_context_encoder.cache_clear()
+    meaning_judge.load_judge.cache_clear()
+    try:
+        if len(mc.load_encoders().encoders) < 2:
+            pytest.skip("all-mpnet-base-v2 not installed: MiniLM alone needs no judge")
+        got = mc.meaning_verdict(clean, clean.replace("review", "critique"), SST2)
+    finally:
+        mc.load_context_encoder.cache_clear()
+        meaning_judge.load_judge.cache_clear()
+    assert got.verdict == "not checked"
+    assert "meaning_judge.json cannot be read" in got.reasons[0] and "fit_meaning_judge.py --write" in got.reasons[0]
+
+
 def _encoder() -> mc.ContextEncoder:
     try:
         encoder = mc.load_context_encoder()
