@@ -482,7 +482,7 @@ def test_a_rewritten_prompt_and_a_missing_encoder_are_not_checked(no_encoder):
 
     clean = "Judge the tone of the review. Answer positive or negative."
     got = mc.meaning_verdict(clean, clean.replace("tone", "feeling"), SST2)
-    assert got.verdict == "not checked" and "unavailable" in got.reasons[0]
+    assert got.verdict == "not checked" and "no torch here (test)" in got.reasons[0]  # the loader's own words
     # the rules that need no encoder still decide
     assert mc.meaning_verdict(clean, clean.replace("negative.", "negative x9."), SST2).verdict == "kept"
     assert mc.meaning_verdict(clean, clean.replace("Answer", "Reply"), SST2).verdict == "kept"  # the same act
