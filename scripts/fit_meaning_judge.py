@@ -23,6 +23,8 @@ Encoding every set takes about ten minutes on two cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,9 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-import dataclasses
-import hashlib
 
 import promptrobust.attacks.meaning_check as mc
 from promptrobust.attacks import meaning_judge
@@ -82,9 +81,9 @@ def pairs_of(set_name: str, rows: Sequence[dict[str, Any]], encoder: mc.ContextE
     return out
 
 
-def fit(x: np.ndarray, y: np.ndarray, c: float, steps: int = 25) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, scale, weights with the intercept last) of an L2-regularised logistic regression on
-    standardised features: minimises 0.5 |w|^2 + c * log loss (intercept not penalised), by Newton's method."""
+def fit(x: np.ndarray, y: np.ndarray, c: float, steps: int = 25) -> meaning_judge.LearnedJudge:
+    """The L2-regularised logistic regression on standardised features: minimises 0.5 |w|^2 + c * log loss
+    (the intercept not penalised), by Newton's method; scored and shipped as the check reads it."""
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
     w = np.zeros(z.shape[1])
@@ -98,12 +97,7 @@ def fit(x: np.ndarray, y: np.ndarray, c: float, steps: int = 25) -> tuple[np.nda
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return mean, scale, w
-
-
-def says_changed(model: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
-    mean, scale, w = model
-    return (np.hstack([(x - mean) / scale, np.ones((len(x), 1))]) @ w) >= 0.0
+    return meaning_judge.LearnedJudge(mean, scale, w[:-1], float(w[-1]), f"fitted at C {c}")
 
 
 def group(set_name: str) -> str:
@@ -119,10 +113,11 @@ def learned_verdicts(pairs: Sequence[Pair], c: float, test: str | None = None) -
     groups = [test] if test else list(dict.fromkeys(group(p.set_name) for p in pairs))
     for held in groups:
         train = [p for p in pairs if p.features is not None and group(p.set_name) != held and p.set_name != held]
-        model = fit(np.array([p.features for p in train]), np.array([p.changed for p in train], float), c)
+        judge = fit(np.array([p.features for p in train]), np.array([p.changed for p in train], float), c)
         for i, p in enumerate(pairs):
             if group(p.set_name) == held or p.set_name == held:
-                said[i] = bool(says_changed(model, p.features[None, :])[0]) if p.features is not None else p.shipped_changed
+                said[i] = (judge.changed_probability(p.features) >= meaning_judge.CUT if p.features is not None
+                           else p.shipped_changed)
     return said
 
 
@@ -144,11 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         strengths = [float(c) for c in args.c.split(",")]
     except ValueError:
-        print(f"measure_learned_judge: --c takes numbers separated by commas, not {args.c!r}", file=sys.stderr)
+        print(f"fit_meaning_judge: --c takes numbers separated by commas, not {args.c!r}", file=sys.stderr)
         return 2
     names = [s.name for s in ALL_SETS] + ["word source context", "word source any"]
     if args.test and args.test not in names:
-        print(f"measure_learned_judge: no set named {args.test!r}; one of: {', '.join(names)}", file=sys.stderr)
+        print(f"fit_meaning_judge: no set named {args.test!r}; one of: {', '.join(names)}", file=sys.stderr)
         return 2
     encoder = mc.load_encoders()
     pairs: list[Pair] = []
@@ -184,10 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def write(pairs: Sequence[Pair], path: Path = meaning_judge.JUDGE_FILE) -> None:
     """Fit on every judged pair at ``DEFAULT_C`` and write the judge, naming the files it was fitted on."""
     train = [p for p in pairs if p.features is not None]
-    mean, scale, w = fit(np.array([p.features for p in train]), np.array([p.changed for p in train], float), DEFAULT_C)
+    judge = fit(np.array([p.features for p in train]), np.array([p.changed for p in train], float), DEFAULT_C)
     files = sorted({labelled.path for labelled in ALL_SETS} | {KEPT_FILE})
     trained_on = {str(f.relative_to(FOLDER.parents[2])): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
-    judge = meaning_judge.LearnedJudge(mean, scale, w[:-1], float(w[-1]), "", trained_on)
+    judge = dataclasses.replace(judge, trained_on=trained_on)
     path.write_bytes(meaning_judge.to_json(judge, c=DEFAULT_C, pairs=len(train)))
     print(f"wrote {path}: fitted on {len(train)} pairs at C {DEFAULT_C}")
 

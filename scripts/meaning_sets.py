@@ -81,7 +81,7 @@ BLIND_SETS: tuple[LabelledSet, ...] = (
                 "written from the tenth set's errors) was run on them; nothing changed after"),
     LabelledSet("blind 12", "blind12_pairs.jsonl", None,
                 "written by someone who never saw the check, committed before check v10 or the learned judge "
-                "(scripts/measure_learned_judge.py, fitted on every other set) was run on them; nothing changed after"),
+                "(scripts/fit_meaning_judge.py, fitted on every other set) was run on them; nothing changed after"),
 )
 #: Every set, in the order the scripts print them.
 ALL_SETS: tuple[LabelledSet, ...] = (CALIBRATION, HELD_OUT, EARLIER, *BLIND_SETS)

@@ -27,17 +27,18 @@ def test_the_fit_minimises_the_regularised_log_loss_it_names():
     x = np.vstack([rng.normal(0.0, 1.0, (60, 5)), rng.normal(1.5, 1.0, (60, 5))])
     y = np.array([0.0] * 60 + [1.0] * 60)
     c = 0.1
-    mean, scale, w = script.fit(x, y, c)
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    judge = script.fit(x, y, c)
+    w = np.append(judge.weights, judge.bias)
+    z = np.hstack([(x - judge.mean) / judge.scale, np.ones((len(x), 1))])
     p = 1.0 / (1.0 + np.exp(-(z @ w)))
     gradient = np.append(w[:-1], 0.0) + c * z.T @ (p - y)
     assert np.abs(gradient).max() < 1e-6
-    assert np.mean(script.says_changed((mean, scale, w), x) == (y == 1.0)) > 0.85
-    # the judge the check reads gives the same probabilities
-    judge = meaning_judge.LearnedJudge(mean, scale, w[:-1], float(w[-1]), "test")
+    said = np.array([judge.changed_probability(row) >= meaning_judge.CUT for row in x])
+    assert np.mean(said == (y == 1.0)) > 0.85
+    # the judge the check reads gives the probabilities the fit minimised over
     assert [judge.changed_probability(row) for row in x[:5]] == pytest.approx(p[:5].tolist())
     # a stronger penalty shrinks the weights
-    assert np.linalg.norm(script.fit(x, y, 0.001)[2][:-1]) < np.linalg.norm(w[:-1])
+    assert np.linalg.norm(script.fit(x, y, 0.001).weights) < np.linalg.norm(judge.weights)
 
 
 def test_sets_that_share_prompts_are_left_out_together():
